@@ -1,0 +1,86 @@
+# Makefile - builds libscope, scoped, scopecmd, scopetop, the BPF programs,
+# the examples, the tests and the benchmarks under $(BUILD)/.
+#
+#   make            everything          make test        all tests
+#   make demo       the main job        make test-asan   tests under ASan+UBSan
+#   make bench      benchmarks          make test-tsan   tests under TSan
+#   make deps       Debian packages     make fuzz        libFuzzer targets
+#
+# V=1 shows commands.  CI=true adds -Werror.  Each part adds its own rules in
+# mk/<part>.mk; this file holds what they share.
+
+BUILD ?= build
+SAN ?=
+CC ?= cc
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+E := $(if $(filter 1,$(V)),@true,@printf '  %-7s %s\n')
+
+ifeq ($(SAN),asan)
+BUILD := build-asan
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+OPT := -O1
+else ifeq ($(SAN),tsan)
+BUILD := build-tsan
+SANFLAGS := -fsanitize=thread
+OPT := -O1
+else
+SANFLAGS :=
+OPT := -O2
+endif
+
+WERROR := $(if $(filter true,$(CI)),-Werror,)
+PKGS := jansson ncursesw libdw libelf libbpf cmocka libunwind
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
+	  -MMD -MP -Iinclude -Iproto -Iruntime -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
+LDFLAGS += $(SANFLAGS) -rdynamic
+LIBS_ALL := -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
+
+# Per top-level directory extra flags (CFLAGS_runtime, CFLAGS_proto, ...).
+CFLAGS_runtime := -DSCOPE_BUILDING_LIBRARY -fvisibility=hidden
+CFLAGS_proto := -fvisibility=hidden
+
+all:
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(E) CC $<
+	$(Q)$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$<))) -c $< -o $@
+
+include $(sort $(wildcard mk/*.mk))
+
+all: $(ALL_TARGETS)
+
+deps:
+	@sh scripts/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@sh tests/run.sh $(BUILD)
+
+test-asan:
+	@$(MAKE) --no-print-directory SAN=asan test
+
+test-tsan:
+	@$(MAKE) --no-print-directory SAN=tsan test
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@sh bench/run.sh $(BUILD)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/demo.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz
+
+.PHONY: all deps test test-asan test-tsan bench demo format clean fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,53 @@
+/* bpfstack.h - kernel-side stack capture for the daemon: one pass of a
+ * sleepable BPF task iterator over a target's threads, unwound in user space
+ * with libdw.  Nothing runs in the target and no signal reaches it.
+ *
+ * The daemon uses it through this interface only; symbolization stays in the
+ * daemon (it gets raw user addresses, unwound, top first). */
+#ifndef BPFSTACK_H
+#define BPFSTACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define BPFSTACK_MAX_FRAMES 128
+#define BPFSTACK_MAX_KFRAMES 32
+
+struct bpfstack;
+
+struct bpfstack_thread {
+	uint32_t tid;
+	char comm[16];
+	char sched_state;        /* 'R', 'S', 'D', 'T', ... as in /proc/PID/stat */
+	bool on_cpu;             /* was running on a CPU at capture */
+	bool ran_during_capture; /* context-switch counters moved during capture */
+	bool approximate;        /* user stack as of its last kernel entry */
+	uint64_t nvcsw, nivcsw;
+	int error;               /* 0, or negative errno: this thread's stack is missing */
+	size_t nframes;
+	uint64_t frames[BPFSTACK_MAX_FRAMES]; /* user return addresses, top first */
+	size_t nkframes;
+	uint64_t kframes[BPFSTACK_MAX_KFRAMES]; /* kernel addresses, top first */
+	const char *blocked_in;  /* static: "futex", "poll", "epoll", "read", "sleep", ... or NULL */
+	const char *jstate;      /* static JDK state: "RUNNABLE", "WAITING", "TIMED_WAITING", "BLOCKED" */
+};
+
+/* Loads and verifies the BPF programs.  *out is new (bpfstack_close()).
+ * Returns 0, or a negative errno with a one-line reason in err (such as
+ * "BPF needs CAP_BPF and CAP_PERFMON (running as uid 1000)"). */
+int bpfstack_open(struct bpfstack **out, char *err, size_t errlen);
+
+/* Captures every thread of pid.  *threads is a new array of *n entries
+ * (free() it).  Returns 0 or a negative errno with the reason in err. */
+int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
+		     char *err, size_t errlen);
+
+/* Symbol name of a kernel address from /proc/kallsyms ("futex_wait_queue"),
+ * or NULL.  Borrowed: valid until bpfstack_close(). */
+const char *bpfstack_ksym(struct bpfstack *b, uint64_t addr);
+
+void bpfstack_close(struct bpfstack *b);
+
+#endif /* BPFSTACK_H */

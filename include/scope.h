@@ -1,0 +1,318 @@
+/* scope.h - libscope: structured concurrency for C, observable by scoped.
+ *
+ * Conventions (see docs/api.md for the long form):
+ *  - Every function that can fail returns 0 (or a non-negative count) on
+ *    success and a negative errno, or one of the SCOPE_E* codes below, on
+ *    failure.  scope_strerror() turns any of them into a message.
+ *  - The library never prints, never exits and never aborts on bad input.
+ *  - Ownership is stated on every function: "new" means the caller owns the
+ *    result and must release it with the named function; "borrowed" means the
+ *    library keeps ownership and says for how long the pointer stays valid;
+ *    "copied" means the library keeps its own copy of an argument.
+ *  - Times are nanoseconds of CLOCK_MONOTONIC (scope_now()).  Deadlines are
+ *    absolute, timeouts relative.
+ *  - Cancellation is cooperative and level-triggered: once a scope is
+ *    cancelled, every blocking call of the runtime made inside it (or inside
+ *    any scope below it) fails with -ECANCELED, and keeps failing.
+ */
+#ifndef SCOPE_H
+#define SCOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SCOPE_BUILDING_LIBRARY)
+#define SCOPE_API __attribute__((visibility("default")))
+#else
+#define SCOPE_API
+#endif
+
+#define SCOPE_VERSION_MAJOR 0
+#define SCOPE_VERSION_MINOR 1
+#define SCOPE_VERSION_PATCH 0
+#define SCOPE_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------------------
+ * Errors.  Besides negative errno values the runtime returns these codes.
+ * They sit far above any errno so the two never collide.
+ */
+#define SCOPE_EBASE 20000
+enum {
+	SCOPE_EFAILED = -(SCOPE_EBASE + 1),    /* a subtask failed; see scope_failure() */
+	SCOPE_ENOFORKS = -(SCOPE_EBASE + 2),   /* any-successful join with nothing forked */
+	SCOPE_EREJECTED = -(SCOPE_EBASE + 3),  /* the pool refused the task (abort policy) */
+	SCOPE_EDISCARDED = -(SCOPE_EBASE + 4), /* the pool dropped the task (discard policies) */
+	SCOPE_ESTRUCTURE = -(SCOPE_EBASE + 5), /* structure violation (see scope_close) */
+	SCOPE_EJOINED = -(SCOPE_EBASE + 6),    /* second join, or fork after join */
+	SCOPE_ESHUTDOWN = -(SCOPE_EBASE + 7),  /* the pool is shut down */
+};
+
+/* Message for any value returned by this library (negative errno included).
+ * Borrowed: a static string, valid forever. */
+SCOPE_API const char *scope_strerror(int err);
+
+/* The library's version string, such as "0.1.0".  Borrowed, static. */
+SCOPE_API const char *scope_version(void);
+
+/* Now, in nanoseconds of CLOCK_MONOTONIC. */
+SCOPE_API int64_t scope_now(void);
+
+/* ---------------------------------------------------------------------------
+ * Types.  All opaque.
+ */
+typedef struct scope scope_t;           /* a scope: owns its forks */
+typedef struct scope_task scope_task_t; /* a subtask (the handle scope_fork gives) */
+typedef struct scope_pool scope_pool_t; /* a thread pool */
+
+/* A subtask body.  Returns 0 and may set *result on success, or a negative
+ * error code on failure.  The result pointer is opaque to the runtime. */
+typedef int (*scope_fn)(void *arg, void **result);
+
+typedef enum scope_task_state {
+	SCOPE_TASK_UNAVAILABLE = 0, /* not finished, or never started (cancelled/rejected) */
+	SCOPE_TASK_SUCCESS = 1,
+	SCOPE_TASK_FAILED = 2,
+} scope_task_state_t;
+
+/* ---------------------------------------------------------------------------
+ * Joiners: the policy scope_join() waits by.
+ */
+typedef enum scope_joiner_kind {
+	SCOPE_JOIN_ALL_SUCCESSFUL = 0, /* default: cancel on first failure */
+	SCOPE_JOIN_ANY_SUCCESSFUL,     /* first success wins, others cancelled */
+	SCOPE_JOIN_AWAIT_ALL,          /* wait for all, never cancel */
+	SCOPE_JOIN_UNTIL,              /* wait until the predicate says stop */
+	SCOPE_JOIN_CUSTOM,             /* callbacks in scope_joiner_ops */
+} scope_joiner_kind_t;
+
+/* Predicate for SCOPE_JOIN_UNTIL: called once per completed subtask, on the
+ * thread that completed it, with the scope's lock not held.  Return true to
+ * stop: the scope is cancelled (reason: joiner) and join returns 0. */
+typedef bool (*scope_until_fn)(void *ctx, scope_task_t *done);
+
+/* Callbacks of a custom joiner.  All optional.  Caller sets every field;
+ * the struct is borrowed and must outlive the scope. */
+struct scope_joiner_ops {
+	/* Before a fork starts; return <0 to refuse the fork with that error. */
+	int (*on_fork)(void *ctx, scope_task_t *task);
+	/* After a subtask completes (any thread); return true to cancel the
+	 * scope and stop waiting. */
+	bool (*on_complete)(void *ctx, scope_task_t *task);
+	/* Computes scope_join()'s return value once waiting is over (owner
+	 * thread).  NULL: 0. */
+	int (*result)(void *ctx, scope_t *scope);
+	void *ctx;
+};
+
+/* Flags of scope_config.flags */
+#define SCOPE_F_NO_INTERRUPT 0x1u /* do not signal workers blocked outside the runtime on cancel */
+
+/* Configuration of scope_open().  Zero-initialise (SCOPE_CONFIG_INIT), then
+ * set what you need; every field is set by the caller and read once. */
+struct scope_config {
+	const char *name;                   /* copied; NULL: "scope" */
+	scope_joiner_kind_t joiner;         /* default ALL_SUCCESSFUL */
+	scope_until_fn until;               /* SCOPE_JOIN_UNTIL only */
+	void *until_ctx;                    /* passed to until */
+	const struct scope_joiner_ops *ops; /* SCOPE_JOIN_CUSTOM only; borrowed */
+	int64_t timeout_ns;                 /* relative; 0: none */
+	int64_t deadline_ns;                /* absolute monotonic; 0: none; earliest wins */
+	scope_pool_t *pool;                 /* borrowed; NULL: the default pool */
+	unsigned flags;                     /* SCOPE_F_* */
+};
+#define SCOPE_CONFIG_INIT {0}
+
+/* ---------------------------------------------------------------------------
+ * Scopes.
+ */
+
+/* Opens a scope owned by the calling thread.  Its parent is the innermost
+ * scope open on this thread or, on a worker running a subtask, the scope
+ * that forked it.  cfg may be NULL for all defaults.  On success *out is a
+ * new scope that must be closed with scope_close() by the same thread.
+ * file/line/func are borrowed forever (pass string literals; the macro does).
+ * Errors: -EINVAL, -ENOMEM, -ECANCELED (enclosing scope already cancelled:
+ * nothing is opened). */
+SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file,
+			    int line, const char *func);
+#define scope_open(out, cfg) scope_open_at((out), (cfg), __FILE__, __LINE__, __func__)
+
+/* Forks fn(arg) onto the scope's pool.  *out (if out is non-NULL) receives a
+ * borrowed handle valid until scope_close().  A fork into a cancelled scope
+ * starts nothing: it returns 0 and the handle stays UNAVAILABLE.
+ * Errors: -EPERM (not the owner thread), SCOPE_EJOINED (fork after join),
+ * SCOPE_EREJECTED (pool's abort policy; the handle is FAILED), -ENOMEM. */
+SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
+			    const char *file, int line, const char *func);
+#define scope_fork(scope, fn, arg, out)                                                  \
+	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
+
+/* Waits as the joiner says.  Returns 0; SCOPE_EFAILED (a subtask failed:
+ * scope_failure() tells which and why); SCOPE_ENOFORKS (any-successful with
+ * no forks); -ETIMEDOUT (the scope's deadline passed; the scope is
+ * cancelled); -ECANCELED (an enclosing scope was cancelled, or scope_cancel
+ * was called); -EPERM (not the owner); SCOPE_EJOINED (second join); or what a
+ * custom joiner's result() returns.  Only the owner may join, once. */
+SCOPE_API int scope_join(scope_t *scope);
+
+/* Cancels whatever still runs, waits for every subtask, and frees the scope
+ * (the scope pointer and its task handles are invalid afterwards).  When
+ * scopes opened inside this one (on this thread) are still open, those are
+ * closed first and SCOPE_ESTRUCTURE is returned.  -EPERM from a thread that
+ * is not the owner (nothing is freed then).  After it returns no thread
+ * started for this scope runs its work. */
+SCOPE_API int scope_close(scope_t *scope);
+
+/* Cancels the scope (reason: explicit) and, through it, everything below.
+ * Any thread may call it.  Idempotent. */
+SCOPE_API int scope_cancel(scope_t *scope);
+
+/* Inside a subtask or a scope: -ECANCELED when the enclosing scope or any
+ * ancestor is cancelled or past its deadline, else 0. */
+SCOPE_API int scope_cancelled(void);
+
+/* Sleeps ns nanoseconds.  Returns 0, or -ECANCELED as soon as the context
+ * is cancelled (a passing deadline cancels). */
+SCOPE_API int scope_sleep(int64_t ns);
+
+/* Sleeps until an absolute monotonic time; as scope_sleep. */
+SCOPE_API int scope_sleep_until(int64_t deadline_ns);
+
+/* Waits until fd is ready for events (POLLIN/POLLOUT...) or until the
+ * absolute deadline (0: none).  Returns the revents (>0), -ETIMEDOUT when
+ * the given deadline passes, -ECANCELED when the context is cancelled. */
+SCOPE_API int scope_wait_fd(int fd, short events, int64_t deadline_ns);
+
+/* The effective deadline of the calling context: the earliest of every
+ * enclosing scope's (0: none). */
+SCOPE_API int64_t scope_deadline(void);
+
+/* The scope's name (borrowed, valid until close) and 64-bit id (unique for
+ * the life of the process). */
+SCOPE_API const char *scope_name(const scope_t *scope);
+SCOPE_API uint64_t scope_id(const scope_t *scope);
+
+/* The subtasks in fork order: count, and the i-th (borrowed, until close). */
+SCOPE_API size_t scope_task_count(const scope_t *scope);
+SCOPE_API scope_task_t *scope_task_at(const scope_t *scope, size_t i);
+
+/* After a join: the first subtask that failed (borrowed), or NULL. */
+SCOPE_API scope_task_t *scope_failure(const scope_t *scope);
+
+/* After an any-successful join: the subtask that won (borrowed), or NULL. */
+SCOPE_API scope_task_t *scope_winner(const scope_t *scope);
+
+/* ---------------------------------------------------------------------------
+ * Subtasks.  State, result and error are meaningful after scope_join().
+ */
+SCOPE_API scope_task_state_t scope_task_state(const scope_task_t *task);
+/* The result fn set (borrowed from fn; the runtime never frees it). */
+SCOPE_API void *scope_task_result(const scope_task_t *task);
+/* The error fn returned (FAILED), or 0. */
+SCOPE_API int scope_task_error(const scope_task_t *task);
+SCOPE_API uint64_t scope_task_id(const scope_task_t *task);
+
+/* ---------------------------------------------------------------------------
+ * Scoped values: string bindings inherited by forks and the scopes they open;
+ * read-only below the binder, visible to the observer (a request id in a
+ * dump).  Bind before forking; only the owner binds.
+ */
+
+/* Binds key=value in scope (both copied).  Rebinding a key in the same scope
+ * replaces it.  Errors: -EPERM (not owner), -EINVAL, -ENOMEM, SCOPE_EJOINED. */
+SCOPE_API int scope_value_bind(scope_t *scope, const char *key, const char *value);
+
+/* Looks key up from the calling context outward.  Borrowed: valid while the
+ * binding scope stays open, which structure guarantees for the caller. NULL
+ * when unbound. */
+SCOPE_API const char *scope_value_get(const char *key);
+
+/* ---------------------------------------------------------------------------
+ * Pools, configured like java.util.concurrent.ThreadPoolExecutor.
+ */
+typedef enum scope_queue_kind {
+	SCOPE_QUEUE_UNBOUNDED = 0, /* default */
+	SCOPE_QUEUE_BOUNDED,       /* queue_capacity entries */
+	SCOPE_QUEUE_DIRECT,        /* hand-off: no queue, a thread or a rejection */
+} scope_queue_kind_t;
+
+typedef enum scope_policy {
+	SCOPE_POLICY_ABORT = 0,       /* fork fails with SCOPE_EREJECTED */
+	SCOPE_POLICY_CALLER_RUNS,     /* the forking thread runs the task itself */
+	SCOPE_POLICY_DISCARD,         /* the task ends FAILED with SCOPE_EDISCARDED */
+	SCOPE_POLICY_DISCARD_OLDEST,  /* the oldest queued task is discarded instead */
+	SCOPE_POLICY_BLOCK,           /* the forker waits for room (cancellable) */
+} scope_policy_t;
+
+/* Hooks of a pool; all optional, all run on the named thread. */
+struct scope_pool_hooks {
+	/* Creates a thread running start(arg) (the thread factory).  Return 0
+	 * and store the thread, or a negative errno.  NULL: pthread_create. */
+	int (*thread_factory)(void *ctx, pthread_t *thread, void *(*start)(void *), void *arg);
+	void (*before)(void *ctx, scope_task_t *task);          /* worker, before the task */
+	void (*after)(void *ctx, scope_task_t *task, int error); /* worker, after it */
+	void (*terminated)(void *ctx, scope_pool_t *pool);      /* last worker, after shutdown */
+	void *ctx;
+};
+
+/* Configuration of scope_pool_create(); zero-initialise, set, pass. */
+struct scope_pool_config {
+	const char *name;            /* copied; thread names are "<name>-<n>", cut to 15 bytes */
+	unsigned core_size;          /* threads kept even when idle; 0: 1 */
+	unsigned max_size;           /* upper bound; < core_size: core_size */
+	int64_t keep_alive_ns;       /* idle time before a non-core thread exits; 0: 60 s */
+	scope_queue_kind_t queue;
+	size_t queue_capacity;       /* SCOPE_QUEUE_BOUNDED only; 0: 64 */
+	scope_policy_t policy;
+	bool allow_core_timeout;     /* core threads also exit after keep_alive */
+	bool prestart;               /* start core_size threads now */
+	struct scope_pool_hooks hooks;
+};
+#define SCOPE_POOL_CONFIG_INIT {0}
+
+/* Statistics, read with scope_pool_stats(). All read-only for the caller. */
+struct scope_pool_stats {
+	unsigned core_size, max_size;
+	unsigned size;       /* threads now */
+	unsigned active;     /* threads running a task */
+	unsigned largest;    /* most threads ever */
+	size_t queued;       /* tasks waiting */
+	uint64_t completed;  /* tasks finished */
+	uint64_t rejected;   /* tasks refused or discarded */
+};
+
+/* Creates a pool.  *out is new; release with scope_pool_destroy().
+ * Errors: -EINVAL, -ENOMEM, or the thread factory's error (prestart). */
+SCOPE_API int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg);
+
+/* Stops accepting work; queued and running tasks finish.  Idempotent. */
+SCOPE_API int scope_pool_shutdown(scope_pool_t *pool);
+
+/* Shuts down, waits for every worker to exit, frees.  -EBUSY (nothing done)
+ * if a scope still uses the pool. */
+SCOPE_API int scope_pool_destroy(scope_pool_t *pool);
+
+SCOPE_API int scope_pool_stats(const scope_pool_t *pool, struct scope_pool_stats *out);
+SCOPE_API int scope_pool_set_size(scope_pool_t *pool, unsigned core_size, unsigned max_size);
+SCOPE_API const char *scope_pool_name(const scope_pool_t *pool); /* borrowed */
+
+/* The shared default pool (created on first use; borrowed, lives until exit). */
+SCOPE_API scope_pool_t *scope_pool_default(void);
+
+/* N = Ncpu x Ucpu x (1 + W/C), at least 1.  utilization in (0,1];
+ * wait_compute_ratio = W/C >= 0. */
+SCOPE_API unsigned scope_pool_size_for(double utilization, double wait_compute_ratio);
+
+/* Names the calling thread for dumps (copied; cut to 15 bytes as Linux does). */
+SCOPE_API int scope_thread_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SCOPE_H */

@@ -1,0 +1,31 @@
+# mk/00-core.mk - libscope (runtime + protocol) and the objects the programs
+# and tests share.  Convention: each program's main() lives in <dir>/main.c;
+# every other .c file of daemon/ dumper/ tui/ bpf/ is a library object that
+# the unit tests link too.
+
+RUNTIME_SRCS := $(wildcard runtime/*.c)
+PROTO_SRCS := $(wildcard proto/*.c)
+LIBSCOPE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(RUNTIME_SRCS) $(PROTO_SRCS))
+LIBSCOPE_LIBS := -lunwind -lpthread
+
+$(BUILD)/lib/libscope.a: $(LIBSCOPE_OBJS)
+	@mkdir -p $(@D)
+	$(E) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libscope.so: $(LIBSCOPE_OBJS)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) -shared -Wl,-soname,libscope.so.0 $(LDFLAGS) -o $@ $^ $(LIBSCOPE_LIBS)
+
+ALL_TARGETS += $(BUILD)/lib/libscope.a $(BUILD)/lib/libscope.so
+
+# User-side sources of the other parts, split into mains and library objects.
+part_srcs = $(filter-out %.bpf.c,$(wildcard $(1)/*.c))
+DAEMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out daemon/main.c,$(call part_srcs,daemon)))
+DUMPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out dumper/main.c,$(call part_srcs,dumper)))
+TUI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tui/main.c,$(call part_srcs,tui)))
+BPF_USER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call part_srcs,bpf))
+PROTO_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(PROTO_SRCS))
+COMMON_SRCS := $(wildcard common/*.c)
+COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRCS))

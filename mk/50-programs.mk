@@ -1,0 +1,57 @@
+# mk/50-programs.mk - the three programs, the examples, unit tests, benches.
+
+$(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(BPF_USER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/bin/scopecmd: $(BUILD)/obj/dumper/main.o $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/bin/scopetop: $(BUILD)/obj/tui/main.o $(TUI_OBJS) $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+ifneq ($(wildcard daemon/main.c),)
+ALL_TARGETS += $(BUILD)/bin/scoped
+endif
+ifneq ($(wildcard dumper/main.c),)
+ALL_TARGETS += $(BUILD)/bin/scopecmd
+endif
+ifneq ($(wildcard tui/main.c),)
+ALL_TARGETS += $(BUILD)/bin/scopetop
+endif
+
+# examples/<name>.c -> $(BUILD)/bin/<name>, linked against libscope.so
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/lib/libscope.so
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
+ALL_TARGETS += $(EXAMPLE_BINS)
+
+# tests/unit/test_<x>.c -> $(BUILD)/tests/test_<x>: static libscope plus every
+# library object of the other parts.
+TEST_LINK := $(DAEMON_OBJS) $(DUMPER_OBJS) $(TUI_OBJS) $(BPF_USER_OBJS) $(COMMON_OBJS) $(BUILD)/lib/libscope.a
+TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_LINK) -lcmocka $(LIBS_ALL)
+
+# tests/helpers/<x>.c -> $(BUILD)/tests/helpers/<x>: programs the e2e tests run
+TEST_BINS += $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
+$(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/lib/libscope.so
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
+
+# bench/<x>.c -> $(BUILD)/bench/<x>
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_LINK) $(LIBS_ALL)

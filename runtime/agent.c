@@ -1,0 +1,6 @@
+/* agent.c - placeholder for the reporting agent (issue 3 replaces it). */
+#include "event.h"
+
+void sc_agent_init(void)
+{
+}
