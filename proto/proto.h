@@ -61,6 +61,9 @@ enum proto_type {
 	PROTO_EV_THREAD_START = 0x0100, /* u64 pool, u32 role, u32 reserved; strings: name */
 	PROTO_EV_THREAD_EXIT = 0x0101,  /* (common only) */
 	PROTO_EV_THREAD_NAME = 0x0102,  /* strings: name */
+	PROTO_EV_PROCESS_EXIT = 0x0103, /* u32 how (1 exit, 2 signal), i32 code (status or
+					 * signal number); sent by the agent from on_exit() or
+					 * from its fatal-signal handler, just before the end */
 	PROTO_EV_SCOPE_OPEN = 0x0110,   /* u64 scope, u64 parent, u64 parent_task, u64 pool,
 					 * i64 deadline, u32 joiner, i32 line;
 					 * strings: name, file, func */
@@ -136,7 +139,7 @@ struct proto_msg {
 	/* events: ids and values (names as in enum proto_type) */
 	uint64_t scope, parent, parent_task, task, pool_id;
 	int64_t deadline, result, error;
-	uint32_t joiner, reason, state, role, kind;
+	uint32_t joiner, reason, state, role, kind, how;
 	int32_t line;
 	struct proto_str name, file, func, key, value;
 	struct proto_pool pool;

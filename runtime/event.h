@@ -30,6 +30,7 @@ enum sc_ev_kind {
 	SC_EV_THREAD_START = 0x100, /* tid; s1 = name; a = pool id or 0; i = role */
 	SC_EV_THREAD_EXIT = 0x101,  /* tid */
 	SC_EV_THREAD_NAME = 0x102,  /* tid; s1 = new name */
+	SC_EV_PROCESS_EXIT = 0x103, /* u = 1 exit / 2 signal; i = status or signal (agent only) */
 
 	SC_EV_SCOPE_OPEN = 0x110,   /* a = scope; b = parent scope or 0; c = parent task or 0;
 				     * tid = owner; s1 = name; i = deadline (0 none);

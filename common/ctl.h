@@ -1,0 +1,39 @@
+/* ctl.h - client side of scoped's control protocol (schemas/control.md):
+ * connect, send a JSON request, read JSON lines.  Used by scopecmd, scopetop
+ * and the tests. */
+#ifndef COMMON_CTL_H
+#define COMMON_CTL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct ctl;
+
+/* Connects to the control socket (override: a --socket value naming the
+ * agent socket, or NULL for $SCOPED_SOCKET / the default; see
+ * proto/sockpath.h).  *out is new (ctl_close()).  Returns 0, or a negative
+ * errno with a sentence in err ("no scoped daemon answers on PATH"). */
+int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen);
+
+/* Sends req (borrowed), waits up to timeout_ms for the reply with the same
+ * id, skipping subscription messages, which stay queued for ctl_read().
+ * *reply is new (json_decref()).  A reply with "ok":false is returned as 0
+ * with *reply set: the caller reads its error.  Returns 0, -ETIMEDOUT,
+ * -ECONNRESET, -EPROTO (a line that is not JSON) or -errno, with err set. */
+int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char *err,
+		size_t errlen);
+
+/* Sends req (borrowed) without waiting.  0 or -errno. */
+int ctl_send(struct ctl *c, json_t *req);
+
+/* The socket, for poll(): readable means ctl_read() has something. */
+int ctl_fd(const struct ctl *c);
+
+/* Reads one queued or arriving message without blocking.  Returns 1 with
+ * *msg new, 0 when nothing whole has arrived, or -errno (-ECONNRESET when the
+ * daemon went away). */
+int ctl_read(struct ctl *c, json_t **msg);
+
+void ctl_close(struct ctl *c);
+
+#endif
