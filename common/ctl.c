@@ -1,0 +1,311 @@
+/* ctl.c - client side of scoped's control protocol: one connection, JSON
+ * lines out, JSON lines in, replies matched to requests by id. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sockpath.h"
+
+/* A whole dump of a large process is one line; anything past this is a
+ * daemon gone wrong, and we refuse to grow without bound because of it. */
+#define CTL_MAX_LINE (256u << 20)
+#define CTL_MAX_QUEUED 100000u
+#define CTL_READ_CHUNK 65536u
+
+struct ctl {
+	int fd;
+	char *buf; /* bytes received, not yet parsed into messages */
+	size_t len, cap;
+	size_t scanned; /* prefix of buf known to hold no newline */
+	json_t *queue;  /* messages that arrived while waiting for a reply */
+	json_int_t next_id;
+	int dead; /* the daemon closed the connection */
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen)
+{
+	char path[4096];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	*out = NULL;
+	if (scoped_socket_paths(override, NULL, 0, NULL, 0, path, sizeof path) < 0 ||
+	    strlen(path) >= sizeof sa.sun_path) {
+		seterr(err, errlen, "control socket path too long (%.60s...); use a shorter --socket",
+		       path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+		seterr(err, errlen, "cannot create a Unix socket: %s", strerror(e));
+		return -e;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		int e = errno;
+		close(fd);
+		if (e == EACCES || e == EPERM)
+			seterr(err, errlen, "permission denied on %s; is the daemon another user's?",
+			       path);
+		else
+			seterr(err, errlen, "no scoped daemon answers on %s (%s)", path, strerror(e));
+		return -e;
+	}
+	struct ctl *c = calloc(1, sizeof *c);
+	json_t *q = json_array();
+	if (!c || !q) {
+		free(c);
+		json_decref(q);
+		close(fd);
+		seterr(err, errlen, "out of memory connecting to %s", path);
+		return -ENOMEM;
+	}
+	c->fd = fd;
+	c->queue = q;
+	c->next_id = 1;
+	*out = c;
+	return 0;
+}
+
+void ctl_close(struct ctl *c)
+{
+	if (!c)
+		return;
+	close(c->fd);
+	free(c->buf);
+	json_decref(c->queue);
+	free(c);
+}
+
+int ctl_fd(const struct ctl *c)
+{
+	return c->fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int ctl_send(struct ctl *c, json_t *req)
+{
+	if (!c || !json_is_object(req))
+		return -EINVAL;
+	char *s = json_dumps(req, JSON_COMPACT);
+	if (!s)
+		return -ENOMEM;
+	size_t n = strlen(s);
+	char *line = realloc(s, n + 2);
+	if (!line) {
+		free(s);
+		return -ENOMEM;
+	}
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	int rc = send_all(c->fd, line, n + 1);
+	free(line);
+	return rc;
+}
+
+/* Takes one whole line off the buffer: 1 with *msg new, 0 when no whole
+ * line is buffered, -EPROTO for a line that is not a JSON object. */
+static int take_line(struct ctl *c, json_t **msg)
+{
+	char *nl = c->len > c->scanned ? memchr(c->buf + c->scanned, '\n', c->len - c->scanned)
+				       : NULL;
+	if (!nl) {
+		c->scanned = c->len;
+		return 0;
+	}
+	size_t linelen = (size_t)(nl - c->buf);
+	json_error_t jerr;
+	json_t *j = json_loadb(c->buf, linelen, JSON_REJECT_DUPLICATES, &jerr);
+	memmove(c->buf, nl + 1, c->len - linelen - 1);
+	c->len -= linelen + 1;
+	c->scanned = 0;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return -EPROTO;
+	}
+	*msg = j;
+	return 1;
+}
+
+/* Reads whatever the socket holds now without blocking.  Returns bytes
+ * read (0 when nothing is there), -ECONNRESET on end of stream, -EMSGSIZE
+ * when a line outgrows CTL_MAX_LINE, or -errno. */
+static int fill(struct ctl *c)
+{
+	if (c->dead)
+		return -ECONNRESET;
+	if (c->cap - c->len < CTL_READ_CHUNK) {
+		if (c->len >= CTL_MAX_LINE)
+			return -EMSGSIZE;
+		size_t ncap = c->cap ? c->cap * 2 : 2 * CTL_READ_CHUNK;
+		char *nb = realloc(c->buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		c->buf = nb;
+		c->cap = ncap;
+	}
+	for (;;) {
+		ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+		if (r > 0) {
+			c->len += (size_t)r;
+			return (int)r;
+		}
+		if (r == 0) {
+			c->dead = 1;
+			return -ECONNRESET;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return errno == ECONNRESET ? -ECONNRESET : -errno;
+	}
+}
+
+/* Next message from the wire only (the queue is the caller's business). */
+static int next_wire(struct ctl *c, json_t **msg)
+{
+	for (;;) {
+		int rc = take_line(c, msg);
+		if (rc)
+			return rc;
+		rc = fill(c);
+		if (rc <= 0)
+			return rc;
+	}
+}
+
+int ctl_read(struct ctl *c, json_t **msg)
+{
+	*msg = NULL;
+	if (json_array_size(c->queue)) {
+		*msg = json_incref(json_array_get(c->queue, 0));
+		json_array_remove(c->queue, 0);
+		return 1;
+	}
+	return next_wire(c, msg);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *what(int rc)
+{
+	switch (rc) {
+	case -ECONNRESET:
+		return "the daemon closed the connection";
+	case -EPROTO:
+		return "the daemon sent a line that is not a JSON object";
+	case -EMSGSIZE:
+		return "the daemon sent a line larger than 256 MiB";
+	default:
+		return strerror(-rc);
+	}
+}
+
+int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char *err,
+		size_t errlen)
+{
+	*reply = NULL;
+	if (!c || !json_is_object(req)) {
+		seterr(err, errlen, "bad control request (not a JSON object)");
+		return -EINVAL;
+	}
+	/* The caller's request is borrowed, so the id goes on a shallow copy. */
+	json_t *copy = json_copy(req);
+	if (!copy) {
+		seterr(err, errlen, "out of memory building a control request");
+		return -ENOMEM;
+	}
+	json_int_t id = c->next_id++;
+	json_object_set_new(copy, "id", json_integer(id));
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	if (!cmd)
+		cmd = "?";
+	int rc = ctl_send(c, copy);
+	json_decref(copy);
+	if (rc < 0) {
+		seterr(err, errlen, "sending '%s' to the daemon failed: %s", cmd, what(rc));
+		return rc == -EPIPE ? -ECONNRESET : rc;
+	}
+
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	for (;;) {
+		json_t *m = NULL;
+		rc = next_wire(c, &m);
+		if (rc == 1) {
+			json_t *mid = json_object_get(m, "id");
+			if (json_is_integer(mid) && json_integer_value(mid) == id) {
+				*reply = m;
+				return 0;
+			}
+			/* Deltas and replies to ctl_send() requests wait for ctl_read(). */
+			if (json_array_size(c->queue) < CTL_MAX_QUEUED)
+				json_array_append_new(c->queue, m);
+			else
+				json_decref(m);
+			continue;
+		}
+		if (rc < 0) {
+			seterr(err, errlen, "waiting for the reply to '%s': %s", cmd, what(rc));
+			return rc;
+		}
+		int64_t left = deadline - now_ms();
+		if (left <= 0) {
+			seterr(err, errlen,
+			       "the daemon did not answer '%s' within %d ms; is it overloaded or stopped?",
+			       cmd, timeout_ms);
+			return -ETIMEDOUT;
+		}
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		int pr = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		if (pr < 0 && errno != EINTR) {
+			int e = errno;
+			seterr(err, errlen, "waiting for the daemon: %s", strerror(e));
+			return -e;
+		}
+	}
+}

@@ -1,0 +1,266 @@
+/* test_ctl.c - the control client against a scripted fake daemon on a
+ * private socket: id matching, queued deltas, timeouts, bad lines, resets. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../common/ctl.h"
+
+struct fake {
+	char dir[64];
+	char agent[128];
+	int lfd;
+	pthread_t th;
+	void (*script)(int fd);
+};
+
+/* Reads one request line; returns its id or -1. */
+static long read_request(int fd, char *cmd, size_t cmdlen)
+{
+	char line[4096];
+	size_t n = 0;
+	while (n + 1 < sizeof line) {
+		ssize_t r = read(fd, line + n, 1);
+		if (r <= 0)
+			return -1;
+		if (line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = 0;
+	json_t *j = json_loads(line, 0, NULL);
+	long id = (long)json_integer_value(json_object_get(j, "id"));
+	if (cmd)
+		snprintf(cmd, cmdlen, "%s", json_string_value(json_object_get(j, "cmd")) ?: "");
+	json_decref(j);
+	return id;
+}
+
+static void say(int fd, const char *fmt, ...)
+{
+	char buf[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	assert_int_equal(write(fd, buf, (size_t)n), n);
+}
+
+static void *serve(void *arg)
+{
+	struct fake *f = arg;
+	int fd = accept(f->lfd, NULL, NULL);
+	if (fd >= 0) {
+		f->script(fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+static struct fake *fake_start(void (*script)(int fd))
+{
+	struct fake *f = calloc(1, sizeof *f);
+	snprintf(f->dir, sizeof f->dir, "/tmp/test_ctl.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->agent, sizeof f->agent, "%s/agent.sock", f->dir);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/control.sock", f->dir);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(f->lfd, 4), 0);
+	f->script = script;
+	pthread_create(&f->th, NULL, serve, f);
+	return f;
+}
+
+static void fake_stop(struct fake *f)
+{
+	char p[128];
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+	snprintf(p, sizeof p, "%s/control.sock", f->dir);
+	unlink(p);
+	rmdir(f->dir);
+	free(f);
+}
+
+/* A delta and a reply to someone else arrive before our reply, split in
+ * pieces across writes. */
+static void script_interleaved(int fd)
+{
+	char cmd[32];
+	long id = read_request(fd, cmd, sizeof cmd);
+	assert_string_equal(cmd, "status");
+	say(fd, "{\"type\":\"delta\",\"gen\":2}\n{\"id\":%ld,\"ok\":true,\"ver", id + 1000);
+	usleep(20000);
+	say(fd, "sion\":\"x\"}\n{\"id\":%ld,\"ok\":true,\"version\":\"0.1.0\"}\n", id);
+	usleep(100000);
+}
+
+static void test_reply_matched_and_others_queued(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_interleaved);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "status");
+	json_t *reply;
+	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), 0);
+	assert_string_equal(json_string_value(json_object_get(reply, "version")), "0.1.0");
+	/* The caller's request is borrowed: no id was added to it. */
+	assert_null(json_object_get(req, "id"));
+	json_decref(reply);
+	json_t *m;
+	assert_int_equal(ctl_read(c, &m), 1);
+	assert_string_equal(json_string_value(json_object_get(m, "type")), "delta");
+	json_decref(m);
+	assert_int_equal(ctl_read(c, &m), 1);
+	assert_string_equal(json_string_value(json_object_get(m, "version")), "x");
+	json_decref(m);
+	assert_int_equal(ctl_read(c, &m), 0);
+	json_decref(req);
+	fake_stop(f);
+	ctl_close(c);
+}
+
+static void script_silent(int fd)
+{
+	read_request(fd, NULL, 0);
+	usleep(400000);
+}
+
+static void test_timeout(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_silent);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "list");
+	json_t *reply = NULL;
+	assert_int_equal(ctl_request(c, req, &reply, 100, err, sizeof err), -ETIMEDOUT);
+	assert_null(reply);
+	assert_non_null(strstr(err, "'list'"));
+	json_decref(req);
+	ctl_close(c);
+	fake_stop(f);
+}
+
+static void script_garbage(int fd)
+{
+	read_request(fd, NULL, 0);
+	say(fd, "this is not json\n");
+	usleep(100000);
+}
+
+static void test_bad_line(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_garbage);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "list");
+	json_t *reply = NULL;
+	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), -EPROTO);
+	json_decref(req);
+	ctl_close(c);
+	fake_stop(f);
+}
+
+static void script_hangup(int fd)
+{
+	read_request(fd, NULL, 0);
+	say(fd, "{\"id\":99,\"ok\":true}\n");
+}
+
+static void test_reset(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_hangup);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "list");
+	json_t *reply = NULL;
+	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), -ECONNRESET);
+	json_decref(req);
+	/* The unrelated reply stays readable, then the reset shows. */
+	json_t *m;
+	assert_int_equal(ctl_read(c, &m), 1);
+	json_decref(m);
+	assert_int_equal(ctl_read(c, &m), -ECONNRESET);
+	ctl_close(c);
+	fake_stop(f);
+}
+
+/* A reply of several megabytes (a large dump) arrives whole. */
+static void script_big(int fd)
+{
+	long id = read_request(fd, NULL, 0);
+	size_t n = 3u << 20;
+	char *s = malloc(n + 64);
+	int h = sprintf(s, "{\"id\":%ld,\"ok\":true,\"blob\":\"", id);
+	memset(s + h, 'a', n);
+	strcpy(s + h + n, "\"}\n");
+	size_t len = strlen(s), off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, s + off, len - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(s);
+}
+
+static void test_big_reply(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_big);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "dump");
+	json_t *reply = NULL;
+	assert_int_equal(ctl_request(c, req, &reply, 5000, err, sizeof err), 0);
+	assert_int_equal(strlen(json_string_value(json_object_get(reply, "blob"))), 3u << 20);
+	json_decref(reply);
+	json_decref(req);
+	ctl_close(c);
+	fake_stop(f);
+}
+
+static void test_no_daemon(void **state)
+{
+	(void)state;
+	struct ctl *c = (struct ctl *)1;
+	char err[256];
+	int rc = ctl_connect(&c, "/tmp/test_ctl-nonexistent-dir/agent.sock", err, sizeof err);
+	assert_true(rc < 0);
+	assert_null(c);
+	assert_non_null(strstr(err, "no scoped daemon answers on /tmp/test_ctl-nonexistent-dir/control.sock"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reply_matched_and_others_queued),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_bad_line),
+		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_big_reply),
+		cmocka_unit_test(test_no_daemon),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
