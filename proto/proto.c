@@ -1,0 +1,451 @@
+/* proto.c - table-driven encoder and bounds-checked decoder of the scoped wire
+ * protocol (layouts in proto.h, byte-level spec in schemas/protocol.md). */
+#include "proto.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* How one fixed-payload field moves between the wire and struct proto_msg. */
+enum fkind {
+	F_END = 0,
+	F_U16,   /* u16 <-> uint16_t */
+	F_U32,   /* u32 <-> uint32_t */
+	F_I32,   /* i32 <-> int32_t */
+	F_I32W,  /* i32 on the wire, int64_t in the struct (sign-extended) */
+	F_64,    /* u64/i64 <-> 8-byte field */
+	F_PAD16, /* reserved u16: written 0, ignored when read */
+	F_PAD32, /* reserved u32 */
+};
+
+struct fld {
+	uint8_t kind;
+	uint16_t off; /* offsetof(struct proto_msg, field) */
+};
+
+/* Variable array after the fixed payload (STACK_REQUEST / STACK_REPLY). */
+enum akind { A_NONE = 0, A_TIDS, A_ADDRS };
+
+#define MAX_FLDS 20
+#define MAX_STRS 3
+
+struct layout {
+	uint16_t type;
+	const char *name;
+	uint8_t array;
+	uint8_t check_version; /* HELLO / HELLO_ACK: version checked before all else */
+	struct fld f[MAX_FLDS];
+	uint16_t str[MAX_STRS]; /* offsets of struct proto_str members; 0 ends */
+};
+
+#define O(m) ((uint16_t)offsetof(struct proto_msg, m))
+#define U16(m) {F_U16, O(m)}
+#define U32(m) {F_U32, O(m)}
+#define I32(m) {F_I32, O(m)}
+#define I32W(m) {F_I32W, O(m)}
+#define X64(m) {F_64, O(m)}
+#define PAD16 {F_PAD16, 0}
+#define PAD32 {F_PAD32, 0}
+#define COMMON X64(ts), U32(tid), PAD32
+#define POOL_BLOCK                                                                         \
+	U32(pool.core), U32(pool.max), U32(pool.size), U32(pool.active), U32(pool.largest), \
+		U32(pool.queue_kind), U32(pool.policy), PAD32, X64(pool.queue_capacity),   \
+		X64(pool.queued), X64(pool.completed), X64(pool.rejected),                 \
+		X64(pool.keep_alive_ns)
+
+static const struct layout layouts[] = {
+	{PROTO_HELLO, "HELLO", A_NONE, 1,
+	 {U16(version), PAD16, U32(pid), X64(start_realtime_ns), X64(ref_mono_ns),
+	  X64(ref_realtime_ns)},
+	 {O(runtime_version), O(program), O(exe)}},
+	{PROTO_HELLO_ACK, "HELLO_ACK", A_NONE, 1, {U16(version), PAD16, PAD32}, {0}},
+	{PROTO_ERROR, "ERROR", A_NONE, 0, {I32(code), PAD32}, {O(message)}},
+	{PROTO_SNAPSHOT_BEGIN, "SNAPSHOT_BEGIN", A_NONE, 0, {X64(seq), X64(ts)}, {0}},
+	{PROTO_SNAPSHOT_END, "SNAPSHOT_END", A_NONE, 0, {X64(seq), X64(ts), X64(count)}, {0}},
+	{PROTO_LOST, "LOST", A_NONE, 0, {X64(total_lost), X64(lost_since), X64(ts)}, {0}},
+
+	{PROTO_EV_THREAD_START, "THREAD_START", A_NONE, 0,
+	 {COMMON, X64(pool_id), U32(role), PAD32}, {O(name)}},
+	{PROTO_EV_THREAD_EXIT, "THREAD_EXIT", A_NONE, 0, {COMMON}, {0}},
+	{PROTO_EV_THREAD_NAME, "THREAD_NAME", A_NONE, 0, {COMMON}, {O(name)}},
+	{PROTO_EV_PROCESS_EXIT, "PROCESS_EXIT", A_NONE, 0, {COMMON, U32(how), I32(code)}, {0}},
+	{PROTO_EV_SCOPE_OPEN, "SCOPE_OPEN", A_NONE, 0,
+	 {COMMON, X64(scope), X64(parent), X64(parent_task), X64(pool_id), X64(deadline),
+	  U32(joiner), I32(line)},
+	 {O(name), O(file), O(func)}},
+	{PROTO_EV_JOIN_BEGIN, "JOIN_BEGIN", A_NONE, 0, {COMMON, X64(scope)}, {0}},
+	{PROTO_EV_JOIN_END, "JOIN_END", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
+	{PROTO_EV_SCOPE_CANCEL, "SCOPE_CANCEL", A_NONE, 0,
+	 {COMMON, X64(scope), U32(reason), PAD32}, {0}},
+	{PROTO_EV_SCOPE_CLOSE, "SCOPE_CLOSE", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
+	{PROTO_EV_TASK_FORK, "TASK_FORK", A_NONE, 0,
+	 {COMMON, X64(task), X64(scope), U32(state), I32(line)}, {O(file), O(func)}},
+	{PROTO_EV_TASK_START, "TASK_START", A_NONE, 0, {COMMON, X64(task), X64(scope)}, {0}},
+	{PROTO_EV_TASK_END, "TASK_END", A_NONE, 0,
+	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32}, {0}},
+	{PROTO_EV_VIOLATION, "VIOLATION", A_NONE, 0,
+	 {COMMON, X64(scope), X64(error), U32(kind), PAD32}, {0}},
+	{PROTO_EV_VALUE_BIND, "VALUE_BIND", A_NONE, 0, {COMMON, X64(scope)}, {O(key), O(value)}},
+	{PROTO_EV_POOL_CREATE, "POOL_CREATE", A_NONE, 0, {COMMON, X64(pool_id), POOL_BLOCK},
+	 {O(name)}},
+	{PROTO_EV_POOL_STATS, "POOL_STATS", A_NONE, 0, {COMMON, X64(pool_id), POOL_BLOCK}, {0}},
+	{PROTO_EV_POOL_DESTROY, "POOL_DESTROY", A_NONE, 0, {COMMON, X64(pool_id)}, {0}},
+
+	{PROTO_STACK_REQUEST, "STACK_REQUEST", A_TIDS, 0,
+	 {X64(req), U16(max_frames), U16(ntids), PAD32}, {0}},
+	{PROTO_STACK_REPLY, "STACK_REPLY", A_ADDRS, 0,
+	 {X64(req), U32(tid), I32W(error), X64(pause_ns), U16(nframes), PAD16, PAD32}, {0}},
+	{PROTO_STACK_DONE, "STACK_DONE", A_NONE, 0,
+	 {X64(req), U32(nthreads), PAD32, X64(total_ns), X64(max_pause_ns)}, {0}},
+};
+
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+/* The numbered ranges of enum proto_type; a type inside one but without a
+ * layout is a newer message we skip. */
+static const struct {
+	uint16_t lo, hi;
+} ranges[] = {{0x0001, 0x00ff}, {0x0100, 0x01ff}, {0x0200, 0x02ff}};
+
+static const uint8_t fsize[] = {
+	[F_U16] = 2, [F_U32] = 4, [F_I32] = 4, [F_I32W] = 4, [F_64] = 8, [F_PAD16] = 2, [F_PAD32] = 4,
+};
+
+static const struct {
+	uint16_t elem, cap, count_off;
+} arrays[] = {
+	[A_TIDS] = {4, PROTO_MAX_TIDS, O(ntids)},
+	[A_ADDRS] = {8, PROTO_MAX_FRAMES, O(nframes)},
+};
+
+static const struct layout *find_layout(uint16_t type)
+{
+	for (size_t i = 0; i < NLAYOUTS; i++)
+		if (layouts[i].type == type)
+			return &layouts[i];
+	return NULL;
+}
+
+static int in_known_range(uint16_t type)
+{
+	for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+		if (type >= ranges[i].lo && type <= ranges[i].hi)
+			return 1;
+	return 0;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Field access through offsets; memcpy keeps it free of aliasing trouble. */
+static void store(struct proto_msg *m, const struct fld *f, const uint8_t *p)
+{
+	char *dst = (char *)m + f->off;
+	uint16_t v16;
+	uint32_t v32;
+	int64_t vi64;
+	uint64_t v64;
+
+	switch (f->kind) {
+	case F_U16:
+		v16 = get16(p);
+		memcpy(dst, &v16, 2);
+		break;
+	case F_U32:
+	case F_I32:
+		v32 = get32(p);
+		memcpy(dst, &v32, 4);
+		break;
+	case F_I32W:
+		vi64 = (int32_t)get32(p);
+		memcpy(dst, &vi64, 8);
+		break;
+	case F_64:
+		v64 = get64(p);
+		memcpy(dst, &v64, 8);
+		break;
+	default:
+		break;
+	}
+}
+
+static void load(const struct proto_msg *m, const struct fld *f, uint8_t *p)
+{
+	const char *src = (const char *)m + f->off;
+	uint16_t v16;
+	uint32_t v32;
+	int64_t vi64;
+	uint64_t v64;
+
+	switch (f->kind) {
+	case F_U16:
+		memcpy(&v16, src, 2);
+		put16(p, v16);
+		break;
+	case F_U32:
+	case F_I32:
+		memcpy(&v32, src, 4);
+		put32(p, v32);
+		break;
+	case F_I32W:
+		memcpy(&vi64, src, 8);
+		put32(p, (uint32_t)(int32_t)vi64);
+		break;
+	case F_64:
+		memcpy(&v64, src, 8);
+		put64(p, v64);
+		break;
+	case F_PAD16:
+		put16(p, 0);
+		break;
+	case F_PAD32:
+		put32(p, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+static uint16_t get_count(const struct proto_msg *m, uint8_t array)
+{
+	uint16_t n;
+	memcpy(&n, (const char *)m + arrays[array].count_off, 2);
+	return n;
+}
+
+/* Checks the version of HELLO/HELLO_ACK before the layout, so that a peer of
+ * another version whose HELLO is laid out differently still gets EVERSION. */
+static int check_version(const struct layout *l, const uint8_t *payload, size_t plen)
+{
+	if (!l->check_version || plen < 2)
+		return PROTO_OK;
+	return get16(payload) == PROTO_VERSION ? PROTO_OK : PROTO_EVERSION;
+}
+
+/* Domain checks on decoded values. */
+static int check_values(const struct proto_msg *m)
+{
+	if (m->type == PROTO_EV_PROCESS_EXIT && m->how != 1 && m->how != 2)
+		return PROTO_EVALUE;
+	if (m->type == PROTO_STACK_REQUEST && m->max_frames > PROTO_MAX_FRAMES)
+		return PROTO_ECOUNT;
+	return PROTO_OK;
+}
+
+int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used)
+{
+	memset(msg, 0, sizeof *msg);
+	*used = 0;
+	if (len < 4) {
+		*used = PROTO_HDR_SIZE - len;
+		return PROTO_EAGAIN;
+	}
+	uint32_t flen = get32(buf);
+	if (flen > PROTO_MAX_FRAME)
+		return PROTO_ETOOBIG;
+	if (flen < PROTO_HDR_SIZE)
+		return PROTO_ESHORT;
+	if (len < flen) {
+		*used = flen - len;
+		return PROTO_EAGAIN;
+	}
+	msg->len = flen;
+	msg->type = get16(buf + 4);
+	msg->flags = get16(buf + 6);
+
+	const struct layout *l = find_layout(msg->type);
+	if (!l) {
+		if (!in_known_range(msg->type))
+			return PROTO_ETYPE;
+		*used = flen; /* a newer message in a known range: skipped */
+		return PROTO_OK;
+	}
+
+	const uint8_t *p = buf + PROTO_HDR_SIZE, *end = buf + flen;
+	int rc = check_version(l, p, (size_t)(end - p));
+	if (rc)
+		return rc;
+
+	for (const struct fld *f = l->f; f->kind != F_END; f++) {
+		if ((size_t)(end - p) < fsize[f->kind])
+			return PROTO_ESHORT;
+		store(msg, f, p);
+		p += fsize[f->kind];
+	}
+
+	if (l->array != A_NONE) {
+		size_t n = get_count(msg, l->array), elem = arrays[l->array].elem;
+		if (n > arrays[l->array].cap || (size_t)(end - p) != n * elem)
+			return PROTO_ECOUNT;
+		if (l->array == A_TIDS)
+			msg->tids_raw = p;
+		else
+			msg->addrs_raw = p;
+		p += n * elem;
+	}
+
+	for (int i = 0; i < MAX_STRS && l->str[i]; i++) {
+		struct proto_str *s = (struct proto_str *)((char *)msg + l->str[i]);
+		if (end - p < 2)
+			return PROTO_ESHORT;
+		uint16_t n = get16(p);
+		if (n > PROTO_MAX_STR)
+			return PROTO_ESTR;
+		p += 2;
+		if ((size_t)(end - p) < (size_t)n + 1)
+			return PROTO_ESHORT;
+		if (p[n] != 0 || memchr(p, 0, n))
+			return PROTO_ESTR;
+		s->p = (const char *)p;
+		s->len = n;
+		p += n + 1;
+	}
+
+	if (p != end)
+		return PROTO_ELONG;
+	rc = check_values(msg);
+	if (rc)
+		return rc;
+	*used = flen;
+	return PROTO_OK;
+}
+
+uint32_t proto_tid_at(const struct proto_msg *msg, size_t i)
+{
+	if (!msg->tids_raw || i >= msg->ntids)
+		return 0;
+	return get32(msg->tids_raw + 4 * i);
+}
+
+uint64_t proto_addr_at(const struct proto_msg *msg, size_t i)
+{
+	if (!msg->addrs_raw || i >= msg->nframes)
+		return 0;
+	return get64(msg->addrs_raw + 8 * i);
+}
+
+/* The encoded length of a string, or PROTO_ESTR.  len == 0 with p set means
+ * "measure it", so callers may fill only p. */
+static int str_len(const struct proto_str *s, size_t *out)
+{
+	size_t n = 0;
+	if (s->p) {
+		n = s->len ? s->len : strnlen(s->p, PROTO_MAX_STR + 1);
+		if (n > PROTO_MAX_STR || memchr(s->p, 0, n))
+			return PROTO_ESTR;
+	}
+	*out = n;
+	return PROTO_OK;
+}
+
+int proto_encode(uint8_t *buf, size_t cap, const struct proto_msg *msg, const uint32_t *tids,
+		 const uint64_t *addrs)
+{
+	const struct layout *l = find_layout(msg->type);
+	if (!l)
+		return PROTO_ETYPE;
+
+	size_t total = PROTO_HDR_SIZE, slen[MAX_STRS] = {0}, n = 0;
+	for (const struct fld *f = l->f; f->kind != F_END; f++)
+		total += fsize[f->kind];
+	if (l->array != A_NONE) {
+		n = get_count(msg, l->array);
+		if (n > arrays[l->array].cap)
+			return PROTO_ECOUNT;
+		if (n && !(l->array == A_TIDS ? (const void *)tids : (const void *)addrs))
+			return PROTO_EVALUE;
+		total += n * arrays[l->array].elem;
+	}
+	for (int i = 0; i < MAX_STRS && l->str[i]; i++) {
+		const struct proto_str *s = (const void *)((const char *)msg + l->str[i]);
+		int rc = str_len(s, &slen[i]);
+		if (rc)
+			return rc;
+		total += 2 + slen[i] + 1;
+	}
+	if (total > PROTO_MAX_FRAME || total > cap)
+		return PROTO_ETOOBIG;
+
+	uint8_t *p = buf;
+	put32(p, (uint32_t)total);
+	put16(p + 4, msg->type);
+	put16(p + 6, msg->flags);
+	p += PROTO_HDR_SIZE;
+	for (const struct fld *f = l->f; f->kind != F_END; f++) {
+		load(msg, f, p);
+		p += fsize[f->kind];
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (l->array == A_TIDS) {
+			put32(p, tids[i]);
+			p += 4;
+		} else {
+			put64(p, addrs[i]);
+			p += 8;
+		}
+	}
+	for (int i = 0; i < MAX_STRS && l->str[i]; i++) {
+		const struct proto_str *s = (const void *)((const char *)msg + l->str[i]);
+		put16(p, (uint16_t)slen[i]);
+		if (slen[i])
+			memcpy(p + 2, s->p, slen[i]);
+		p[2 + slen[i]] = 0;
+		p += 2 + slen[i] + 1;
+	}
+	return (int)total;
+}
+
+static const char *const errnames[] = {
+	[0] = "ok",
+	[-PROTO_EAGAIN] = "incomplete frame (read more)",
+	[-PROTO_ETOOBIG] = "frame longer than the maximum frame size",
+	[-PROTO_ESHORT] = "frame shorter than its layout",
+	[-PROTO_ELONG] = "bytes left over after the frame's layout",
+	[-PROTO_ESTR] = "string unterminated, too long or with a NUL inside",
+	[-PROTO_ETYPE] = "message type outside every known range",
+	[-PROTO_EVERSION] = "protocol version not supported",
+	[-PROTO_ECOUNT] = "count over its cap or not matching the frame length",
+	[-PROTO_EVALUE] = "field value out of its domain",
+};
+
+const char *proto_strerror(int err)
+{
+	if (err > 0 || (size_t)-err >= sizeof errnames / sizeof errnames[0])
+		return "unknown protocol error";
+	return errnames[-err];
+}
+
+const char *proto_type_name(uint16_t type)
+{
+	const struct layout *l = find_layout(type);
+	return l ? l->name : "unknown";
+}

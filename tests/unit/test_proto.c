@@ -1,0 +1,636 @@
+/* test_proto.c - cmocka tests of the wire protocol: round trips of every
+ * message type and a data-driven table of malformed frames. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto.h"
+
+/* Every message type of proto.h, listed independently of proto.c's table. */
+static const uint16_t all_types[] = {
+	PROTO_HELLO,           PROTO_HELLO_ACK,      PROTO_ERROR,           PROTO_SNAPSHOT_BEGIN,
+	PROTO_SNAPSHOT_END,    PROTO_LOST,           PROTO_EV_THREAD_START, PROTO_EV_THREAD_EXIT,
+	PROTO_EV_THREAD_NAME,  PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
+	PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE, PROTO_EV_TASK_FORK,
+	PROTO_EV_TASK_START,   PROTO_EV_TASK_END,    PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,
+	PROTO_EV_POOL_CREATE,  PROTO_EV_POOL_STATS,  PROTO_EV_POOL_DESTROY, PROTO_STACK_REQUEST,
+	PROTO_STACK_REPLY,     PROTO_STACK_DONE,
+};
+#define NTYPES (sizeof all_types / sizeof all_types[0])
+
+/* --- a frame builder for hand-made (and deliberately broken) frames --- */
+struct fb {
+	uint8_t b[PROTO_MAX_FRAME + 64];
+	size_t n;
+};
+
+static void fb_raw(struct fb *f, const void *p, size_t n)
+{
+	memcpy(f->b + f->n, p, n);
+	f->n += n;
+}
+static void fb_u16(struct fb *f, uint16_t v)
+{
+	uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+	fb_raw(f, b, 2);
+}
+static void fb_u32(struct fb *f, uint32_t v)
+{
+	fb_u16(f, (uint16_t)v);
+	fb_u16(f, (uint16_t)(v >> 16));
+}
+static void fb_u64(struct fb *f, uint64_t v)
+{
+	fb_u32(f, (uint32_t)v);
+	fb_u32(f, (uint32_t)(v >> 32));
+}
+/* A string as the protocol writes it: u16 n, n bytes, NUL. */
+static void fb_str(struct fb *f, const char *s)
+{
+	fb_u16(f, (uint16_t)strlen(s));
+	fb_raw(f, s, strlen(s) + 1);
+}
+static void fb_hdr(struct fb *f, uint16_t type)
+{
+	f->n = 0;
+	fb_u32(f, 0);
+	fb_u16(f, type);
+	fb_u16(f, 0);
+}
+/* Sets the header's len to the bytes written. */
+static void fb_done(struct fb *f)
+{
+	uint32_t n = (uint32_t)f->n;
+	uint8_t b[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+	memcpy(f->b, b, 4);
+}
+static void fb_common(struct fb *f, uint16_t type)
+{
+	fb_hdr(f, type);
+	fb_u64(f, 123456789);
+	fb_u32(f, 4242);
+	fb_u32(f, 0);
+}
+
+/* --- builders of the bad-frame table; each leaves a frame in f --- */
+static void scope_open_body(struct fb *f)
+{
+	fb_common(f, PROTO_EV_SCOPE_OPEN);
+	for (int i = 0; i < 5; i++)
+		fb_u64(f, (uint64_t)i + 1);
+	fb_u32(f, 0);
+	fb_u32(f, 42);
+}
+
+static void bad_len_under_header(struct fb *f)
+{
+	fb_hdr(f, PROTO_EV_THREAD_EXIT);
+	fb_done(f);
+	f->b[0] = 7;
+}
+static void bad_len_over_max(struct fb *f)
+{
+	fb_hdr(f, PROTO_EV_THREAD_EXIT);
+	uint32_t n = PROTO_MAX_FRAME + 1;
+	memcpy(f->b, (uint8_t[4]){(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), 0}, 4);
+	f->n = 4; /* the header's len alone must be enough to refuse it */
+}
+static void bad_header_only_event(struct fb *f)
+{
+	fb_hdr(f, PROTO_EV_SCOPE_OPEN);
+	fb_done(f);
+}
+static void bad_fixed_cut(struct fb *f)
+{
+	fb_common(f, PROTO_EV_JOIN_END);
+	fb_u64(f, 7);
+	fb_u32(f, 0); /* result needs 8 bytes */
+	fb_done(f);
+}
+static void bad_missing_string(struct fb *f)
+{
+	scope_open_body(f);
+	fb_str(f, "name");
+	fb_str(f, "file.c");
+	fb_done(f); /* func absent */
+}
+static void bad_unterminated(struct fb *f)
+{
+	scope_open_body(f);
+	fb_str(f, "name");
+	fb_str(f, "file.c");
+	fb_str(f, "func");
+	f->b[f->n - 1] = 'x';
+	fb_done(f);
+}
+static void bad_nul_inside(struct fb *f)
+{
+	scope_open_body(f);
+	fb_str(f, "na\1e");
+	f->b[f->n - 3] = 0; /* "na\0e" with its terminator */
+	fb_str(f, "file.c");
+	fb_str(f, "func");
+	fb_done(f);
+}
+static void bad_string_over_cap(struct fb *f)
+{
+	static char big[PROTO_MAX_STR + 2];
+	memset(big, 'a', PROTO_MAX_STR + 1);
+	fb_common(f, PROTO_EV_THREAD_NAME);
+	fb_str(f, big);
+	fb_done(f);
+}
+static void bad_string_past_end(struct fb *f)
+{
+	fb_common(f, PROTO_EV_THREAD_NAME);
+	fb_u16(f, 50);
+	fb_raw(f, "short", 6);
+	fb_done(f);
+}
+static void bad_string_len_cut(struct fb *f)
+{
+	fb_common(f, PROTO_EV_THREAD_NAME);
+	fb_raw(f, "\5", 1); /* half of the u16 */
+	fb_done(f);
+}
+static void stack_request(struct fb *f, uint16_t max_frames, uint16_t ntids, int have)
+{
+	fb_hdr(f, PROTO_STACK_REQUEST);
+	fb_u64(f, 9);
+	fb_u16(f, max_frames);
+	fb_u16(f, ntids);
+	fb_u32(f, 0);
+	for (int i = 0; i < have; i++)
+		fb_u32(f, (uint32_t)(100 + i));
+	fb_done(f);
+}
+static void bad_ntids_over_cap(struct fb *f)
+{
+	stack_request(f, 16, PROTO_MAX_TIDS + 1, PROTO_MAX_TIDS + 1);
+}
+static void bad_ntids_more_bytes(struct fb *f)
+{
+	stack_request(f, 16, 2, 3);
+}
+static void bad_ntids_fewer_bytes(struct fb *f)
+{
+	stack_request(f, 16, 3, 2);
+}
+static void bad_max_frames(struct fb *f)
+{
+	stack_request(f, PROTO_MAX_FRAMES + 1, 0, 0);
+}
+static void stack_reply(struct fb *f, uint16_t nframes, int have)
+{
+	fb_hdr(f, PROTO_STACK_REPLY);
+	fb_u64(f, 9);
+	fb_u32(f, 4242);
+	fb_u32(f, 0);
+	fb_u64(f, 1000);
+	fb_u16(f, nframes);
+	fb_u16(f, 0);
+	fb_u32(f, 0);
+	for (int i = 0; i < have; i++)
+		fb_u64(f, 0x400000 + (uint64_t)i);
+	fb_done(f);
+}
+static void bad_nframes_over_cap(struct fb *f)
+{
+	stack_reply(f, PROTO_MAX_FRAMES + 1, PROTO_MAX_FRAMES + 1);
+}
+static void bad_nframes_mismatch(struct fb *f)
+{
+	stack_reply(f, 4, 5);
+}
+static void hello(struct fb *f, uint16_t version, int extra)
+{
+	fb_hdr(f, PROTO_HELLO);
+	fb_u16(f, version);
+	fb_u16(f, 0);
+	fb_u32(f, 1);
+	fb_u64(f, 1);
+	fb_u64(f, 2);
+	fb_u64(f, 3);
+	fb_str(f, "0.1.0");
+	fb_str(f, "prog");
+	fb_str(f, "/bin/prog");
+	for (int i = 0; i < extra; i++)
+		fb_u32(f, 0);
+	fb_done(f);
+}
+static void bad_hello_version(struct fb *f)
+{
+	hello(f, PROTO_VERSION + 1, 0);
+}
+static void bad_hello_version_other_layout(struct fb *f)
+{
+	hello(f, PROTO_VERSION + 1, 3);
+}
+static void bad_hello_version_zero(struct fb *f)
+{
+	hello(f, 0, 0);
+}
+static void bad_ack_version(struct fb *f)
+{
+	fb_hdr(f, PROTO_HELLO_ACK);
+	fb_u16(f, 77);
+	fb_u16(f, 0);
+	fb_u32(f, 0);
+	fb_done(f);
+}
+static void bad_type_zero(struct fb *f)
+{
+	fb_hdr(f, 0x0000);
+	fb_done(f);
+}
+static void bad_type_0300(struct fb *f)
+{
+	fb_hdr(f, 0x0300);
+	fb_done(f);
+}
+static void bad_type_ffff(struct fb *f)
+{
+	fb_hdr(f, 0xffff);
+	fb_u64(f, 0);
+	fb_done(f);
+}
+static void bad_leftover(struct fb *f)
+{
+	fb_common(f, PROTO_EV_JOIN_BEGIN);
+	fb_u64(f, 5);
+	fb_raw(f, "!", 1);
+	fb_done(f);
+}
+static void bad_leftover_after_string(struct fb *f)
+{
+	fb_common(f, PROTO_EV_THREAD_NAME);
+	fb_str(f, "worker-1");
+	fb_u32(f, 0);
+	fb_done(f);
+}
+static void bad_exit_how(struct fb *f)
+{
+	fb_common(f, PROTO_EV_PROCESS_EXIT);
+	fb_u32(f, 3);
+	fb_u32(f, 0);
+	fb_done(f);
+}
+
+struct bad_case {
+	const char *what;
+	void (*build)(struct fb *f);
+	int want;
+};
+
+static const struct bad_case bad_cases[] = {
+	{"len below the header size", bad_len_under_header, PROTO_ESHORT},
+	{"len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG},
+	{"event with a header only", bad_header_only_event, PROTO_ESHORT},
+	{"fixed payload cut short", bad_fixed_cut, PROTO_ESHORT},
+	{"a string missing", bad_missing_string, PROTO_ESHORT},
+	{"string without its NUL", bad_unterminated, PROTO_ESTR},
+	{"string with a NUL inside", bad_nul_inside, PROTO_ESTR},
+	{"string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR},
+	{"string running past the frame", bad_string_past_end, PROTO_ESHORT},
+	{"string length cut in half", bad_string_len_cut, PROTO_ESHORT},
+	{"ntids over PROTO_MAX_TIDS", bad_ntids_over_cap, PROTO_ECOUNT},
+	{"ntids below the tids sent", bad_ntids_more_bytes, PROTO_ECOUNT},
+	{"ntids above the tids sent", bad_ntids_fewer_bytes, PROTO_ECOUNT},
+	{"max_frames over PROTO_MAX_FRAMES", bad_max_frames, PROTO_ECOUNT},
+	{"nframes over PROTO_MAX_FRAMES", bad_nframes_over_cap, PROTO_ECOUNT},
+	{"nframes not matching len", bad_nframes_mismatch, PROTO_ECOUNT},
+	{"HELLO of the next version", bad_hello_version, PROTO_EVERSION},
+	{"HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION},
+	{"HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION},
+	{"HELLO_ACK of another version", bad_ack_version, PROTO_EVERSION},
+	{"type 0x0000", bad_type_zero, PROTO_ETYPE},
+	{"type 0x0300", bad_type_0300, PROTO_ETYPE},
+	{"type 0xffff", bad_type_ffff, PROTO_ETYPE},
+	{"a byte left over", bad_leftover, PROTO_ELONG},
+	{"bytes left over after a string", bad_leftover_after_string, PROTO_ELONG},
+	{"PROCESS_EXIT with how 3", bad_exit_how, PROTO_EVALUE},
+};
+
+static void test_bad_frames(void **state)
+{
+	(void)state;
+	static struct fb f;
+	struct proto_msg m;
+	size_t used;
+
+	for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+		memset(&f, 0, sizeof f);
+		bad_cases[i].build(&f);
+		int rc = proto_decode(f.b, f.n, &m, &used);
+		if (rc != bad_cases[i].want)
+			fail_msg("case '%s': decode returned %d (%s), want %d (%s)", bad_cases[i].what,
+				 rc, proto_strerror(rc), bad_cases[i].want,
+				 proto_strerror(bad_cases[i].want));
+		assert_string_not_equal(proto_strerror(rc), "unknown protocol error");
+	}
+}
+
+/* Fills every field of the message a type uses with distinct values. */
+static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *addrs)
+{
+	memset(m, 0, sizeof *m);
+	m->type = type;
+	m->flags = PROTO_F_SNAPSHOT;
+	m->version = PROTO_VERSION;
+	m->pid = 4242;
+	m->start_realtime_ns = 1764441600000000000;
+	m->ref_mono_ns = 5000000001;
+	m->ref_realtime_ns = 1764441605000000001;
+	m->runtime_version = (struct proto_str){"0.1.0", 5};
+	m->program = (struct proto_str){"scope-demo", 0}; /* len 0: encoder measures */
+	m->exe = (struct proto_str){"/usr/bin/scope-demo", 19};
+	m->ts = -77; /* signedness survives */
+	m->tid = 0xfffffff0u;
+	m->scope = 0x1122334455667788ull;
+	m->parent = 2;
+	m->parent_task = 3;
+	m->task = 0xfedcba9876543210ull;
+	m->pool_id = 5;
+	m->deadline = 1234567890123;
+	m->result = -20001;
+	m->error = -110;
+	m->joiner = 3;
+	m->reason = 4;
+	m->state = 2;
+	m->role = 1;
+	m->kind = 6;
+	m->how = 2;
+	m->line = -1;
+	m->name = (struct proto_str){"handle", 6};
+	m->file = (struct proto_str){"demo.c", 6};
+	m->func = (struct proto_str){"serve", 5};
+	m->key = (struct proto_str){"request_id", 10};
+	m->value = (struct proto_str){"", 0};
+	m->pool = (struct proto_pool){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -12};
+	m->code = -9;
+	m->message = (struct proto_str){"bad peer", 8};
+	m->seq = 17;
+	m->count = 1000;
+	m->total_lost = 99;
+	m->lost_since = 11;
+	m->req = 31;
+	m->max_frames = 64;
+	m->ntids = 3;
+	m->nframes = 4;
+	m->pause_ns = 12345;
+	m->total_ns = 99999;
+	m->max_pause_ns = 2222;
+	m->nthreads = 3;
+	for (int i = 0; i < 3; i++)
+		tids[i] = 100u + (uint32_t)i;
+	for (int i = 0; i < 4; i++)
+		addrs[i] = 0x7f0000001000ull + (uint64_t)i * 16;
+}
+
+/* encode -> decode -> encode must give the same bytes for every type, and
+ * every prefix of a frame must ask for more. */
+static void test_round_trip_every_type(void **state)
+{
+	(void)state;
+	uint8_t a[4096], b[4096];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, d;
+	size_t used;
+
+	for (size_t t = 0; t < NTYPES; t++) {
+		fill(&m, all_types[t], tids, addrs);
+		int n = proto_encode(a, sizeof a, &m, tids, addrs);
+		assert_true(n >= (int)PROTO_HDR_SIZE);
+		assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+		assert_int_equal(used, (size_t)n);
+		assert_int_equal(d.type, all_types[t]);
+		assert_int_equal(d.flags, PROTO_F_SNAPSHOT);
+		assert_int_equal(d.len, (uint32_t)n);
+		assert_string_not_equal(proto_type_name(all_types[t]), "unknown");
+
+		uint32_t dt[PROTO_MAX_TIDS];
+		uint64_t da[PROTO_MAX_FRAMES];
+		for (size_t i = 0; i < d.ntids; i++)
+			dt[i] = proto_tid_at(&d, i);
+		for (size_t i = 0; i < d.nframes; i++)
+			da[i] = proto_addr_at(&d, i);
+		int n2 = proto_encode(b, sizeof b, &d, dt, da);
+		assert_int_equal(n2, n);
+		assert_memory_equal(a, b, (size_t)n);
+
+		for (int cut = 0; cut < n; cut++) {
+			int rc = proto_decode(a, (size_t)cut, &d, &used);
+			if (rc != PROTO_EAGAIN)
+				fail_msg("%s cut to %d bytes: %s", proto_type_name(all_types[t]), cut,
+					 proto_strerror(rc));
+			assert_true(used > 0);
+			assert_true(used <= (size_t)n - (size_t)cut);
+		}
+	}
+}
+
+static void test_field_values(void **state)
+{
+	(void)state;
+	uint8_t a[4096];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, d;
+	size_t used;
+
+	fill(&m, PROTO_HELLO, tids, addrs);
+	int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_int_equal(d.version, PROTO_VERSION);
+	assert_int_equal(d.pid, 4242);
+	assert_true(d.ref_realtime_ns == 1764441605000000001);
+	assert_string_equal(d.program.p, "scope-demo");
+	assert_int_equal(d.program.len, 10);
+	assert_string_equal(d.exe.p, "/usr/bin/scope-demo");
+	assert_int_equal(d.ts, 0); /* fields the type does not use stay zero */
+	assert_null(d.name.p);
+
+	fill(&m, PROTO_EV_SCOPE_OPEN, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(n, 8 + 16 + 5 * 8 + 8 + (2 + 6 + 1) + (2 + 6 + 1) + (2 + 5 + 1));
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.ts == -77);
+	assert_true(d.tid == 0xfffffff0u);
+	assert_true(d.scope == 0x1122334455667788ull);
+	assert_true(d.deadline == 1234567890123);
+	assert_int_equal(d.line, -1);
+	assert_string_equal(d.name.p, "handle");
+	assert_string_equal(d.func.p, "serve");
+	assert_int_equal(d.version, 0);
+
+	fill(&m, PROTO_STACK_REPLY, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, addrs);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.error == -110); /* i32 on the wire, sign-extended */
+	assert_int_equal(d.nframes, 4);
+	assert_true(proto_addr_at(&d, 3) == 0x7f0000001030ull);
+	assert_true(proto_addr_at(&d, 4) == 0); /* out of range: 0, no read */
+
+	fill(&m, PROTO_STACK_REQUEST, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, tids, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_int_equal(d.ntids, 3);
+	assert_int_equal(proto_tid_at(&d, 2), 102);
+
+	fill(&m, PROTO_EV_POOL_CREATE, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_int_equal(d.pool.policy, 7);
+	assert_true(d.pool.rejected == 11);
+	assert_true(d.pool.keep_alive_ns == -12);
+	assert_string_equal(d.name.p, "handle");
+
+	fill(&m, PROTO_EV_VALUE_BIND, tids, addrs);
+	m.value.p = NULL; /* NULL encodes as empty */
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_string_equal(d.value.p, "");
+	assert_int_equal(d.value.len, 0);
+}
+
+/* A newer message in a known range is skipped by its len, not refused. */
+static void test_unknown_type_in_range_skipped(void **state)
+{
+	(void)state;
+	static struct fb f;
+	struct proto_msg m;
+	size_t used;
+	const uint16_t types[] = {0x00ff, 0x0150, 0x02ff};
+
+	for (size_t i = 0; i < 3; i++) {
+		fb_hdr(&f, types[i]);
+		fb_u64(&f, 1);
+		fb_u32(&f, 2);
+		fb_done(&f);
+		assert_int_equal(proto_decode(f.b, f.n, &m, &used), PROTO_OK);
+		assert_int_equal(used, 20);
+		assert_int_equal(m.type, types[i]);
+		assert_string_equal(proto_type_name(types[i]), "unknown");
+	}
+}
+
+/* Frames back to back decode one at a time; the header len alone settles
+ * oversize and undersize lens before the rest arrives. */
+static void test_stream_and_early_refusal(void **state)
+{
+	(void)state;
+	uint8_t buf[256];
+	struct proto_msg m, d;
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	size_t used, off = 0;
+
+	fill(&m, PROTO_EV_JOIN_BEGIN, tids, addrs);
+	int n1 = proto_encode(buf, sizeof buf, &m, NULL, NULL);
+	fill(&m, PROTO_EV_THREAD_NAME, tids, addrs);
+	int n2 = proto_encode(buf + n1, sizeof buf - (size_t)n1, &m, NULL, NULL);
+	assert_int_equal(proto_decode(buf, (size_t)(n1 + n2), &d, &used), PROTO_OK);
+	assert_int_equal(d.type, PROTO_EV_JOIN_BEGIN);
+	off += used;
+	assert_int_equal(proto_decode(buf + off, (size_t)(n1 + n2) - off, &d, &used), PROTO_OK);
+	assert_int_equal(d.type, PROTO_EV_THREAD_NAME);
+	assert_string_equal(d.name.p, "handle");
+
+	assert_int_equal(proto_decode(buf, 0, &d, &used), PROTO_EAGAIN);
+	assert_int_equal(used, PROTO_HDR_SIZE);
+	uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+	assert_int_equal(proto_decode(huge, 4, &d, &used), PROTO_ETOOBIG);
+	uint8_t tiny[4] = {3, 0, 0, 0};
+	assert_int_equal(proto_decode(tiny, 4, &d, &used), PROTO_ESHORT);
+}
+
+static void test_encode_errors(void **state)
+{
+	(void)state;
+	uint8_t buf[4096];
+	static char big[PROTO_MAX_STR + 2];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m;
+
+	fill(&m, PROTO_EV_THREAD_NAME, tids, addrs);
+	memset(big, 'b', PROTO_MAX_STR + 1);
+	m.name = (struct proto_str){big, 0};
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL), PROTO_ESTR);
+	m.name = (struct proto_str){big, PROTO_MAX_STR};
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL),
+			 (int)(8 + 16 + 2 + PROTO_MAX_STR + 1));
+	m.name = (struct proto_str){"a\0b", 3};
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL), PROTO_ESTR);
+
+	fill(&m, PROTO_EV_SCOPE_OPEN, tids, addrs);
+	assert_int_equal(proto_encode(buf, 20, &m, NULL, NULL), PROTO_ETOOBIG);
+	m.type = 0x0300;
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL), PROTO_ETYPE);
+	m.type = 0x0150; /* in range but without a layout: we cannot encode it */
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL), PROTO_ETYPE);
+
+	fill(&m, PROTO_STACK_REQUEST, tids, addrs);
+	m.ntids = PROTO_MAX_TIDS + 1;
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, tids, NULL), PROTO_ECOUNT);
+	m.ntids = 2;
+	assert_int_equal(proto_encode(buf, sizeof buf, &m, NULL, NULL), PROTO_EVALUE);
+}
+
+/* Random bytes and random mutations of valid frames: decode must return,
+ * and on success used must stay within the buffer. */
+static void test_random_garbage(void **state)
+{
+	(void)state;
+	uint8_t a[4096];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, d;
+	size_t used;
+	unsigned seed = 12345;
+
+	for (int iter = 0; iter < 20000; iter++) {
+		fill(&m, all_types[(size_t)iter % NTYPES], tids, addrs);
+		int n = proto_encode(a, sizeof a, &m, tids, addrs);
+		assert_true(n > 0);
+		int flips = 1 + rand_r(&seed) % 4;
+		for (int k = 0; k < flips; k++)
+			a[rand_r(&seed) % n] = (uint8_t)rand_r(&seed);
+		int rc = proto_decode(a, (size_t)n, &d, &used);
+		if (rc == PROTO_OK)
+			assert_true(used <= (size_t)n);
+		else
+			assert_true(rc < 0 && rc >= PROTO_EVALUE);
+	}
+}
+
+static void test_strerror(void **state)
+{
+	(void)state;
+	for (int e = PROTO_OK; e >= PROTO_EVALUE; e--)
+		assert_string_not_equal(proto_strerror(e), "unknown protocol error");
+	assert_string_equal(proto_strerror(-100), "unknown protocol error");
+	assert_string_equal(proto_strerror(5), "unknown protocol error");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip_every_type),
+		cmocka_unit_test(test_field_values),
+		cmocka_unit_test(test_bad_frames),
+		cmocka_unit_test(test_unknown_type_in_range_skipped),
+		cmocka_unit_test(test_stream_and_early_refusal),
+		cmocka_unit_test(test_encode_errors),
+		cmocka_unit_test(test_random_garbage),
+		cmocka_unit_test(test_strerror),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
