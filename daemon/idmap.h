@@ -1,0 +1,25 @@
+/* idmap.h - open-addressing map from a 64-bit id to an entity whose first field is that id. */
+#ifndef DAEMON_IDMAP_H
+#define DAEMON_IDMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Entities stored here must start with a uint64_t id (nonzero).  The map
+ * holds borrowed pointers: it never frees an entity. */
+struct idmap {
+	void **slots;
+	size_t cap; /* power of two, or 0 */
+	size_t n;
+};
+
+void *idmap_get(const struct idmap *m, uint64_t id);
+/* Inserts ent (its id must not be present).  0 or -ENOMEM. */
+int idmap_put(struct idmap *m, void *ent);
+/* Removes and returns the entity with id, or NULL. */
+void *idmap_del(struct idmap *m, uint64_t id);
+void idmap_free(struct idmap *m);
+
+/* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i]) ... */
+
+#endif

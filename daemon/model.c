@@ -1,0 +1,650 @@
+/* model.c - applying wire events to a process model: state only moves forward,
+ * unknown ids become placeholders, snapshots repair, ended entities expire. */
+#include "model.h"
+
+#include "event.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void model_init(struct model *m, const struct model_limits *lim)
+{
+	memset(m, 0, sizeof *m);
+	m->lim = *lim;
+	if (!m->lim.max_entities)
+		m->lim.max_entities = 1000000;
+	if (!m->lim.max_values)
+		m->lim.max_values = 256;
+	m->strings.max_bytes = m->lim.max_string_bytes;
+}
+
+static void free_ent(enum ent_kind k, void *e)
+{
+	switch (k) {
+	case ENT_THREAD:
+		free(((struct m_thread *)e)->name);
+		break;
+	case ENT_POOL:
+		free(((struct m_pool *)e)->name);
+		break;
+	case ENT_SCOPE: {
+		struct m_scope *s = e;
+		for (size_t i = 0; i < s->nvalues; i++) {
+			free(s->values[i].key);
+			free(s->values[i].value);
+		}
+		free(s->values);
+		free(s->name);
+		break;
+	}
+	default:
+		break;
+	}
+	free(e);
+}
+
+void model_free(struct model *m)
+{
+	for (int k = 0; k < ENT_KINDS; k++) {
+		for (size_t i = 0; i < m->ents[k].cap; i++)
+			if (m->ents[k].slots[i])
+				free_ent(k, m->ents[k].slots[i]);
+		idmap_free(&m->ents[k]);
+	}
+	strtab_free(&m->strings);
+	free(m->rm);
+	free(m->exp);
+	memset(m, 0, sizeof *m);
+}
+
+static int fail(struct model *m, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct model *m, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof m->err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static size_t held(const struct model *m)
+{
+	size_t n = 0;
+	for (int k = 0; k < ENT_KINDS; k++)
+		n += m->ents[k].n;
+	return n;
+}
+
+static const size_t ent_size[ENT_KINDS] = {
+	[ENT_THREAD] = sizeof(struct m_thread),
+	[ENT_POOL] = sizeof(struct m_pool),
+	[ENT_SCOPE] = sizeof(struct m_scope),
+	[ENT_TASK] = sizeof(struct m_task),
+};
+
+static const char *const ent_name[ENT_KINDS] = {"thread", "pool", "scope", "task"};
+
+/* Offsets of the fields every entity kind shares. */
+#define ENT_GEN(e) (((uint64_t *)(e))[1])
+
+/* Marks e changed now, and seen by the snapshot in progress. */
+static void touch(struct model *m, void *e, uint32_t *seen)
+{
+	ENT_GEN(e) = ++m->gen;
+	if (m->in_snapshot)
+		*seen = m->epoch;
+}
+
+/* The entity with id, created as a placeholder when absent.  NULL with the
+ * error in *err (the cap or memory). */
+static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
+{
+	void *e = idmap_get(&m->ents[k], id);
+	if (e)
+		return e;
+	if (held(m) >= m->lim.max_entities) {
+		*err = fail(m, -ENOSPC,
+			    "holds %zu scopes, tasks, threads and pools, the cap (--max-entities); "
+			    "refusing %s %llu",
+			    held(m), ent_name[k], (unsigned long long)id);
+		return NULL;
+	}
+	e = calloc(1, ent_size[k]);
+	if (!e || idmap_put(&m->ents[k], e) < 0) {
+		free(e);
+		*err = fail(m, -ENOMEM, "out of memory adding %s %llu", ent_name[k],
+			    (unsigned long long)id);
+		return NULL;
+	}
+	*(uint64_t *)e = id;
+	/* Placeholder flags share the flags byte; each kind starts placeholder. */
+	switch (k) {
+	case ENT_THREAD:
+		((struct m_thread *)e)->flags = EF_PLACEHOLDER;
+		break;
+	case ENT_POOL:
+		((struct m_pool *)e)->flags = EF_PLACEHOLDER;
+		break;
+	case ENT_SCOPE:
+		((struct m_scope *)e)->flags = EF_PLACEHOLDER;
+		break;
+	case ENT_TASK:
+		((struct m_task *)e)->flags = EF_PLACEHOLDER;
+		break;
+	default:
+		break;
+	}
+	return e;
+}
+
+static void log_removal(struct model *m, enum ent_kind k, uint64_t id)
+{
+	uint64_t gen = ++m->gen;
+	if (!m->track_removals) {
+		m->rm_floor = gen;
+		return;
+	}
+	if (m->nrm == m->rmcap) {
+		size_t cap = m->rmcap ? m->rmcap * 2 : 256;
+		struct m_removal *rm = cap <= (1u << 22) ? realloc(m->rm, cap * sizeof *rm) : NULL;
+		if (!rm) {
+			/* Subscribers behind this point get a fresh snapshot instead. */
+			m->nrm = 0;
+			m->rm_floor = gen;
+			return;
+		}
+		m->rm = rm;
+		m->rmcap = cap;
+	}
+	m->rm[m->nrm++] = (struct m_removal){gen, id, (uint8_t)k};
+}
+
+static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
+{
+	void *e = idmap_del(&m->ents[k], id);
+	if (!e)
+		return;
+	free_ent(k, e);
+	log_removal(m, k, id);
+}
+
+void model_trim_removals(struct model *m, uint64_t gen)
+{
+	size_t keep = 0;
+	while (keep < m->nrm && m->rm[keep].gen <= gen)
+		keep++;
+	if (keep) {
+		memmove(m->rm, m->rm + keep, (m->nrm - keep) * sizeof *m->rm);
+		m->nrm -= keep;
+		if (gen > m->rm_floor)
+			m->rm_floor = gen;
+	}
+}
+
+static void expire_later(struct model *m, enum ent_kind k, uint64_t id, int64_t now)
+{
+	if (m->exp_n == m->exp_cap) {
+		size_t cap = m->exp_cap ? m->exp_cap * 2 : 64;
+		struct m_expiry *e = malloc(cap * sizeof *e);
+		if (!e)
+			return; /* kept until the process goes: a leak of history, not of state */
+		for (size_t i = 0; i < m->exp_n; i++)
+			e[i] = m->exp[(m->exp_head + i) % m->exp_cap];
+		free(m->exp);
+		m->exp = e;
+		m->exp_head = 0;
+		m->exp_cap = cap;
+	}
+	m->exp[(m->exp_head + m->exp_n) % m->exp_cap] =
+		(struct m_expiry){now + m->lim.retain_ns, id, (uint8_t)k};
+	m->exp_n++;
+}
+
+static bool is_ended(struct model *m, enum ent_kind k, uint64_t id)
+{
+	const void *e = idmap_get(&m->ents[k], id);
+	if (!e)
+		return false;
+	switch (k) {
+	case ENT_THREAD:
+		return ((const struct m_thread *)e)->flags & EF_ENDED;
+	case ENT_SCOPE:
+		return ((const struct m_scope *)e)->flags & EF_ENDED;
+	case ENT_TASK:
+		return ((const struct m_task *)e)->flags & EF_ENDED;
+	default:
+		return false;
+	}
+}
+
+void model_sweep(struct model *m, int64_t now_ns)
+{
+	while (m->exp_n && m->exp[m->exp_head].when <= now_ns) {
+		struct m_expiry x = m->exp[m->exp_head];
+		m->exp_head = (m->exp_head + 1) % m->exp_cap;
+		m->exp_n--;
+		if (is_ended(m, x.kind, x.id))
+			remove_ent(m, x.kind, x.id);
+	}
+}
+
+/* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out. */
+static int set_str(struct model *m, char **dst, const struct proto_str *s)
+{
+	if (*dst && strlen(*dst) == s->len && memcmp(*dst, s->p ? s->p : "", s->len) == 0)
+		return 0;
+	char *c = malloc((size_t)s->len + 1);
+	if (!c)
+		return fail(m, -ENOMEM, "out of memory copying a name");
+	if (s->len)
+		memcpy(c, s->p, s->len);
+	c[s->len] = '\0';
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+static int intern(struct model *m, const char **dst, const struct proto_str *s)
+{
+	if (!s->len) {
+		*dst = NULL;
+		return 0;
+	}
+	const char *c = strtab_intern(&m->strings, s->p, s->len);
+	if (!c)
+		return fail(m, -E2BIG,
+			    "sent over %zu bytes of distinct file and function names, the cap",
+			    m->strings.bytes);
+	*dst = c;
+	return 0;
+}
+
+/* Task states ordered by how far along they are: ended states share a rank. */
+static int task_rank(unsigned state)
+{
+	return state >= SC_TASK_SUCCESS ? 2 : (int)state;
+}
+
+static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64_t only_if)
+{
+	struct m_thread *t = idmap_get(&m->ents[ENT_THREAD], tid);
+	if (!t || (only_if && t->task != only_if) || t->task == task)
+		return;
+	t->task = task;
+	touch(m, t, &t->seen);
+}
+
+typedef int (*apply_fn)(struct model *m, const struct proto_msg *msg, int64_t now);
+
+#define GET(var, kind, id)                                                                        \
+	int err_ = 0;                                                                             \
+	var = get(m, kind, id, &err_);                                                            \
+	if (!var)                                                                                 \
+		return err_
+
+static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_thread *t;
+	GET(t, ENT_THREAD, msg->tid);
+	if (t->flags & EF_ENDED) {
+		if (msg->flags & PROTO_F_SNAPSHOT) {
+			touch(m, t, &t->seen);
+			return 0;
+		}
+		/* The kernel reused the tid for a new thread. */
+		t->flags = 0;
+		t->exited = 0;
+		t->task = 0;
+	}
+	t->flags &= (uint8_t)~EF_PLACEHOLDER;
+	t->pool = msg->pool_id;
+	t->role = msg->role;
+	if (!t->started)
+		t->started = msg->ts;
+	touch(m, t, &t->seen);
+	return set_str(m, &t->name, &msg->name);
+}
+
+static int ev_thread_exit(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_thread *t;
+	GET(t, ENT_THREAD, msg->tid);
+	touch(m, t, &t->seen);
+	if (t->flags & EF_ENDED)
+		return 0;
+	t->flags |= EF_ENDED;
+	t->exited = msg->ts;
+	t->task = 0;
+	expire_later(m, ENT_THREAD, t->id, now);
+	return 0;
+}
+
+static int ev_thread_name(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_thread *t;
+	GET(t, ENT_THREAD, msg->tid);
+	touch(m, t, &t->seen);
+	return set_str(m, &t->name, &msg->name);
+}
+
+static int ev_process_exit(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->exit_how = msg->how;
+	m->exit_code = msg->code;
+	return 0;
+}
+
+static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	if (!(s->flags & EF_PLACEHOLDER) && s->opened)
+		return 0; /* a repeat (snapshot racing the live stream) */
+	s->flags &= (uint8_t)~EF_PLACEHOLDER;
+	s->parent = msg->parent;
+	s->parent_task = msg->parent_task;
+	s->pool = msg->pool_id;
+	s->deadline = msg->deadline;
+	s->joiner = (uint8_t)msg->joiner;
+	s->owner = msg->tid;
+	s->opened = msg->ts;
+	s->line = msg->line;
+	int rc = intern(m, &s->file, &msg->file);
+	if (!rc)
+		rc = intern(m, &s->func, &msg->func);
+	if (!rc)
+		rc = set_str(m, &s->name, &msg->name);
+	return rc;
+}
+
+static int ev_join_begin(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	s->flags |= EF_JOINING;
+	return 0;
+}
+
+static int ev_join_end(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	if (!(s->flags & EF_JOINED)) {
+		s->flags |= EF_JOINING | EF_JOINED;
+		s->join_result = msg->result;
+	}
+	return 0;
+}
+
+static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	s->flags |= EF_CANCELLED;
+	if (!s->cancel_reason)
+		s->cancel_reason = (uint8_t)msg->reason;
+	return 0;
+}
+
+static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	if (s->flags & EF_ENDED)
+		return 0;
+	s->flags |= EF_ENDED;
+	s->closed = msg->ts;
+	expire_later(m, ENT_SCOPE, s->id, now);
+	return 0;
+}
+
+static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_task *t;
+	GET(t, ENT_TASK, msg->task);
+	touch(m, t, &t->seen);
+	if (!t->scope)
+		t->scope = msg->scope;
+	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
+		t->state = (uint8_t)msg->state;
+		if (task_rank(msg->state) == 2) {
+			t->flags |= EF_ENDED;
+			t->ended = msg->ts;
+			expire_later(m, ENT_TASK, t->id, now);
+		}
+	}
+	if (!(t->flags & EF_PLACEHOLDER) && t->forked)
+		return 0;
+	t->flags &= (uint8_t)~EF_PLACEHOLDER;
+	t->forked = msg->ts;
+	t->line = msg->line;
+	int rc = intern(m, &t->file, &msg->file);
+	if (!rc)
+		rc = intern(m, &t->func, &msg->func);
+	return rc;
+}
+
+static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_task *t;
+	GET(t, ENT_TASK, msg->task);
+	touch(m, t, &t->seen);
+	if (!t->scope)
+		t->scope = msg->scope;
+	if (!t->started) {
+		t->started = msg->ts;
+		t->worker = msg->tid;
+	}
+	if (task_rank(t->state) < 1) {
+		t->state = SC_TASK_RUNNING;
+		thread_set_task(m, msg->tid, t->id, 0);
+	}
+	return 0;
+}
+
+static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_task *t;
+	GET(t, ENT_TASK, msg->task);
+	touch(m, t, &t->seen);
+	if (!t->scope)
+		t->scope = msg->scope;
+	if (t->flags & EF_ENDED)
+		return 0;
+	t->flags |= EF_ENDED;
+	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
+	t->ended = msg->ts;
+	t->error = msg->error;
+	if (!t->worker)
+		t->worker = msg->tid;
+	thread_set_task(m, t->worker, 0, t->id);
+	expire_later(m, ENT_TASK, t->id, now);
+	return 0;
+}
+
+static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->viol[m->nviol++ % MODEL_VIOLATIONS] =
+		(struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
+	return 0;
+}
+
+static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	touch(m, s, &s->seen);
+	size_t i = 0;
+	while (i < s->nvalues &&
+	       !(strlen(s->values[i].key) == msg->key.len &&
+		 memcmp(s->values[i].key, msg->key.p, msg->key.len) == 0))
+		i++;
+	if (i == s->nvalues) {
+		if (s->nvalues >= m->lim.max_values)
+			return fail(m, -ENOSPC, "bound over %zu values in scope %llu, the cap",
+				    m->lim.max_values, (unsigned long long)s->id);
+		struct m_value *v = realloc(s->values, (s->nvalues + 1) * sizeof *v);
+		if (!v)
+			return fail(m, -ENOMEM, "out of memory binding a value");
+		s->values = v;
+		v[i] = (struct m_value){0};
+		s->nvalues++;
+		int rc = set_str(m, &v[i].key, &msg->key);
+		if (rc)
+			return rc;
+	}
+	return set_str(m, &s->values[i].value, &msg->value);
+}
+
+static int ev_pool_create(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_pool *p;
+	GET(p, ENT_POOL, msg->pool_id);
+	touch(m, p, &p->seen);
+	p->flags &= (uint8_t)~EF_PLACEHOLDER;
+	p->cfg = msg->pool;
+	return set_str(m, &p->name, &msg->name);
+}
+
+static int ev_pool_stats(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_pool *p;
+	GET(p, ENT_POOL, msg->pool_id);
+	touch(m, p, &p->seen);
+	p->cfg = msg->pool;
+	return 0;
+}
+
+static int ev_pool_destroy(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	remove_ent(m, ENT_POOL, msg->pool_id);
+	return 0;
+}
+
+static bool live_unseen(const struct model *m, enum ent_kind k, const void *e)
+{
+	switch (k) {
+	case ENT_THREAD: {
+		const struct m_thread *t = e;
+		return !(t->flags & EF_ENDED) && t->seen != m->epoch;
+	}
+	case ENT_POOL:
+		return ((const struct m_pool *)e)->seen != m->epoch;
+	case ENT_SCOPE: {
+		const struct m_scope *s = e;
+		return !(s->flags & EF_ENDED) && s->seen != m->epoch;
+	}
+	case ENT_TASK: {
+		const struct m_task *t = e;
+		return !(t->flags & EF_ENDED) && t->seen != m->epoch;
+	}
+	default:
+		return false;
+	}
+}
+
+static int ev_snapshot_begin(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->in_snapshot = true;
+	m->complete = false;
+	m->epoch++;
+	m->snap_seq = msg->seq;
+	return 0;
+}
+
+/* Whatever live entity the snapshot did not mention ended while we were not
+ * looking (a loss, or a daemon restart): it leaves the model. */
+static int ev_snapshot_end(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	if (!m->in_snapshot || msg->seq != m->snap_seq)
+		return 0;
+	for (int k = 0; k < ENT_KINDS; k++) {
+		struct idmap *map = &m->ents[k];
+		for (size_t i = 0; i < map->cap;) {
+			void *e = map->slots[i];
+			if (e && live_unseen(m, k, e))
+				remove_ent(m, k, *(uint64_t *)e); /* shifts a later entry into i */
+			else
+				i++;
+		}
+	}
+	m->in_snapshot = false;
+	m->complete = true;
+	if (m->had_loss) {
+		m->repaired = true;
+		m->had_loss = false;
+	}
+	return 0;
+}
+
+static int ev_lost(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	if (msg->total_lost > m->lost)
+		m->lost = msg->total_lost;
+	else
+		m->lost += msg->lost_since;
+	m->complete = false;
+	m->had_loss = true;
+	return 0;
+}
+
+/* Lifecycle types index a direct table so dispatch is one load. */
+#define EV_BASE 0x0100u
+#define EV_SPAN 0x0100u
+#define EV(t) [(t)-EV_BASE]
+
+static const apply_fn ev_table[EV_SPAN] = {
+	EV(PROTO_EV_THREAD_START) = ev_thread_start, EV(PROTO_EV_THREAD_EXIT) = ev_thread_exit,
+	EV(PROTO_EV_THREAD_NAME) = ev_thread_name,   EV(PROTO_EV_PROCESS_EXIT) = ev_process_exit,
+	EV(PROTO_EV_SCOPE_OPEN) = ev_scope_open,     EV(PROTO_EV_JOIN_BEGIN) = ev_join_begin,
+	EV(PROTO_EV_JOIN_END) = ev_join_end,         EV(PROTO_EV_SCOPE_CANCEL) = ev_scope_cancel,
+	EV(PROTO_EV_SCOPE_CLOSE) = ev_scope_close,   EV(PROTO_EV_TASK_FORK) = ev_task_fork,
+	EV(PROTO_EV_TASK_START) = ev_task_start,     EV(PROTO_EV_TASK_END) = ev_task_end,
+	EV(PROTO_EV_VIOLATION) = ev_violation,       EV(PROTO_EV_VALUE_BIND) = ev_value_bind,
+	EV(PROTO_EV_POOL_CREATE) = ev_pool_create,   EV(PROTO_EV_POOL_STATS) = ev_pool_stats,
+	EV(PROTO_EV_POOL_DESTROY) = ev_pool_destroy,
+};
+
+static const apply_fn session_table[0x100] = {
+	[PROTO_SNAPSHOT_BEGIN] = ev_snapshot_begin,
+	[PROTO_SNAPSHOT_END] = ev_snapshot_end,
+	[PROTO_LOST] = ev_lost,
+};
+
+int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
+{
+	apply_fn fn = NULL;
+	if (msg->type >= EV_BASE && msg->type < EV_BASE + EV_SPAN)
+		fn = ev_table[msg->type - EV_BASE];
+	else if (msg->type < 0x100)
+		fn = session_table[msg->type];
+	if (!fn)
+		return 0;
+	m->events++;
+	return fn(m, msg, now_ns);
+}

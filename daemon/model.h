@@ -1,0 +1,158 @@
+/* model.h - the live model of one instrumented process: scopes, tasks, threads,
+ * pools, built by applying decoded wire events idempotently. */
+#ifndef DAEMON_MODEL_H
+#define DAEMON_MODEL_H
+
+#include "idmap.h"
+#include "jbuf.h"
+#include "proto.h"
+#include "strtab.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
+
+/* Entity flags. */
+#define EF_PLACEHOLDER 0x01u /* created by a reference before its own event */
+#define EF_ENDED 0x02u       /* task ended, scope closed, thread exited */
+#define EF_JOINING 0x04u
+#define EF_JOINED 0x08u
+#define EF_CANCELLED 0x10u
+
+/* Every entity starts with id and gen (idmap keys on id; gen is the model
+ * generation of its last change, which subscriptions diff on). */
+struct m_thread {
+	uint64_t id, gen; /* id = tid */
+	uint64_t pool, task;
+	int64_t started, exited;
+	char *name;
+	uint32_t role, seen;
+	uint8_t flags;
+};
+
+struct m_pool {
+	uint64_t id, gen;
+	char *name;
+	struct proto_pool cfg;
+	uint32_t seen;
+	uint8_t flags;
+};
+
+struct m_value {
+	char *key, *value;
+};
+
+struct m_scope {
+	uint64_t id, gen;
+	uint64_t parent, parent_task, pool;
+	int64_t deadline, opened, closed, join_result;
+	char *name;
+	const char *file, *func; /* interned */
+	struct m_value *values;
+	int32_t line;
+	uint32_t owner, seen;
+	uint16_t nvalues;
+	uint8_t joiner, cancel_reason, flags;
+};
+
+struct m_task {
+	uint64_t id, gen;
+	uint64_t scope;
+	int64_t forked, started, ended, error;
+	const char *file, *func; /* interned */
+	int32_t line;
+	uint32_t worker, seen;
+	uint8_t state, flags;
+};
+
+struct m_violation {
+	uint64_t scope;
+	int64_t error, ts;
+	uint32_t kind, tid;
+};
+
+struct m_removal {
+	uint64_t gen, id;
+	uint8_t kind;
+};
+
+struct m_expiry {
+	int64_t when;
+	uint64_t id;
+	uint8_t kind;
+};
+
+struct model_limits {
+	size_t max_entities;     /* scopes + tasks + threads + pools held */
+	size_t max_string_bytes; /* interned site strings */
+	size_t max_values;       /* scoped values per scope */
+	int64_t retain_ns;       /* ended entities stay this long */
+};
+
+#define MODEL_VIOLATIONS 64
+
+struct model {
+	struct model_limits lim;
+	struct idmap ents[ENT_KINDS];
+	struct strtab strings;
+	uint64_t gen;
+	uint64_t events, lost;
+	bool complete, repaired, had_loss, in_snapshot;
+	uint64_t snap_seq;
+	uint32_t epoch;
+	uint32_t exit_how; /* from PROCESS_EXIT: 1 exit, 2 signal, 0 unknown */
+	int32_t exit_code;
+	struct m_violation viol[MODEL_VIOLATIONS];
+	uint64_t nviol; /* total seen; the last MODEL_VIOLATIONS are kept */
+	/* Removals, for subscribers' deltas; entries at or below rm_floor are gone. */
+	bool track_removals;
+	struct m_removal *rm;
+	size_t nrm, rmcap;
+	uint64_t rm_floor;
+	/* Ended entities in the order they ended, to expire after retain_ns. */
+	struct m_expiry *exp;
+	size_t exp_head, exp_n, exp_cap;
+	char err[192]; /* why model_apply failed */
+};
+
+void model_init(struct model *m, const struct model_limits *lim);
+void model_free(struct model *m);
+
+/* Applies one decoded message (snapshot markers, LOST, lifecycle events;
+ * others are ignored).  now_ns is the daemon's monotonic clock, used for
+ * retention.  Returns 0, or -ENOSPC (entity cap), -E2BIG (string cap),
+ * -ENOMEM, with m->err saying what; the model keeps everything it held. */
+int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns);
+
+/* Removes ended entities whose retention has passed. */
+void model_sweep(struct model *m, int64_t now_ns);
+
+/* Entities of a kind held now. */
+static inline size_t model_count(const struct model *m, enum ent_kind k)
+{
+	return m->ents[k].n;
+}
+
+/* Forgets removal records up to gen (every subscriber has seen them). */
+void model_trim_removals(struct model *m, uint64_t gen);
+
+/* The agent's clock reference: ref_mono_ns and ref_realtime_ns are the same
+ * instant, so a monotonic ts maps to realtime_ns = ts - mono + real. */
+struct clockref {
+	int64_t mono, real;
+};
+
+/* Writes the model object of schemas/control.md.  since = 0: everything.
+ * With since > 0 writes the delta members "upsert" and "remove" (into the
+ * object the caller opened) of what changed after generation since. */
+void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
+		  struct jbuf *b);
+void model_render_delta(const struct model *m, const struct clockref *clk, uint64_t since,
+			struct jbuf *b);
+
+/* Names used in the JSON (NULL when out of range). */
+const char *model_task_state_name(unsigned state);
+const char *model_scope_state_name(const struct m_scope *s);
+
+#endif

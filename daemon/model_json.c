@@ -1,0 +1,295 @@
+/* model_json.c - the model as the JSON of schemas/control.md, whole or as a delta. */
+#include "model.h"
+
+#include "event.h"
+
+#include <stdlib.h>
+
+static const char *const task_states[] = {
+	[SC_TASK_FORKED] = "forked",	   [SC_TASK_RUNNING] = "running",
+	[SC_TASK_SUCCESS] = "success",	   [SC_TASK_FAILED] = "failed",
+	[SC_TASK_CANCELLED] = "cancelled", [SC_TASK_UNAVAILABLE] = "unavailable",
+};
+static const char *const joiners[] = {"all_successful", "any_successful", "await_all", "until",
+				      "custom"};
+static const char *const cancel_reasons[] = {
+	[SC_CANCEL_JOINER] = "joiner",	     [SC_CANCEL_TIMEOUT] = "timeout",
+	[SC_CANCEL_EXPLICIT] = "explicit",   [SC_CANCEL_PARENT] = "parent",
+	[SC_CANCEL_VIOLATION] = "violation", [SC_CANCEL_CLOSE] = "close",
+};
+static const char *const roles[] = {
+	[SC_ROLE_OTHER] = "other", [SC_ROLE_MAIN] = "main", [SC_ROLE_WORKER] = "worker",
+	[SC_ROLE_AGENT] = "agent"};
+static const char *const queues[] = {"unbounded", "bounded", "direct"};
+static const char *const policies[] = {"abort", "caller_runs", "discard", "discard_oldest", "block"};
+static const char *const violations[] = {
+	[SC_VIOL_NOT_OWNER] = "not_owner",     [SC_VIOL_DOUBLE_JOIN] = "double_join",
+	[SC_VIOL_FORK_AFTER_JOIN] = "fork_after_join", [SC_VIOL_INNER_OPEN] = "inner_open",
+	[SC_VIOL_THREAD_EXIT] = "thread_exit", [SC_VIOL_NO_JOIN] = "no_join",
+};
+
+#define NAME(tab, i) ((size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : NULL)
+
+const char *model_task_state_name(unsigned state)
+{
+	return NAME(task_states, state);
+}
+
+/* The most advanced state wins; a cancelled scope still being joined says
+ * "cancelled", since that is what the reader needs to know. */
+const char *model_scope_state_name(const struct m_scope *s)
+{
+	if (s->flags & EF_ENDED)
+		return "closed";
+	if (s->flags & EF_CANCELLED)
+		return "cancelled";
+	if (s->flags & EF_JOINED)
+		return "joined";
+	if (s->flags & EF_JOINING)
+		return "joining";
+	return "open";
+}
+
+static void enum_or_null(struct jbuf *b, const char *key, const char *name)
+{
+	jb_key(b, key);
+	jb_str(b, name);
+}
+
+static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
+{
+	jb_key(b, key);
+	if (!ts)
+		jb_null(b);
+	else
+		jb_ms(b, ts - clk->mono + clk->real);
+}
+
+static void id_or_null(struct jbuf *b, const char *key, uint64_t id)
+{
+	jb_key(b, key);
+	if (id)
+		jb_u64(b, id);
+	else
+		jb_null(b);
+}
+
+static void site(struct jbuf *b, const char *file, int32_t line, const char *func)
+{
+	jb_key(b, "site");
+	if (!file && !func) {
+		jb_null(b);
+		return;
+	}
+	jb_obj(b);
+	jb_key(b, "file");
+	jb_str(b, file);
+	jb_key(b, "line");
+	jb_i64(b, line);
+	jb_key(b, "func");
+	jb_str(b, func);
+	jb_obj_end(b);
+}
+
+static void thread_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+{
+	const struct m_thread *t = ent;
+	jb_obj(b);
+	jb_key(b, "tid");
+	jb_u64(b, t->id);
+	jb_key(b, "name");
+	jb_str(b, t->name);
+	enum_or_null(b, "role", NAME(roles, t->role) ? NAME(roles, t->role) : "other");
+	id_or_null(b, "pool", t->pool);
+	id_or_null(b, "task", t->task);
+	jb_key(b, "state");
+	jb_str(b, t->flags & EF_ENDED ? "exited" : "live");
+	time_ms(b, "started_ms", clk, t->started);
+	time_ms(b, "exited_ms", clk, t->exited);
+	jb_obj_end(b);
+}
+
+static void pool_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+{
+	const struct m_pool *p = ent;
+	(void)clk;
+	const struct proto_pool *c = &p->cfg;
+	jb_obj(b);
+	jb_key(b, "id");
+	jb_u64(b, p->id);
+	jb_key(b, "name");
+	jb_str(b, p->name);
+	static const char *const counts[] = {"core", "max", "size", "active", "largest"};
+	const uint32_t vals[] = {c->core, c->max, c->size, c->active, c->largest};
+	for (size_t i = 0; i < 5; i++) {
+		jb_key(b, counts[i]);
+		jb_u64(b, vals[i]);
+	}
+	jb_key(b, "queued");
+	jb_u64(b, c->queued);
+	jb_key(b, "completed");
+	jb_u64(b, c->completed);
+	jb_key(b, "rejected");
+	jb_u64(b, c->rejected);
+	enum_or_null(b, "queue", NAME(queues, c->queue_kind));
+	jb_key(b, "queue_capacity");
+	jb_u64(b, c->queue_capacity);
+	enum_or_null(b, "policy", NAME(policies, c->policy));
+	jb_key(b, "keep_alive_ms");
+	jb_ms(b, c->keep_alive_ns);
+	jb_obj_end(b);
+}
+
+static void scope_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+{
+	const struct m_scope *s = ent;
+	jb_obj(b);
+	jb_key(b, "id");
+	jb_u64(b, s->id);
+	jb_key(b, "name");
+	jb_str(b, s->name);
+	id_or_null(b, "parent", s->parent);
+	id_or_null(b, "parent_task", s->parent_task);
+	id_or_null(b, "owner", s->owner);
+	id_or_null(b, "pool", s->pool);
+	enum_or_null(b, "joiner", s->flags & EF_PLACEHOLDER ? NULL : NAME(joiners, s->joiner));
+	jb_key(b, "state");
+	jb_str(b, model_scope_state_name(s));
+	time_ms(b, "deadline_ms", clk, s->deadline);
+	time_ms(b, "opened_ms", clk, s->opened);
+	time_ms(b, "closed_ms", clk, s->closed);
+	enum_or_null(b, "cancel_reason", NAME(cancel_reasons, s->cancel_reason));
+	jb_key(b, "join_result");
+	if (s->flags & EF_JOINED)
+		jb_i64(b, s->join_result);
+	else
+		jb_null(b);
+	site(b, s->file, s->line, s->func);
+	jb_key(b, "values");
+	jb_obj(b);
+	for (size_t i = 0; i < s->nvalues; i++) {
+		jb_key(b, s->values[i].key);
+		jb_str(b, s->values[i].value);
+	}
+	jb_obj_end(b);
+	jb_obj_end(b);
+}
+
+static void task_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+{
+	const struct m_task *t = ent;
+	jb_obj(b);
+	jb_key(b, "id");
+	jb_u64(b, t->id);
+	id_or_null(b, "scope", t->scope);
+	enum_or_null(b, "state", NAME(task_states, t->state));
+	id_or_null(b, "worker", t->worker);
+	jb_key(b, "error");
+	if (t->flags & EF_ENDED && t->state == SC_TASK_FAILED)
+		jb_i64(b, t->error);
+	else
+		jb_null(b);
+	site(b, t->file, t->line, t->func);
+	time_ms(b, "forked_ms", clk, t->forked);
+	time_ms(b, "started_ms", clk, t->started);
+	time_ms(b, "ended_ms", clk, t->ended);
+	jb_obj_end(b);
+}
+
+typedef void (*ent_json_fn)(struct jbuf *b, const struct clockref *clk, const void *e);
+
+static const struct {
+	const char *key;
+	ent_json_fn fn;
+} kinds[ENT_KINDS] = {
+	[ENT_THREAD] = {"threads", thread_json},
+	[ENT_POOL] = {"pools", pool_json},
+	[ENT_SCOPE] = {"scopes", scope_json},
+	[ENT_TASK] = {"tasks", task_json},
+};
+
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = **(const uint64_t *const *)a, y = **(const uint64_t *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Writes key: [entities changed after since], in id order (parents, opened
+ * first, come first). */
+static void ent_array(struct jbuf *b, const struct model *m, enum ent_kind k,
+		      const struct clockref *clk, uint64_t since)
+{
+	const struct idmap *map = &m->ents[k];
+	jb_key(b, kinds[k].key);
+	jb_arr(b);
+	const void **list = malloc((map->n ? map->n : 1) * sizeof *list);
+	if (!list) {
+		b->oom = true;
+		jb_arr_end(b);
+		return;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < map->cap; i++) {
+		const uint64_t *e = map->slots[i];
+		if (e && e[1] > since)
+			list[n++] = e;
+	}
+	qsort(list, n, sizeof *list, by_id);
+	for (size_t i = 0; i < n; i++)
+		kinds[k].fn(b, clk, list[i]);
+	free(list);
+	jb_arr_end(b);
+}
+
+static void violations_json(struct jbuf *b, const struct model *m, const struct clockref *clk)
+{
+	jb_key(b, "violations");
+	jb_arr(b);
+	uint64_t first = m->nviol > MODEL_VIOLATIONS ? m->nviol - MODEL_VIOLATIONS : 0;
+	for (uint64_t i = first; i < m->nviol; i++) {
+		const struct m_violation *v = &m->viol[i % MODEL_VIOLATIONS];
+		jb_obj(b);
+		id_or_null(b, "scope", v->scope);
+		enum_or_null(b, "kind", NAME(violations, v->kind));
+		jb_key(b, "error");
+		jb_i64(b, v->error);
+		time_ms(b, "ts_ms", clk, v->ts);
+		jb_key(b, "tid");
+		jb_u64(b, v->tid);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+}
+
+void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
+		  struct jbuf *b)
+{
+	jb_obj(b);
+	jb_key(b, "now_ms");
+	jb_ms(b, now_real_ns);
+	for (int k = 0; k < ENT_KINDS; k++)
+		ent_array(b, m, k, clk, 0);
+	violations_json(b, m, clk);
+	jb_obj_end(b);
+}
+
+void model_render_delta(const struct model *m, const struct clockref *clk, uint64_t since,
+			struct jbuf *b)
+{
+	jb_key(b, "upsert");
+	jb_obj(b);
+	for (int k = 0; k < ENT_KINDS; k++)
+		ent_array(b, m, k, clk, since);
+	jb_obj_end(b);
+	jb_key(b, "remove");
+	jb_obj(b);
+	for (int k = 0; k < ENT_KINDS; k++) {
+		jb_key(b, kinds[k].key);
+		jb_arr(b);
+		for (size_t i = 0; i < m->nrm; i++)
+			if (m->rm[i].kind == k && m->rm[i].gen > since)
+				jb_u64(b, m->rm[i].id);
+		jb_arr_end(b);
+	}
+	jb_obj_end(b);
+}

@@ -1,0 +1,174 @@
+/* options.c - the table of scoped's options: parsing, bounds, defaults and --help. */
+#include "options.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_kind { OPT_FLAG, OPT_LONG, OPT_STR, OPT_CHOICE };
+
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const stack_modes[] = {"auto", "bpf", "signal", NULL};
+
+struct opt_def {
+	const char *name;
+	enum opt_kind kind;
+	size_t off; /* into struct options */
+	const char *arg;
+	long min, max, def;
+	const char *const *choices;
+	const char *help;
+};
+
+#define OFF(f) offsetof(struct options, f)
+
+static const struct opt_def table[] = {
+	{"help", OPT_FLAG, OFF(help), NULL, 0, 1, 0, NULL, "print this help and exit"},
+	{"version", OPT_FLAG, OFF(version), NULL, 0, 1, 0, NULL, "print the version and exit"},
+	{"socket", OPT_STR, OFF(socket), "PATH", 0, 0, 0, NULL,
+	 "agent socket path (control.sock sits beside it); default $SCOPED_SOCKET, "
+	 "else $XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock"},
+	{"foreground", OPT_FLAG, OFF(foreground), NULL, 0, 1, 0, NULL,
+	 "stay in the foreground and log to stderr (default: daemonize, log to syslog)"},
+	{"syslog", OPT_FLAG, OFF(syslog), NULL, 0, 1, 0, NULL, "log to syslog even in the foreground"},
+	{"log-level", OPT_CHOICE, OFF(log_level), "LEVEL", 0, 3, LOG_LVL_INFO, log_levels,
+	 "error, warn, info or debug"},
+	{"retain", OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
+	 "keep ended tasks, closed scopes and exited threads visible this long"},
+	{"max-processes", OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
+	 "instrumented processes held at once, live and exited"},
+	{"keep-exited", OPT_LONG, OFF(keep_exited), "N", 0, 65536, 64, NULL,
+	 "exited processes kept for post-mortem dumps"},
+	{"keep-exited-for", OPT_LONG, OFF(keep_exited_s), "SECONDS", 0, 604800, 3600, NULL,
+	 "how long an exited process stays dumpable"},
+	{"max-clients", OPT_LONG, OFF(max_clients), "N", 1, 65536, 256, NULL,
+	 "control connections served at once"},
+	{"max-entities", OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
+	 "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
+	{"stacks", OPT_CHOICE, OFF(stacks), "MODE", 0, 2, STACKS_AUTO, stack_modes,
+	 "stack source: auto (BPF when it loads, else signal), bpf (required) or signal"},
+};
+
+#define NOPTS (sizeof table / sizeof table[0])
+
+static void set_defaults(struct options *opt)
+{
+	memset(opt, 0, sizeof *opt);
+	for (size_t i = 0; i < NOPTS; i++) {
+		char *field = (char *)opt + table[i].off;
+		if (table[i].kind == OPT_LONG)
+			*(long *)field = table[i].def;
+		else if (table[i].kind == OPT_CHOICE)
+			*(int *)field = (int)table[i].def;
+	}
+}
+
+static const struct opt_def *find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0)
+			return &table[i];
+	return NULL;
+}
+
+static int set_value(struct options *opt, const struct opt_def *d, const char *val, char *err,
+		     size_t errlen)
+{
+	char *field = (char *)opt + d->off;
+	switch (d->kind) {
+	case OPT_FLAG:
+		*(int *)field = 1;
+		return 0;
+	case OPT_STR:
+		if (!*val) {
+			snprintf(err, errlen, "--%s needs a non-empty %s", d->name, d->arg);
+			return -1;
+		}
+		*(const char **)field = val;
+		return 0;
+	case OPT_LONG: {
+		char *end;
+		errno = 0;
+		long v = strtol(val, &end, 10);
+		if (errno || end == val || *end || v < d->min || v > d->max) {
+			snprintf(err, errlen, "--%s takes a whole number from %ld to %ld, not '%s'",
+				 d->name, d->min, d->max, val);
+			return -1;
+		}
+		*(long *)field = v;
+		return 0;
+	}
+	case OPT_CHOICE:
+		for (int i = 0; d->choices[i]; i++)
+			if (strcmp(d->choices[i], val) == 0) {
+				*(int *)field = i;
+				return 0;
+			}
+		snprintf(err, errlen, "--%s takes one of", d->name);
+		for (int i = 0; d->choices[i]; i++) {
+			size_t n = strlen(err);
+			snprintf(err + n, errlen - n, "%s %s", i ? "," : "", d->choices[i]);
+		}
+		size_t n = strlen(err);
+		snprintf(err + n, errlen - n, "; not '%s'", val);
+		return -1;
+	}
+	return -1;
+}
+
+int options_parse(struct options *opt, int argc, char **argv, char *err, size_t errlen)
+{
+	set_defaults(opt);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strncmp(a, "--", 2) != 0 || !a[2]) {
+			snprintf(err, errlen, "unexpected argument '%s'; see scoped --help", a);
+			return -1;
+		}
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const struct opt_def *d = find(name, len);
+		if (!d) {
+			snprintf(err, errlen, "unknown option '%s'; see scoped --help", a);
+			return -1;
+		}
+		const char *val = NULL;
+		if (d->kind == OPT_FLAG) {
+			if (eq) {
+				snprintf(err, errlen, "--%s takes no value", d->name);
+				return -1;
+			}
+		} else if (eq) {
+			val = eq + 1;
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg);
+			return -1;
+		}
+		if (set_value(opt, d, val, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+void options_usage(FILE *out)
+{
+	fprintf(out, "usage: scoped [OPTION]...\n"
+		     "Collects the scope trees of processes using libscope and answers "
+		     "scopecmd and scopetop.\n\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt_def *d = &table[i];
+		char left[64];
+		snprintf(left, sizeof left, "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+		fprintf(out, "  %-26s %s", left, d->help);
+		if (d->kind == OPT_LONG)
+			fprintf(out, " (default %ld, %ld..%ld)", d->def, d->min, d->max);
+		else if (d->kind == OPT_CHOICE)
+			fprintf(out, " (default %s)", d->choices[d->def]);
+		fputc('\n', out);
+	}
+}

@@ -1,0 +1,29 @@
+/* options.h - scoped's command-line options, driven by one table. */
+#ifndef DAEMON_OPTIONS_H
+#define DAEMON_OPTIONS_H
+
+#include <stdio.h>
+
+enum stacks_mode { STACKS_AUTO = 0, STACKS_BPF = 1, STACKS_SIGNAL = 2 };
+
+struct options {
+	int help, version, foreground, syslog;
+	const char *socket;        /* borrowed from argv; NULL: default path */
+	int log_level;             /* enum log_level */
+	long retain_s;             /* ended tasks / closed scopes kept this long */
+	long max_processes;        /* live + exited processes held */
+	long keep_exited;          /* exited processes kept, at most */
+	long keep_exited_s;        /* and for at most this long */
+	long max_clients;          /* control connections */
+	long max_entities;         /* scopes + tasks + threads + pools per process */
+	int stacks;                /* enum stacks_mode */
+};
+
+/* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a
+ * sentence naming the bad option in err. */
+int options_parse(struct options *opt, int argc, char **argv, char *err, size_t errlen);
+
+/* Writes the --help text (generated from the table). */
+void options_usage(FILE *out);
+
+#endif
