@@ -1,0 +1,598 @@
+/* jdkdump.c - builds the JDK JSON thread dump (format version 2) from the
+ * daemon's dump reply: containers in pre-order, every thread exactly once. */
+#include "jdkdump.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jdkjson.h"
+
+#define ROOT_NAME "<root>"
+
+/* One key -> array position entry; arrays of them are sorted for bsearch. */
+struct ref {
+	json_int_t id;
+	size_t at;
+	long rank; /* tie-break among equal ids (owner index: deeper first) */
+};
+
+struct scope_info {
+	const json_t *j;
+	json_int_t id;
+	bool included;      /* not closed: becomes a container */
+	long parent;        /* effective parent in si[], or -1 for <root> */
+	long first_child;   /* child lists, youngest first */
+	long next_sibling;
+	long container;     /* position in containers[], or -1 */
+	long depth;
+};
+
+struct placed {
+	size_t container;
+	json_int_t tid;
+	json_t *thread;
+};
+
+struct builder {
+	const json_t *reply, *process, *model;
+	const json_t *threads, *pools, *scopes, *tasks, *stacks;
+	char now_iso[40];
+	bool complete;
+
+	struct scope_info *si; /* ordered by scope id */
+	size_t nsi;
+	struct ref *scope_ref, *task_ref, *pool_ref, *stack_ref, *worker_ref, *owner_ref;
+	size_t nscope_ref, ntask_ref, npool_ref, nstack_ref, nworker_ref, nowner_ref;
+	long *pool_container; /* per pools[] entry */
+
+	json_t **containers; /* output order; [0] is <root> */
+	size_t ncont;
+	struct placed *placed;
+	size_t nplaced, capplaced;
+	json_t *names; /* container names in use */
+	json_t *tids;  /* tids placed */
+};
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const struct ref *x = a, *y = b;
+	if (x->id != y->id)
+		return (x->id > y->id) - (x->id < y->id);
+	return (x->rank < y->rank) - (x->rank > y->rank);
+}
+
+static int ref_key_cmp(const void *a, const void *b)
+{
+	const struct ref *x = a, *y = b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Indexes arr's objects by their integer member key; of duplicate ids the
+ * first occurrence wins, so one id names one object. */
+static struct ref *index_by(const json_t *arr, const char *key, size_t *n)
+{
+	size_t len = json_array_size(arr), k = 0, out = 0;
+	struct ref *r = calloc(len ? len : 1, sizeof *r);
+
+	*n = 0;
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		const json_t *id = json_object_get(json_array_get(arr, i), key);
+		if (json_is_integer(id))
+			r[k++] = (struct ref){json_integer_value(id), i, -(long)i};
+	}
+	qsort(r, k, sizeof *r, ref_cmp);
+	for (size_t i = 0; i < k; i++)
+		if (!out || r[out - 1].id != r[i].id)
+			r[out++] = r[i];
+	*n = out;
+	return r;
+}
+
+static long find(const struct ref *r, size_t n, json_int_t id)
+{
+	struct ref key = {.id = id};
+	const struct ref *hit = bsearch(&key, r, n, sizeof *r, ref_key_cmp);
+	/* bsearch may land on any of equal keys; the first has the best rank. */
+	while (hit && hit > r && hit[-1].id == id)
+		hit--;
+	return hit ? (long)hit->at : -1;
+}
+
+static long lookup(const struct ref *r, size_t n, const json_t *id)
+{
+	return json_is_integer(id) ? find(r, n, json_integer_value(id)) : -1;
+}
+
+char *jdkdump_iso_time(double ms, char *buf, size_t len)
+{
+	/* Years 1970..9999 keep the format fixed-width and valid ISO-8601. */
+	if (!isfinite(ms) || ms < 0 || ms > 253402300799999.0)
+		ms = 0;
+	time_t secs = (time_t)(ms / 1000);
+	int millis = (int)(ms - (double)secs * 1000);
+	millis = millis < 0 ? 0 : millis > 999 ? 999 : millis;
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+	return buf;
+}
+
+static json_t *iso_or_null(const json_t *ms)
+{
+	char buf[40];
+	if (!json_is_number(ms))
+		return json_null();
+	return json_string(jdkdump_iso_time(json_number_value(ms), buf, sizeof buf));
+}
+
+/* A container name no other container has: a suffix ~2, ~3... only when a
+ * chosen name collides (a scope literally named "pool:io", say). */
+static json_t *unique_name(struct builder *b, const char *want)
+{
+	char buf[JDKDUMP_MAX_STR + 80];
+	snprintf(buf, sizeof buf, "%s", want);
+	for (unsigned n = 2; json_object_get(b->names, buf); n++)
+		snprintf(buf, sizeof buf, "%s~%u", want, n);
+	json_object_set_new(b->names, buf, json_true());
+	return json_string(buf);
+}
+
+static json_t *container_new(struct builder *b, const char *name, const char *parent,
+			     const char *kind)
+{
+	return json_pack("{s:o,s:s?,s:n,s:[],s:i,s:s}", "container", unique_name(b, name),
+			 "parent", parent, "owner", "threads", "threadCount", 0, "kind", kind);
+}
+
+/* Appends c (stolen); returns its position or -1. */
+static long add_container(struct builder *b, json_t *c)
+{
+	json_t **nc = c ? realloc(b->containers, (b->ncont + 1) * sizeof *nc) : NULL;
+	if (!nc) {
+		json_decref(c);
+		return -1;
+	}
+	b->containers = nc;
+	b->containers[b->ncont] = c;
+	return (long)b->ncont++;
+}
+
+static const char *cname(struct builder *b, long container)
+{
+	return json_string_value(json_object_get(b->containers[container], "container"));
+}
+
+static int add_pools(struct builder *b)
+{
+	size_t n = json_array_size(b->pools);
+	b->pool_container = malloc((n ? n : 1) * sizeof *b->pool_container);
+	if (!b->pool_container)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *p = json_array_get(b->pools, i);
+		b->pool_container[i] = -1;
+		if (lookup(b->pool_ref, b->npool_ref, json_object_get(p, "id")) != (long)i)
+			continue; /* no id, or a duplicate */
+		char pname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
+		jj_strcpy(pname, sizeof pname, jj_str(p, "name"), "pool");
+		snprintf(name, sizeof name, "pool:%s@%lld", pname,
+			 (long long)json_integer_value(json_object_get(p, "id")));
+		json_t *c = container_new(b, name, ROOT_NAME, "pool");
+		if (c)
+			json_object_set_new(c, "pool", jj_pool_stats(p));
+		b->pool_container[i] = add_container(b, c);
+		if (b->pool_container[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static json_t *scope_container(struct builder *b, size_t i)
+{
+	const json_t *s = b->si[i].j;
+	char sname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
+	jj_strcpy(sname, sizeof sname, jj_str(s, "name"), "scope");
+	snprintf(name, sizeof name, "%s@%lld", sname, (long long)b->si[i].id);
+	long p = b->si[i].parent;
+	json_t *c = container_new(b, name, p < 0 ? ROOT_NAME : cname(b, b->si[p].container),
+				  "scope");
+	if (!c)
+		return NULL;
+	json_object_set_new(c, "scopeId", json_integer(b->si[i].id));
+	json_object_set_new(c, "name", jj_string_new(sname));
+	json_object_set_new(c, "joiner", jj_str_or_null(s, "joiner"));
+	json_object_set_new(c, "state", jj_str_or_null(s, "state"));
+	json_object_set_new(c, "deadline", iso_or_null(json_object_get(s, "deadline_ms")));
+	json_object_set_new(c, "openedAt", iso_or_null(json_object_get(s, "opened_ms")));
+	json_object_set_new(c, "openSite", jj_site(json_object_get(s, "site")));
+	json_object_set_new(c, "cancelReason", jj_str_or_null(s, "cancel_reason"));
+	json_object_set_new(c, "parentTask", jj_int_or_null(s, "parent_task"));
+	json_object_set_new(c, "values", jj_values(json_object_get(s, "values")));
+	return c;
+}
+
+/* The nearest enclosing scope that is itself a container; -1 (<root>) when
+ * there is none, it is unknown, or the chain loops. */
+static long effective_parent(struct builder *b, size_t i)
+{
+	long p = lookup(b->scope_ref, b->nscope_ref, json_object_get(b->si[i].j, "parent"));
+	for (size_t steps = 0; p >= 0 && steps <= b->nsi; steps++) {
+		if ((size_t)p == i)
+			return -1;
+		if (b->si[p].included)
+			return p;
+		p = lookup(b->scope_ref, b->nscope_ref, json_object_get(b->si[p].j, "parent"));
+	}
+	return -1;
+}
+
+/* Emits top (a top-level scope) and everything below it in pre-order, with
+ * an explicit stack so that deep nesting cannot exhaust ours. */
+static int emit_subtree(struct builder *b, long top, long *stack)
+{
+	size_t sp = 0;
+	stack[sp++] = top;
+	while (sp) {
+		long i = stack[--sp];
+		if (b->si[i].container >= 0)
+			continue; /* reached again through a cut cycle */
+		long p = i == top ? -1 : b->si[i].parent;
+		if (i == top)
+			b->si[i].parent = -1;
+		b->si[i].depth = p < 0 ? 1 : b->si[p].depth + 1;
+		b->si[i].container = add_container(b, scope_container(b, (size_t)i));
+		if (b->si[i].container < 0)
+			return -1;
+		/* Child lists are youngest first, so the oldest pops first. */
+		for (long c = b->si[i].first_child; c >= 0; c = b->si[c].next_sibling)
+			if (b->si[c].container < 0)
+				stack[sp++] = c;
+	}
+	return 0;
+}
+
+static int add_scopes(struct builder *b)
+{
+	size_t n = b->nscope_ref;
+	b->si = calloc(n ? n : 1, sizeof *b->si);
+	long *stack = calloc(2 * n + 1, sizeof *stack);
+	if (!b->si || !stack) {
+		free(stack);
+		return -1;
+	}
+	for (size_t r = 0; r < n; r++) {
+		struct scope_info *x = &b->si[r];
+		x->j = json_array_get(b->scopes, b->scope_ref[r].at);
+		x->id = b->scope_ref[r].id;
+		x->included = json_is_object(x->j) && !jj_str_is(x->j, "state", "closed");
+		x->container = x->first_child = x->next_sibling = -1;
+		b->scope_ref[r].at = r; /* from here ids map to si[] */
+	}
+	b->nsi = n;
+	for (size_t i = 0; i < n; i++)
+		b->si[i].parent = b->si[i].included ? effective_parent(b, i) : -1;
+	for (size_t i = 0; i < n; i++) {
+		long p = b->si[i].parent;
+		if (b->si[i].included && p >= 0) {
+			b->si[i].next_sibling = b->si[p].first_child;
+			b->si[p].first_child = (long)i;
+		}
+	}
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (b->si[i].included && b->si[i].parent < 0)
+			rc = emit_subtree(b, (long)i, stack);
+	/* What the walk from <root> missed hangs in a parent cycle: each
+	 * cycle is cut at its oldest scope, which becomes top-level. */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (b->si[i].included && b->si[i].container < 0) {
+			b->complete = false;
+			rc = emit_subtree(b, (long)i, stack);
+		}
+	}
+	free(stack);
+	return rc;
+}
+
+/* Indexes running tasks by worker tid and open scopes by owner tid (deepest
+ * first), for placing threads without quadratic scans. */
+static int index_people(struct builder *b)
+{
+	size_t nt = json_array_size(b->tasks);
+	b->worker_ref = calloc(nt ? nt : 1, sizeof *b->worker_ref);
+	b->owner_ref = calloc(b->nsi ? b->nsi : 1, sizeof *b->owner_ref);
+	if (!b->worker_ref || !b->owner_ref)
+		return -1;
+	for (size_t i = 0; i < nt; i++) {
+		const json_t *t = json_array_get(b->tasks, i);
+		const json_t *w = json_object_get(t, "worker");
+		if (jj_str_is(t, "state", "running") && json_is_integer(w))
+			b->worker_ref[b->nworker_ref++] =
+				(struct ref){json_integer_value(w), i, -(long)i};
+	}
+	qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
+	for (size_t i = 0; i < b->nsi; i++) {
+		const json_t *o = json_object_get(b->si[i].j, "owner");
+		if (b->si[i].container >= 0 && json_is_integer(o))
+			b->owner_ref[b->nowner_ref++] =
+				(struct ref){json_integer_value(o), i, b->si[i].depth};
+	}
+	qsort(b->owner_ref, b->nowner_ref, sizeof *b->owner_ref, ref_cmp);
+	return 0;
+}
+
+/* The scoped values visible in scope i: its own bindings over those of
+ * every enclosing scope. */
+static json_t *values_in(struct builder *b, long i)
+{
+	json_t *v = json_object();
+	for (size_t steps = 0; i >= 0 && steps <= b->nsi; steps++, i = b->si[i].parent) {
+		json_t *own = jj_values(json_object_get(b->si[i].j, "values"));
+		const char *k;
+		json_t *val;
+		json_object_foreach(own, k, val)
+			if (!json_object_get(v, k))
+				json_object_set(v, k, val);
+		json_decref(own);
+	}
+	return v;
+}
+
+/* The task a thread runs: its `task` member, else a running task that names
+ * it as worker. */
+static const json_t *task_of(struct builder *b, const json_t *t, json_int_t tid)
+{
+	long k = lookup(b->task_ref, b->ntask_ref, json_object_get(t, "task"));
+	if (k < 0)
+		k = find(b->worker_ref, b->nworker_ref, tid);
+	return k >= 0 ? json_array_get(b->tasks, (size_t)k) : NULL;
+}
+
+static int place(struct builder *b, size_t container, json_int_t tid, json_t *thread)
+{
+	if (!thread)
+		return -1;
+	if (b->nplaced == b->capplaced) {
+		size_t ncap = b->capplaced ? b->capplaced * 2 : 64;
+		struct placed *np = realloc(b->placed, ncap * sizeof *np);
+		if (!np) {
+			json_decref(thread);
+			return -1;
+		}
+		b->placed = np;
+		b->capplaced = ncap;
+	}
+	b->placed[b->nplaced++] = (struct placed){container, tid, thread};
+	return 0;
+}
+
+static bool tid_seen(struct builder *b, json_int_t tid)
+{
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)tid);
+	if (json_object_get(b->tids, key))
+		return true;
+	json_object_set_new(b->tids, key, json_true());
+	return false;
+}
+
+/* Builds one thread from its model entry t (NULL for a thread only the
+ * stacks know) and puts it in the container of the task it runs, else its
+ * pool's (an idle worker), else <root>. */
+static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
+{
+	long k = find(b->stack_ref, b->nstack_ref, tid);
+	const json_t *st = k >= 0 ? json_array_get(b->stacks, (size_t)k) : NULL;
+	const json_t *task = t ? task_of(b, t, tid) : NULL;
+	long ts = task ? lookup(b->scope_ref, b->nscope_ref, json_object_get(task, "scope")) : -1;
+	size_t container = 0;
+	long ctx = -1;
+
+	if (ts >= 0 && b->si[ts].container >= 0) {
+		container = (size_t)b->si[ts].container;
+		ctx = ts;
+	} else {
+		long p = lookup(b->pool_ref, b->npool_ref, json_object_get(t, "pool"));
+		if (p >= 0 && b->pool_container[p] >= 0)
+			container = (size_t)b->pool_container[p];
+	}
+	/* An owner sees the bindings of the innermost scope it opened. */
+	long owned = find(b->owner_ref, b->nowner_ref, tid);
+	if (owned >= 0)
+		ctx = owned;
+
+	const char *name = jj_str(t, "name") ? jj_str(t, "name") : jj_str(st, "name");
+	json_t *th = json_object();
+	if (!th)
+		return -1;
+	json_object_set_new(th, "tid", json_integer(tid));
+	json_object_set_new(th, "time", json_string(b->now_iso));
+	json_object_set_new(th, "name", jj_string_new(name));
+	json_object_set_new(th, "state", json_string(jj_thread_state(st)));
+	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES));
+	json_object_set_new(th, "role", jj_str_or_null(t, "role"));
+	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
+	json_object_set_new(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
+	json_object_set_new(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
+	if (json_is_true(json_object_get(st, "approximate")))
+		json_object_set_new(th, "approximate", json_true());
+	if (!st)
+		json_object_set_new(th, "stackError", json_string("no stack captured"));
+	else if (jj_str(st, "error"))
+		json_object_set_new(th, "stackError", jj_str_or_null(st, "error"));
+	return place(b, container, tid, th);
+}
+
+static int add_threads(struct builder *b)
+{
+	bool post_mortem = jj_str_is(b->process, "state", "exited");
+	size_t n = json_array_size(b->threads);
+
+	for (size_t i = 0; i < n; i++) {
+		const json_t *t = json_array_get(b->threads, i);
+		const json_t *tid = json_object_get(t, "tid");
+		/* Exited threads linger for the retention time; a live dump
+		 * shows the living, a post-mortem one the last known. */
+		if (!json_is_integer(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
+			continue;
+		if (!tid_seen(b, json_integer_value(tid)) &&
+		    add_thread(b, t, json_integer_value(tid)) < 0)
+			return -1;
+	}
+	n = json_array_size(b->stacks);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *tid = json_object_get(json_array_get(b->stacks, i), "tid");
+		if (json_is_integer(tid) && !tid_seen(b, json_integer_value(tid)) &&
+		    add_thread(b, NULL, json_integer_value(tid)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int placed_cmp(const void *a, const void *b)
+{
+	const struct placed *x = a, *y = b;
+	if (x->container != y->container)
+		return (x->container > y->container) - (x->container < y->container);
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* Moves the placed threads into their containers, counts them and resolves
+ * the scopes' owners against the threads actually in the dump. */
+static void fill_containers(struct builder *b)
+{
+	qsort(b->placed, b->nplaced, sizeof *b->placed, placed_cmp);
+	for (size_t i = 0; i < b->nplaced; i++) {
+		json_t *arr = json_object_get(b->containers[b->placed[i].container], "threads");
+		json_array_append_new(arr, b->placed[i].thread);
+		b->placed[i].thread = NULL;
+	}
+	for (size_t c = 0; c < b->ncont; c++) {
+		size_t n = json_array_size(json_object_get(b->containers[c], "threads"));
+		json_object_set_new(b->containers[c], "threadCount", json_integer((json_int_t)n));
+	}
+	for (size_t i = 0; i < b->nsi; i++) {
+		const json_t *o = json_object_get(b->si[i].j, "owner");
+		if (b->si[i].container < 0 || !json_is_integer(o))
+			continue;
+		json_t *c = b->containers[b->si[i].container];
+		char key[32];
+		snprintf(key, sizeof key, "%lld", (long long)json_integer_value(o));
+		/* An owner missing from the dump cannot be referenced: its tid
+		 * goes beside the JDK member, which stays null. */
+		json_object_set_new(c, json_object_get(b->tids, key) ? "owner" : "ownerTid",
+				    json_integer(json_integer_value(o)));
+	}
+}
+
+static json_t *assemble(struct builder *b)
+{
+	const json_t *pid = json_object_get(b->process, "pid");
+	const json_t *lost = json_object_get(b->process, "lost");
+	char rv[JDKDUMP_MAX_STR + 1], ver[JDKDUMP_MAX_STR + 16];
+	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "unknown");
+	snprintf(ver, sizeof ver, "libscope %s", rv);
+
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < b->ncont; i++) {
+		json_array_append_new(arr, b->containers[i]);
+		b->containers[i] = NULL;
+	}
+	json_t *td = json_object();
+	if (!td || !arr) {
+		json_decref(td);
+		json_decref(arr);
+		return NULL;
+	}
+	json_object_set_new(td, "formatVersion", json_integer(2));
+	json_object_set_new(td, "processId",
+			    json_integer(json_is_integer(pid) ? json_integer_value(pid) : 0));
+	json_object_set_new(td, "time", json_string(b->now_iso));
+	json_object_set_new(td, "runtimeVersion", jj_string_new(ver));
+	json_object_set_new(td, "threadContainers", arr);
+	json_object_set_new(td, "processName", jj_str_or_null(b->process, "name"));
+	json_object_set_new(td, "processState", jj_str_or_null(b->process, "state"));
+	json_object_set_new(td, "complete", json_boolean(b->complete));
+	json_object_set_new(td, "eventsLost",
+			    json_integer(json_is_integer(lost) && json_integer_value(lost) > 0
+						 ? json_integer_value(lost)
+						 : 0));
+	json_object_set_new(td, "stackSource", jj_str_or_null(b->reply, "source"));
+	json_object_set_new(td, "captureNs", jj_int_or_null(b->reply, "capture_ns"));
+	json_object_set_new(td, "maxPauseNs", jj_int_or_null(b->reply, "max_pause_ns"));
+	return json_pack("{s:o}", "threadDump", td);
+}
+
+static void builder_free(struct builder *b)
+{
+	for (size_t i = 0; i < b->ncont; i++)
+		json_decref(b->containers[i]);
+	for (size_t i = 0; i < b->nplaced; i++)
+		json_decref(b->placed[i].thread);
+	free(b->containers);
+	free(b->placed);
+	free(b->pool_container);
+	free(b->si);
+	free(b->scope_ref);
+	free(b->task_ref);
+	free(b->pool_ref);
+	free(b->stack_ref);
+	free(b->worker_ref);
+	free(b->owner_ref);
+	json_decref(b->names);
+	json_decref(b->tids);
+}
+
+json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
+{
+	if (!json_is_object(reply)) {
+		snprintf(err, errlen, "the daemon's dump reply is not a JSON object");
+		return NULL;
+	}
+	struct builder b = {.reply = reply};
+	b.process = json_object_get(reply, "process");
+	b.model = json_object_get(reply, "model");
+	b.threads = jj_array(b.model, "threads");
+	b.pools = jj_array(b.model, "pools");
+	b.scopes = jj_array(b.model, "scopes");
+	b.tasks = jj_array(b.model, "tasks");
+	b.stacks = jj_array(reply, "stacks");
+
+	const json_t *now = json_object_get(b.model, "now_ms");
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	jdkdump_iso_time(json_is_number(now) ? json_number_value(now)
+					     : (double)ts.tv_sec * 1000 + ts.tv_nsec / 1e6,
+			 b.now_iso, sizeof b.now_iso);
+	/* Incomplete when the daemon says so or when whole parts are missing;
+	 * a cut cycle clears it too. */
+	b.complete = json_is_object(b.process) && json_is_object(b.model) &&
+		     !json_is_false(json_object_get(b.process, "complete"));
+
+	b.names = json_object();
+	b.tids = json_object();
+	b.scope_ref = index_by(b.scopes, "id", &b.nscope_ref);
+	b.task_ref = index_by(b.tasks, "id", &b.ntask_ref);
+	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
+	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
+
+	json_t *out = NULL;
+	if (b.names && b.tids && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
+	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
+	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
+	    add_threads(&b) == 0) {
+		fill_containers(&b);
+		out = assemble(&b);
+	}
+	if (!out)
+		snprintf(err, errlen, "out of memory building the thread dump");
+	builder_free(&b);
+	return out;
+}

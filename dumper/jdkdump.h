@@ -1,0 +1,37 @@
+/* jdkdump.h - turns the daemon's `dump` reply into the JDK's JSON thread
+ * dump (format version 2) with scoped's extra members, and writes dump files.
+ * Shared by scopecmd and scopetop; docs/scopecmd.md describes the output. */
+#ifndef DUMPER_JDKDUMP_H
+#define DUMPER_JDKDUMP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Caps on what one dump reply may make us build; past them the dump is
+ * marked incomplete rather than refused. */
+#define JDKDUMP_MAX_FRAMES 512 /* frames kept per thread */
+#define JDKDUMP_MAX_STR 1024   /* bytes kept of any name, site or value */
+
+/* Builds the dump from reply (borrowed): a `dump` reply of the control
+ * protocol, {"process":…, "model":…, "source":…, "stacks":[…], …}.  Any
+ * member may be missing or malformed: what is usable is used, the rest is
+ * left out, nothing crashes.  Returns a new object {"threadDump":{…}}
+ * (json_decref()), or NULL with a sentence in err when reply is not an
+ * object or memory ran out. */
+json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen);
+
+/* Formats ms since the Unix epoch as ISO-8601 UTC with milliseconds
+ * ("2026-11-29T19:35:06.123Z") into buf.  Out-of-range input gives
+ * "1970-01-01T00:00:00.000Z".  Returns buf. */
+char *jdkdump_iso_time(double ms, char *buf, size_t len);
+
+/* Writes len bytes of data to path as the calling user.  Without overwrite
+ * the file is created with O_EXCL (an existing path is -EEXIST); with it the
+ * data goes to a temporary file in the same directory that is then renamed
+ * over path, so readers never see half a dump.  Returns 0 or a negative errno
+ * with a sentence in err. */
+int jdkdump_write_file(const char *path, const char *data, size_t len, bool overwrite, char *err,
+		       size_t errlen);
+
+#endif

@@ -1,0 +1,195 @@
+/* jdkjson.c - defensive readers of the daemon's JSON and the formatters of
+ * sites, frames, tasks and pools used by the dump builder. */
+#include "jdkjson.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jdkdump.h"
+
+#define JJ_MAX_VALUES 64 /* scoped values kept per scope */
+
+static const char *const jdk_states[] = {"NEW",     "RUNNABLE",      "BLOCKED",
+					 "WAITING", "TIMED_WAITING", "TERMINATED"};
+
+const char *jj_str(const json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+bool jj_str_is(const json_t *obj, const char *key, const char *want)
+{
+	const char *s = jj_str(obj, key);
+	return s && strcmp(s, want) == 0;
+}
+
+const json_t *jj_array(const json_t *obj, const char *key)
+{
+	const json_t *a = json_object_get(obj, key);
+	return json_is_array(a) ? a : NULL;
+}
+
+void jj_strcpy(char *dst, size_t len, const char *src, const char *def)
+{
+	if (!len)
+		return;
+	if (!src)
+		src = def ? def : "";
+	size_t n = strlen(src);
+	if (n >= len) {
+		n = len - 1;
+		/* Never end inside a multi-byte character: back off to its lead. */
+		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+json_t *jj_string_new(const char *s)
+{
+	char buf[JDKDUMP_MAX_STR + 1];
+	jj_strcpy(buf, sizeof buf, s, "");
+	json_t *j = json_string(buf);
+	return j ? j : json_string("");
+}
+
+json_t *jj_str_or_null(const json_t *obj, const char *key)
+{
+	const char *s = jj_str(obj, key);
+	return s ? jj_string_new(s) : json_null();
+}
+
+json_t *jj_int_or_null(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+	return json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null();
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash && slash[1] ? slash + 1 : path;
+}
+
+json_t *jj_site(const json_t *site)
+{
+	const char *file = jj_str(site, "file"), *func = jj_str(site, "func");
+	const json_t *line = json_object_get(site, "line");
+	char buf[2 * JDKDUMP_MAX_STR + 64];
+
+	if (!file && !func)
+		return json_null();
+	if (file && json_is_integer(line))
+		snprintf(buf, sizeof buf, "%.1024s (%.1024s:%lld)", func ? func : "??",
+			 base_name(file), (long long)json_integer_value(line));
+	else if (file)
+		snprintf(buf, sizeof buf, "%.1024s (%.1024s)", func ? func : "??", base_name(file));
+	else
+		snprintf(buf, sizeof buf, "%.1024s", func);
+	return jj_string_new(buf);
+}
+
+json_t *jj_values(const json_t *values)
+{
+	json_t *out = json_object();
+	const char *k;
+	json_t *v;
+	size_t n = 0;
+
+	if (!json_is_object(values))
+		return out;
+	json_object_foreach((json_t *)values, k, v) {
+		if (!json_is_string(v) || strlen(k) > JDKDUMP_MAX_STR)
+			continue;
+		if (n++ >= JJ_MAX_VALUES)
+			break;
+		json_object_set_new(out, k, jj_string_new(json_string_value(v)));
+	}
+	return out;
+}
+
+const char *jj_thread_state(const json_t *stack)
+{
+	const char *s = jj_str(stack, "state");
+	for (size_t i = 0; s && i < sizeof jdk_states / sizeof *jdk_states; i++)
+		if (strcmp(s, jdk_states[i]) == 0)
+			return jdk_states[i];
+	return "UNKNOWN";
+}
+
+static json_t *frame_string(const json_t *f)
+{
+	const char *func = jj_str(f, "func"), *file = jj_str(f, "file");
+	const char *module = jj_str(f, "module"), *off = jj_str(f, "offset");
+	const char *addr = jj_str(f, "addr");
+	const json_t *line = json_object_get(f, "line");
+	char buf[2 * JDKDUMP_MAX_STR + 64];
+
+	if (!addr)
+		addr = "0x0";
+	if (func && file && json_is_integer(line))
+		snprintf(buf, sizeof buf, "%.1024s (%.1024s:%lld)", func, base_name(file),
+			 (long long)json_integer_value(line));
+	else if (func && module && off)
+		snprintf(buf, sizeof buf, "%.1024s (%.900s+%.64s)", func, base_name(module), off);
+	else if (func)
+		snprintf(buf, sizeof buf, "%.1024s (%.64s)", func, addr);
+	else if (module && off)
+		snprintf(buf, sizeof buf, "%.64s (%.900s+%.64s)", addr, base_name(module), off);
+	else
+		snprintf(buf, sizeof buf, "%.64s", addr);
+	return jj_string_new(buf);
+}
+
+json_t *jj_stack(const json_t *stack, size_t max)
+{
+	json_t *out = json_array();
+	const json_t *frames = jj_array(stack, "frames");
+	size_t n = json_array_size(frames);
+
+	for (size_t i = 0; i < n && i < max; i++) {
+		const json_t *f = json_array_get(frames, i);
+		if (json_is_object(f))
+			json_array_append_new(out, frame_string(f));
+		else if (json_is_string(f))
+			json_array_append_new(out, jj_string_new(json_string_value(f)));
+	}
+	return out;
+}
+
+json_t *jj_task(const json_t *task)
+{
+	json_t *t = json_object();
+	const json_t *forked = json_object_get(task, "forked_ms");
+	char iso[40];
+
+	json_object_set_new(t, "id", jj_int_or_null(task, "id"));
+	json_object_set_new(t, "state", jj_str_or_null(task, "state"));
+	json_object_set_new(t, "forkSite", jj_site(json_object_get(task, "site")));
+	json_object_set_new(t, "forkedAt",
+			    json_is_number(forked)
+				    ? json_string(jdkdump_iso_time(json_number_value(forked), iso,
+								   sizeof iso))
+				    : json_null());
+	const json_t *err = json_object_get(task, "error");
+	if (json_is_integer(err))
+		json_object_set_new(t, "error", json_integer(json_integer_value(err)));
+	else if (json_is_string(err))
+		json_object_set_new(t, "error", jj_string_new(json_string_value(err)));
+	return t;
+}
+
+json_t *jj_pool_stats(const json_t *pool)
+{
+	static const char *const ints[] = {"id",     "core",    "max",       "size",    "active",
+					   "largest", "queued", "completed", "rejected"};
+	json_t *p = json_object();
+
+	json_object_set_new(p, "name", jj_str_or_null(pool, "name"));
+	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+		json_object_set_new(p, ints[i], jj_int_or_null(pool, ints[i]));
+	json_object_set_new(p, "queue", jj_str_or_null(pool, "queue"));
+	json_object_set_new(p, "policy", jj_str_or_null(pool, "policy"));
+	return p;
+}

@@ -1,0 +1,51 @@
+/* jdkjson.h - defensive readers of the daemon's JSON and the small
+ * formatters (sites, frames, task, pool) that the dump builder shares. */
+#ifndef DUMPER_JDKJSON_H
+#define DUMPER_JDKJSON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Member key of obj when it is a string, else NULL.  obj may be anything. */
+const char *jj_str(const json_t *obj, const char *key);
+bool jj_str_is(const json_t *obj, const char *key, const char *want);
+
+/* Member key of obj when it is an array, else NULL (json_array_size(NULL)
+ * is 0, so callers can iterate without checking). */
+const json_t *jj_array(const json_t *obj, const char *key);
+
+/* Copies src (or def when src is NULL) into dst, cut at a UTF-8 character
+ * boundary to fit. */
+void jj_strcpy(char *dst, size_t len, const char *src, const char *def);
+
+/* New JSON string of s cut to JDKDUMP_MAX_STR bytes; "" for NULL. */
+json_t *jj_string_new(const char *s);
+
+/* New JSON string of member key (cut), or null when it is not a string. */
+json_t *jj_str_or_null(const json_t *obj, const char *key);
+
+/* New JSON integer of member key, or null when it is not an integer. */
+json_t *jj_int_or_null(const json_t *obj, const char *key);
+
+/* "func (file:line)" for a site {file,line,func}, or null. */
+json_t *jj_site(const json_t *site);
+
+/* A new object holding the string-valued members of values (capped). */
+json_t *jj_values(const json_t *values);
+
+/* The JDK state of a thread stack entry ("WAITING"...), "UNKNOWN" without
+ * one.  Static string. */
+const char *jj_thread_state(const json_t *stack);
+
+/* The frames of a stack entry as JDK frame strings, top first, at most max:
+ * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr". */
+json_t *jj_stack(const json_t *stack, size_t max);
+
+/* {"id","state","forkSite","forkedAt"} of a model task. */
+json_t *jj_task(const json_t *task);
+
+/* The statistics block of a model pool. */
+json_t *jj_pool_stats(const json_t *pool);
+
+#endif

@@ -1,0 +1,162 @@
+/* textdump.c - prints a JDK JSON thread dump as text: a header, then the
+ * containers as an indented tree with each container's threads and stacks. */
+#include "textdump.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jdkjson.h"
+
+#define INDENT 2
+#define MAX_DEPTH 64 /* deeper containers print at this indentation */
+
+static const char *str_or(const json_t *obj, const char *key, const char *def)
+{
+	const char *s = jj_str(obj, key);
+	return s ? s : def;
+}
+
+static void header(FILE *out, const json_t *td)
+{
+	const json_t *pid = json_object_get(td, "processId");
+	const json_t *lost = json_object_get(td, "eventsLost");
+	fprintf(out, "Thread dump of process %lld", json_is_integer(pid) ? (long long)json_integer_value(pid) : 0LL);
+	if (jj_str(td, "processName"))
+		fprintf(out, " (%s)", jj_str(td, "processName"));
+	fprintf(out, " at %s\n", str_or(td, "time", "?"));
+	fprintf(out, "%s, stacks from %s", str_or(td, "runtimeVersion", "libscope ?"),
+		str_or(td, "stackSource", "nowhere"));
+	if (jj_str_is(td, "processState", "exited"))
+		fprintf(out, ", process exited (post-mortem)");
+	if (json_is_false(json_object_get(td, "complete")))
+		fprintf(out, ", INCOMPLETE");
+	if (json_is_integer(lost) && json_integer_value(lost) > 0)
+		fprintf(out, ", %lld events lost", (long long)json_integer_value(lost));
+	fputc('\n', out);
+}
+
+static void print_values(FILE *out, const json_t *values)
+{
+	const char *k;
+	json_t *v;
+	const char *sep = "";
+	json_object_foreach((json_t *)values, k, v) {
+		fprintf(out, "%s%s=%s", sep, k, json_is_string(v) ? json_string_value(v) : "?");
+		sep = " ";
+	}
+}
+
+static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
+{
+	const json_t *owner = json_object_get(c, "owner");
+	fprintf(out, "%*s%s", ind, "", str_or(c, "container", "?"));
+	if (jj_str_is(c, "kind", "scope")) {
+		fprintf(out, "  %s, %s", str_or(c, "joiner", "?"), str_or(c, "state", "?"));
+		fprintf(out, ", deadline %s", str_or(c, "deadline", "none"));
+		if (json_is_integer(owner))
+			fprintf(out, ", owner #%lld", (long long)json_integer_value(owner));
+		if (jj_str(c, "cancelReason"))
+			fprintf(out, ", cancelled (%s)", jj_str(c, "cancelReason"));
+		if (flags & TEXTDUMP_EXTENDED) {
+			fprintf(out, ", opened at %s by %s", str_or(c, "openedAt", "?"),
+				str_or(c, "openSite", "?"));
+			if (json_object_size(json_object_get(c, "values"))) {
+				fprintf(out, ", values ");
+				print_values(out, json_object_get(c, "values"));
+			}
+		}
+	} else if (jj_str_is(c, "kind", "pool")) {
+		const json_t *p = json_object_get(c, "pool");
+		const char *keys[] = {"size", "max", "active", "queued"};
+		long long v[4];
+		for (int i = 0; i < 4; i++) {
+			const json_t *x = json_object_get(p, keys[i]);
+			v[i] = json_is_integer(x) ? (long long)json_integer_value(x) : -1;
+		}
+		fprintf(out, "  pool %s: %lld of max %lld threads, %lld active, %lld queued",
+			str_or(p, "name", "?"), v[0], v[1], v[2], v[3]);
+	}
+	fputc('\n', out);
+}
+
+static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
+{
+	const json_t *tid = json_object_get(t, "tid");
+	fprintf(out, "%*s#%lld \"%s\" %s\n", ind, "",
+		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL,
+		str_or(t, "name", ""), str_or(t, "state", "UNKNOWN"));
+	if (flags & TEXTDUMP_EXTENDED) {
+		const json_t *task = json_object_get(t, "task");
+		const json_t *id = json_object_get(task, "id");
+		if (json_is_object(task))
+			fprintf(out, "%*s  task %lld %s, forked at %s by %s\n", ind, "",
+				json_is_integer(id) ? (long long)json_integer_value(id) : -1LL,
+				str_or(task, "state", "?"), str_or(task, "forkedAt", "?"),
+				str_or(task, "forkSite", "?"));
+		if (json_object_size(json_object_get(t, "scopedValues"))) {
+			fprintf(out, "%*s  scoped values: ", ind, "");
+			print_values(out, json_object_get(t, "scopedValues"));
+			fputc('\n', out);
+		}
+	}
+	if (flags & TEXTDUMP_LOCKS) {
+		if (jj_str(t, "blockedIn"))
+			fprintf(out, "%*s  - blocked in %s\n", ind, "", jj_str(t, "blockedIn"));
+		if (jj_str(t, "stackError"))
+			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jj_str(t, "stackError"));
+		if (json_is_true(json_object_get(t, "approximate")))
+			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
+	}
+	const json_t *stack = jj_array(t, "stack");
+	for (size_t i = 0; i < json_array_size(stack); i++) {
+		const char *f = json_string_value(json_array_get(stack, i));
+		if (f)
+			fprintf(out, "%*s    at %s\n", ind, "", f);
+	}
+}
+
+int textdump_write(FILE *out, const json_t *dump, unsigned flags)
+{
+	const json_t *td = json_object_get(dump, "threadDump");
+	const json_t *cs = jj_array(td, "threadContainers");
+	size_t n = json_array_size(cs);
+	/* Depth from the parent's depth; parents come first in the dump, and
+	 * a parent not seen yet counts as <root>. */
+	json_t *depth = json_object();
+	if (!depth)
+		return -ENOMEM;
+	header(out, td);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *c = json_array_get(cs, i);
+		const char *parent = jj_str(c, "parent");
+		const json_t *pd = parent ? json_object_get(depth, parent) : NULL;
+		json_int_t d = json_is_integer(pd) ? json_integer_value(pd) + 1 : parent ? 1 : 0;
+		if (d > MAX_DEPTH)
+			d = MAX_DEPTH;
+		if (jj_str(c, "container"))
+			json_object_set_new(depth, jj_str(c, "container"), json_integer(d));
+		fputc('\n', out);
+		container_line(out, c, (int)d * INDENT, flags);
+		const json_t *threads = jj_array(c, "threads");
+		for (size_t k = 0; k < json_array_size(threads); k++)
+			thread_lines(out, json_array_get(threads, k), (int)(d + 1) * INDENT, flags);
+	}
+	json_decref(depth);
+	return ferror(out) ? -EIO : 0;
+}
+
+char *textdump_string(const json_t *dump, unsigned flags)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	int rc = textdump_write(f, dump, flags);
+	if (fclose(f) != 0 || rc < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

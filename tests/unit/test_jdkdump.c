@@ -1,0 +1,427 @@
+/* test_jdkdump.c - the JDK JSON and text dump builders on canned daemon
+ * replies: structure, ordering, every thread once, extras, and odd input. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../dumper/jdkdump.h"
+#include "../../dumper/textdump.h"
+
+/* main 100 owns request@3; io workers 101 and 102 run its tasks 10 and 11;
+ * 101 owns fetch@5 (task 10's scope) where 103 runs task 12; 104 idles in
+ * the pool; 105 only the stacks know; 106 exited; closed scope 4 has an
+ * open child 6 that must hang under request@3. */
+static const char *canned =
+	"{\"ok\":true,\"source\":\"signal\",\"capture_ns\":1500,\"max_pause_ns\":900,"
+	"\"process\":{\"pid\":4242,\"name\":\"demo\",\"runtime_version\":\"0.1.0\","
+	" \"state\":\"live\",\"complete\":true,\"lost\":3},"
+	"\"model\":{\"now_ms\":1764441605321.5,"
+	" \"threads\":["
+	"  {\"tid\":100,\"name\":\"demo\",\"role\":\"main\",\"pool\":null,\"task\":null,\"state\":\"live\"},"
+	"  {\"tid\":101,\"name\":\"io-1\",\"role\":\"worker\",\"pool\":1,\"task\":10,\"state\":\"live\"},"
+	"  {\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"},"
+	"  {\"tid\":103,\"name\":\"io-3\",\"role\":\"worker\",\"pool\":1,\"task\":12,\"state\":\"live\"},"
+	"  {\"tid\":104,\"name\":\"io-4\",\"role\":\"worker\",\"pool\":1,\"task\":null,\"state\":\"live\"},"
+	"  {\"tid\":106,\"name\":\"gone\",\"role\":\"other\",\"pool\":null,\"task\":null,\"state\":\"exited\"}],"
+	" \"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":3,"
+	"   \"largest\":4,\"queued\":0,\"completed\":7,\"rejected\":0,\"queue\":\"bounded\","
+	"   \"policy\":\"caller_runs\"}],"
+	" \"scopes\":["
+	"  {\"id\":6,\"name\":\"orphan\",\"parent\":4,\"owner\":102,\"joiner\":\"await_all\",\"state\":\"open\"},"
+	"  {\"id\":3,\"name\":\"request\",\"parent\":null,\"owner\":100,\"joiner\":\"all_successful\","
+	"   \"state\":\"joining\",\"deadline_ms\":1764441606000,\"opened_ms\":1764441605000,"
+	"   \"cancel_reason\":null,\"site\":{\"file\":\"/src/demo.c\",\"line\":42,\"func\":\"handle\"},"
+	"   \"values\":{\"request_id\":\"r-17\"}},"
+	"  {\"id\":4,\"name\":\"old\",\"parent\":3,\"owner\":102,\"state\":\"closed\"},"
+	"  {\"id\":5,\"name\":\"fetch\",\"parent\":3,\"parent_task\":10,\"owner\":101,"
+	"   \"joiner\":\"any_successful\",\"state\":\"cancelled\",\"cancel_reason\":\"joiner\","
+	"   \"values\":{\"user\":\"u1\",\"request_id\":\"inner\"}}],"
+	" \"tasks\":["
+	"  {\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":101,"
+	"   \"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"forked_ms\":1764441605100},"
+	"  {\"id\":11,\"scope\":3,\"state\":\"running\",\"worker\":102},"
+	"  {\"id\":12,\"scope\":5,\"state\":\"running\",\"worker\":103}]},"
+	"\"stacks\":["
+	" {\"tid\":101,\"state\":\"WAITING\",\"blocked_in\":\"futex\",\"frames\":["
+	"   {\"addr\":\"0x1\",\"func\":\"fetch_user\",\"file\":\"/src/server.c\",\"line\":42},"
+	"   {\"addr\":\"0x2\",\"func\":\"__GI_poll\",\"module\":\"/lib/libc.so.6\",\"offset\":\"0x10\"},"
+	"   {\"addr\":\"0x3\",\"func\":\"lonely\"},"
+	"   {\"addr\":\"0x4\",\"module\":\"/lib/x.so\",\"offset\":\"0x20\"},"
+	"   {\"addr\":\"0x5\"}]},"
+	" {\"tid\":100,\"state\":\"RUNNABLE\",\"frames\":[]},"
+	" {\"tid\":105,\"name\":\"stray\",\"state\":\"SLEEPY\",\"frames\":[]}]}";
+
+static json_t *load(const char *s)
+{
+	json_error_t e;
+	json_t *j = json_loads(s, 0, &e);
+	if (!j)
+		fail_msg("canned JSON broken at %d: %s", e.line, e.text);
+	return j;
+}
+
+static json_t *build(const char *s)
+{
+	char err[256];
+	json_t *r = load(s);
+	json_t *d = jdkdump_build(r, err, sizeof err);
+	json_decref(r);
+	assert_non_null(d);
+	return d;
+}
+
+static const json_t *containers(const json_t *d)
+{
+	return json_object_get(json_object_get(d, "threadDump"), "threadContainers");
+}
+
+static const json_t *container(const json_t *d, const char *name)
+{
+	const json_t *cs = containers(d);
+	for (size_t i = 0; i < json_array_size(cs); i++)
+		if (!strcmp(json_string_value(json_object_get(json_array_get(cs, i), "container")), name))
+			return json_array_get(cs, i);
+	fail_msg("no container %s", name);
+	return NULL;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+/* The rules a schema cannot state: names unique, parents before children,
+ * each tid once, counts right, owners resolve.  Returns the thread count. */
+static size_t check_consistent(const json_t *d)
+{
+	const json_t *cs = containers(d);
+	json_t *names = json_object(), *tids = json_object();
+	assert_true(json_array_size(cs) >= 1);
+	assert_string_equal(str(json_array_get(cs, 0), "container"), "<root>");
+	assert_true(json_is_null(json_object_get(json_array_get(cs, 0), "parent")));
+	size_t total = 0;
+	for (size_t i = 0; i < json_array_size(cs); i++) {
+		const json_t *c = json_array_get(cs, i);
+		const char *name = str(c, "container");
+		assert_non_null(name);
+		assert_null(json_object_get(names, name));
+		if (i > 0)
+			assert_non_null(json_object_get(names, str(c, "parent")));
+		json_object_set_new(names, name, json_true());
+		const json_t *th = json_object_get(c, "threads");
+		assert_int_equal(json_integer_value(json_object_get(c, "threadCount")),
+				 json_array_size(th));
+		for (size_t k = 0; k < json_array_size(th); k++) {
+			char key[32];
+			snprintf(key, sizeof key, "%lld",
+				 (long long)json_integer_value(json_object_get(json_array_get(th, k), "tid")));
+			assert_null(json_object_get(tids, key));
+			json_object_set_new(tids, key, json_true());
+			total++;
+		}
+	}
+	for (size_t i = 0; i < json_array_size(cs); i++) {
+		const json_t *o = json_object_get(json_array_get(cs, i), "owner");
+		if (json_is_integer(o)) {
+			char key[32];
+			snprintf(key, sizeof key, "%lld", (long long)json_integer_value(o));
+			assert_non_null(json_object_get(tids, key));
+		} else {
+			assert_true(json_is_null(o));
+		}
+	}
+	json_decref(names);
+	json_decref(tids);
+	return total;
+}
+
+static int tids_in(const json_t *c, long long *out, int max)
+{
+	const json_t *th = json_object_get(c, "threads");
+	int n = 0;
+	for (size_t k = 0; k < json_array_size(th) && n < max; k++)
+		out[n++] = json_integer_value(json_object_get(json_array_get(th, k), "tid"));
+	return n;
+}
+
+static void test_structure(void **state)
+{
+	(void)state;
+	json_t *d = build(canned);
+	const json_t *td = json_object_get(d, "threadDump");
+	assert_int_equal(json_integer_value(json_object_get(td, "formatVersion")), 2);
+	assert_int_equal(json_integer_value(json_object_get(td, "processId")), 4242);
+	assert_string_equal(str(td, "time"), "2025-11-29T18:40:05.321Z");
+	assert_string_equal(str(td, "runtimeVersion"), "libscope 0.1.0");
+
+	const json_t *cs = containers(d);
+	const char *order[] = {"<root>", "pool:io@1", "request@3", "fetch@5", "orphan@6"};
+	assert_int_equal(json_array_size(cs), 5);
+	for (size_t i = 0; i < 5; i++)
+		assert_string_equal(str(json_array_get(cs, i), "container"), order[i]);
+	assert_string_equal(str(container(d, "request@3"), "parent"), "<root>");
+	assert_string_equal(str(container(d, "fetch@5"), "parent"), "request@3");
+	/* Closed scope 4 is no container; its open child hangs on the next open ancestor. */
+	assert_string_equal(str(container(d, "orphan@6"), "parent"), "request@3");
+	assert_int_equal(json_integer_value(json_object_get(container(d, "request@3"), "owner")), 100);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "fetch@5"), "owner")), 101);
+
+	long long t[8];
+	assert_int_equal(tids_in(container(d, "<root>"), t, 8), 2);
+	assert_int_equal(t[0], 100);
+	assert_int_equal(t[1], 105);
+	assert_int_equal(tids_in(container(d, "pool:io@1"), t, 8), 1);
+	assert_int_equal(t[0], 104);
+	/* 101 owns fetch@5 but appears once, in the scope of the task it runs. */
+	assert_int_equal(tids_in(container(d, "request@3"), t, 8), 2);
+	assert_int_equal(t[0], 101);
+	assert_int_equal(t[1], 102);
+	assert_int_equal(tids_in(container(d, "fetch@5"), t, 8), 1);
+	assert_int_equal(t[0], 103);
+	assert_int_equal(tids_in(container(d, "orphan@6"), t, 8), 0);
+	assert_int_equal(check_consistent(d), 6);
+	json_decref(d);
+}
+
+static const json_t *thread(const json_t *d, long long tid)
+{
+	const json_t *cs = containers(d);
+	for (size_t i = 0; i < json_array_size(cs); i++) {
+		const json_t *th = json_object_get(json_array_get(cs, i), "threads");
+		for (size_t k = 0; k < json_array_size(th); k++)
+			if (json_integer_value(json_object_get(json_array_get(th, k), "tid")) == tid)
+				return json_array_get(th, k);
+	}
+	fail_msg("no thread %lld", tid);
+	return NULL;
+}
+
+static void test_extras_and_frames(void **state)
+{
+	(void)state;
+	json_t *d = build(canned);
+	const json_t *td = json_object_get(d, "threadDump");
+	assert_true(json_is_true(json_object_get(td, "complete")));
+	assert_int_equal(json_integer_value(json_object_get(td, "eventsLost")), 3);
+	assert_string_equal(str(td, "stackSource"), "signal");
+	assert_int_equal(json_integer_value(json_object_get(td, "maxPauseNs")), 900);
+
+	const json_t *rq = container(d, "request@3");
+	assert_string_equal(str(rq, "joiner"), "all_successful");
+	assert_string_equal(str(rq, "state"), "joining");
+	assert_string_equal(str(rq, "deadline"), "2025-11-29T18:40:06.000Z");
+	assert_string_equal(str(rq, "openSite"), "handle (demo.c:42)");
+	assert_string_equal(str(json_object_get(rq, "values"), "request_id"), "r-17");
+	assert_string_equal(str(container(d, "fetch@5"), "cancelReason"), "joiner");
+	assert_string_equal(str(json_object_get(container(d, "pool:io@1"), "pool"), "policy"),
+			    "caller_runs");
+
+	const json_t *w = thread(d, 101);
+	assert_string_equal(str(w, "name"), "io-1");
+	assert_string_equal(str(w, "state"), "WAITING");
+	assert_string_equal(str(w, "blockedIn"), "futex");
+	const json_t *task = json_object_get(w, "task");
+	assert_int_equal(json_integer_value(json_object_get(task, "id")), 10);
+	assert_string_equal(str(task, "state"), "running");
+	assert_string_equal(str(task, "forkSite"), "handle (demo.c:50)");
+	assert_string_equal(str(task, "forkedAt"), "2025-11-29T18:40:05.100Z");
+	/* 101 owns fetch@5: inner bindings win over request@3's. */
+	const json_t *sv = json_object_get(w, "scopedValues");
+	assert_string_equal(str(sv, "request_id"), "inner");
+	assert_string_equal(str(sv, "user"), "u1");
+	assert_string_equal(str(json_object_get(thread(d, 102), "scopedValues"), "request_id"), "r-17");
+
+	const json_t *st = json_object_get(w, "stack");
+	const char *want[] = {"fetch_user (server.c:42)", "__GI_poll (libc.so.6+0x10)",
+			      "lonely (0x3)", "0x4 (x.so+0x20)", "0x5"};
+	assert_int_equal(json_array_size(st), 5);
+	for (size_t i = 0; i < 5; i++)
+		assert_string_equal(json_string_value(json_array_get(st, i)), want[i]);
+	/* No stack captured, and a state the JDK does not know. */
+	assert_string_equal(str(thread(d, 104), "state"), "UNKNOWN");
+	assert_non_null(str(thread(d, 104), "stackError"));
+	assert_string_equal(str(thread(d, 105), "state"), "UNKNOWN");
+	assert_string_equal(str(thread(d, 105), "name"), "stray");
+	json_decref(d);
+}
+
+static void test_text(void **state)
+{
+	(void)state;
+	json_t *d = build(canned);
+	char *s = textdump_string(d, 0);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "Thread dump of process 4242 (demo) at 2025-11-29T18:40:05.321Z\n"));
+	assert_non_null(strstr(s, "libscope 0.1.0, stacks from signal, 3 events lost\n"));
+	assert_non_null(strstr(s, "\n<root>\n  #100 \"demo\" RUNNABLE\n"));
+	assert_non_null(strstr(s, "\n  request@3  all_successful, joining, deadline "
+				  "2025-11-29T18:40:06.000Z, owner #100\n"
+				  "    #101 \"io-1\" WAITING\n"
+				  "        at fetch_user (server.c:42)\n"));
+	assert_non_null(strstr(s, "\n    fetch@5  any_successful, cancelled, deadline none, "
+				  "owner #101, cancelled (joiner)\n      #103 \"io-3\" UNKNOWN\n"));
+	assert_non_null(strstr(s, "\n  pool:io@1  pool io: 4 of max 8 threads, 3 active, 0 queued\n"));
+	assert_null(strstr(s, "blocked in"));
+	assert_null(strstr(s, "task 10"));
+	free(s);
+
+	s = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+	assert_non_null(strstr(s, "    #101 \"io-1\" WAITING\n      task 10 running, forked at "
+				  "2025-11-29T18:40:05.100Z by handle (demo.c:50)\n"
+				  "      scoped values: "));
+	assert_non_null(strstr(s, "      - blocked in futex\n"));
+	assert_non_null(strstr(s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
+	free(s);
+	json_decref(d);
+}
+
+/* Replies with parts missing, wrong types, unknown references and loops
+ * still give a consistent dump. */
+static void test_odd_input(void **state)
+{
+	(void)state;
+	char err[256];
+	json_t *n = json_integer(3);
+	assert_null(jdkdump_build(n, err, sizeof err));
+	assert_non_null(strstr(err, "not a JSON object"));
+	json_decref(n);
+
+	static const char *cases[] = {
+		"{}",
+		"{\"process\":7,\"model\":[],\"stacks\":{}}",
+		"{\"model\":{\"threads\":[1,\"x\",{\"tid\":\"9\"},{\"tid\":5},{\"tid\":5,\"name\":7}],"
+		" \"scopes\":[{\"id\":1,\"parent\":99,\"owner\":777},{\"id\":1,\"name\":\"dup\"},{\"name\":\"noid\"}],"
+		" \"tasks\":[{\"id\":1,\"scope\":42,\"worker\":5}],\"pools\":[{\"name\":\"p\"},{\"id\":2,\"name\":null}]},"
+		" \"stacks\":[{\"tid\":5,\"frames\":[7,{\"func\":null},\"raw\"]},{\"tid\":6,\"frames\":\"no\"}]}",
+		/* A parent cycle and a self-parent. */
+		"{\"model\":{\"scopes\":[{\"id\":7,\"parent\":8,\"name\":\"a\"},{\"id\":8,\"parent\":7,\"name\":\"b\"},"
+		" {\"id\":9,\"parent\":9,\"name\":\"self\"},{\"id\":10,\"parent\":8,\"name\":\"c\"}],"
+		" \"threads\":[{\"tid\":1,\"task\":3}],\"tasks\":[{\"id\":3,\"scope\":10,\"state\":\"running\"}]}}",
+		/* Names that collide with a pool's and with <root>. */
+		"{\"model\":{\"pools\":[{\"id\":1,\"name\":\"io\"}],"
+		" \"scopes\":[{\"id\":1,\"name\":\"pool:io\"},{\"id\":2,\"name\":\"<root>\"}]}}",
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		json_t *d = build(cases[i]);
+		check_consistent(d);
+		char *s = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+		assert_non_null(s);
+		free(s);
+		json_decref(d);
+	}
+	json_t *d = build(cases[3]);
+	assert_int_equal(json_array_size(containers(d)), 5);
+	assert_false(json_is_true(json_object_get(json_object_get(d, "threadDump"), "complete")));
+	/* Thread 1 runs a task of scope c@10, which hangs below the cycle. */
+	long long t[2];
+	assert_int_equal(tids_in(container(d, "c@10"), t, 2), 1);
+	json_decref(d);
+	d = build(cases[2]);
+	/* Owner 777 is not in the dump: owner null, tid beside it. */
+	assert_int_equal(json_integer_value(json_object_get(container(d, "scope@1"), "ownerTid")), 777);
+	json_decref(d);
+	/* Text from a non-dump tolerates it. */
+	json_t *junk = load("{\"threadDump\":{\"threadContainers\":[1,{\"threads\":[2,{}]}]}}");
+	char *s = textdump_string(junk, 3);
+	assert_non_null(s);
+	free(s);
+	json_decref(junk);
+}
+
+/* A chain 20,000 scopes deep and long strings neither overflow a stack nor
+ * pass the caps. */
+static void test_deep_and_long(void **state)
+{
+	(void)state;
+	json_t *scopes = json_array();
+	for (int i = 1; i <= 20000; i++)
+		json_array_append_new(scopes, json_pack("{s:i,s:i,s:s}", "id", i, "parent", i - 1,
+							"name", "n"));
+	char *big = malloc(5000);
+	memset(big, 'x', 4999);
+	big[4999] = 0;
+	/* A multi-byte character straddling the cut must not be split. */
+	memcpy(big + 1023, "\xc3\xa9", 2);
+	json_t *frames = json_array();
+	for (int i = 0; i < 2000; i++)
+		json_array_append_new(frames, json_pack("{s:s,s:s,s:i}", "func", big, "file", "f.c", "line", i));
+	json_t *threads = json_pack("[{s:i,s:s,s:i}]", "tid", 1, "name", big, "task", 1);
+	json_t *tasks = json_pack("[{s:i,s:i,s:s}]", "id", 1, "scope", 20000, "state", "running");
+	json_t *stacks = json_pack("[{s:i,s:o}]", "tid", 1, "frames", frames);
+	json_t *r = json_pack("{s:{s:o,s:o,s:o},s:o}", "model", "scopes", scopes, "threads",
+			      threads, "tasks", tasks, "stacks", stacks);
+	assert_non_null(r);
+	char err[256];
+	json_t *d = jdkdump_build(r, err, sizeof err);
+	assert_non_null(d);
+	assert_int_equal(json_array_size(containers(d)), 20001);
+	assert_int_equal(check_consistent(d), 1);
+	const json_t *last = json_array_get(containers(d), 20000);
+	assert_string_equal(str(last, "container"), "n@20000");
+	const json_t *th = json_array_get(json_object_get(last, "threads"), 0);
+	assert_int_equal(strlen(str(th, "name")), 1023);
+	assert_int_equal(json_array_size(json_object_get(th, "stack")), JDKDUMP_MAX_FRAMES);
+	char *s = textdump_string(d, 0);
+	assert_non_null(s);
+	free(s);
+	json_decref(d);
+	json_decref(r);
+	free(big);
+}
+
+static void test_iso_time(void **state)
+{
+	(void)state;
+	char b[40];
+	assert_string_equal(jdkdump_iso_time(0, b, sizeof b), "1970-01-01T00:00:00.000Z");
+	assert_string_equal(jdkdump_iso_time(1764441605999.9, b, sizeof b), "2025-11-29T18:40:05.999Z");
+	assert_string_equal(jdkdump_iso_time(-5, b, sizeof b), "1970-01-01T00:00:00.000Z");
+	assert_string_equal(jdkdump_iso_time(1e300, b, sizeof b), "1970-01-01T00:00:00.000Z");
+}
+
+static void test_write_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_jdkdump.XXXXXX", path[64], err[256], buf[16];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/d.json", dir);
+	assert_int_equal(jdkdump_write_file(path, "one", 3, false, err, sizeof err), 0);
+	assert_int_equal(jdkdump_write_file(path, "two", 3, false, err, sizeof err), -EEXIST);
+	char want[128];
+	snprintf(want, sizeof want, "%s exists, use -overwrite to overwrite", path);
+	assert_string_equal(err, want);
+	chmod(path, 0640);
+	assert_int_equal(jdkdump_write_file(path, "three", 5, true, err, sizeof err), 0);
+	FILE *f = fopen(path, "r");
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	assert_int_equal(n, 5);
+	assert_memory_equal(buf, "three", 5);
+	struct stat st;
+	stat(path, &st);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/missing/d.json", dir);
+	assert_int_equal(jdkdump_write_file(path, "x", 1, false, err, sizeof err), -ENOENT);
+	assert_non_null(strstr(err, "cannot create"));
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
+		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
+		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
+		cmocka_unit_test(test_write_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
