@@ -1,0 +1,744 @@
+/* model.c - builds and updates scopetop's model from the daemon's JSON:
+ * every member is checked for type and size, unknown values degrade to
+ * defaults, and a delta that names something unknown is applied as far as it
+ * makes sense rather than dropped. */
+#include "model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- names ------------------------------------------------------------ */
+
+static const char *const task_states[] = {
+	[TK_FORKED] = "forked",       [TK_RUNNING] = "running",
+	[TK_SUCCESS] = "success",     [TK_FAILED] = "failed",
+	[TK_CANCELLED] = "cancelled", [TK_UNAVAILABLE] = "unavailable",
+};
+static const char *const scope_states[] = {
+	[SS_OPEN] = "open",           [SS_JOINING] = "joining", [SS_JOINED] = "joined",
+	[SS_CANCELLED] = "cancelled", [SS_CLOSED] = "closed",
+};
+static const char *const joiners[] = {
+	[JN_NONE] = "",        [JN_ALL] = "all_successful", [JN_ANY] = "any_successful",
+	[JN_AWAIT] = "await_all", [JN_UNTIL] = "until",     [JN_CUSTOM] = "custom",
+};
+static const char *const roles[] = {[RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker"};
+static const char *const warn_names[TM_W_KINDS] = {"straggler", "slow join", "past deadline",
+						   "events lost", "violation"};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static int name_index(const char *const *names, size_t n, const char *s, int dflt)
+{
+	if (!s)
+		return dflt;
+	for (size_t i = 0; i < n; i++)
+		if (names[i] && !strcmp(names[i], s))
+			return (int)i;
+	return dflt;
+}
+
+const char *tm_task_state_name(int s)
+{
+	return (s >= 0 && (size_t)s < NELEM(task_states)) ? task_states[s] : "?";
+}
+const char *tm_scope_state_name(int s)
+{
+	return (s >= 0 && (size_t)s < NELEM(scope_states)) ? scope_states[s] : "?";
+}
+const char *tm_joiner_name(int j)
+{
+	return (j >= 0 && (size_t)j < NELEM(joiners)) ? joiners[j] : "?";
+}
+const char *tm_warn_name(int i)
+{
+	return (i >= 0 && i < TM_W_KINDS) ? warn_names[i] : "?";
+}
+
+double tm_local_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double tm_model_now(const struct tm_model *m, double local_ms)
+{
+	return local_ms + m->clock_offset_ms;
+}
+
+/* ---- JSON readers ----------------------------------------------------- */
+
+/* Copies a peer string, capped and with control characters replaced so
+ * nothing the peer sends can move the cursor or change colours. */
+static char *str_copy(const char *s)
+{
+	if (!s)
+		return NULL;
+	size_t n = strnlen(s, TM_MAX_STR - 1);
+	/* Do not cut a UTF-8 sequence in half. */
+	while (n > 0 && s[n] && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	char *d = malloc(n + 1);
+	if (!d)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		d[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+	}
+	d[n] = 0;
+	return d;
+}
+
+static char *jstr(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? str_copy(json_string_value(v)) : NULL;
+}
+
+static void jstr_buf(json_t *o, const char *k, char *buf, size_t len)
+{
+	json_t *v = json_object_get(o, k);
+	if (json_is_string(v)) {
+		char *s = str_copy(json_string_value(v));
+		snprintf(buf, len, "%s", s ? s : "");
+		free(s);
+	} else {
+		buf[0] = 0;
+	}
+}
+
+static const char *jraw(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int64_t jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	if (json_is_integer(v))
+		return json_integer_value(v);
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+		return (d > -9e15 && d < 9e15) ? (int64_t)d : 0;
+	}
+	return 0;
+}
+
+static double jnum(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+/* A member that may be a string or a number (an error code): as text. */
+static char *jtext(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	if (json_is_string(v))
+		return str_copy(json_string_value(v));
+	if (json_is_integer(v)) {
+		char b[32];
+		snprintf(b, sizeof b, "%lld", (long long)json_integer_value(v));
+		return str_copy(b);
+	}
+	if (json_is_object(v))
+		return jtext(v, "message");
+	return NULL;
+}
+
+static void site_read(struct tm_site *s, json_t *o)
+{
+	json_t *site = json_object_get(o, "site");
+	s->file = jstr(site, "file");
+	s->func = jstr(site, "func");
+	int64_t line = jint(site, "line");
+	s->line = (line > 0 && line < 1000000000) ? (int)line : 0;
+}
+
+static void site_free(struct tm_site *s)
+{
+	free(s->file);
+	free(s->func);
+}
+
+/* ---- tables ------------------------------------------------------------ */
+
+static void *table_get(const struct tm_table *t, int64_t id)
+{
+	long i = tmap_get(&t->map, id);
+	return i < 0 ? NULL : t->v[i];
+}
+
+/* Puts item (new, first member an int64 id) in t, returning what it
+ * replaced (for the caller to carry state over and free) or NULL. */
+static int table_put(struct tm_table *t, void *item, void **old)
+{
+	int64_t id = *(int64_t *)item;
+	long i = tmap_get(&t->map, id);
+	*old = NULL;
+	if (i >= 0) {
+		*old = t->v[i];
+		t->v[i] = item;
+		return 0;
+	}
+	if (t->n >= TM_MAX_ITEMS)
+		return -E2BIG;
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 64;
+		void **nv = realloc(t->v, ncap * sizeof *nv);
+		if (!nv)
+			return -ENOMEM;
+		t->v = nv;
+		t->cap = ncap;
+	}
+	if (tmap_put(&t->map, id, (uint32_t)t->n))
+		return -ENOMEM;
+	t->v[t->n++] = item;
+	return 0;
+}
+
+/* Unlinks id from t and returns the item for the caller to free. */
+static void *table_take(struct tm_table *t, int64_t id)
+{
+	long i = tmap_get(&t->map, id);
+	if (i < 0)
+		return NULL;
+	void *item = t->v[i];
+	tmap_del(&t->map, id);
+	t->n--;
+	if ((size_t)i != t->n) {
+		t->v[i] = t->v[t->n];
+		tmap_put(&t->map, *(int64_t *)t->v[i], (uint32_t)i);
+	}
+	return item;
+}
+
+/* ---- entities ------------------------------------------------------------ */
+
+static void thread_free(void *p)
+{
+	struct tm_thread *t = p;
+	if (t)
+		free(t->name);
+	free(t);
+}
+
+static void pool_free(void *p)
+{
+	struct tm_pool *t = p;
+	if (t)
+		free(t->name);
+	free(t);
+}
+
+static void scope_free(void *p)
+{
+	struct tm_scope *s = p;
+	if (!s)
+		return;
+	free(s->name);
+	free(s->cancel_reason);
+	free(s->join_result);
+	site_free(&s->site);
+	for (int i = 0; i < s->nvalues; i++) {
+		free(s->values[i].key);
+		free(s->values[i].value);
+	}
+	free(s->values);
+	free(s);
+}
+
+static void task_free(void *p)
+{
+	struct tm_task *t = p;
+	if (t) {
+		free(t->error);
+		site_free(&t->site);
+	}
+	free(t);
+}
+
+static void stack_free(void *p)
+{
+	struct tm_stack *s = p;
+	if (!s)
+		return;
+	free(s->state);
+	free(s->blocked_in);
+	free(s->error);
+	for (int i = 0; i < s->nframes; i++)
+		free(s->frames[i]);
+	free(s->frames);
+	free(s);
+}
+
+static void *thread_parse(json_t *o)
+{
+	struct tm_thread *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->tid = jint(o, "tid");
+	t->name = jstr(o, "name");
+	t->role = name_index(roles, NELEM(roles), jraw(o, "role"), RL_OTHER);
+	const char *st = jraw(o, "state");
+	t->live = !st || strcmp(st, "exited") != 0;
+	t->pool = jint(o, "pool");
+	t->task = jint(o, "task");
+	t->started_ms = jnum(o, "started_ms");
+	return t;
+}
+
+static void *pool_parse(json_t *o)
+{
+	struct tm_pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->id = jint(o, "id");
+	p->name = jstr(o, "name");
+	p->core = jint(o, "core");
+	p->max = jint(o, "max");
+	p->size = jint(o, "size");
+	p->active = jint(o, "active");
+	p->largest = jint(o, "largest");
+	p->queued = jint(o, "queued");
+	p->completed = jint(o, "completed");
+	p->rejected = jint(o, "rejected");
+	p->capacity = jint(o, "queue_capacity");
+	jstr_buf(o, "queue", p->queue, sizeof p->queue);
+	jstr_buf(o, "policy", p->policy, sizeof p->policy);
+	return p;
+}
+
+static void values_read(struct tm_scope *s, json_t *o)
+{
+	json_t *vals = json_object_get(o, "values");
+	if (!json_is_object(vals) || !json_object_size(vals))
+		return;
+	size_t n = json_object_size(vals);
+	if (n > TM_MAX_VALUES)
+		n = TM_MAX_VALUES;
+	s->values = calloc(n, sizeof *s->values);
+	if (!s->values)
+		return;
+	const char *k;
+	json_t *v;
+	json_object_foreach(vals, k, v)
+	{
+		if (s->nvalues >= (int)n)
+			break;
+		if (!json_is_string(v))
+			continue;
+		s->values[s->nvalues].key = str_copy(k);
+		s->values[s->nvalues].value = str_copy(json_string_value(v));
+		s->nvalues++;
+	}
+}
+
+static void *scope_parse(json_t *o)
+{
+	struct tm_scope *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->id = jint(o, "id");
+	s->name = jstr(o, "name");
+	s->parent = jint(o, "parent");
+	s->parent_task = jint(o, "parent_task");
+	s->owner = jint(o, "owner");
+	s->pool = jint(o, "pool");
+	s->joiner = name_index(joiners, NELEM(joiners), jraw(o, "joiner"), JN_NONE);
+	s->state = name_index(scope_states, NELEM(scope_states), jraw(o, "state"), SS_OPEN);
+	s->cancel_reason = jstr(o, "cancel_reason");
+	s->join_result = jtext(o, "join_result");
+	s->deadline_ms = jnum(o, "deadline_ms");
+	s->opened_ms = jnum(o, "opened_ms");
+	s->closed_ms = jnum(o, "closed_ms");
+	site_read(&s->site, o);
+	values_read(s, o);
+	return s;
+}
+
+static void *task_parse(json_t *o)
+{
+	struct tm_task *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->id = jint(o, "id");
+	t->scope = jint(o, "scope");
+	t->worker = jint(o, "worker");
+	t->state = name_index(task_states, NELEM(task_states), jraw(o, "state"), TK_FORKED);
+	t->error = jtext(o, "error");
+	site_read(&t->site, o);
+	t->forked_ms = jnum(o, "forked_ms");
+	t->started_ms = jnum(o, "started_ms");
+	t->ended_ms = jnum(o, "ended_ms");
+	return t;
+}
+
+/* One row per entity kind: where it lives and how it is read and freed. */
+struct kind {
+	const char *key;
+	size_t table_off;
+	void *(*parse)(json_t *o);
+	void (*free)(void *p);
+};
+
+static const struct kind kinds[] = {
+	{"threads", offsetof(struct tm_model, threads), thread_parse, thread_free},
+	{"pools", offsetof(struct tm_model, pools), pool_parse, pool_free},
+	{"scopes", offsetof(struct tm_model, scopes), scope_parse, scope_free},
+	{"tasks", offsetof(struct tm_model, tasks), task_parse, task_free},
+};
+
+static struct tm_table *table_of(struct tm_model *m, const struct kind *k)
+{
+	return (struct tm_table *)((char *)m + k->table_off);
+}
+
+static void table_clear(struct tm_table *t, void (*fr)(void *))
+{
+	for (size_t i = 0; i < t->n; i++)
+		fr(t->v[i]);
+	t->n = 0;
+	tmap_clear(&t->map);
+}
+
+static void table_free(struct tm_table *t, void (*fr)(void *))
+{
+	table_clear(t, fr);
+	free(t->v);
+	tmap_free(&t->map);
+	memset(t, 0, sizeof *t);
+}
+
+/* Keeps what the model itself knows across an update of an entity. */
+static void carry_over(struct tm_model *m, const struct kind *k, void *item, void *old,
+		       double now)
+{
+	if (k->parse == scope_parse) {
+		struct tm_scope *s = item, *o = old;
+		s->gen = m->gen;
+		if (s->state == SS_JOINING)
+			s->joining_since_ms =
+				(o && o->state == SS_JOINING) ? o->joining_since_ms : now;
+	} else if (k->parse == task_parse) {
+		((struct tm_task *)item)->gen = m->gen;
+	} else if (k->parse == pool_parse) {
+		((struct tm_pool *)item)->gen = m->gen;
+	}
+}
+
+static int upsert_array(struct tm_model *m, const struct kind *k, json_t *arr, double now)
+{
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr))
+		return -EPROTO;
+	size_t i;
+	json_t *o;
+	json_array_foreach(arr, i, o)
+	{
+		if (!json_is_object(o))
+			continue;
+		void *item = k->parse(o);
+		if (!item)
+			return -ENOMEM;
+		if (*(int64_t *)item == 0) { /* no usable id: cannot be addressed */
+			k->free(item);
+			continue;
+		}
+		void *old;
+		int rc = table_put(table_of(m, k), item, &old);
+		if (rc) {
+			k->free(item);
+			return rc;
+		}
+		carry_over(m, k, item, old, now);
+		k->free(old);
+	}
+	return 0;
+}
+
+static void violations_read(struct tm_model *m, json_t *arr)
+{
+	size_t i;
+	json_t *o;
+	m->nviol = 0;
+	json_array_foreach(arr, i, o)
+	{
+		if (m->nviol >= TM_MAX_VIOLATIONS)
+			break;
+		struct tm_violation *v = &m->viol[m->nviol++];
+		v->scope = jint(o, "scope");
+		v->tid = jint(o, "tid");
+		v->error = (int)jint(o, "error");
+		jstr_buf(o, "kind", v->kind, sizeof v->kind);
+	}
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+void tm_model_init(struct tm_model *m)
+{
+	memset(m, 0, sizeof *m);
+	m->join_threshold_ms = 1000;
+	m->proc.complete = true;
+}
+
+void tm_model_free(struct tm_model *m)
+{
+	for (size_t i = 0; i < NELEM(kinds); i++)
+		table_free(table_of(m, &kinds[i]), kinds[i].free);
+	table_free(&m->stacks, stack_free);
+}
+
+void tm_model_set_process(struct tm_model *m, json_t *p)
+{
+	if (!json_is_object(p))
+		return;
+	struct tm_proc *pr = &m->proc;
+	pr->pid = jint(p, "pid");
+	pr->uid = jint(p, "uid");
+	jstr_buf(p, "name", pr->name, sizeof pr->name);
+	jstr_buf(p, "exe", pr->exe, sizeof pr->exe);
+	jstr_buf(p, "runtime_version", pr->version, sizeof pr->version);
+	const char *st = jraw(p, "state");
+	pr->exited = st && !strcmp(st, "exited");
+	json_t *ec = json_object_get(p, "exit_code"), *es = json_object_get(p, "exit_signal");
+	pr->has_exit_code = json_is_integer(ec);
+	pr->exit_code = (int)jint(p, "exit_code");
+	pr->has_exit_signal = json_is_integer(es);
+	pr->exit_signal = (int)jint(p, "exit_signal");
+	pr->scopes = jint(p, "scopes");
+	pr->tasks = jint(p, "tasks");
+	pr->threads = jint(p, "threads");
+	pr->events = jint(p, "events");
+	pr->lost = jint(p, "lost");
+	json_t *c = json_object_get(p, "complete");
+	pr->complete = !json_is_false(c);
+	pr->repaired = json_is_true(json_object_get(p, "repaired"));
+	pr->start_ms = jnum(p, "start_time_ms");
+	pr->uptime_ms = jnum(p, "uptime_ms");
+	m->gen++;
+}
+
+int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double local_ms,
+		  char *err, size_t errlen)
+{
+	if (!json_is_object(model)) {
+		snprintf(err, errlen, "the daemon sent a model that is not a JSON object");
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < NELEM(kinds); i++)
+		table_clear(table_of(m, &kinds[i]), kinds[i].free);
+	m->nviol = 0;
+	json_t *now = json_object_get(model, "now_ms");
+	m->clock_offset_ms = json_is_number(now) ? json_number_value(now) - local_ms : 0;
+	m->gen++;
+	tm_model_set_process(m, process);
+	double t = tm_model_now(m, local_ms);
+	for (size_t i = 0; i < NELEM(kinds); i++) {
+		int rc = upsert_array(m, &kinds[i], json_object_get(model, kinds[i].key), t);
+		if (rc) {
+			snprintf(err, errlen, "cannot load the model's %s: %s", kinds[i].key,
+				 rc == -EPROTO ? "not an array" : strerror(-rc));
+			return rc;
+		}
+	}
+	json_t *viol = json_object_get(model, "violations");
+	if (json_is_array(viol))
+		violations_read(m, viol);
+	m->have_snapshot = true;
+	tm_model_warnings(m, t);
+	return 0;
+}
+
+int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, char *err,
+			 size_t errlen)
+{
+	if (!json_is_object(delta)) {
+		snprintf(err, errlen, "the daemon sent a delta that is not a JSON object");
+		return -EPROTO;
+	}
+	m->gen++;
+	m->delta_gen = jint(delta, "gen");
+	tm_model_set_process(m, json_object_get(delta, "process"));
+	double t = tm_model_now(m, local_ms);
+	json_t *up = json_object_get(delta, "upsert"), *rm = json_object_get(delta, "remove");
+	for (size_t i = 0; i < NELEM(kinds); i++) {
+		int rc = upsert_array(m, &kinds[i], json_object_get(up, kinds[i].key), t);
+		if (rc) {
+			snprintf(err, errlen, "cannot apply the delta's %s: %s", kinds[i].key,
+				 rc == -EPROTO ? "not an array" : strerror(-rc));
+			return rc;
+		}
+		json_t *ids = json_object_get(rm, kinds[i].key);
+		size_t j;
+		json_t *id;
+		json_array_foreach(ids, j, id)
+		{
+			if (json_is_integer(id))
+				kinds[i].free(table_take(table_of(m, &kinds[i]),
+							 json_integer_value(id)));
+		}
+	}
+	json_t *viol = json_object_get(up, "violations");
+	if (json_is_array(viol))
+		violations_read(m, viol);
+	tm_model_warnings(m, t);
+	return 0;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h * 0x100000001b3ull;
+}
+
+/* "func (file:line)", or the address and module when symbols are missing. */
+static char *frame_text(json_t *f)
+{
+	const char *func = jraw(f, "func"), *file = jraw(f, "file"), *addr = jraw(f, "addr");
+	const char *mod = jraw(f, "module"), *off = jraw(f, "offset");
+	int64_t line = jint(f, "line");
+	char b[TM_MAX_STR];
+	if (func && file && line > 0)
+		snprintf(b, sizeof b, "%s (%s:%lld)", func, file, (long long)line);
+	else if (func && file)
+		snprintf(b, sizeof b, "%s (%s)", func, file);
+	else if (func)
+		snprintf(b, sizeof b, "%s", func);
+	else if (mod) {
+		const char *base = strrchr(mod, '/');
+		snprintf(b, sizeof b, "%s (%s+%s)", addr ? addr : "?", base ? base + 1 : mod,
+			 off ? off : "?");
+	} else
+		snprintf(b, sizeof b, "%s", addr ? addr : "?");
+	return str_copy(b);
+}
+
+static struct tm_stack *stack_parse(json_t *o, double now)
+{
+	struct tm_stack *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->tid = jint(o, "tid");
+	s->state = jstr(o, "state");
+	s->blocked_in = jstr(o, "blocked_in");
+	s->error = jtext(o, "error");
+	s->fetched_ms = now;
+	json_t *fr = json_object_get(o, "frames");
+	size_t n = json_is_array(fr) ? json_array_size(fr) : 0;
+	if (n > TM_MAX_FRAMES)
+		n = TM_MAX_FRAMES;
+	s->frames = n ? calloc(n, sizeof *s->frames) : NULL;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; s->frames && i < n; i++) {
+		json_t *f = json_array_get(fr, i);
+		if (!json_is_object(f))
+			continue;
+		char *t = frame_text(f);
+		if (!t)
+			break;
+		s->frames[s->nframes++] = t;
+		/* Group by symbol, not address: the same code parked in the same
+		 * place on different threads has different stack addresses. */
+		h = hash_str(h, jraw(f, "func") ? jraw(f, "func") : jraw(f, "offset"));
+	}
+	s->hash = s->nframes ? h : 0;
+	return s;
+}
+
+void tm_model_set_stacks(struct tm_model *m, json_t *stacks, double local_ms)
+{
+	size_t i;
+	json_t *o;
+	double now = tm_model_now(m, local_ms);
+	json_array_foreach(stacks, i, o)
+	{
+		if (!json_is_object(o) || jint(o, "tid") <= 0)
+			continue;
+		struct tm_stack *s = stack_parse(o, now);
+		if (!s)
+			return;
+		void *old;
+		if (m->stacks.n >= m->threads.n + 64 && !tm_stack_get(m, s->tid)) {
+			/* Bound the cache by what can be live; drop an arbitrary old one. */
+			stack_free(table_take(&m->stacks, *(int64_t *)m->stacks.v[0]));
+		}
+		if (table_put(&m->stacks, s, &old)) {
+			stack_free(s);
+			return;
+		}
+		stack_free(old);
+	}
+	m->gen++;
+}
+
+void tm_model_warnings(struct tm_model *m, double now)
+{
+	memset(m->warn_count, 0, sizeof m->warn_count);
+	for (size_t i = 0; i < m->scopes.n; i++) {
+		struct tm_scope *s = m->scopes.v[i];
+		unsigned w = 0;
+		bool live = s->state == SS_OPEN || s->state == SS_JOINING;
+		if (s->state == SS_JOINING && s->joining_since_ms > 0 &&
+		    now - s->joining_since_ms > m->join_threshold_ms)
+			w |= TM_W_JOIN_SLOW;
+		if (live && s->deadline_ms > 0 && now > s->deadline_ms)
+			w |= TM_W_DEADLINE;
+		s->warn = w;
+	}
+	for (int i = 0; i < m->nviol; i++) {
+		struct tm_scope *s = tm_scope_get(m, m->viol[i].scope);
+		if (s)
+			s->warn |= TM_W_VIOLATION;
+		else
+			m->warn_count[4]++; /* a violation whose scope is gone still counts */
+	}
+	for (size_t i = 0; i < m->tasks.n; i++) {
+		struct tm_task *t = m->tasks.v[i];
+		struct tm_scope *s = tm_scope_get(m, t->scope);
+		bool cancelled = s && (s->state == SS_CANCELLED || s->cancel_reason);
+		t->warn = (cancelled && t->state == TK_RUNNING) ? TM_W_STRAGGLER : 0;
+		if (t->warn)
+			m->warn_count[0]++;
+	}
+	for (size_t i = 0; i < m->scopes.n; i++) {
+		struct tm_scope *s = m->scopes.v[i];
+		for (int b = 0; b < TM_W_KINDS; b++)
+			if (s->warn & (1u << b))
+				m->warn_count[b]++;
+	}
+	if (m->proc.lost > 0 || !m->proc.complete)
+		m->warn_count[3]++;
+	m->warn_total = 0;
+	for (int b = 0; b < TM_W_KINDS; b++)
+		m->warn_total += m->warn_count[b];
+}
+
+struct tm_thread *tm_thread_get(const struct tm_model *m, int64_t tid)
+{
+	return table_get(&m->threads, tid);
+}
+struct tm_pool *tm_pool_get(const struct tm_model *m, int64_t id)
+{
+	return table_get(&m->pools, id);
+}
+struct tm_scope *tm_scope_get(const struct tm_model *m, int64_t id)
+{
+	return table_get(&m->scopes, id);
+}
+struct tm_task *tm_task_get(const struct tm_model *m, int64_t id)
+{
+	return table_get(&m->tasks, id);
+}
+struct tm_stack *tm_stack_get(const struct tm_model *m, int64_t tid)
+{
+	return table_get(&m->stacks, tid);
+}

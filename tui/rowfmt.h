@@ -1,0 +1,47 @@
+/* rowfmt.h - turns tree rows into text columns (state glyph, name, id, age,
+ * joiner, deadline, fork site, worker), shared by the live view, --once and
+ * the benchmark so all three show the same thing. */
+#ifndef TUI_ROWFMT_H
+#define TUI_ROWFMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+#include "tree.h"
+
+enum rf_col { RF_STATE, RF_NAME, RF_ID, RF_AGE, RF_JOINER, RF_DEADLINE, RF_SITE, RF_WORKER, RF_NCOLS };
+
+#define RF_LINE_MAX 2048
+
+struct rf_layout {
+	int n;                 /* visible columns, in order */
+	int col[RF_NCOLS];     /* enum rf_col of each */
+	int x[RF_NCOLS];       /* start column of each */
+	int width[RF_NCOLS];   /* width of each */
+	bool ascii;
+};
+
+/* Chooses the columns that fit in cols (dropping the least useful first);
+ * the name column takes what is left. */
+void rf_layout(struct rf_layout *l, int cols, bool ascii);
+
+/* The column titles, padded to the layout. */
+void rf_header(const struct rf_layout *l, char *buf, size_t len);
+
+/* The row as one line of text, padded to the layout's width.  now is model
+ * time in ms. */
+void rf_line(const struct rf_layout *l, const struct tm_model *m, const struct tr_row *r,
+	     double now, char *buf, size_t len);
+
+/* The label of a row (name or function, ×N, warning badges). */
+void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf,
+	      size_t len);
+
+/* State glyph (one column) for a display state. */
+const char *rf_glyph(int state, bool ascii);
+
+/* Badge text for warning bits ("straggler", "slow join", ...), joined. */
+void rf_badges(unsigned warn, bool ascii, char *buf, size_t len);
+
+#endif
