@@ -1,0 +1,213 @@
+/* bpfs_classify.c - turns a captured thread's scheduler state, syscall and
+ * kernel stack into what it is blocked in ("futex", "read", ...) and its JDK
+ * thread state (RUNNABLE, WAITING, TIMED_WAITING, BLOCKED). */
+#include "bpfs_int.h"
+
+#include <string.h>
+
+/* Kernel functions that name what a sleeping thread waits for.  Every frame
+ * of the kernel stack is looked up and the earliest row that matches any
+ * frame wins, so syscall-level rows sit above the generic ones they call
+ * (a read() on a socket is "read", a recvfrom() is "recv"). */
+static const struct {
+	const char *prefix;
+	const char *blocked_in;
+} kfunc_table[] = {
+	{"futex_", "futex"},
+	{"__futex_", "futex"},
+	{"do_epoll_wait", "epoll"},
+	{"ep_poll", "epoll"},
+	{"do_sys_poll", "poll"},
+	{"do_select", "select"},
+	{"core_sys_select", "select"},
+	{"do_nanosleep", "sleep"},
+	{"hrtimer_nanosleep", "sleep"},
+	{"common_nsleep", "sleep"},
+	{"do_accept", "accept"},
+	{"__sys_accept", "accept"},
+	{"inet_csk_accept", "accept"},
+	{"__sys_connect", "connect"},
+	{"__sys_recv", "recv"},
+	{"___sys_recvmsg", "recv"},
+	{"do_recvmmsg", "recv"},
+	{"__sys_send", "send"},
+	{"___sys_sendmsg", "send"},
+	{"ksys_read", "read"},
+	{"ksys_pread", "read"},
+	{"do_readv", "read"},
+	{"vfs_read", "read"},
+	{"ksys_write", "write"},
+	{"ksys_pwrite", "write"},
+	{"do_writev", "write"},
+	{"vfs_write", "write"},
+	{"do_wait", "wait"},
+	{"kernel_wait", "wait"},
+	{"do_sigtimedwait", "signal"},
+	{"sigsuspend", "signal"},
+	{"__x64_sys_pause", "signal"},
+	{"io_cqring_wait", "io_uring"},
+	{"do_semtimedop", "semaphore"},
+	{"do_msgrcv", "msgrcv"},
+	{"fcntl_setlk", "file_lock"},
+	{"locks_lock_inode_wait", "file_lock"},
+	{"exc_page_fault", "page_fault"},
+	{"pipe_read", "read"},
+	{"pipe_write", "write"},
+	{"sock_recvmsg", "recv"},
+	{"sock_sendmsg", "send"},
+	{"rwsem_down", "kernel_lock"},
+	{"__mutex_lock", "kernel_lock"},
+	{"io_schedule", "io"},
+	{"do_exit", "exit"},
+};
+
+/* x86_64 syscalls that can wait, and which argument says how long: an
+ * untimed wait is WAITING, a timed one TIMED_WAITING. */
+enum timeout_kind {
+	TMO_PTR, /* a pointer argument; NULL waits forever */
+	TMO_MS,  /* an int of milliseconds; negative waits forever */
+	TMO_ALWAYS,
+};
+
+static const struct {
+	int64_t nr;
+	enum timeout_kind kind;
+	int arg; /* 0-based argument index */
+} syscall_table[] = {
+	{7, TMO_MS, 2},      /* poll */
+	{23, TMO_PTR, 4},    /* select */
+	{35, TMO_ALWAYS, 0}, /* nanosleep */
+	{128, TMO_PTR, 2},   /* rt_sigtimedwait */
+	{202, TMO_PTR, 3},   /* futex */
+	{208, TMO_PTR, 4},   /* io_getevents */
+	{220, TMO_PTR, 3},   /* semtimedop */
+	{230, TMO_ALWAYS, 0},/* clock_nanosleep */
+	{232, TMO_MS, 3},    /* epoll_wait */
+	{243, TMO_PTR, 4},   /* mq_timedreceive */
+	{270, TMO_PTR, 4},   /* pselect6 */
+	{271, TMO_PTR, 2},   /* ppoll */
+	{281, TMO_MS, 3},    /* epoll_pwait */
+	{299, TMO_PTR, 4},   /* recvmmsg */
+	{441, TMO_PTR, 3},   /* epoll_pwait2 */
+	{449, TMO_PTR, 3},   /* futex_waitv */
+};
+
+#define SYS_FUTEX 202
+#define FUTEX_CMD_MASK 0x7f
+#define FUTEX_WAIT_OP 0
+#define FUTEX_LOCK_PI_OP 6
+#define FUTEX_LOCK_PI2_OP 13
+/* glibc's low-level lock sleeps with the futex word at 2 ("locked, with
+ * waiters"): that is what tells a mutex wait from a condition wait. */
+#define GLIBC_LLL_CONTENDED 2
+
+/* Task state bits (include/linux/sched.h), in the order /proc reports them. */
+static const struct {
+	uint32_t mask;
+	char letter;
+} state_table[] = {
+	{0x0002 | 0x0400, 'I'}, /* TASK_IDLE = uninterruptible + noload */
+	{0x0001, 'S'},
+	{0x0002, 'D'},
+	{0x0004, 'T'},
+	{0x0008, 't'},
+	{0x0040, 'P'},
+};
+
+char bpfs_state_letter(uint32_t state, uint32_t exit_state)
+{
+	if (exit_state & 0x20)
+		return 'Z';
+	if (exit_state & 0x10)
+		return 'X';
+	if (state == 0)
+		return 'R';
+	for (size_t i = 0; i < sizeof(state_table) / sizeof(state_table[0]); i++)
+		if ((state & state_table[i].mask) == state_table[i].mask)
+			return state_table[i].letter;
+	return 'S';
+}
+
+static const char *blocked_in_from_kstack(const struct bpfs_ksyms *ks,
+					  const struct bpfstack_thread *t)
+{
+	size_t best = sizeof(kfunc_table) / sizeof(kfunc_table[0]);
+
+	for (size_t f = 0; f < t->nkframes; f++) {
+		const char *name = bpfs_ksyms_find(ks, t->kframes[f]);
+
+		if (!name)
+			continue;
+		for (size_t i = 0; i < best; i++) {
+			if (strncmp(name, kfunc_table[i].prefix, strlen(kfunc_table[i].prefix)) == 0) {
+				best = i;
+				break;
+			}
+		}
+	}
+	return best < sizeof(kfunc_table) / sizeof(kfunc_table[0]) ? kfunc_table[best].blocked_in
+								    : NULL;
+}
+
+static bool is_lock_wait(const struct stk_rec *r)
+{
+	uint64_t cmd = r->args[1] & FUTEX_CMD_MASK;
+
+	if (r->syscall_nr != SYS_FUTEX)
+		return false;
+	return (cmd == FUTEX_WAIT_OP && (uint32_t)r->args[2] == GLIBC_LLL_CONTENDED) ||
+	       cmd == FUTEX_LOCK_PI_OP || cmd == FUTEX_LOCK_PI2_OP;
+}
+
+/* Whether the syscall the thread sleeps in has a timeout; false when the
+ * syscall is not one that waits. */
+static bool is_timed(const struct stk_rec *r)
+{
+	for (size_t i = 0; i < sizeof(syscall_table) / sizeof(syscall_table[0]); i++) {
+		uint64_t a;
+
+		if (syscall_table[i].nr != r->syscall_nr)
+			continue;
+		a = r->args[syscall_table[i].arg];
+		switch (syscall_table[i].kind) {
+		case TMO_PTR:
+			return a != 0;
+		case TMO_MS:
+			return (int32_t)a >= 0;
+		case TMO_ALWAYS:
+			return true;
+		}
+	}
+	return false;
+}
+
+void bpfs_classify(const struct bpfs_ksyms *ks, const struct stk_rec *r,
+		   struct bpfstack_thread *t)
+{
+	bool in_syscall;
+
+	t->blocked_in = NULL;
+	if (t->sched_state == 'Z' || t->sched_state == 'X') {
+		t->jstate = "TERMINATED";
+		return;
+	}
+	if (t->sched_state == 'R' || t->on_cpu) {
+		t->jstate = "RUNNABLE";
+		return;
+	}
+	t->blocked_in = blocked_in_from_kstack(ks, t);
+	/* A fault leaves an error code where a syscall leaves its number. */
+	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
+	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 &&
+	    is_lock_wait(r)) {
+		t->blocked_in = "mutex";
+		t->jstate = "BLOCKED";
+	} else if (t->blocked_in && strcmp(t->blocked_in, "kernel_lock") == 0) {
+		t->jstate = "BLOCKED";
+	} else if ((t->blocked_in && strcmp(t->blocked_in, "sleep") == 0) ||
+		   (in_syscall && is_timed(r))) {
+		t->jstate = "TIMED_WAITING";
+	} else {
+		t->jstate = "WAITING";
+	}
+}

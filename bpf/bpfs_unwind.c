@@ -1,0 +1,244 @@
+/* bpfs_unwind.c - unwinds captured user stacks with libdw's CFI unwinder,
+ * reading registers and stack from the capture (and past its window from
+ * /proc/PID/mem), with a frame-pointer walk where CFI gives up; keeps one
+ * Dwfl per process so a warm capture opens no files. */
+#include "bpfs_int.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Processes whose module maps stay loaded; the least recently used goes. */
+#define UNW_PROCS 8
+/* A frame-pointer step longer than this is taken as garbage, not a frame. */
+#define FP_MAX_STEP (1u << 20)
+
+struct unw_proc {
+	pid_t pid;
+	uint64_t exec_vm, start_code, leader_start_ns; /* identity of the map */
+	Dwfl *dwfl;
+	int memfd; /* /proc/PID/mem, for reads past the window */
+	const struct bpfs_rec *cur;
+	uint64_t last_use;
+};
+
+struct bpfs_unwinder {
+	struct unw_proc procs[UNW_PROCS];
+	uint64_t clock;
+};
+
+/* Unwinding needs only .eh_frame and the symbol tables of the files
+ * themselves: never look for separate debuginfo (which could mean a network
+ * round trip through debuginfod inside a capture). */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			const char *file_name, const char *debuglink_file,
+			GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = no_debuginfo,
+};
+
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl, (void)arg, (void)thread_argp;
+	return 0; /* threads are only ever asked for by tid */
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct unw_proc *p = arg;
+
+	(void)dwfl;
+	if (!p->cur || (pid_t)p->cur->hdr.tid != tid)
+		return false;
+	*thread_argp = (void *)p->cur;
+	return true;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct unw_proc *p = arg;
+	const struct bpfs_rec *r = p->cur;
+
+	(void)dwfl;
+	if (r && addr >= r->hdr.ustack_base && addr - r->hdr.ustack_base <= r->hdr.ustack_len &&
+	    r->hdr.ustack_len - (addr - r->hdr.ustack_base) >= sizeof(*result)) {
+		memcpy(result, r->ustack + (addr - r->hdr.ustack_base), sizeof(*result));
+		return true;
+	}
+	if (p->memfd < 0 || addr > (Dwarf_Addr)INT64_MAX - sizeof(*result))
+		return false;
+	return pread(p->memfd, result, sizeof(*result), (off_t)addr) == sizeof(*result);
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	const struct bpfs_rec *r = thread_arg;
+	Dwarf_Word regs[STK_NREGS];
+
+	for (int i = 0; i < STK_NREGS; i++)
+		regs[i] = r->hdr.regs[i];
+	if (!dwfl_thread_state_registers(thread, 0, STK_NREGS, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, regs[STK_REG_IP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = cb_next_thread,
+	.get_thread = cb_get_thread,
+	.memory_read = cb_memory_read,
+	.set_initial_registers = cb_set_initial_registers,
+};
+
+struct bpfs_unwinder *bpfs_unwinder_new(void)
+{
+	struct bpfs_unwinder *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return NULL;
+	for (int i = 0; i < UNW_PROCS; i++)
+		u->procs[i].memfd = -1;
+	return u;
+}
+
+static void proc_drop(struct unw_proc *p)
+{
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	if (p->memfd >= 0)
+		close(p->memfd);
+	memset(p, 0, sizeof(*p));
+	p->memfd = -1;
+}
+
+void bpfs_unwinder_free(struct bpfs_unwinder *u)
+{
+	if (!u)
+		return;
+	for (int i = 0; i < UNW_PROCS; i++)
+		proc_drop(&u->procs[i]);
+	free(u);
+}
+
+/* Builds p's module map from /proc/PID/maps and attaches the callbacks. */
+static int proc_build(struct unw_proc *p, pid_t pid, const struct stk_rec *h)
+{
+	char path[64];
+
+	proc_drop(p);
+	p->dwfl = dwfl_begin(&proc_callbacks);
+	if (!p->dwfl)
+		return -ENOMEM;
+	dwfl_report_begin(p->dwfl);
+	if (dwfl_linux_proc_report(p->dwfl, pid) != 0 ||
+	    dwfl_report_end(p->dwfl, NULL, NULL) != 0 ||
+	    !dwfl_attach_state(p->dwfl, NULL, pid, &thread_callbacks, p)) {
+		proc_drop(p);
+		return -ESRCH;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	p->memfd = open(path, O_RDONLY | O_CLOEXEC);
+	p->pid = pid;
+	p->exec_vm = h->exec_vm;
+	p->start_code = h->start_code;
+	p->leader_start_ns = h->leader_start_ns;
+	return 0;
+}
+
+/* The cached process for pid, rebuilt when its executable mappings or its
+ * identity changed, or a fresh slot (evicting the least recently used). */
+static struct unw_proc *proc_get(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+				 int *err)
+{
+	struct unw_proc *p = NULL, *lru = &u->procs[0];
+
+	for (int i = 0; i < UNW_PROCS; i++) {
+		if (u->procs[i].dwfl && u->procs[i].pid == pid)
+			p = &u->procs[i];
+		if (u->procs[i].last_use < lru->last_use)
+			lru = &u->procs[i];
+	}
+	if (p && (p->exec_vm != h->exec_vm || p->start_code != h->start_code ||
+		  p->leader_start_ns != h->leader_start_ns))
+		*err = proc_build(p, pid, h);
+	else if (!p)
+		*err = proc_build(p = lru, pid, h);
+	else
+		*err = 0;
+	p->last_use = ++u->clock;
+	return *err ? NULL : p;
+}
+
+struct walk {
+	struct bpfstack_thread *t;
+	Dwarf_Word bp;
+	bool have_bp;
+};
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+
+	if (!dwfl_frame_pc(state, &pc, NULL))
+		return DWARF_CB_ABORT;
+	w->t->frames[w->t->nframes++] = pc;
+	w->have_bp = dwfl_frame_reg(state, STK_REG_BP, &w->bp) == 0;
+	return w->t->nframes < BPFSTACK_MAX_FRAMES ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* Follows the saved-rbp chain from the last frame CFI reached; stops at the
+ * first link that does not look like a frame of a known module. */
+static void fp_walk(struct unw_proc *p, struct walk *w)
+{
+	Dwarf_Word bp = w->bp, next, ra;
+
+	while (w->t->nframes < BPFSTACK_MAX_FRAMES) {
+		if (bp == 0 || (bp & 7) || !cb_memory_read(p->dwfl, bp, &next, p) ||
+		    !cb_memory_read(p->dwfl, bp + 8, &ra, p))
+			return;
+		if (ra == 0 || !dwfl_addrmodule(p->dwfl, ra))
+			return;
+		w->t->frames[w->t->nframes++] = ra;
+		if (next <= bp || next - bp > FP_MAX_STEP)
+			return;
+		bp = next;
+	}
+}
+
+int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct bpfs_rec *r,
+		struct bpfstack_thread *t)
+{
+	struct walk w = {.t = t};
+	struct unw_proc *p;
+	int err, rc;
+
+	t->nframes = 0;
+	p = proc_get(u, pid, &r->hdr, &err);
+	if (!p)
+		return err;
+	p->cur = r;
+	rc = dwfl_getthread_frames(p->dwfl, (pid_t)r->hdr.tid, frame_cb, &w);
+	if (rc == -1 && t->nframes == 0) {
+		/* Not even the first frame: start the frame-pointer walk from
+		 * the captured registers. */
+		t->frames[t->nframes++] = r->hdr.regs[STK_REG_IP];
+		w.bp = r->hdr.regs[STK_REG_BP];
+		w.have_bp = true;
+	}
+	if (rc == -1 && w.have_bp)
+		fp_walk(p, &w);
+	p->cur = NULL;
+	return 0;
+}

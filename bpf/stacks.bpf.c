@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0
+/* stacks.bpf.c - sleepable task iterator that reads, for each thread of one
+ * process, its scheduler state, saved user registers, kernel stack and a
+ * window of its user stack, without stopping or signalling it. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "stacks.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Written by the loader before each pass (a global, not .rodata, so one
+ * loaded program serves every pid). */
+struct stk_cfg cfg = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} records SEC(".maps");
+
+/* Scratch for the record being built: too big for the BPF stack.  One slot
+ * is enough because the loader runs one pass at a time, and a plain array
+ * because per-CPU values are capped at 32 KiB. */
+struct scratch {
+	struct stk_rec rec;
+	__u8 ustack[STK_WINDOW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+/* Task state field was renamed in 5.14; keep older kernels readable. */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __u32 task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+static void read_regs(struct stk_rec *r, struct task_struct *t)
+{
+	struct pt_regs *p = (struct pt_regs *)bpf_task_pt_regs(t);
+
+	if (!p) {
+		r->flags |= STK_F_NO_REGS;
+		return;
+	}
+	r->regs[0] = BPF_CORE_READ(p, ax);
+	r->regs[1] = BPF_CORE_READ(p, dx);
+	r->regs[2] = BPF_CORE_READ(p, cx);
+	r->regs[3] = BPF_CORE_READ(p, bx);
+	r->regs[4] = BPF_CORE_READ(p, si);
+	r->regs[5] = BPF_CORE_READ(p, di);
+	r->regs[6] = BPF_CORE_READ(p, bp);
+	r->regs[7] = BPF_CORE_READ(p, sp);
+	r->regs[8] = BPF_CORE_READ(p, r8);
+	r->regs[9] = BPF_CORE_READ(p, r9);
+	r->regs[10] = BPF_CORE_READ(p, r10);
+	r->regs[11] = BPF_CORE_READ(p, r11);
+	r->regs[12] = BPF_CORE_READ(p, r12);
+	r->regs[13] = BPF_CORE_READ(p, r13);
+	r->regs[14] = BPF_CORE_READ(p, r14);
+	r->regs[15] = BPF_CORE_READ(p, r15);
+	r->regs[16] = BPF_CORE_READ(p, ip);
+	r->syscall_nr = (__s64)BPF_CORE_READ(p, orig_ax);
+	r->args[0] = r->regs[5];
+	r->args[1] = r->regs[4];
+	r->args[2] = r->regs[1];
+	r->args[3] = r->regs[10];
+	r->args[4] = r->regs[8];
+}
+
+/* Copies the user stack page by page from sp upward: a copy that crosses
+ * into an unmapped page fails as a whole, so each copy stays inside one
+ * page and the window ends at the first page that cannot be read. */
+static void read_ustack(struct scratch *s, struct task_struct *t)
+{
+	__u64 addr = s->rec.regs[STK_REG_SP];
+	__u32 len = STK_PAGE_SIZE - (addr & (STK_PAGE_SIZE - 1));
+	__u32 off = 0;
+	long err;
+
+	s->rec.ustack_base = addr;
+	for (int i = 0; i < STK_PAGES; i++) {
+		if (off > STK_WINDOW - STK_PAGE_SIZE || len > STK_PAGE_SIZE)
+			break;
+		err = bpf_copy_from_user_task(&s->ustack[off], len, (void *)(addr + off), t, 0);
+		if (err) {
+			s->rec.ustack_err = (__s32)err;
+			break;
+		}
+		off += len;
+		len = STK_PAGE_SIZE;
+	}
+	s->rec.ustack_len = off;
+}
+
+static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
+{
+	struct stk_mark m = {
+		.tid = BPF_CORE_READ(t, pid),
+		.status = status,
+		.nvcsw = BPF_CORE_READ(t, nvcsw),
+		.nivcsw = BPF_CORE_READ(t, nivcsw),
+	};
+
+	bpf_seq_write(seq, &m, sizeof(m));
+}
+
+SEC("iter.s/task")
+int capture(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct seq_file *seq = ctx->meta->seq;
+	struct mm_struct *mm;
+	struct scratch *s;
+	__u32 zero = 0;
+	__u64 size;
+
+	if (!t || t->tgid != cfg.tgid)
+		return 0;
+	if (cfg.mode == STK_MODE_COUNTERS) {
+		emit_mark(seq, t, STK_MARK_SENT);
+		return 0;
+	}
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+
+	__builtin_memset(&s->rec, 0, sizeof(s->rec));
+	s->rec.tid = t->pid;
+	s->rec.tgid = t->tgid;
+	bpf_probe_read_kernel_str(s->rec.comm, sizeof(s->rec.comm), t->comm);
+	s->rec.state = task_state(t);
+	s->rec.exit_state = (__u32)BPF_CORE_READ(t, exit_state);
+	if (BPF_CORE_READ(t, on_cpu))
+		s->rec.flags |= STK_F_ON_CPU;
+	s->rec.nvcsw = t->nvcsw;
+	s->rec.nivcsw = t->nivcsw;
+	s->rec.leader_start_ns = BPF_CORE_READ(t, group_leader, start_time);
+	s->rec.kstack_len = bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
+
+	mm = t->mm;
+	if (!mm) {
+		s->rec.flags |= STK_F_NO_MM;
+	} else {
+		s->rec.exec_vm = BPF_CORE_READ(mm, exec_vm);
+		s->rec.start_code = BPF_CORE_READ(mm, start_code);
+		read_regs(&s->rec, t);
+		if (!(s->rec.flags & STK_F_NO_REGS))
+			read_ustack(s, t);
+	}
+
+	size = sizeof(s->rec) + s->rec.ustack_len;
+	if (size > sizeof(*s))
+		size = sizeof(*s);
+	if (bpf_ringbuf_output(&records, s, size, 0))
+		emit_mark(seq, t, STK_MARK_DROPPED);
+	else
+		emit_mark(seq, t, STK_MARK_SENT);
+	return 0;
+}

@@ -1,0 +1,82 @@
+/* stacks.h - the records the task iterator (stacks.bpf.c) hands to user space
+ * (bpfstack.c), shared by both sides so their layouts cannot drift. */
+#ifndef BPF_STACKS_H
+#define BPF_STACKS_H
+
+/* Pages of user stack copied per thread: the partial page sp lies in plus
+ * the next STK_PAGES - 1 whole pages.  Past the window the unwinder reads
+ * /proc/PID/mem, so this bounds the snapshot, not the stack depth. */
+#define STK_PAGES 4
+#define STK_PAGE_SIZE 4096
+#define STK_WINDOW (STK_PAGES * STK_PAGE_SIZE)
+#define STK_KFRAMES 32
+#define STK_COMM_LEN 16
+
+/* x86_64 DWARF register numbers 0..16: rax rdx rcx rbx rsi rdi rbp rsp
+ * r8..r15, then the return address column (rip). */
+#define STK_NREGS 17
+#define STK_REG_BP 6
+#define STK_REG_SP 7
+#define STK_REG_IP 16
+
+/* stk_rec.flags */
+#define STK_F_ON_CPU 0x1u   /* task->on_cpu was set when it was read */
+#define STK_F_NO_MM 0x2u    /* kernel thread or exiting: no user stack */
+#define STK_F_NO_REGS 0x4u  /* bpf_task_pt_regs gave nothing */
+
+/* What the iterator does in one pass (stk_cfg.mode). */
+#define STK_MODE_FULL 0     /* one stk_rec per thread into the ring buffer */
+#define STK_MODE_COUNTERS 1 /* only stk_mark entries into the seq file */
+
+/* stk_mark.status */
+#define STK_MARK_SENT 0    /* the stk_rec is in the ring buffer */
+#define STK_MARK_DROPPED 1 /* the ring buffer was full: no stk_rec */
+
+/* One per target thread, written to the iterator's seq file in both modes:
+ * it paces the reads (one read = a bounded batch of records) and gives the
+ * cheap second pass its switch counters. */
+struct stk_mark {
+	__u32 tid;
+	__u32 status;
+	__u64 nvcsw;
+	__u64 nivcsw;
+};
+
+/* Ring buffer record: this header, then ustack_len bytes of user stack that
+ * start at user address ustack_base. */
+struct stk_rec {
+	__u32 tid;
+	__u32 tgid;
+	char comm[STK_COMM_LEN];
+	__u32 state;      /* task->__state */
+	__u32 exit_state; /* task->exit_state */
+	__u32 flags;      /* STK_F_* */
+	__u32 pad0;
+	__u64 nvcsw;
+	__u64 nivcsw;
+	/* Identify the address space so user space knows when its module map
+	 * is stale: exec_vm moves on dlopen/dlclose, the others on exec. */
+	__u64 exec_vm;
+	__u64 start_code;
+	__u64 leader_start_ns;
+	__u64 regs[STK_NREGS];
+	/* The syscall the thread is in (-1 when it entered the kernel some
+	 * other way) and its arguments 1..5 (rdi rsi rdx r10 r8): they tell a
+	 * timed wait from an untimed one. */
+	__s64 syscall_nr;
+	__u64 args[5];
+	__s32 kstack_len; /* bytes of kstack, or a negative errno */
+	__s32 ustack_err; /* 0, or the errno of the first page that failed */
+	__u64 ustack_base;
+	__u32 ustack_len;
+	__u32 pad;
+	__u64 kstack[STK_KFRAMES];
+};
+
+/* Set by the loader before each pass; read by the iterator. */
+struct stk_cfg {
+	__u32 tgid;
+	__u32 mode;
+};
+
+#endif /* BPF_STACKS_H */

@@ -1,0 +1,221 @@
+/* bpf_target.c - a process whose threads sit blocked in known functions, for
+ * the BPF stack tests and benchmark to capture; it counts every signal and
+ * EINTR it sees, since a BPF capture must cause neither.
+ *
+ * usage: bpf_target [-s] [EXTRA]   (-s adds a thread spinning on a CPU;
+ * EXTRA more threads wait on a condition variable)
+ * stdout: "<role> <tid>" per thread, then "ready"; on stdin EOF or a line:
+ * "signals N eintr N" and exit. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_EXTRA 4000
+
+static pthread_mutex_t cv_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER; /* main holds it */
+static int quit_pipe[2];
+static atomic_int signals, eintrs, started, quitting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&signals, 1);
+}
+
+static void announce(const char *role)
+{
+	printf("%s %ld\n", role, (long)syscall(SYS_gettid));
+	atomic_fetch_add(&started, 1);
+}
+
+__attribute__((noinline)) void bpf_target_wait_futex(void)
+{
+	pthread_mutex_lock(&cv_mu);
+	while (!atomic_load(&quitting))
+		pthread_cond_wait(&cv, &cv_mu);
+	pthread_mutex_unlock(&cv_mu);
+}
+
+__attribute__((noinline)) void bpf_target_timedwait(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 100000;
+	pthread_mutex_lock(&cv_mu);
+	while (!atomic_load(&quitting))
+		pthread_cond_timedwait(&cv, &cv_mu, &until);
+	pthread_mutex_unlock(&cv_mu);
+}
+
+__attribute__((noinline)) void bpf_target_sleep(void)
+{
+	struct timespec ts = {.tv_sec = 100000};
+
+	while (!atomic_load(&quitting))
+		if (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			atomic_fetch_add(&eintrs, 1);
+}
+
+__attribute__((noinline)) void bpf_target_read(void)
+{
+	char c;
+
+	for (;;) {
+		ssize_t n = read(quit_pipe[0], &c, 1);
+
+		if (n < 0 && errno == EINTR)
+			atomic_fetch_add(&eintrs, 1);
+		else
+			break;
+	}
+}
+
+__attribute__((noinline)) void bpf_target_lock(void)
+{
+	pthread_mutex_lock(&held);
+	pthread_mutex_unlock(&held);
+}
+
+__attribute__((noinline)) void bpf_target_epoll(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, quit_pipe[0], &ev) != 0)
+		return;
+	while (epoll_wait(ep, &out, 1, -1) < 0)
+		if (errno == EINTR)
+			atomic_fetch_add(&eintrs, 1);
+	close(ep);
+}
+
+__attribute__((noinline)) void bpf_target_spin(void)
+{
+	volatile unsigned long n = 0;
+
+	while (!atomic_load(&quitting))
+		n++;
+}
+
+static const struct role {
+	const char *name;
+	void (*fn)(void);
+} roles[] = {
+	{"futex", bpf_target_wait_futex}, {"timedwait", bpf_target_timedwait},
+	{"sleep", bpf_target_sleep},      {"read", bpf_target_read},
+	{"mutex", bpf_target_lock},       {"epoll", bpf_target_epoll},
+	{"spin", bpf_target_spin},        {"extra", bpf_target_wait_futex},
+};
+
+static void *thread_main(void *arg)
+{
+	const struct role *r = arg;
+
+	announce(r->name);
+	r->fn();
+	return NULL;
+}
+
+/* Whether every thread of this process but the caller is asleep, so that
+ * "ready" means the threads are where their role says. */
+static int all_asleep(int nthreads)
+{
+	char path[96], buf[512];
+	int asleep = 0;
+	long self = (long)syscall(SYS_gettid);
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		long tid = atol(e->d_name);
+		int fd;
+		ssize_t n;
+		char *p;
+
+		if (tid <= 0 || tid == self)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == 'S')
+			asleep++;
+	}
+	closedir(d);
+	return asleep >= nthreads;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+	pthread_attr_t attr;
+	int spin = 0, extra = 0, nthreads = 0;
+	char line[64];
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-s") == 0)
+			spin = 1;
+		else
+			extra = atoi(argv[i]);
+	}
+	if (extra < 0 || extra > MAX_EXTRA) {
+		fprintf(stderr, "bpf_target: EXTRA must be 0..%d\n", MAX_EXTRA);
+		return 2;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: a signal shows as EINTR */
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP && s != SIGINT && s != SIGTERM)
+			sigaction(s, &sa, NULL);
+	if (pipe(quit_pipe) != 0)
+		return 1;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	pthread_mutex_lock(&held);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+		int copies = roles[i].fn == bpf_target_spin ? spin
+			     : strcmp(roles[i].name, "extra") == 0 ? extra
+								   : 1;
+
+		for (int c = 0; c < copies; c++) {
+			pthread_t t;
+
+			if (pthread_create(&t, &attr, thread_main, (void *)&roles[i]) != 0) {
+				fprintf(stderr, "bpf_target: pthread_create failed\n");
+				return 1;
+			}
+			pthread_detach(t);
+			nthreads++;
+		}
+	}
+	while (atomic_load(&started) < nthreads)
+		usleep(1000);
+	while (!all_asleep(nthreads - spin))
+		usleep(2000);
+	printf("ready\n");
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = '\0';
+	printf("signals %d eintr %d\n", atomic_load(&signals), atomic_load(&eintrs));
+	fflush(stdout);
+	_exit(0);
+}
