@@ -1,16 +1,18 @@
 /* observe.c - the runtime's event point: the observer slot, the cached tid,
- * the agent-thread mark, and the library constructor that starts the agent. */
+ * the agent-thread mark, the snapshot walk, and the library constructor
+ * that starts the agent. */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "event.h"
+#include "rt.h"
 
 _Atomic(sc_observer_fn) sc_observer = NULL;
 
 static _Thread_local uint32_t cached_tid;
-static _Thread_local int is_agent;
+static _Thread_local bool is_agent;
 
 void sc_observer_set(sc_observer_fn fn)
 {
@@ -19,8 +21,8 @@ void sc_observer_set(sc_observer_fn fn)
 
 uint32_t sc_gettid(void)
 {
-	/* gettid() is a real system call on glibc; the hot paths read the tid
-	 * for every event, so it is fetched once per thread. */
+	/* gettid() is a real system call; every event carries the tid, so it
+	 * is fetched once per thread. */
 	if (__builtin_expect(cached_tid == 0, 0))
 		cached_tid = (uint32_t)syscall(SYS_gettid);
 	return cached_tid;
@@ -28,13 +30,132 @@ uint32_t sc_gettid(void)
 
 void sc_thread_mark_agent(void)
 {
-	is_agent = 1;
+	struct sc_thread *t = sc_self_peek();
+
+	is_agent = true;
+	if (t)
+		t->role = SC_ROLE_AGENT;
+}
+
+bool sc_thread_is_agent(void)
+{
+	return is_agent;
+}
+
+void sc_ev_init(struct sc_ev *ev, int kind)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->kind = (uint16_t)kind;
+	ev->tid = sc_gettid();
+	ev->ts = scope_now();
+}
+
+struct snap {
+	void (*emit)(void *ctx, const struct sc_ev *ev);
+	void *ctx;
+};
+
+static void snap_thread(void *arg, struct sc_thread *t)
+{
+	struct snap *sn = arg;
+	struct sc_ev ev;
+
+	if (t->role == SC_ROLE_AGENT)
+		return;
+	sc_ev_init(&ev, SC_EV_THREAD_START);
+	ev.snapshot = 1;
+	ev.tid = t->tid;
+	ev.s1 = t->name;
+	ev.a = t->pool_id;
+	ev.i = t->role;
+	sn->emit(sn->ctx, &ev);
+}
+
+static void snap_pool(void *arg, scope_pool_t *p)
+{
+	struct snap *sn = arg;
+
+	sc_pool_snapshot(p, sn->emit, sn->ctx);
+}
+
+static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *task)
+{
+	int state = atomic_load(&task->state);
+	struct sc_thread *w = atomic_load(&task->worker);
+	struct sc_ev ev;
+
+	if (state != SC_TASK_FORKED && state != SC_TASK_RUNNING)
+		return;
+	sc_ev_init(&ev, SC_EV_TASK_FORK);
+	ev.snapshot = 1;
+	ev.tid = s->owner_tid;
+	ev.a = task->id;
+	ev.b = s->id;
+	ev.u = SC_TASK_FORKED;
+	ev.site = task->site;
+	sn->emit(sn->ctx, &ev);
+	if (state == SC_TASK_RUNNING && w) {
+		sc_ev_init(&ev, SC_EV_TASK_START);
+		ev.snapshot = 1;
+		ev.tid = w->tid;
+		ev.a = task->id;
+		ev.b = s->id;
+		ev.u = SC_TASK_RUNNING;
+		sn->emit(sn->ctx, &ev);
+	}
+}
+
+static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32_t u)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, kind);
+	ev.snapshot = 1;
+	ev.tid = s->owner_tid;
+	ev.a = s->id;
+	ev.u = u;
+	sn->emit(sn->ctx, &ev);
+}
+
+/* One scope and everything below it, under its lock so nothing below can
+ * close meanwhile (closing unlinks under the parent's lock). */
+static void snap_scope(struct snap *sn, scope_t *s, int depth)
+{
+	int cancelled;
+
+	pthread_mutex_lock(&s->lock);
+	sc_emit_open(s, 1, sn->emit, sn->ctx);
+	sc_values_snapshot(s, sn->emit, sn->ctx);
+	if (s->joining)
+		snap_scope_event(sn, s, SC_EV_JOIN_BEGIN, 0);
+	cancelled = atomic_load(&s->cancelled);
+	if (cancelled)
+		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled);
+	for (size_t i = 0; i < s->ntasks; i++)
+		snap_task(sn, s, s->tasks[i]);
+	if (depth < SC_MAX_DEPTH)
+		for (scope_t *c = s->children; c; c = c->sib_next)
+			snap_scope(sn, c, depth + 1);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void snap_roots(void *arg, struct sc_thread *t)
+{
+	pthread_mutex_lock(&t->lock);
+	for (scope_t *s = t->roots; s; s = s->sib_next)
+		snap_scope(arg, s, 0);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)
 {
-	(void)emit;
-	(void)ctx;
+	struct snap sn = { emit, ctx };
+
+	if (!emit)
+		return;
+	sc_threads_walk(snap_thread, &sn);
+	sc_pools_walk(snap_pool, &sn);
+	sc_threads_walk(snap_roots, &sn);
 }
 
 __attribute__((constructor)) static void sc_library_init(void)

@@ -1,0 +1,188 @@
+/* rt.h - libscope's internal objects (threads, scopes, tasks, pools) and the
+ * functions the runtime's files share.  Hidden from the library's users. */
+#ifndef SC_RT_H
+#define SC_RT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "scope.h"
+
+#define SC_NAME_MAX 64     /* scope and pool names are cut to 63 bytes */
+#define SC_THREAD_NAME 16  /* Linux's comm: 15 bytes and the NUL */
+#define SC_MAX_DEPTH 1024  /* nesting the snapshot walk follows */
+
+struct sc_value {
+	struct sc_value *next;
+	char *key;
+	char *value;
+};
+
+/* What the calling thread runs in: the innermost scope it opened in this
+ * frame, and the task it runs (pool workers, caller-runs, helped tasks).
+ * Running a task pushes a fresh frame, so scopes the task opens have the
+ * task's scope as parent even when a worker runs it while joining. */
+struct sc_frame {
+	scope_t *top;
+	scope_task_t *task;
+};
+
+/* One thread the runtime knows.  Records are recycled, never freed, so a
+ * late wake-up aimed at an exited thread lands on a harmless record. */
+struct sc_thread {
+	struct sc_thread *next, *prev; /* global list (sc_threads_lock) */
+	struct sc_thread *free_next;
+	uint32_t tid;
+	int role;            /* enum sc_thread_role */
+	uint64_t pool_id;
+	scope_pool_t *pool;  /* pool the thread works for, or NULL */
+	pthread_t self;
+	char name[SC_THREAD_NAME];
+
+	/* Parking: an event count the thread sleeps on (futex) and an eventfd
+	 * it polls with scope_wait_fd.  Wakers bump seq, then wake. */
+	_Atomic uint32_t seq;
+	_Atomic int sleeping;
+	_Atomic int polling;
+	int evfd;
+
+	pthread_mutex_t lock;  /* guards roots */
+	scope_t *roots;        /* scopes this thread opened that have no parent */
+
+	struct sc_frame frame;
+	bool live;
+	scope_t *free_scopes;  /* recycled scopes, so open+close skips malloc */
+	unsigned nfree;
+};
+
+/* Tells the core a spin loop is waiting (x86 pause; a compiler barrier
+ * elsewhere). */
+static inline void sc_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+struct scope_task {
+	uint64_t id;
+	scope_t *scope;
+	scope_pool_t *pool;
+	scope_fn fn;
+	void *arg;
+	void *result;
+	int error;
+	_Atomic int state;                /* enum sc_task_state */
+	struct sc_thread *_Atomic worker; /* while running */
+	struct sc_site site;
+	scope_task_t *qnext, *qprev;      /* pool queue (pool lock) */
+	bool queued;
+};
+
+struct scope {
+	uint64_t id;
+	char name[SC_NAME_MAX];
+	struct sc_thread *owner;
+	uint32_t owner_tid;
+	scope_t *parent;
+	scope_task_t *parent_task;
+	scope_t *outer;  /* enclosing scope in the owner's frame */
+	scope_pool_t *pool;   /* NULL: default pool, resolved at first fork */
+	bool own_pool_ref;
+	scope_joiner_kind_t joiner;
+	scope_until_fn until;
+	void *until_ctx;
+	const struct scope_joiner_ops *ops;
+	unsigned flags;
+	int64_t deadline;      /* own, absolute; 0 none */
+	int64_t eff_deadline;  /* min over ancestors */
+	struct sc_site site;
+
+	pthread_mutex_t lock;
+	_Atomic int cancelled;  /* 0, or enum sc_cancel_reason */
+	_Atomic int stop;       /* the joiner decided */
+	bool joined, joining;
+	size_t pending;         /* forked, not ended */
+	scope_task_t **tasks;
+	size_t ntasks, cap;
+	scope_task_t *failure, *winner;
+	struct sc_thread *waiter;  /* owner while it waits for tasks */
+
+	scope_t *children;  /* child scopes (this lock) */
+	scope_t *sib_next, *sib_prev;  /* in parent's children or owner's roots */
+	struct sc_value *_Atomic values;
+	scope_t *free_next;
+};
+
+/* thread.c */
+struct sc_thread *sc_self(void);
+struct sc_thread *sc_self_peek(void);
+struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);
+void sc_thread_unregister(void);
+void sc_thread_set_name(struct sc_thread *t, const char *name);
+void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
+void sc_wake(struct sc_thread *t);
+/* Sleeps until woken after seq was read as seen, or until the absolute
+ * deadline (0: none).  Returns false on timeout. */
+bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline);
+/* Spins up to budget_ns for a wake-up before the caller parks. */
+bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns);
+
+/* scope.c */
+scope_t *sc_context(void);
+void sc_scope_close_frame(struct sc_thread *t, int viol);
+void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks);
+void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+		  void *ctx);
+void sc_task_finish(scope_task_t *task, int state, int error);
+void sc_emit_violation(uint64_t scope, int kind, int err);
+
+/* cancel.c */
+void sc_cancel(scope_t *s, int reason);
+/* 0, or -ECANCELED when s (or an ancestor) is cancelled or past its
+ * deadline; a passed deadline cancels its scope (reason TIMEOUT). */
+int sc_check(scope_t *s);
+
+/* One runtime wait: until done(arg), the deadline, or cancellation of ctx. */
+struct sc_wait {
+	scope_t *ctx;            /* cancellation context; NULL: not cancellable */
+	bool (*done)(void *arg); /* NULL: never */
+	void *arg;
+	int64_t deadline;        /* absolute; 0: none */
+	bool spin;               /* spin briefly before sleeping (short waits) */
+	scope_t *help;           /* a worker of help's pool runs its queued tasks */
+};
+/* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
+int sc_wait(const struct sc_wait *w);
+void sc_interrupt_install(void);
+
+/* pool.c */
+scope_pool_t *sc_pool_resolve(scope_pool_t *p);
+int sc_pool_submit(scope_pool_t *p, scope_task_t *task);
+/* Runs one queued task of the pool belonging to scope s or below it; false
+ * when there is none.  Used by a worker that joins, so a bounded pool does
+ * not starve. */
+bool sc_pool_help(scope_pool_t *p, scope_t *s);
+/* Removes the scope's queued tasks from the pool; they end cancelled. */
+void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
+void sc_pool_user(scope_pool_t *p, int delta);
+void sc_pools_walk(void (*fn)(void *ctx, scope_pool_t *p), void *ctx);
+void sc_pool_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx);
+void sc_pool_info(scope_pool_t *p, struct sc_pool_info *out);
+uint64_t sc_pool_id(const scope_pool_t *p);
+void sc_pool_task_done(scope_pool_t *p);
+
+/* values.c */
+void sc_values_snapshot(const scope_t *s, void (*emit)(void *, const struct sc_ev *), void *ctx);
+
+/* observe.c */
+void sc_ev_init(struct sc_ev *ev, int kind);
+bool sc_thread_is_agent(void);
+
+#endif /* SC_RT_H */

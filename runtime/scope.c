@@ -1,0 +1,634 @@
+/* scope.c - scopes and subtasks: open, fork, join, close, the structure rules
+ * they enforce, and running a subtask on whichever thread picks it up. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "joiner.h"
+#include "rt.h"
+
+#define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
+
+static _Atomic uint64_t next_scope_id = 1;
+static _Atomic uint64_t next_task_id = 1;
+
+scope_t *sc_context(void)
+{
+	struct sc_thread *t = sc_self_peek();
+
+	if (!t)
+		return NULL;
+	if (t->frame.top)
+		return t->frame.top;
+	return t->frame.task ? t->frame.task->scope : NULL;
+}
+
+void sc_emit_violation(uint64_t scope, int kind, int err)
+{
+	struct sc_ev ev;
+
+	if (!sc_observed())
+		return;
+	sc_ev_init(&ev, SC_EV_VIOLATION);
+	ev.a = scope;
+	ev.u = (uint32_t)kind;
+	ev.i = err;
+	sc_emit(&ev);
+}
+
+static void emit_scope(int kind, const scope_t *s, int64_t result)
+{
+	struct sc_ev ev;
+
+	if (!sc_observed())
+		return;
+	sc_ev_init(&ev, kind);
+	ev.a = s->id;
+	ev.i = result;
+	sc_emit(&ev);
+}
+
+static void emit_task(int kind, const scope_task_t *task, int state, int err)
+{
+	struct sc_ev ev;
+
+	if (!sc_observed())
+		return;
+	sc_ev_init(&ev, kind);
+	ev.a = task->id;
+	ev.b = task->scope->id;
+	ev.u = (uint32_t)state;
+	ev.i = err;
+	if (kind == SC_EV_TASK_FORK)
+		ev.site = task->site;
+	sc_emit(&ev);
+}
+
+void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+		  void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_SCOPE_OPEN);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.tid = s->owner_tid;
+	ev.a = s->id;
+	ev.b = s->parent ? s->parent->id : 0;
+	ev.c = s->parent_task ? s->parent_task->id : 0;
+	ev.d = s->pool ? sc_pool_id(s->pool) : 0;
+	ev.s1 = s->name;
+	ev.i = s->eff_deadline;
+	ev.u = (uint32_t)s->joiner;
+	ev.site = s->site;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
+}
+
+static scope_t *scope_alloc(struct sc_thread *t)
+{
+	scope_t *s = t->free_scopes;
+
+	if (s) {
+		t->free_scopes = s->free_next;
+		t->nfree--;
+		return s;
+	}
+	s = malloc(sizeof(*s));
+	if (s)
+		pthread_mutex_init(&s->lock, NULL);
+	return s;
+}
+
+static void scope_free(struct sc_thread *t, scope_t *s)
+{
+	for (size_t i = 0; i < s->ntasks; i++)
+		free(s->tasks[i]);
+	free(s->tasks);
+	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
+		n = v->next;
+		free(v);
+	}
+	if (t->nfree < SC_FREE_SCOPES) {
+		s->free_next = t->free_scopes;
+		t->free_scopes = s;
+		t->nfree++;
+		return;
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int config_check(const struct scope_config *cfg)
+{
+	if ((unsigned)cfg->joiner > SCOPE_JOIN_CUSTOM)
+		return -EINVAL;
+	if (cfg->joiner == SCOPE_JOIN_UNTIL && !cfg->until)
+		return -EINVAL;
+	if (cfg->joiner == SCOPE_JOIN_CUSTOM && !cfg->ops)
+		return -EINVAL;
+	if (cfg->timeout_ns < 0 || cfg->deadline_ns < 0)
+		return -EINVAL;
+	return 0;
+}
+
+static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thread *t,
+		       scope_t *parent)
+{
+	const char *name = cfg->name ? cfg->name : "scope";
+	size_t n = strnlen(name, SC_NAME_MAX - 1);
+	pthread_mutex_t lock = s->lock;
+
+	memset(s, 0, sizeof(*s));
+	s->lock = lock;
+	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
+	memcpy(s->name, name, n);
+	s->name[n] = '\0';
+	s->owner = t;
+	s->owner_tid = t->tid;
+	s->parent = parent;
+	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
+		s->parent_task = t->frame.task;
+	s->outer = t->frame.top;
+	s->pool = cfg->pool;
+	s->joiner = cfg->joiner;
+	s->until = cfg->until;
+	s->until_ctx = cfg->until_ctx;
+	s->ops = cfg->ops;
+	s->flags = cfg->flags;
+	s->deadline = cfg->deadline_ns;
+	if (cfg->timeout_ns > 0) {
+		int64_t d = scope_now() + cfg->timeout_ns;
+		if (!s->deadline || d < s->deadline)
+			s->deadline = d;
+	}
+	s->eff_deadline = s->deadline;
+	if (parent && parent->eff_deadline &&
+	    (!s->eff_deadline || parent->eff_deadline < s->eff_deadline))
+		s->eff_deadline = parent->eff_deadline;
+}
+
+/* Links s under its parent (or among the owner's roots) so cancellation and
+ * the snapshot reach it.  Fails when the parent was cancelled meanwhile. */
+static int scope_link(scope_t *s, struct sc_thread *t)
+{
+	scope_t **head;
+	pthread_mutex_t *lock;
+
+	if (s->parent) {
+		lock = &s->parent->lock;
+		head = &s->parent->children;
+	} else {
+		lock = &t->lock;
+		head = &t->roots;
+	}
+	pthread_mutex_lock(lock);
+	if (s->parent && atomic_load(&s->parent->cancelled)) {
+		pthread_mutex_unlock(lock);
+		return -ECANCELED;
+	}
+	s->sib_prev = NULL;
+	s->sib_next = *head;
+	if (*head)
+		(*head)->sib_prev = s;
+	*head = s;
+	pthread_mutex_unlock(lock);
+	return 0;
+}
+
+static void scope_unlink(scope_t *s)
+{
+	pthread_mutex_t *lock = s->parent ? &s->parent->lock : &s->owner->lock;
+	scope_t **head = s->parent ? &s->parent->children : &s->owner->roots;
+
+	pthread_mutex_lock(lock);
+	if (s->sib_prev)
+		s->sib_prev->sib_next = s->sib_next;
+	else
+		*head = s->sib_next;
+	if (s->sib_next)
+		s->sib_next->sib_prev = s->sib_prev;
+	pthread_mutex_unlock(lock);
+}
+
+int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file, int line,
+		  const char *func)
+{
+	static const struct scope_config defaults = SCOPE_CONFIG_INIT;
+	struct sc_thread *t;
+	scope_t *s, *parent;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	if (!cfg)
+		cfg = &defaults;
+	rc = config_check(cfg);
+	if (rc)
+		return rc;
+	t = sc_self();
+	if (!t)
+		return -ENOMEM;
+	parent = sc_context();
+	if (parent && sc_check(parent))
+		return -ECANCELED;
+	s = scope_alloc(t);
+	if (!s)
+		return -ENOMEM;
+	scope_init(s, cfg, t, parent);
+	s->site.file = file;
+	s->site.line = line;
+	s->site.func = func;
+	rc = scope_link(s, t);
+	if (rc) {
+		scope_free(t, s);
+		return rc;
+	}
+	if (s->pool) {
+		sc_pool_user(s->pool, 1);
+		s->own_pool_ref = true;
+	}
+	t->frame.top = s;
+	if (sc_observed())
+		sc_emit_open(s, 0, NULL, NULL);
+	*out = s;
+	return 0;
+}
+
+/* The owner check every structural call starts with. */
+static int owner_check(scope_t *s, struct sc_thread **tp)
+{
+	struct sc_thread *t = sc_self_peek();
+
+	if (!s)
+		return -EINVAL;
+	if (t != s->owner) {
+		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
+		return -EPERM;
+	}
+	*tp = t;
+	return 0;
+}
+
+static int tasks_append(scope_t *s, scope_task_t *task)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->ntasks == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		scope_task_t **v = realloc(s->tasks, cap * sizeof(*v));
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		s->tasks = v;
+		s->cap = cap;
+	}
+	s->tasks[s->ntasks++] = task;
+	s->pending++;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Ends a task that never reached a worker without the joiner seeing it:
+ * the forker learns of it from scope_fork's return value instead. */
+static void task_refuse(scope_task_t *task, int state, int err)
+{
+	scope_t *s = task->scope;
+
+	task->error = err;
+	atomic_store_explicit(&task->state, state, memory_order_release);
+	emit_task(SC_EV_TASK_END, task, state, err);
+	pthread_mutex_lock(&s->lock);
+	s->pending--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
+		  int line, const char *func)
+{
+	struct sc_thread *t;
+	scope_task_t *task;
+	int rc = owner_check(s, &t);
+
+	if (rc)
+		return rc;
+	if (!fn)
+		return -EINVAL;
+	if (s->joined) {
+		sc_emit_violation(s->id, SC_VIOL_FORK_AFTER_JOIN, SCOPE_EJOINED);
+		return SCOPE_EJOINED;
+	}
+	task = calloc(1, sizeof(*task));
+	if (!task)
+		return -ENOMEM;
+	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
+	task->scope = s;
+	task->fn = fn;
+	task->arg = arg;
+	task->site.file = file;
+	task->site.line = line;
+	task->site.func = func;
+	rc = tasks_append(s, task);
+	if (rc) {
+		free(task);
+		return rc;
+	}
+	if (out)
+		*out = task;
+	if (sc_check(s)) {
+		/* Level-triggered: a cancelled scope starts nothing more. */
+		atomic_store(&task->state, SC_TASK_UNAVAILABLE);
+		emit_task(SC_EV_TASK_FORK, task, SC_TASK_UNAVAILABLE, 0);
+		pthread_mutex_lock(&s->lock);
+		s->pending--;
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (s->joiner == SCOPE_JOIN_CUSTOM && s->ops->on_fork) {
+		rc = s->ops->on_fork(s->ops->ctx, task);
+		if (rc < 0) {
+			emit_task(SC_EV_TASK_FORK, task, SC_TASK_FAILED, rc);
+			task_refuse(task, SC_TASK_FAILED, rc);
+			return rc;
+		}
+	}
+	if (!s->pool) {
+		s->pool = sc_pool_resolve(NULL);
+		if (!s->pool) {
+			task_refuse(task, SC_TASK_FAILED, -ENOMEM);
+			return -ENOMEM;
+		}
+	}
+	task->pool = s->pool;
+	atomic_store(&task->state, SC_TASK_FORKED);
+	emit_task(SC_EV_TASK_FORK, task, SC_TASK_FORKED, 0);
+	rc = sc_pool_submit(s->pool, task);
+	if (rc < 0)
+		task_refuse(task, rc == -ECANCELED ? SC_TASK_UNAVAILABLE : SC_TASK_FAILED, rc);
+	return rc;
+}
+
+void sc_task_finish(scope_task_t *task, int state, int err)
+{
+	scope_t *s = task->scope;
+	struct sc_thread *waiter;
+
+	task->error = state == SC_TASK_SUCCESS ? 0 : err;
+	atomic_store_explicit(&task->state, state, memory_order_release);
+	emit_task(SC_EV_TASK_END, task, state, task->error);
+	sc_joiner_complete(s, task, state);
+	pthread_mutex_lock(&s->lock);
+	atomic_store(&task->worker, NULL);
+	s->pending--;
+	waiter = s->waiter;
+	pthread_mutex_unlock(&s->lock);
+	/* After the unlock the scope may be gone; the thread record is not. */
+	if (waiter)
+		sc_wake(waiter);
+}
+
+void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks)
+{
+	struct sc_thread *t = sc_self();
+	scope_t *s = task->scope;
+	struct sc_frame saved;
+	void *result = NULL;
+	int cancelled, rc, state;
+
+	pthread_mutex_lock(&s->lock);
+	cancelled = atomic_load(&s->cancelled);
+	if (!cancelled) {
+		atomic_store(&task->worker, t);
+		atomic_store(&task->state, SC_TASK_RUNNING);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (cancelled || sc_check(s)) {
+		sc_task_finish(task, SC_TASK_CANCELLED, -ECANCELED);
+		return;
+	}
+	emit_task(SC_EV_TASK_START, task, SC_TASK_RUNNING, 0);
+	saved = t->frame;
+	t->frame.top = NULL;
+	t->frame.task = task;
+	if (hooks && hooks->before)
+		hooks->before(hooks->ctx, task);
+	rc = task->fn(task->arg, &result);
+	/* A task that returns with scopes open would leave them ownerless. */
+	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+	t->frame = saved;
+	task->result = result;
+	if (rc == 0)
+		state = SC_TASK_SUCCESS;
+	else
+		state = atomic_load(&s->cancelled) ? SC_TASK_CANCELLED : SC_TASK_FAILED;
+	if (hooks && hooks->after)
+		hooks->after(hooks->ctx, task, rc);
+	sc_task_finish(task, state, rc);
+}
+
+static bool join_done(void *arg)
+{
+	scope_t *s = arg;
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = s->pending == 0 || atomic_load(&s->stop) || atomic_load(&s->cancelled);
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+static bool all_done(void *arg)
+{
+	scope_t *s = arg;
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = s->pending == 0;
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+int scope_join(scope_t *s)
+{
+	struct sc_thread *t;
+	int rc = owner_check(s, &t);
+
+	if (rc)
+		return rc;
+	if (s->joined) {
+		sc_emit_violation(s->id, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
+		return SCOPE_EJOINED;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->joined = true;
+	s->joining = true;
+	s->waiter = t;
+	pthread_mutex_unlock(&s->lock);
+	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
+	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
+		rc = SCOPE_ENOFORKS;
+	} else {
+		struct sc_wait w = {
+			.ctx = s, .done = join_done, .arg = s, .spin = true, .help = s,
+		};
+		(void)sc_wait(&w);
+		if (atomic_load(&s->stop))
+			rc = sc_joiner_result(s);
+		else if (atomic_load(&s->cancelled))
+			rc = s->eff_deadline && scope_now() >= s->eff_deadline ? -ETIMEDOUT
+									       : -ECANCELED;
+		else
+			rc = sc_joiner_result(s);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->joining = false;
+	s->waiter = NULL;
+	pthread_mutex_unlock(&s->lock);
+	emit_scope(SC_EV_JOIN_END, s, rc);
+	return rc;
+}
+
+/* Closes the innermost scope of t's frame: cancels what runs, waits for
+ * every subtask (helping the pool if t is one of its workers), frees. */
+static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
+{
+	if (!s->joined && s->ntasks > 0)
+		sc_emit_violation(s->id, SC_VIOL_NO_JOIN, 0);
+	if (!all_done(s)) {
+		sc_cancel(s, reason);
+		if (s->pool)
+			sc_pool_reclaim(s->pool, s);
+		pthread_mutex_lock(&s->lock);
+		s->waiter = t;
+		pthread_mutex_unlock(&s->lock);
+		struct sc_wait w = { .done = all_done, .arg = s, .spin = true, .help = s };
+		(void)sc_wait(&w);
+	}
+	scope_unlink(s);
+	t->frame.top = s->outer;
+	emit_scope(SC_EV_SCOPE_CLOSE, s, result);
+	if (s->own_pool_ref)
+		sc_pool_user(s->pool, -1);
+	scope_free(t, s);
+}
+
+void sc_scope_close_frame(struct sc_thread *t, int viol)
+{
+	while (t->frame.top) {
+		scope_t *s = t->frame.top;
+		sc_emit_violation(s->id, viol, SCOPE_ESTRUCTURE);
+		close_one(t, s, SC_CANCEL_VIOLATION, SCOPE_ESTRUCTURE);
+	}
+}
+
+int scope_close(scope_t *s)
+{
+	struct sc_thread *t;
+	scope_t *x;
+	int rc = owner_check(s, &t);
+
+	if (rc)
+		return rc;
+	for (x = t->frame.top; x && x != s; x = x->outer)
+		;
+	if (!x) {
+		/* Owned by this thread but in a frame a task interrupted: only
+		 * the code that opened it may close it. */
+		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
+		return -EPERM;
+	}
+	if (t->frame.top != s) {
+		sc_emit_violation(s->id, SC_VIOL_INNER_OPEN, SCOPE_ESTRUCTURE);
+		while (t->frame.top != s)
+			close_one(t, t->frame.top, SC_CANCEL_VIOLATION, SCOPE_ESTRUCTURE);
+		rc = SCOPE_ESTRUCTURE;
+	}
+	close_one(t, s, SC_CANCEL_CLOSE, rc);
+	return rc;
+}
+
+const char *scope_name(const scope_t *s)
+{
+	return s ? s->name : NULL;
+}
+
+uint64_t scope_id(const scope_t *s)
+{
+	return s ? s->id : 0;
+}
+
+size_t scope_task_count(const scope_t *s)
+{
+	return s ? s->ntasks : 0;
+}
+
+scope_task_t *scope_task_at(const scope_t *s, size_t i)
+{
+	return s && i < s->ntasks ? s->tasks[i] : NULL;
+}
+
+scope_task_state_t scope_task_state(const scope_task_t *task)
+{
+	static const scope_task_state_t public_state[] = {
+		[SC_TASK_FORKED] = SCOPE_TASK_UNAVAILABLE,
+		[SC_TASK_RUNNING] = SCOPE_TASK_UNAVAILABLE,
+		[SC_TASK_SUCCESS] = SCOPE_TASK_SUCCESS,
+		[SC_TASK_FAILED] = SCOPE_TASK_FAILED,
+		[SC_TASK_CANCELLED] = SCOPE_TASK_UNAVAILABLE,
+		[SC_TASK_UNAVAILABLE] = SCOPE_TASK_UNAVAILABLE,
+	};
+
+	if (!task)
+		return SCOPE_TASK_UNAVAILABLE;
+	return public_state[atomic_load_explicit(&task->state, memory_order_acquire)];
+}
+
+void *scope_task_result(const scope_task_t *task)
+{
+	if (scope_task_state(task) != SCOPE_TASK_SUCCESS)
+		return NULL;
+	return task->result;
+}
+
+int scope_task_error(const scope_task_t *task)
+{
+	if (scope_task_state(task) != SCOPE_TASK_FAILED)
+		return 0;
+	return task->error;
+}
+
+uint64_t scope_task_id(const scope_task_t *task)
+{
+	return task ? task->id : 0;
+}
+
+/* Both are written under the scope's lock by completing workers. */
+scope_task_t *scope_failure(const scope_t *cs)
+{
+	scope_t *s = (scope_t *)cs;
+	scope_task_t *t;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	t = s->failure;
+	pthread_mutex_unlock(&s->lock);
+	return t;
+}
+
+scope_task_t *scope_winner(const scope_t *cs)
+{
+	scope_t *s = (scope_t *)cs;
+	scope_task_t *t;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	t = s->winner;
+	pthread_mutex_unlock(&s->lock);
+	return t;
+}

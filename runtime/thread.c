@@ -1,0 +1,240 @@
+/* thread.c - the registry of threads the runtime knows, their names, and the
+ * park/wake primitive every runtime wait is built on. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_thread *threads;      /* live records */
+static struct sc_thread *free_records; /* recycled records */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct sc_thread *self;
+
+static void thread_exit(void *arg);
+
+static void make_key(void)
+{
+	/* Failure leaves exit_key unusable; open scopes then are not closed at
+	 * thread exit, which is reported nowhere but is the only fallback. */
+	(void)pthread_key_create(&exit_key, thread_exit);
+}
+
+static struct sc_thread *record_get(void)
+{
+	struct sc_thread *t;
+
+	pthread_mutex_lock(&threads_lock);
+	t = free_records;
+	if (t)
+		free_records = t->free_next;
+	pthread_mutex_unlock(&threads_lock);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		pthread_mutex_init(&t->lock, NULL);
+		t->evfd = -1;
+	}
+	return t;
+}
+
+static void emit_thread(int kind, struct sc_thread *t)
+{
+	struct sc_ev ev;
+
+	if (!sc_observed() || t->role == SC_ROLE_AGENT)
+		return;
+	sc_ev_init(&ev, kind);
+	ev.tid = t->tid;
+	ev.s1 = t->name;
+	ev.a = t->pool_id;
+	ev.i = t->role;
+	sc_emit(&ev);
+}
+
+struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name)
+{
+	struct sc_thread *t = record_get();
+
+	if (!t)
+		return NULL;
+	t->tid = sc_gettid();
+	t->role = (role == SC_ROLE_OTHER && t->tid == (uint32_t)getpid()) ? SC_ROLE_MAIN : role;
+	if (sc_thread_is_agent())
+		t->role = SC_ROLE_AGENT;
+	t->pool = pool;
+	t->pool_id = pool ? sc_pool_id(pool) : 0;
+	t->self = pthread_self();
+	t->frame.top = NULL;
+	t->frame.task = NULL;
+	t->roots = NULL;
+	t->free_next = NULL;
+	if (name) {
+		sc_thread_set_name(t, name);
+	} else if (prctl(PR_GET_NAME, t->name) != 0) {
+		t->name[0] = '\0';
+	}
+	t->name[SC_THREAD_NAME - 1] = '\0';
+	pthread_once(&exit_key_once, make_key);
+	pthread_setspecific(exit_key, t);
+	pthread_mutex_lock(&threads_lock);
+	t->prev = NULL;
+	t->next = threads;
+	if (threads)
+		threads->prev = t;
+	threads = t;
+	t->live = true;
+	pthread_mutex_unlock(&threads_lock);
+	self = t;
+	emit_thread(SC_EV_THREAD_START, t);
+	return t;
+}
+
+void sc_thread_unregister(void)
+{
+	struct sc_thread *t = self;
+
+	if (!t)
+		return;
+	/* Scopes a thread leaves open would outlive their owner: close them,
+	 * innermost first, and say so. */
+	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+	emit_thread(SC_EV_THREAD_EXIT, t);
+	pthread_setspecific(exit_key, NULL);
+	self = NULL;
+	pthread_mutex_lock(&threads_lock);
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		threads = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	t->live = false;
+	t->free_next = free_records;
+	free_records = t;
+	pthread_mutex_unlock(&threads_lock);
+}
+
+static void thread_exit(void *arg)
+{
+	(void)arg;
+	sc_thread_unregister();
+}
+
+struct sc_thread *sc_self_peek(void)
+{
+	return self;
+}
+
+struct sc_thread *sc_self(void)
+{
+	if (__builtin_expect(self != NULL, 1))
+		return self;
+	return sc_thread_register(SC_ROLE_OTHER, NULL, NULL);
+}
+
+void sc_thread_set_name(struct sc_thread *t, const char *name)
+{
+	size_t n = strnlen(name, SC_THREAD_NAME - 1);
+
+	/* The snapshot reads names under the same lock. */
+	pthread_mutex_lock(&threads_lock);
+	memcpy(t->name, name, n);
+	t->name[n] = '\0';
+	pthread_mutex_unlock(&threads_lock);
+	if (t->tid == sc_gettid())
+		(void)prctl(PR_SET_NAME, t->name);
+}
+
+void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx)
+{
+	pthread_mutex_lock(&threads_lock);
+	for (struct sc_thread *t = threads; t; t = t->next)
+		fn(ctx, t);
+	pthread_mutex_unlock(&threads_lock);
+}
+
+int scope_thread_name(const char *name)
+{
+	struct sc_thread *t;
+	struct sc_ev ev;
+
+	if (!name)
+		return -EINVAL;
+	t = sc_self();
+	if (!t)
+		return -ENOMEM;
+	sc_thread_set_name(t, name);
+	if (sc_observed()) {
+		sc_ev_init(&ev, SC_EV_THREAD_NAME);
+		ev.s1 = t->name;
+		sc_emit(&ev);
+	}
+	return 0;
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+void sc_wake(struct sc_thread *t)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add(&t->seq, 1);
+	if (atomic_load(&t->sleeping))
+		futex(&t->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+	if (atomic_load(&t->polling) && t->evfd >= 0)
+		(void)!write(t->evfd, &one, sizeof(one));
+}
+
+bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns)
+{
+	int64_t end = 0;
+
+	/* Catching a wake-up here saves two system calls and a context switch;
+	 * the budget keeps a shared core from burning for long. */
+	for (unsigned i = 1;; i++) {
+		if (atomic_load_explicit(&t->seq, memory_order_acquire) != seen)
+			return true;
+		sc_cpu_relax();
+		if ((i & 63) == 0) {
+			int64_t now = scope_now();
+			if (!end)
+				end = now + budget_ns;
+			else if (now >= end)
+				return false;
+		}
+	}
+}
+
+bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline)
+{
+	struct timespec ts, *tp = NULL;
+	bool woke = true;
+
+	if (deadline > 0) {
+		ts.tv_sec = deadline / 1000000000;
+		ts.tv_nsec = deadline % 1000000000;
+		tp = &ts;
+	}
+	atomic_store(&t->sleeping, 1);
+	if (atomic_load(&t->seq) == seen) {
+		long r = futex(&t->seq, FUTEX_WAIT_BITSET_PRIVATE, seen, tp);
+		if (r < 0 && errno == ETIMEDOUT)
+			woke = false;
+	}
+	atomic_store(&t->sleeping, 0);
+	return woke;
+}
