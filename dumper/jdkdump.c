@@ -207,12 +207,12 @@ static json_t *scope_container(struct builder *b, size_t i)
 		return NULL;
 	json_object_set_new(c, "scopeId", json_integer(b->si[i].id));
 	json_object_set_new(c, "name", jj_string_new(sname));
-	json_object_set_new(c, "joiner", jj_str_or_null(s, "joiner"));
-	json_object_set_new(c, "state", jj_str_or_null(s, "state"));
+	json_object_set_new(c, "joiner", jj_enum_or_null(s, "joiner", jj_joiners));
+	json_object_set_new(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
 	json_object_set_new(c, "deadline", iso_or_null(json_object_get(s, "deadline_ms")));
 	json_object_set_new(c, "openedAt", iso_or_null(json_object_get(s, "opened_ms")));
 	json_object_set_new(c, "openSite", jj_site(json_object_get(s, "site")));
-	json_object_set_new(c, "cancelReason", jj_str_or_null(s, "cancel_reason"));
+	json_object_set_new(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
 	json_object_set_new(c, "parentTask", jj_int_or_null(s, "parent_task"));
 	json_object_set_new(c, "values", jj_values(json_object_get(s, "values")));
 	return c;
@@ -417,7 +417,7 @@ static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
 	json_object_set_new(th, "name", jj_string_new(name));
 	json_object_set_new(th, "state", json_string(jj_thread_state(st)));
 	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES));
-	json_object_set_new(th, "role", jj_str_or_null(t, "role"));
+	json_object_set_new(th, "role", jj_enum_or_null(t, "role", jj_roles));
 	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
 	json_object_set_new(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	json_object_set_new(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
@@ -513,18 +513,18 @@ static json_t *assemble(struct builder *b)
 	}
 	json_object_set_new(td, "formatVersion", json_integer(2));
 	json_object_set_new(td, "processId",
-			    json_integer(json_is_integer(pid) ? json_integer_value(pid) : 0));
+			    json_integer(json_integer_value(pid) > 0 ? json_integer_value(pid) : 0));
 	json_object_set_new(td, "time", json_string(b->now_iso));
 	json_object_set_new(td, "runtimeVersion", jj_string_new(ver));
 	json_object_set_new(td, "threadContainers", arr);
 	json_object_set_new(td, "processName", jj_str_or_null(b->process, "name"));
-	json_object_set_new(td, "processState", jj_str_or_null(b->process, "state"));
+	json_object_set_new(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
 	json_object_set_new(td, "complete", json_boolean(b->complete));
 	json_object_set_new(td, "eventsLost",
 			    json_integer(json_is_integer(lost) && json_integer_value(lost) > 0
 						 ? json_integer_value(lost)
 						 : 0));
-	json_object_set_new(td, "stackSource", jj_str_or_null(b->reply, "source"));
+	json_object_set_new(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	json_object_set_new(td, "captureNs", jj_int_or_null(b->reply, "capture_ns"));
 	json_object_set_new(td, "maxPauseNs", jj_int_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);

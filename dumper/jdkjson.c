@@ -9,6 +9,20 @@
 
 #define JJ_MAX_VALUES 64 /* scoped values kept per scope */
 
+const char *const jj_joiners[] = {"all_successful", "any_successful", "await_all", "until",
+				  "custom", NULL};
+const char *const jj_scope_states[] = {"open", "joining", "joined", "cancelled", NULL};
+const char *const jj_cancel_reasons[] = {"joiner", "timeout",   "explicit", "parent",
+					 "violation", "close", NULL};
+const char *const jj_task_states[] = {"forked",    "running",     "success", "failed",
+				      "cancelled", "unavailable", NULL};
+const char *const jj_roles[] = {"main", "worker", "other", NULL};
+const char *const jj_sources[] = {"bpf", "signal", NULL};
+const char *const jj_proc_states[] = {"live", "exited", NULL};
+static const char *const jj_queues[] = {"unbounded", "bounded", "direct", NULL};
+static const char *const jj_policies[] = {"abort",          "caller_runs", "discard",
+					  "discard_oldest", "block",       NULL};
+
 static const char *const jdk_states[] = {"NEW",     "RUNNABLE",      "BLOCKED",
 					 "WAITING", "TIMED_WAITING", "TERMINATED"};
 
@@ -58,6 +72,15 @@ json_t *jj_str_or_null(const json_t *obj, const char *key)
 {
 	const char *s = jj_str(obj, key);
 	return s ? jj_string_new(s) : json_null();
+}
+
+json_t *jj_enum_or_null(const json_t *obj, const char *key, const char *const *allowed)
+{
+	const char *s = jj_str(obj, key);
+	for (size_t i = 0; s && allowed[i]; i++)
+		if (strcmp(s, allowed[i]) == 0)
+			return json_string(allowed[i]);
+	return json_null();
 }
 
 json_t *jj_int_or_null(const json_t *obj, const char *key)
@@ -165,7 +188,7 @@ json_t *jj_task(const json_t *task)
 	char iso[40];
 
 	json_object_set_new(t, "id", jj_int_or_null(task, "id"));
-	json_object_set_new(t, "state", jj_str_or_null(task, "state"));
+	json_object_set_new(t, "state", jj_enum_or_null(task, "state", jj_task_states));
 	json_object_set_new(t, "forkSite", jj_site(json_object_get(task, "site")));
 	json_object_set_new(t, "forkedAt",
 			    json_is_number(forked)
@@ -189,7 +212,7 @@ json_t *jj_pool_stats(const json_t *pool)
 	json_object_set_new(p, "name", jj_str_or_null(pool, "name"));
 	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
 		json_object_set_new(p, ints[i], jj_int_or_null(pool, ints[i]));
-	json_object_set_new(p, "queue", jj_str_or_null(pool, "queue"));
-	json_object_set_new(p, "policy", jj_str_or_null(pool, "policy"));
+	json_object_set_new(p, "queue", jj_enum_or_null(pool, "queue", jj_queues));
+	json_object_set_new(p, "policy", jj_enum_or_null(pool, "policy", jj_policies));
 	return p;
 }

@@ -25,6 +25,13 @@ json_t *jj_string_new(const char *s);
 /* New JSON string of member key (cut), or null when it is not a string. */
 json_t *jj_str_or_null(const json_t *obj, const char *key);
 
+/* Member key when it is one of the strings of the NULL-terminated list
+ * allowed, else null: the dump's enums stay within what its schema says. */
+json_t *jj_enum_or_null(const json_t *obj, const char *key, const char *const *allowed);
+
+extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cancel_reasons[],
+	*const jj_task_states[], *const jj_roles[], *const jj_sources[], *const jj_proc_states[];
+
 /* New JSON integer of member key, or null when it is not an integer. */
 json_t *jj_int_or_null(const json_t *obj, const char *key);
 

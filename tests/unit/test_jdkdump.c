@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -68,6 +69,20 @@ static json_t *load(const char *s)
 	return j;
 }
 
+/* Every dump built here is saved and, at the end, run through the real
+ * validator (tests/validate_dump.py) in one batch. */
+static char saved_dir[] = "/tmp/test_jdkdump_dumps.XXXXXX";
+static int nsaved;
+
+static void save(const json_t *d)
+{
+	char path[128];
+	if (!nsaved && !mkdtemp(saved_dir))
+		fail_msg("mkdtemp %s failed", saved_dir);
+	snprintf(path, sizeof path, "%s/dump%03d.json", saved_dir, nsaved++);
+	assert_int_equal(json_dump_file(d, path, JSON_COMPACT), 0);
+}
+
 static json_t *build(const char *s)
 {
 	char err[256];
@@ -75,6 +90,7 @@ static json_t *build(const char *s)
 	json_t *d = jdkdump_build(r, err, sizeof err);
 	json_decref(r);
 	assert_non_null(d);
+	save(d);
 	return d;
 }
 
@@ -308,6 +324,14 @@ static void test_odd_input(void **state)
 		/* Names that collide with a pool's and with <root>. */
 		"{\"model\":{\"pools\":[{\"id\":1,\"name\":\"io\"}],"
 		" \"scopes\":[{\"id\":1,\"name\":\"pool:io\"},{\"id\":2,\"name\":\"<root>\"}]}}",
+		/* Enum values no schema allows become null. */
+		"{\"source\":\"gpu\",\"process\":{\"state\":\"zombie\",\"pid\":-4},\"model\":{"
+		" \"pools\":[{\"id\":1,\"queue\":\"lifo\",\"policy\":3}],"
+		" \"threads\":[{\"tid\":2,\"role\":\"king\",\"task\":1}],"
+		" \"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"sleeping\"}],"
+		" \"scopes\":[{\"id\":1,\"joiner\":\"weird\",\"state\":\"odd\",\"cancel_reason\":7,"
+		"  \"deadline_ms\":\"soon\",\"values\":{\"k\":1,\"v\":\"ok\"}}]},"
+		" \"stacks\":[{\"tid\":2,\"state\":\"BLOCKED\",\"frames\":[{\"func\":\"f\",\"file\":\"\",\"line\":\"x\"}]}]}",
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		json_t *d = build(cases[i]);
@@ -362,6 +386,7 @@ static void test_deep_and_long(void **state)
 	char err[256];
 	json_t *d = jdkdump_build(r, err, sizeof err);
 	assert_non_null(d);
+	save(d);
 	assert_int_equal(json_array_size(containers(d)), 20001);
 	assert_int_equal(check_consistent(d), 1);
 	const json_t *last = json_array_get(containers(d), 20000);
@@ -375,6 +400,73 @@ static void test_deep_and_long(void **state)
 	json_decref(d);
 	json_decref(r);
 	free(big);
+}
+
+static int run_validator(const char *args)
+{
+	const char *top = getenv("TOP") ? getenv("TOP") : ".";
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/validate_dump.py %s >/dev/null 2>&1",
+		 top, args);
+	int rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Runs last: every dump the other tests built validates, and the validator
+ * rejects dumps that break the schema or the consistency rules. */
+static void test_validate_saved(void **state)
+{
+	(void)state;
+	if (run_validator("--help") != 0)
+		skip(); /* python3-jsonschema missing: 'make deps' installs it */
+	char args[256];
+	snprintf(args, sizeof args, "%s/*.json", saved_dir);
+	assert_true(nsaved >= 8);
+	assert_int_equal(run_validator(args), 0);
+
+	static const char *bad[] = {
+		/* a tid twice */
+		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
+		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
+		"\"threadCount\":2,\"threads\":[%s,%s]}]}}",
+		/* a count that lies */
+		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
+		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
+		"\"threadCount\":3,\"threads\":[%s]}]}}",
+		/* formatVersion 1 and a string pid */
+		"{\"threadDump\":{\"formatVersion\":1,\"processId\":\"1\",\"time\":\"2025-01-01T00:00:00.000Z\","
+		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
+		"\"threadCount\":1,\"threads\":[%s]}]}}",
+	};
+	const char *t = "{\"tid\":5,\"time\":\"2025-01-01T00:00:00.000Z\",\"name\":\"a\",\"state\":\"RUNNABLE\","
+			"\"stack\":[],\"task\":null,\"scopedValues\":{},\"blockedIn\":null}";
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char path[128], doc[2048];
+		snprintf(path, sizeof path, "%s/bad%zu.json", saved_dir, i);
+		snprintf(doc, sizeof doc, bad[i], t, t);
+		FILE *f = fopen(path, "w");
+		fputs(doc, f);
+		fclose(f);
+		assert_int_equal(run_validator(path), 1);
+		unlink(path);
+	}
+	/* A parent that comes after its child. */
+	json_t *d = build(canned);
+	json_t *cs = json_object_get(json_object_get(d, "threadDump"), "threadContainers");
+	json_t *fetch = json_incref(json_array_get(cs, 3));
+	json_array_remove(cs, 3);
+	json_array_insert_new(cs, 2, fetch);
+	char path[128];
+	snprintf(path, sizeof path, "%s/order.json", saved_dir);
+	json_dump_file(d, path, 0);
+	assert_int_equal(run_validator(path), 1);
+	json_decref(d);
+
+	snprintf(args, sizeof args, "rm -rf %s", saved_dir);
+	assert_int_equal(system(args), 0);
 }
 
 static void test_iso_time(void **state)
@@ -421,7 +513,7 @@ int main(void)
 		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
 		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
 		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
-		cmocka_unit_test(test_write_file),
+		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
