@@ -1,0 +1,397 @@
+/* test_cancel.c - cancellation: deadlines and timeouts, propagation down the
+ * tree, waking blocked waiters, and interrupting system calls. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "event.h"
+#include "scope.h"
+
+#define SEC 1000000000LL
+#define MS 1000000LL
+
+/* Cancel reasons seen per scope id (small ids only). */
+#define MAX_IDS 4096
+static _Atomic int cancel_reason[MAX_IDS];
+
+static void observer(const struct sc_ev *ev)
+{
+	if (ev->kind == SC_EV_SCOPE_CANCEL && ev->a < MAX_IDS)
+		atomic_store(&cancel_reason[ev->a], (int)ev->u);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	sc_observer_set(observer);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	sc_observer_set(NULL);
+	return 0;
+}
+
+static int reason_of(const scope_t *s)
+{
+	uint64_t id = scope_id(s);
+	return id < MAX_IDS ? atomic_load(&cancel_reason[id]) : -1;
+}
+
+static _Atomic int started, cancelled_returns;
+
+/* Sleeps "forever"; counts how it ended. */
+static int long_sleep(void *arg, void **result)
+{
+	int rc;
+	(void)arg;
+	(void)result;
+	atomic_fetch_add(&started, 1);
+	rc = scope_sleep(30 * SEC);
+	if (rc == -ECANCELED)
+		atomic_fetch_add(&cancelled_returns, 1);
+	return rc;
+}
+
+static void wait_started(int n)
+{
+	while (atomic_load(&started) < n)
+		scope_sleep(MS / 4);
+}
+
+static void join_times_out(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	(void)state;
+
+	atomic_store(&cancelled_returns, 0);
+	cfg.timeout_ns = 20 * MS;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_true(scope_deadline() > scope_now());
+	assert_int_equal(scope_fork(s, long_sleep, NULL, NULL), 0);
+	assert_int_equal(scope_join(s), -ETIMEDOUT);
+	assert_int_equal(reason_of(s), SC_CANCEL_TIMEOUT);
+	assert_int_equal(scope_cancelled(), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&cancelled_returns), 1);
+}
+
+static int64_t seen_deadline;
+
+static int read_deadline(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	seen_deadline = scope_deadline();
+	return 0;
+}
+
+static void effective_deadline_is_earliest(void **state)
+{
+	struct scope_config outer_cfg = SCOPE_CONFIG_INIT, inner_cfg = SCOPE_CONFIG_INIT;
+	scope_t *outer, *inner;
+	int64_t d;
+	(void)state;
+
+	outer_cfg.timeout_ns = 30 * MS;
+	assert_int_equal(scope_open(&outer, &outer_cfg), 0);
+	d = scope_deadline();
+	inner_cfg.deadline_ns = scope_now() + 60 * SEC; /* later: the outer one wins */
+	assert_int_equal(scope_open(&inner, &inner_cfg), 0);
+	assert_int_equal(scope_deadline(), d);
+	assert_int_equal(scope_fork(inner, read_deadline, NULL, NULL), 0);
+	assert_int_equal(scope_join(inner), 0);
+	assert_int_equal(seen_deadline, d);
+	assert_int_equal(scope_close(inner), 0);
+
+	atomic_store(&cancelled_returns, 0);
+	assert_int_equal(scope_open(&inner, NULL), 0);
+	assert_int_equal(scope_fork(inner, long_sleep, NULL, NULL), 0);
+	/* The outer deadline cancels the outer scope, and through it this. */
+	assert_int_equal(scope_join(inner), -ETIMEDOUT);
+	assert_int_equal(reason_of(outer), SC_CANCEL_TIMEOUT);
+	assert_int_equal(reason_of(inner), SC_CANCEL_PARENT);
+	assert_int_equal(scope_close(inner), 0);
+	assert_int_equal(atomic_load(&cancelled_returns), 1);
+	assert_int_equal(scope_join(outer), -ETIMEDOUT);
+	assert_int_equal(scope_close(outer), 0);
+}
+
+struct canceller {
+	scope_t *s;
+	int wait_for;
+};
+
+static void *cancel_when_started(void *arg)
+{
+	struct canceller *c = arg;
+
+	wait_started(c->wait_for);
+	scope_sleep(2 * MS); /* let them settle into their sleep */
+	scope_cancel(c->s);
+	return NULL;
+}
+
+static void cancel_wakes_64_blocked_subtasks(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct canceller c = { .wait_for = 64 };
+	scope_pool_t *pool;
+	pthread_t th;
+	int64_t t0;
+	(void)state;
+
+	atomic_store(&started, 0);
+	atomic_store(&cancelled_returns, 0);
+	pc.name = "blocked";
+	pc.core_size = 64;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	cfg.pool = pool;
+	assert_int_equal(scope_open(&c.s, &cfg), 0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(scope_fork(c.s, long_sleep, NULL, NULL), 0);
+	t0 = scope_now();
+	assert_int_equal(pthread_create(&th, NULL, cancel_when_started, &c), 0);
+	assert_int_equal(scope_join(c.s), -ECANCELED);
+	assert_int_equal(scope_close(c.s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&cancelled_returns), 64);
+	assert_true(scope_now() - t0 < 10 * SEC);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+}
+
+/* Level 3 sleeps; levels 1 and 2 open a scope, fork the next level and join. */
+static _Atomic int level_rc[4];
+
+static int level(void *arg, void **result)
+{
+	int n = (int)(intptr_t)arg;
+	scope_t *s;
+	int rc;
+	(void)result;
+
+	if (n == 3) {
+		atomic_fetch_add(&started, 1);
+		rc = scope_sleep(30 * SEC);
+		atomic_store(&level_rc[3], rc);
+		return rc;
+	}
+	rc = scope_open(&s, NULL);
+	if (rc)
+		return rc;
+	rc = scope_fork(s, level, (void *)(intptr_t)(n + 1), NULL);
+	if (rc == 0)
+		rc = scope_join(s);
+	atomic_store(&level_rc[n], rc);
+	scope_close(s);
+	return rc;
+}
+
+static void cancellation_three_levels_deep(void **state)
+{
+	struct canceller c = { .wait_for = 1 };
+	pthread_t th;
+	(void)state;
+
+	atomic_store(&started, 0);
+	assert_int_equal(scope_open(&c.s, NULL), 0);
+	assert_int_equal(scope_fork(c.s, level, (void *)(intptr_t)1, NULL), 0);
+	assert_int_equal(pthread_create(&th, NULL, cancel_when_started, &c), 0);
+	assert_int_equal(scope_join(c.s), -ECANCELED);
+	assert_int_equal(reason_of(c.s), SC_CANCEL_EXPLICIT);
+	assert_int_equal(scope_close(c.s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&level_rc[3]), -ECANCELED);
+	assert_int_equal(atomic_load(&level_rc[2]), -ECANCELED);
+	assert_int_equal(atomic_load(&level_rc[1]), -ECANCELED);
+}
+
+static _Atomic int blocked_read_rc, blocked_read_errno;
+
+static int blocking_read(void *arg, void **result)
+{
+	int fd = (int)(intptr_t)arg;
+	char c;
+	ssize_t n;
+	(void)result;
+
+	atomic_fetch_add(&started, 1);
+	n = read(fd, &c, 1); /* a system call the runtime knows nothing of */
+	atomic_store(&blocked_read_errno, n < 0 ? errno : 0);
+	atomic_store(&blocked_read_rc, (int)n);
+	return n < 0 ? -errno : 0;
+}
+
+static void interrupt_wakes_blocking_read(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	int p[2];
+	(void)state;
+
+	assert_int_equal(pipe(p), 0);
+	atomic_store(&started, 0);
+	atomic_store(&blocked_read_rc, 99);
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
+	wait_started(1);
+	scope_sleep(20 * MS); /* inside read() by now */
+	assert_int_equal(scope_cancel(s), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&blocked_read_rc), -1);
+	assert_int_equal(atomic_load(&blocked_read_errno), EINTR);
+	close(p[0]);
+	close(p[1]);
+}
+
+static void no_interrupt_leaves_read_alone(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	int p[2];
+	(void)state;
+
+	assert_int_equal(pipe(p), 0);
+	atomic_store(&started, 0);
+	atomic_store(&blocked_read_rc, 99);
+	cfg.flags = SCOPE_F_NO_INTERRUPT;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
+	wait_started(1);
+	scope_sleep(20 * MS);
+	assert_int_equal(scope_cancel(s), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	scope_sleep(50 * MS);
+	/* Still blocked: nobody interrupted it. */
+	assert_int_equal(atomic_load(&blocked_read_rc), 99);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&blocked_read_rc), 1);
+	close(p[0]);
+	close(p[1]);
+}
+
+static _Atomic int wait_fd_rc;
+
+static int wait_on_fd(void *arg, void **result)
+{
+	(void)result;
+	atomic_fetch_add(&started, 1);
+	atomic_store(&wait_fd_rc, scope_wait_fd((int)(intptr_t)arg, POLLIN, 0));
+	return 0;
+}
+
+static void wait_fd_ready_timeout_and_cancel(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	int p[2];
+	(void)state;
+
+	assert_int_equal(pipe(p), 0);
+	/* Outside any scope: a plain, deadline-bounded poll. */
+	assert_int_equal(scope_wait_fd(p[0], POLLIN, scope_now() + 5 * MS), -ETIMEDOUT);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(scope_wait_fd(p[0], POLLIN, 0), POLLIN);
+	assert_int_equal(scope_wait_fd(-1, POLLIN, 0), -EINVAL);
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 1);
+
+	atomic_store(&started, 0);
+	atomic_store(&wait_fd_rc, 99);
+	cfg.flags = SCOPE_F_NO_INTERRUPT; /* the runtime's own wake-up, not the signal */
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, wait_on_fd, (void *)(intptr_t)p[0], NULL), 0);
+	wait_started(1);
+	scope_sleep(10 * MS);
+	assert_int_equal(scope_cancel(s), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&wait_fd_rc), -ECANCELED);
+	close(p[0]);
+	close(p[1]);
+}
+
+static _Atomic int level_checks[3];
+
+static int check_levels(void *arg, void **result)
+{
+	scope_t *s;
+	(void)arg;
+	(void)result;
+
+	atomic_store(&level_checks[0], scope_cancelled());
+	atomic_store(&level_checks[1], scope_sleep(1));
+	/* Nothing opens below a cancelled scope. */
+	atomic_store(&level_checks[2], scope_open(&s, NULL));
+	return 0;
+}
+
+static void cancellation_is_level_triggered(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s, *inner;
+	(void)state;
+
+	assert_int_equal(scope_sleep(MS), 0);
+	assert_int_equal(scope_cancelled(), 0);
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_open(&inner, &cfg), 0);
+	scope_cancel(s);
+	assert_int_equal(reason_of(inner), SC_CANCEL_PARENT);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(scope_cancelled(), -ECANCELED);
+		assert_int_equal(scope_sleep(SEC), -ECANCELED);
+		assert_int_equal(scope_sleep_until(scope_now() + SEC), -ECANCELED);
+	}
+	assert_int_equal(scope_close(inner), 0);
+	assert_int_equal(scope_open(&inner, &cfg), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, check_levels, NULL, NULL), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(atomic_load(&level_checks[0]), 0);
+	assert_int_equal(atomic_load(&level_checks[1]), 0);
+	assert_int_equal(atomic_load(&level_checks[2]), 0);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_sleep(-1), -EINVAL);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(join_times_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(effective_deadline_is_earliest, setup, teardown),
+		cmocka_unit_test_setup_teardown(cancel_wakes_64_blocked_subtasks, setup, teardown),
+		cmocka_unit_test_setup_teardown(cancellation_three_levels_deep, setup, teardown),
+		cmocka_unit_test_setup_teardown(interrupt_wakes_blocking_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(no_interrupt_leaves_read_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(wait_fd_ready_timeout_and_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(cancellation_is_level_triggered, setup, teardown),
+	};
+
+	/* These tests install their own observer, so the agent stays off. */
+	if (!getenv("SCOPED_DISABLE")) {
+		setenv("SCOPED_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+	}
+	(void)argc;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
