@@ -1,0 +1,218 @@
+/* client.c - control connections: newline-delimited JSON requests in, replies
+ * out, with caps on line length and unsent output. */
+#include "daemon.h"
+
+#include "cmd.h"
+#include "log.h"
+#include "loop.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void on_client(struct loop *l, int fd, unsigned events, void *ctx);
+
+void client_close(struct client *c)
+{
+	struct daemon *d = c->d;
+	for (struct client **pp = &d->clients; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	d->nclients--;
+	stack_reqs_client_gone(d, c);
+	sub_free_all(c);
+	loop_del(d->loop, c->fd);
+	close(c->fd);
+	jb_free(&c->out);
+	free(c->in);
+	free(c);
+}
+
+/* Writes what it can; a client whose unsent output passes the cap is marked
+ * dead (closed by its handler or the housekeeper, never mid-command). */
+void client_flush(struct client *c)
+{
+	if (c->dead)
+		return;
+	if (c->out.oom) {
+		log_warn("control client pid %d: out of memory for its reply; dropping it",
+			 (int)c->pid);
+		c->dead = true;
+		return;
+	}
+	while (c->out.len) {
+		ssize_t n = send(c->fd, c->out.p, c->out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				c->dead = true;
+			break;
+		}
+		jb_consume(&c->out, (size_t)n);
+	}
+	if (c->out.len > CLIENT_MAX_UNSENT) {
+		log_warn("control client pid %d does not read its replies (%zu bytes unsent, cap "
+			 "%u); dropping it",
+			 (int)c->pid, c->out.len, CLIENT_MAX_UNSENT);
+		c->dead = true;
+		return;
+	}
+	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
+}
+
+void client_accept(struct daemon *d)
+{
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accepting a client on %s failed: %s", d->ctl_path,
+					 strerror(errno));
+			return;
+		}
+		struct ucred cred;
+		socklen_t clen = sizeof cred;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+			close(fd);
+			continue;
+		}
+		if (d->nclients >= (size_t)d->opt.max_clients) {
+			static const char busy[] =
+				"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
+				"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
+			ssize_t w = send(fd, busy, sizeof busy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+			(void)w;
+			close(fd);
+			continue;
+		}
+		struct client *c = calloc(1, sizeof *c);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->d = d;
+		c->fd = fd;
+		c->pid = cred.pid;
+		c->uid = cred.uid;
+		jb_init(&c->out);
+		if (loop_add(d->loop, fd, LOOP_READ, on_client, c) < 0) {
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->next = d->clients;
+		d->clients = c;
+		d->nclients++;
+	}
+}
+
+static void run_line(struct client *c, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req || !json_is_object(req)) {
+		reply_error(c, NULL, "bad_request", "the request is not a JSON object: %s",
+			    req ? "another JSON value" : jerr.text);
+		json_decref(req);
+		return;
+	}
+	json_t *id = json_object_get(req, "id");
+	if (id && !json_is_integer(id)) {
+		reply_error(c, NULL, "bad_request", "\"id\" must be an integer");
+		json_decref(req);
+		return;
+	}
+	json_t *cmd = json_object_get(req, "cmd");
+	const struct cmd_entry *e = json_is_string(cmd) ? cmd_find(json_string_value(cmd)) : NULL;
+	if (!json_is_string(cmd))
+		reply_error(c, id, "bad_request", "the request needs a string \"cmd\"");
+	else if (!e)
+		reply_error(c, id, "unknown_command",
+			    "no command \"%.64s\"; commands: status, list, tree, stacks, dump, "
+			    "subscribe, unsubscribe",
+			    json_string_value(cmd));
+	else {
+		struct cmd_ctx x = {c->d, c, req, id};
+		if (e->fn(&x) == CMD_PENDING)
+			c->waiting = true;
+	}
+	json_decref(req);
+}
+
+/* Runs complete lines until one goes asynchronous or none is left. */
+static void run_lines(struct client *c)
+{
+	size_t off = 0;
+	while (!c->waiting && !c->dead) {
+		char *nl = memchr(c->in + off, '\n', c->inlen - off);
+		if (!nl)
+			break;
+		size_t len = (size_t)(nl - (c->in + off));
+		if (len)
+			run_line(c, c->in + off, len);
+		off += len + 1;
+	}
+	if (off) {
+		memmove(c->in, c->in + off, c->inlen - off);
+		c->inlen -= off;
+	}
+}
+
+void client_resume(struct client *c)
+{
+	c->waiting = false;
+	run_lines(c);
+	client_flush(c);
+	if (c->dead)
+		client_close(c);
+}
+
+static void on_client(struct loop *l, int fd, unsigned events, void *ctx)
+{
+	(void)l;
+	(void)fd;
+	struct client *c = ctx;
+	if (events & LOOP_WRITE)
+		client_flush(c);
+	if ((events & LOOP_READ) && !c->dead) {
+		if (c->inlen == c->incap) {
+			if (c->incap >= CLIENT_MAX_LINE && !c->waiting) {
+				reply_error(c, NULL, "too_large",
+					    "a request line is over %u bytes; closing", CLIENT_MAX_LINE);
+				c->dead = true;
+			} else {
+				size_t cap = c->incap ? c->incap * 2 : 4096;
+				if (cap > CLIENT_MAX_LINE + 1)
+					cap = CLIENT_MAX_LINE + 1;
+				char *in = realloc(c->in, cap);
+				if (!in)
+					c->dead = true;
+				else {
+					c->in = in;
+					c->incap = cap;
+				}
+			}
+		}
+		if (!c->dead && c->waiting && c->inlen == c->incap) {
+			/* Pipelined requests wait behind an async one: stop reading. */
+			loop_mod(c->d->loop, c->fd, c->out.len ? LOOP_WRITE : 0);
+			return;
+		}
+		if (!c->dead) {
+			ssize_t n = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				c->dead = true;
+			else if (n > 0) {
+				c->inlen += (size_t)n;
+				run_lines(c);
+			}
+		}
+	}
+	if (c->dead)
+		client_close(c);
+}

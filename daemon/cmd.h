@@ -1,0 +1,51 @@
+/* cmd.h - control commands: one per file (cmd_<name>.c), registered in cmd.c's
+ * table, plus the reply helpers they share. */
+#ifndef DAEMON_CMD_H
+#define DAEMON_CMD_H
+
+#include "daemon.h"
+
+#include <jansson.h>
+
+struct cmd_ctx {
+	struct daemon *d;
+	struct client *c;
+	json_t *req; /* borrowed: the request object */
+	json_t *id;  /* borrowed: its "id", or NULL */
+};
+
+/* Runs a command.  Returns CMD_DONE once the reply is written, or
+ * CMD_PENDING when it will be written later (the client's next lines wait). */
+enum { CMD_DONE = 0, CMD_PENDING = 1 };
+typedef int (*cmd_fn)(struct cmd_ctx *x);
+
+struct cmd_entry {
+	const char *name;
+	cmd_fn fn;
+};
+
+extern const struct cmd_entry cmd_status_entry, cmd_list_entry, cmd_tree_entry,
+	cmd_stacks_entry, cmd_dump_entry, cmd_subscribe_entry, cmd_unsubscribe_entry;
+
+/* The command named name, or NULL. */
+const struct cmd_entry *cmd_find(const char *name);
+
+/* Starts a success reply line ({"id":..,"ok":true); the caller adds members
+ * with jb_key/... on the returned buffer and calls reply_end(). */
+struct jbuf *reply_begin(struct client *c, json_t *id);
+void reply_end(struct client *c);
+void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Whether the client may see process p (same uid, or root). */
+bool cmd_may_see(const struct client *c, const struct proc *p);
+
+/* The process named by the request's "pid", checked for permission; NULL
+ * after writing the error reply. */
+struct proc *cmd_proc(struct cmd_ctx *x);
+
+/* Starts a stacks capture for a stacks or dump request; CMD_PENDING or CMD_DONE
+ * (stacks.c). */
+int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump);
+
+#endif

@@ -1,0 +1,328 @@
+/* ingest.c - agent connections: accept with SO_PEERCRED, the HELLO handshake,
+ * bounded non-blocking reads, and decoded frames into the process model. */
+#include "daemon.h"
+
+#include "log.h"
+#include "loop.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define BUF_START 16384u
+#define BUF_MAX (PROTO_MAX_FRAME + 65536u)
+#define HELLO_MAX 4096u     /* a HELLO fits: three strings of PROTO_MAX_STR */
+#define READS_PER_WAKE 8    /* then let the other peers have a turn */
+
+static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
+
+void aconn_close(struct daemon *d, struct aconn *a)
+{
+	for (struct aconn **pp = &d->conns; *pp; pp = &(*pp)->next)
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	d->nconns--;
+	if (!a->proc)
+		d->npending--;
+	loop_del(d->loop, a->fd);
+	close(a->fd);
+	jb_free(&a->out);
+	free(a->buf);
+	free(a);
+}
+
+/* Ends the connection; the process keeps its model (exited, detached or
+ * dropped, as proc_ended decides). */
+static void drop(struct daemon *d, struct aconn *a, const char *why)
+{
+	struct proc *p = a->proc;
+	if (p && p->conn == a)
+		proc_ended(d, p, why);
+	else if (why)
+		log_warn("agent connection from pid %d dropped: %s", (int)a->pid, why);
+	aconn_close(d, a);
+}
+
+static void flush_out(struct daemon *d, struct aconn *a)
+{
+	while (a->out.len) {
+		ssize_t n = send(a->fd, a->out.p, a->out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				a->out.len = 0;
+			break;
+		}
+		jb_consume(&a->out, (size_t)n);
+	}
+	loop_mod(d->loop, a->fd, LOOP_READ | (a->out.len ? LOOP_WRITE : 0));
+}
+
+bool aconn_send(struct daemon *d, struct aconn *a, const void *frame, size_t len)
+{
+	if (a->out.len + len > AGENT_MAX_UNSENT) {
+		log_warn("process %d: its agent stopped reading (%zu bytes unsent); dropping it",
+			 (int)a->pid, a->out.len);
+		return false;
+	}
+	jb_raw(&a->out, frame, len);
+	if (a->out.oom)
+		return false;
+	flush_out(d, a);
+	return true;
+}
+
+static void send_error(struct daemon *d, struct aconn *a, int code, const char *msg)
+{
+	uint8_t buf[1200];
+	struct proto_msg m = {.type = PROTO_ERROR, .code = code};
+	m.message.p = msg;
+	m.message.len = (uint16_t)strnlen(msg, PROTO_MAX_STR);
+	int n = proto_encode(buf, sizeof buf, &m, NULL, NULL);
+	if (n > 0)
+		aconn_send(d, a, buf, (size_t)n);
+}
+
+void agent_accept(struct daemon *d)
+{
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(d->agent_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accepting an agent on %s failed: %s", d->agent_path,
+					 strerror(errno));
+			return;
+		}
+		struct ucred cred;
+		socklen_t clen = sizeof cred;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+		    d->npending >= DAEMON_MAX_PENDING) {
+			/* Closing at once keeps a connect flood from holding memory. */
+			log_debug("refusing an agent connection: %s",
+				  d->npending >= DAEMON_MAX_PENDING ? "too many pending handshakes"
+								    : strerror(errno));
+			close(fd);
+			continue;
+		}
+		struct aconn *a = calloc(1, sizeof *a);
+		if (!a || !(a->buf = malloc(BUF_START))) {
+			free(a);
+			close(fd);
+			continue;
+		}
+		a->d = d;
+		a->fd = fd;
+		a->cap = BUF_START;
+		a->pid = cred.pid;
+		a->uid = cred.uid;
+		a->accepted_ns = loop_now_ns();
+		jb_init(&a->out);
+		if (loop_add(d->loop, fd, LOOP_READ, on_agent, a) < 0) {
+			free(a->buf);
+			free(a);
+			close(fd);
+			continue;
+		}
+		a->next = d->conns;
+		d->conns = a;
+		d->nconns++;
+		d->npending++;
+		log_debug("agent connection from pid %d uid %u", (int)a->pid, (unsigned)a->uid);
+	}
+}
+
+static char *copy_str(const struct proto_str *s)
+{
+	char *c = malloc((size_t)s->len + 1);
+	if (c) {
+		memcpy(c, s->p ? s->p : "", s->len);
+		c[s->len] = '\0';
+	}
+	return c;
+}
+
+/* HELLO: the peer's own pid (from SO_PEERCRED) names the process.  A second
+ * connection from the same live process takes the entry over: the agent
+ * reconnected before we saw the old connection end, and its snapshot will
+ * repair the model we keep. */
+static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m)
+{
+	unsigned long long start = proc_starttime(a->pid);
+	struct proc *p = proc_find(d, a->pid);
+	if (p && p->state != PROC_EXITED && (p->starttime == start || !start)) {
+		if (p->conn) {
+			log_info("process %d connected again; the new connection replaces the old",
+				 (int)a->pid);
+			struct aconn *old = p->conn;
+			p->conn = NULL;
+			old->proc = NULL;
+			d->npending++; /* aconn_close counts it as pending now */
+			aconn_close(d, old);
+		}
+		p->state = PROC_LIVE;
+		p->exit_cause = NULL;
+		p->model.exit_how = 0;
+	} else {
+		if (p && p->state == PROC_LIVE)
+			proc_ended(d, p, NULL); /* the pid was reused */
+		p = proc_new(d, a->pid, a->uid);
+		if (!p) {
+			log_warn("refusing process %d: %ld processes held, the cap (--max-processes)",
+				 (int)a->pid, d->opt.max_processes);
+			send_error(d, a, -ENOSPC,
+				   "scoped holds too many processes (--max-processes); try later");
+			return -1;
+		}
+	}
+	free(p->name);
+	free(p->exe);
+	free(p->runtime_version);
+	p->name = copy_str(&m->program);
+	p->exe = copy_str(&m->exe);
+	p->runtime_version = copy_str(&m->runtime_version);
+	p->start_realtime_ns = m->start_realtime_ns;
+	p->clk = (struct clockref){m->ref_mono_ns, m->ref_realtime_ns};
+	p->conn = a;
+	a->proc = p;
+	d->npending--;
+
+	uint8_t buf[64];
+	struct proto_msg ack = {.type = PROTO_HELLO_ACK, .version = PROTO_VERSION};
+	int n = proto_encode(buf, sizeof buf, &ack, NULL, NULL);
+	if (n < 0 || !aconn_send(d, a, buf, (size_t)n))
+		return -1;
+	log_info("process %d (%s) registered, uid %u", (int)p->pid, p->name ? p->name : "?",
+		 (unsigned)p->uid);
+	if (d->sym) {
+		int rc = sym_attach(d->sym, p->pid, p->starttime);
+		if (rc < 0)
+			log_debug("process %d: cannot read its modules for symbols yet: %s",
+				  (int)p->pid, strerror(-rc));
+	}
+	return 0;
+}
+
+/* Handles one decoded frame; -1 drops the peer for the reason put in why. */
+static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m, char *why,
+		    size_t whylen)
+{
+	if (!a->proc) {
+		if (m->type != PROTO_HELLO) {
+			snprintf(why, whylen, "sent %s before HELLO", proto_type_name(m->type));
+			return -1;
+		}
+		snprintf(why, whylen, "handshake refused");
+		return on_hello(d, a, m);
+	}
+	struct proc *p = a->proc;
+	switch (m->type) {
+	case PROTO_HELLO:
+		snprintf(why, whylen, "sent a second HELLO");
+		return -1;
+	case PROTO_STACK_REPLY:
+	case PROTO_STACK_DONE:
+		stack_req_reply(d, m, p);
+		return 0;
+	default:
+		break;
+	}
+	int rc = model_apply(&p->model, m, loop_now_ns());
+	d->events++;
+	if (m->type == PROTO_LOST && m->lost_since)
+		d->lost += m->lost_since;
+	if (rc < 0) {
+		snprintf(why, whylen, "%s (its model is kept)", p->model.err);
+		return -1;
+	}
+	return 0;
+}
+
+static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
+{
+	(void)l;
+	(void)fd;
+	struct aconn *a = ctx;
+	struct daemon *d = a->d;
+	if (events & LOOP_WRITE)
+		flush_out(d, a);
+	if (!(events & LOOP_READ))
+		return;
+	for (int round = 0; round < READS_PER_WAKE; round++) {
+		size_t limit = a->proc ? BUF_MAX : HELLO_MAX;
+		if (a->len == a->cap && a->cap < limit) {
+			size_t cap = a->cap * 2 > limit ? limit : a->cap * 2;
+			uint8_t *b = realloc(a->buf, cap);
+			if (!b) {
+				drop(d, a, "out of memory for its buffer");
+				return;
+			}
+			a->buf = b;
+			a->cap = cap;
+		}
+		if (a->len == a->cap) {
+			drop(d, a, "its first frame is too large for a HELLO");
+			return;
+		}
+		ssize_t n = read(a->fd, a->buf + a->len, a->cap - a->len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			drop(d, a, NULL);
+			return;
+		}
+		if (n == 0) {
+			drop(d, a, NULL);
+			return;
+		}
+		a->len += (size_t)n;
+		size_t off = 0;
+		for (;;) {
+			struct proto_msg m;
+			size_t used = 0;
+			int rc = proto_decode(a->buf + off, a->len - off, &m, &used);
+			if (rc == PROTO_EAGAIN)
+				break;
+			if (rc < 0) {
+				char why[160];
+				snprintf(why, sizeof why, "malformed frame: %s", proto_strerror(rc));
+				drop(d, a, why);
+				return;
+			}
+			off += used;
+			char why[256];
+			if (dispatch(d, a, &m, why, sizeof why) < 0) {
+				drop(d, a, why);
+				return;
+			}
+		}
+		if (off) {
+			memmove(a->buf, a->buf + off, a->len - off);
+			a->len -= off;
+		}
+	}
+}
+
+void agents_housekeep(struct daemon *d, int64_t now_ns)
+{
+	struct aconn *next;
+	for (struct aconn *a = d->conns; a; a = next) {
+		next = a->next;
+		if (!a->proc && now_ns - a->accepted_ns > DAEMON_HELLO_TIMEOUT_NS) {
+			log_warn("agent pid %d said nothing valid within 5 s; dropping it",
+				 (int)a->pid);
+			aconn_close(d, a);
+		}
+	}
+	for (struct proc *p = d->procs; p; p = p->next)
+		if (p->state == PROC_LIVE)
+			model_sweep(&p->model, now_ns);
+}

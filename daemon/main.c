@@ -1,0 +1,219 @@
+/* main.c - scoped: options, sockets, daemonizing, signals, and the event loop's wiring. */
+#include "daemon.h"
+
+#include "log.h"
+#include "loop.h"
+#include "sock.h"
+#include "sockpath.h"
+#include "stacks.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TICK_MS 25
+#define SCOPED_VERSION "0.1.0"
+
+static ino_t agent_ino, ctl_ino;
+
+static void on_agent_listen(struct loop *l, int fd, unsigned events, void *ctx)
+{
+	(void)l, (void)fd, (void)events;
+	agent_accept(ctx);
+}
+
+static void on_ctl_listen(struct loop *l, int fd, unsigned events, void *ctx)
+{
+	(void)l, (void)fd, (void)events;
+	client_accept(ctx);
+}
+
+static void on_signal(struct loop *l, int fd, unsigned events, void *ctx)
+{
+	(void)events;
+	(void)ctx;
+	struct signalfd_siginfo si;
+	if (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		log_info("signal %u: shutting down", si.ssi_signo);
+		loop_stop(l);
+	}
+}
+
+/* Everything periodic: subscriptions every tick, the rest less often. */
+static int64_t tick(struct loop *l, void *ctx)
+{
+	(void)l;
+	struct daemon *d = ctx;
+	static unsigned n;
+	int64_t now = loop_now_ns();
+	subs_tick(d, now);
+	if (++n % 4 == 0) {
+		stack_reqs_housekeep(d, now);
+		agents_housekeep(d, now);
+		proc_evict(d, now);
+	}
+	if (now - d->rate_ns >= 1000000000) {
+		d->events_per_sec = (double)(d->events - d->rate_events) * 1e9 / (double)(now - d->rate_ns);
+		d->rate_events = d->events;
+		d->rate_ns = now;
+	}
+	for (struct client *c = d->clients, *next; c; c = next) {
+		next = c->next;
+		if (c->dead)
+			client_close(c);
+	}
+	return TICK_MS;
+}
+
+/* Detaches from the terminal; the parent exits 0 once the sockets listen. */
+static int daemonize(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	if (chdir("/") < 0)
+		return -errno;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	return 0;
+}
+
+static int setup_signals(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int open_sockets(struct daemon *d)
+{
+	char err[512];
+	if (scoped_socket_paths(d->opt.socket, d->dir, sizeof d->dir, d->agent_path,
+				sizeof d->agent_path, d->ctl_path, sizeof d->ctl_path) < 0) {
+		fprintf(stderr, "scoped: the socket path is too long; choose a shorter --socket\n");
+		return -1;
+	}
+	if (sock_prepare_dir(d->dir, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return -1;
+	}
+	pid_t other;
+	d->agent_fd = sock_listen(d->agent_path, &other, &agent_ino, err, sizeof err);
+	if (d->agent_fd < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return -1;
+	}
+	d->ctl_fd = sock_listen(d->ctl_path, &other, &ctl_ino, err, sizeof err);
+	if (d->ctl_fd < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		sock_remove(d->agent_path, agent_ino);
+		close(d->agent_fd);
+		return -1;
+	}
+	return 0;
+}
+
+static void shutdown_all(struct daemon *d)
+{
+	while (d->clients)
+		client_close(d->clients);
+	while (d->conns)
+		aconn_close(d, d->conns);
+	while (d->procs)
+		proc_free(d, d->procs);
+	sock_remove(d->agent_path, agent_ino);
+	sock_remove(d->ctl_path, ctl_ino);
+	close(d->agent_fd);
+	close(d->ctl_fd);
+	stacks_close(d->stacks);
+	sym_free(d->sym);
+	loop_free(d->loop);
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon d;
+	char err[512];
+	if (options_parse(&d.opt, argc, argv, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 2;
+	}
+	if (d.opt.help) {
+		options_usage(stdout);
+		return 0;
+	}
+	if (d.opt.version) {
+		printf("scoped %s (protocol %d)\n", SCOPED_VERSION, PROTO_VERSION);
+		return 0;
+	}
+	log_setup(d.opt.log_level, d.opt.syslog);
+	char why[512];
+	if (stacks_open(&d.stacks, d.opt.stacks, why, sizeof why) < 0) {
+		fprintf(stderr, "scoped: %s\n", why);
+		return 1;
+	}
+	if (open_sockets(&d) < 0) {
+		stacks_close(d.stacks);
+		return 1;
+	}
+	if (!d.opt.foreground) {
+		log_setup(d.opt.log_level, 1);
+		int rc = daemonize();
+		if (rc < 0) {
+			log_error("cannot daemonize: %s", strerror(-rc));
+			return 1;
+		}
+	}
+	log_info("%s", why);
+	d.sig_fd = setup_signals();
+	d.loop = loop_new();
+	d.sym = sym_new(0);
+	if (d.sig_fd < 0 || !d.loop || !d.sym) {
+		log_error("cannot start the event loop: %s", strerror(errno));
+		return 1;
+	}
+	d.started_ns = d.rate_ns = loop_now_ns();
+	if (loop_add(d.loop, d.agent_fd, LOOP_READ, on_agent_listen, &d) < 0 ||
+	    loop_add(d.loop, d.ctl_fd, LOOP_READ, on_ctl_listen, &d) < 0 ||
+	    loop_add(d.loop, d.sig_fd, LOOP_READ, on_signal, &d) < 0 ||
+	    loop_timer_add(d.loop, TICK_MS, tick, &d) < 0) {
+		log_error("cannot watch the sockets: %s", strerror(errno));
+		return 1;
+	}
+	log_info("listening on %s (agents) and %s (clients)", d.agent_path, d.ctl_path);
+	int rc = loop_run(d.loop);
+	if (rc < 0)
+		log_error("the event loop failed: %s", strerror(-rc));
+	shutdown_all(&d);
+	close(d.sig_fd);
+	return rc < 0 ? 1 : 0;
+}

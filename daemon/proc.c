@@ -1,0 +1,266 @@
+/* proc.c - the processes scoped knows: registration, how each one ended, and
+ * how long exited ones are kept for post-mortem dumps. */
+#include "daemon.h"
+
+#include "log.h"
+#include "loop.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct model_limits daemon_model_limits(const struct daemon *d)
+{
+	return (struct model_limits){
+		.max_entities = (size_t)d->opt.max_entities,
+		.max_string_bytes = 8u << 20,
+		.max_values = 256,
+		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
+	};
+}
+
+/* Reads /proc/PID/stat; fills state and (field 22) starttime and (field 52)
+ * exit_code, which the kernel keeps while the process is a zombie.
+ * Returns 0 or -errno. */
+static int read_stat(pid_t pid, char *state, unsigned long long *starttime, int *exit_code)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!p || p[1] != ' ')
+		return -EINVAL;
+	p += 2;
+	*state = *p;
+	/* Field 3 is the state; count the remaining fields by spaces. */
+	int field = 3;
+	*starttime = 0;
+	*exit_code = -1;
+	for (char *tok = p; tok && *tok; field++) {
+		if (field == 22)
+			*starttime = strtoull(tok, NULL, 10);
+		else if (field == 52)
+			*exit_code = (int)strtol(tok, NULL, 10);
+		tok = strchr(tok, ' ');
+		if (tok)
+			tok++;
+	}
+	return 0;
+}
+
+unsigned long long proc_starttime(pid_t pid)
+{
+	char st;
+	unsigned long long start;
+	int code;
+	return read_stat(pid, &st, &start, &code) == 0 ? start : 0;
+}
+
+struct proc *proc_find(struct daemon *d, pid_t pid)
+{
+	struct proc *best = NULL;
+	for (struct proc *p = d->procs; p; p = p->next) {
+		if (p->pid != pid)
+			continue;
+		if (p->state == PROC_LIVE)
+			return p;
+		if (!best || p->registered_ns > best->registered_ns)
+			best = p;
+	}
+	return best;
+}
+
+static void unlink_proc(struct daemon *d, struct proc *p)
+{
+	for (struct proc **pp = &d->procs; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			d->nprocs--;
+			return;
+		}
+}
+
+void proc_free(struct daemon *d, struct proc *p)
+{
+	unlink_proc(d, p);
+	subs_forget_proc(d, p);
+	if (d->sym)
+		sym_forget(d->sym, p->pid, p->starttime);
+	model_free(&p->model);
+	free(p->name);
+	free(p->exe);
+	free(p->runtime_version);
+	free(p);
+}
+
+static struct proc *oldest_ended(struct daemon *d)
+{
+	struct proc *old = NULL;
+	for (struct proc *p = d->procs; p; p = p->next)
+		if (p->state != PROC_LIVE && (!old || p->ended_ns < old->ended_ns))
+			old = p;
+	return old;
+}
+
+struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
+{
+	if (d->nprocs >= (size_t)d->opt.max_processes) {
+		struct proc *old = oldest_ended(d);
+		if (!old)
+			return NULL;
+		proc_free(d, old);
+	}
+	struct proc *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->uid = uid;
+	p->state = PROC_LIVE;
+	p->exit_code = p->exit_signal = -1;
+	p->registered_ns = loop_now_ns();
+	p->starttime = proc_starttime(pid);
+	struct model_limits lim = daemon_model_limits(d);
+	model_init(&p->model, &lim);
+	p->next = d->procs;
+	d->procs = p;
+	d->nprocs++;
+	return p;
+}
+
+/* Decides how a process ended from what its agent said and what /proc says. */
+void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
+{
+	char st = 0;
+	unsigned long long start = 0;
+	int code = -1;
+	int rc = read_stat(p->pid, &st, &start, &code);
+	bool same = rc == 0 && (start == p->starttime || !p->starttime);
+	bool running = same && st != 'Z' && st != 'X';
+
+	p->ended_ns = loop_now_ns();
+	p->ended_real_ns = realtime_ns();
+	p->conn = NULL;
+	if (p->model.exit_how == 1 || p->model.exit_how == 2) {
+		p->state = PROC_EXITED;
+		p->exit_cause = p->model.exit_how == 1 ? "exit" : "signal";
+		if (p->model.exit_how == 1)
+			p->exit_code = p->model.exit_code;
+		else
+			p->exit_signal = p->model.exit_code;
+	} else if (running) {
+		p->state = PROC_DETACHED;
+		p->exit_cause = dropped_why ? "dropped" : "agent_gone";
+	} else {
+		p->state = PROC_EXITED;
+		p->exit_cause = "unknown";
+		/* A zombie still holds its wait status. */
+		if (same && st == 'Z' && code >= 0) {
+			if (code & 0x7f) {
+				p->exit_cause = "signal";
+				p->exit_signal = code & 0x7f;
+			} else {
+				p->exit_cause = "exit";
+				p->exit_code = (code >> 8) & 0xff;
+			}
+		}
+	}
+	/* Keep the tree as it was at the end: nothing more expires from it. */
+	p->model.track_removals = p->nsubs > 0;
+	stack_reqs_proc_gone(d, p);
+	if (d->sym)
+		sym_process_exited(d->sym, p->pid, p->starttime);
+	log_msg(dropped_why ? LOG_LVL_WARN : LOG_LVL_INFO, "process %d (%s) %s: %s%s%s", (int)p->pid, p->name ? p->name : "?",
+		 p->state == PROC_EXITED ? "exited" : "detached", p->exit_cause,
+		 dropped_why ? ", " : "", dropped_why ? dropped_why : "");
+}
+
+void proc_evict(struct daemon *d, int64_t now_ns)
+{
+	int64_t max_age = (int64_t)d->opt.keep_exited_s * 1000000000;
+	size_t ended = 0;
+	for (struct proc *p = d->procs; p; p = p->next)
+		ended += p->state != PROC_LIVE;
+	for (;;) {
+		struct proc *old = oldest_ended(d);
+		if (!old)
+			return;
+		if (ended <= (size_t)d->opt.keep_exited && now_ns - old->ended_ns < max_age)
+			return;
+		proc_free(d, old);
+		ended--;
+	}
+}
+
+static const char *const state_names[] = {
+	[PROC_LIVE] = "live", [PROC_DETACHED] = "detached", [PROC_EXITED] = "exited"};
+
+void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
+{
+	const struct model *m = &p->model;
+	jb_obj(b);
+	jb_key(b, "pid");
+	jb_i64(b, p->pid);
+	jb_key(b, "uid");
+	jb_u64(b, p->uid);
+	jb_key(b, "name");
+	jb_str(b, p->name);
+	jb_key(b, "exe");
+	jb_str(b, p->exe);
+	jb_key(b, "runtime_version");
+	jb_str(b, p->runtime_version);
+	jb_key(b, "start_time_ms");
+	if (p->start_realtime_ns)
+		jb_ms(b, p->start_realtime_ns);
+	else
+		jb_null(b);
+	jb_key(b, "state");
+	jb_str(b, state_names[p->state]);
+	jb_key(b, "exit_cause");
+	jb_str(b, p->state == PROC_LIVE ? NULL : p->exit_cause);
+	jb_key(b, "exit_code");
+	if (p->exit_code >= 0)
+		jb_i64(b, p->exit_code);
+	else
+		jb_null(b);
+	jb_key(b, "exit_signal");
+	if (p->exit_signal >= 0)
+		jb_i64(b, p->exit_signal);
+	else
+		jb_null(b);
+	static const char *const counts[] = {"threads", "pools", "scopes", "tasks"};
+	for (int k = 0; k < ENT_KINDS; k++) {
+		jb_key(b, counts[k]);
+		jb_u64(b, model_count(m, k));
+	}
+	jb_key(b, "events");
+	jb_u64(b, m->events);
+	jb_key(b, "lost");
+	jb_u64(b, m->lost);
+	jb_key(b, "complete");
+	jb_bool(b, m->complete);
+	jb_key(b, "repaired");
+	jb_bool(b, m->repaired);
+	/* The process's own uptime when its start is known, else time registered. */
+	jb_key(b, "uptime_ms");
+	if (p->start_realtime_ns)
+		jb_ms(b, (p->state == PROC_LIVE ? realtime_ns() : p->ended_real_ns) -
+				 p->start_realtime_ns);
+	else
+		jb_ms(b, (p->state == PROC_LIVE ? now_ns : p->ended_ns) - p->registered_ns);
+	jb_obj_end(b);
+}

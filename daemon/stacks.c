@@ -1,0 +1,463 @@
+/* stacks.c - the two stack sources, and the life of a stacks/dump request:
+ * start, collect the agent's replies, time out, symbolize and answer. */
+#include "stacks.h"
+
+#include "../bpf/bpfstack.h"
+#include "cmd.h"
+#include "log.h"
+#include "loop.h"
+#include "options.h"
+#include "symbolize.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_THREADS PROTO_MAX_TIDS
+#define DEFAULT_FRAMES 64
+
+struct stacks {
+	const struct stack_source *src;
+	struct bpfstack *bpf;
+};
+
+static struct stacks *the_stacks; /* the BPF source needs its handle */
+
+static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
+{
+	struct proc *p = r->proc;
+	if (p->state != PROC_LIVE || !p->conn) {
+		snprintf(err, errlen, "process %d has no agent connected", (int)p->pid);
+		return -ESRCH;
+	}
+	static uint8_t buf[PROTO_HDR_SIZE + 16 + 4 * PROTO_MAX_TIDS];
+	struct proto_msg m = {.type = PROTO_STACK_REQUEST,
+			      .req = r->id,
+			      .max_frames = (uint16_t)r->max_frames,
+			      .ntids = (uint16_t)r->ntids};
+	int n = proto_encode(buf, sizeof buf, &m, r->tids, NULL);
+	if (n < 0) {
+		snprintf(err, errlen, "cannot encode the stack request: %s", proto_strerror(n));
+		return -EINVAL;
+	}
+	if (!aconn_send(d, p->conn, buf, (size_t)n)) {
+		snprintf(err, errlen, "process %d's agent does not read", (int)p->pid);
+		return -EIO;
+	}
+	return 0;
+}
+
+static bool wanted(const struct stack_req *r, uint32_t tid)
+{
+	if (!r->tids)
+		return true;
+	for (size_t i = 0; i < r->ntids; i++)
+		if (r->tids[i] == tid)
+			return true;
+	return false;
+}
+
+static struct stack_thread *add_thread(struct stack_req *r)
+{
+	if (r->nthreads == r->cap) {
+		if (r->cap >= MAX_THREADS)
+			return NULL;
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct stack_thread *t = realloc(r->threads, cap * sizeof *t);
+		if (!t)
+			return NULL;
+		r->threads = t;
+		r->cap = cap;
+	}
+	struct stack_thread *t = &r->threads[r->nthreads++];
+	memset(t, 0, sizeof *t);
+	return t;
+}
+
+static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
+{
+	(void)d;
+	struct bpfstack_thread *th = NULL;
+	size_t n = 0;
+	int64_t t0 = loop_now_ns();
+	int rc = bpfstack_capture(the_stacks->bpf, r->proc->pid, &th, &n, err, errlen);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (!wanted(r, th[i].tid))
+			continue;
+		struct stack_thread *t = add_thread(r);
+		if (!t)
+			break;
+		size_t nf = th[i].nframes < (size_t)r->max_frames ? th[i].nframes : (size_t)r->max_frames;
+		t->tid = th[i].tid;
+		t->error = th[i].error;
+		t->state = th[i].jstate;
+		t->blocked_in = th[i].blocked_in;
+		t->approximate = th[i].approximate;
+		t->frames = nf ? malloc(nf * sizeof *t->frames) : NULL;
+		if (t->frames) {
+			memcpy(t->frames, th[i].frames, nf * sizeof *t->frames);
+			t->nframes = (uint16_t)nf;
+		}
+	}
+	free(th);
+	r->capture_ns = loop_now_ns() - t0;
+	return 1;
+}
+
+static const struct stack_source signal_source = {"signal", signal_capture};
+static const struct stack_source bpf_source = {"bpf", bpf_capture};
+
+int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
+{
+	struct stacks *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	s->src = &signal_source;
+	if (mode == STACKS_SIGNAL) {
+		snprintf(why, whylen, "stacks from the agent (signal mode), as --stacks=signal asks");
+	} else {
+		char err[256] = "";
+		int rc = bpfstack_open(&s->bpf, err, sizeof err);
+		if (rc == 0) {
+			s->src = &bpf_source;
+			snprintf(why, whylen, "stacks from BPF (nothing runs in the targets)");
+		} else if (mode == STACKS_BPF) {
+			snprintf(why, whylen, "--stacks=bpf: BPF stack capture cannot load: %s", err);
+			free(s);
+			return rc;
+		} else {
+			snprintf(why, whylen, "stacks from the agent (signal mode): BPF not available: %s",
+				 err);
+		}
+	}
+	the_stacks = s;
+	*out = s;
+	return 0;
+}
+
+void stacks_close(struct stacks *s)
+{
+	if (!s)
+		return;
+	if (s->bpf)
+		bpfstack_close(s->bpf);
+	if (the_stacks == s)
+		the_stacks = NULL;
+	free(s);
+}
+
+const struct stack_source *stacks_source(const struct stacks *s)
+{
+	return s ? s->src : &signal_source;
+}
+
+static void req_free(struct stack_req *r)
+{
+	for (size_t i = 0; i < r->nthreads; i++)
+		free(r->threads[i].frames);
+	free(r->threads);
+	free(r->tids);
+	json_decref(r->req_id);
+	free(r);
+}
+
+static void unlink_req(struct daemon *d, struct stack_req *r)
+{
+	for (struct stack_req **pp = &d->reqs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			return;
+		}
+}
+
+/* JDK thread state of a thread as /proc sees it now. */
+static const char *proc_thread_state(pid_t pid, uint32_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/task/%u/stat", (int)pid, tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'R' ? "RUNNABLE" : "WAITING";
+}
+
+static const char *thread_name(const struct proc *p, uint32_t tid)
+{
+	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], tid);
+	return t ? t->name : NULL;
+}
+
+static void frame_json(struct daemon *d, struct jbuf *b, const struct proc *p, uint64_t addr,
+		       bool is_return)
+{
+	char hex[24];
+	struct sym_frame f = {0};
+	if (d->sym)
+		sym_lookup(d->sym, p->pid, p->starttime, addr, is_return, &f);
+	jb_obj(b);
+	snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)addr);
+	jb_key(b, "addr");
+	jb_str(b, hex);
+	jb_key(b, "func");
+	jb_str(b, f.func);
+	jb_key(b, "file");
+	jb_str(b, f.file);
+	jb_key(b, "line");
+	if (f.line > 0)
+		jb_i64(b, f.line);
+	else
+		jb_null(b);
+	jb_key(b, "module");
+	jb_str(b, f.module);
+	jb_key(b, "offset");
+	if (f.module) {
+		snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f.offset);
+		jb_str(b, hex);
+	} else {
+		jb_null(b);
+	}
+	jb_obj_end(b);
+}
+
+static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
+{
+	const struct proc *p = r->proc;
+	jb_key(b, "source");
+	jb_str(b, r->source);
+	jb_key(b, "stacks");
+	jb_arr(b);
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct stack_thread *t = &r->threads[i];
+		jb_obj(b);
+		jb_key(b, "tid");
+		jb_u64(b, t->tid);
+		jb_key(b, "name");
+		jb_str(b, thread_name(p, t->tid));
+		jb_key(b, "error");
+		jb_str(b, t->error ? strerror(-t->error) : NULL);
+		jb_key(b, "state");
+		jb_str(b, t->state ? t->state : proc_thread_state(p->pid, t->tid));
+		jb_key(b, "blocked_in");
+		jb_str(b, t->blocked_in);
+		jb_key(b, "approximate");
+		jb_bool(b, t->approximate);
+		jb_key(b, "frames");
+		jb_arr(b);
+		for (uint16_t k = 0; k < t->nframes; k++)
+			frame_json(d, b, p, t->frames[k], k > 0);
+		jb_arr_end(b);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+	jb_key(b, "capture_ns");
+	jb_i64(b, r->capture_ns);
+	jb_key(b, "max_pause_ns");
+	jb_i64(b, r->max_pause_ns);
+}
+
+/* Writes the reply: the stacks, and for a dump the tree of this same moment. */
+static void write_reply(struct daemon *d, struct client *c, const struct stack_req *r)
+{
+	struct jbuf *b = reply_begin(c, r->req_id);
+	if (r->dump) {
+		jb_key(b, "process");
+		proc_summary_json(b, r->proc, loop_now_ns());
+		jb_key(b, "model");
+		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+	}
+	stacks_json(d, b, r);
+	reply_end(c);
+}
+
+/* Answers r and lets the client's next request run. */
+static void finish(struct daemon *d, struct stack_req *r)
+{
+	unlink_req(d, r);
+	struct client *c = r->client;
+	if (c)
+		write_reply(d, c, r);
+	req_free(r);
+	if (c)
+		client_resume(c);
+}
+
+static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
+{
+	unlink_req(d, r);
+	struct client *c = r->client;
+	if (c)
+		reply_error(c, r->req_id, code, "%s", msg);
+	req_free(r);
+	if (c)
+		client_resume(c);
+}
+
+/* Reads "tids" and "max_frames"; false after an error reply. */
+static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
+{
+	json_t *mf = json_object_get(x->req, "max_frames");
+	r->max_frames = DEFAULT_FRAMES;
+	if (mf) {
+		if (!json_is_integer(mf) || json_integer_value(mf) < 1 ||
+		    json_integer_value(mf) > PROTO_MAX_FRAMES) {
+			reply_error(x->c, x->id, "bad_request", "\"max_frames\" must be 1..%u",
+				    PROTO_MAX_FRAMES);
+			return false;
+		}
+		r->max_frames = (int)json_integer_value(mf);
+	}
+	json_t *tids = json_object_get(x->req, "tids");
+	if (!tids)
+		return true;
+	if (!json_is_array(tids) || json_array_size(tids) > PROTO_MAX_TIDS) {
+		reply_error(x->c, x->id, "bad_request", "\"tids\" must be an array of at most %u tids",
+			    PROTO_MAX_TIDS);
+		return false;
+	}
+	r->tids = malloc((json_array_size(tids) + 1) * sizeof *r->tids);
+	if (!r->tids) {
+		reply_error(x->c, x->id, "internal", "out of memory");
+		return false;
+	}
+	size_t i;
+	json_t *v;
+	json_array_foreach(tids, i, v)
+	{
+		if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+		    json_integer_value(v) > 0x7fffffff) {
+			reply_error(x->c, x->id, "bad_request", "\"tids\" must hold positive integers");
+			return false;
+		}
+		r->tids[r->ntids++] = (uint32_t)json_integer_value(v);
+	}
+	return true;
+}
+
+int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
+{
+	struct daemon *d = x->d;
+	struct stack_req *r = calloc(1, sizeof *r);
+	if (!r) {
+		reply_error(x->c, x->id, "internal", "out of memory");
+		return CMD_DONE;
+	}
+	r->proc = p;
+	r->client = x->c;
+	r->req_id = x->id ? json_incref(x->id) : NULL;
+	r->dump = dump;
+	r->id = ++d->next_req;
+	r->started_ns = loop_now_ns();
+	r->deadline_ns = r->started_ns + DAEMON_STACK_TIMEOUT_NS;
+	const struct stack_source *src = stacks_source(d->stacks);
+	r->source = src->name;
+	if (!parse_filter(x, r)) {
+		req_free(r);
+		return CMD_DONE;
+	}
+	if (p->state != PROC_LIVE && !(src == &bpf_source && p->state == PROC_DETACHED)) {
+		if (dump)
+			write_reply(d, x->c, r); /* post-mortem: the last tree, no stacks */
+		req_free(r);
+		if (dump)
+			return CMD_DONE;
+		if (p->state == PROC_EXITED)
+			reply_error(x->c, x->id, "exited",
+				    "process %d has exited; its last tree is still available (tree, "
+				    "dump)",
+				    (int)p->pid);
+		else
+			reply_error(x->c, x->id, "not_instrumented",
+				    "process %d runs but its agent is gone (%s)", (int)p->pid,
+				    p->exit_cause ? p->exit_cause : "disconnected");
+		return CMD_DONE;
+	}
+	char err[256] = "";
+	int rc = src->capture(d, r, err, sizeof err);
+	if (rc == 1) {
+		/* Answered here, synchronously: the client is not left waiting. */
+		write_reply(d, x->c, r);
+		req_free(r);
+		return CMD_DONE;
+	}
+	if (rc < 0) {
+		reply_error(x->c, x->id, "internal", "stack capture failed: %s", err);
+		req_free(r);
+		return CMD_DONE;
+	}
+	r->next = d->reqs;
+	d->reqs = r;
+	return CMD_PENDING;
+}
+
+void stack_req_reply(struct daemon *d, const struct proto_msg *m, struct proc *p)
+{
+	struct stack_req *r = d->reqs;
+	while (r && !(r->id == m->req && r->proc == p))
+		r = r->next;
+	if (!r)
+		return; /* late, after a timeout */
+	if (m->type == PROTO_STACK_DONE) {
+		r->capture_ns = m->total_ns;
+		r->max_pause_ns = m->max_pause_ns;
+		finish(d, r);
+		return;
+	}
+	if (!wanted(r, m->tid))
+		return;
+	struct stack_thread *t = add_thread(r);
+	if (!t)
+		return;
+	size_t nf = m->nframes < (size_t)r->max_frames ? m->nframes : (size_t)r->max_frames;
+	t->tid = m->tid;
+	t->error = (int)m->error;
+	t->pause_ns = m->pause_ns;
+	t->frames = nf ? malloc(nf * sizeof *t->frames) : NULL;
+	if (t->frames) {
+		for (size_t i = 0; i < nf; i++)
+			t->frames[i] = proto_addr_at(m, i);
+		t->nframes = (uint16_t)nf;
+	}
+}
+
+void stack_reqs_housekeep(struct daemon *d, int64_t now_ns)
+{
+	for (struct stack_req *r = d->reqs, *next; r; r = next) {
+		next = r->next;
+		if (now_ns >= r->deadline_ns) {
+			char msg[160];
+			snprintf(msg, sizeof msg,
+				 "process %d's agent did not send its stacks within 2 s",
+				 (int)r->proc->pid);
+			fail_req(d, r, "timeout", msg);
+			next = d->reqs; /* the list may have changed under the reply */
+		}
+	}
+}
+
+void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
+{
+	for (struct stack_req *r = d->reqs, *next; r; r = next) {
+		next = r->next;
+		if (r->proc == p) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "process %d went away during the capture",
+				 (int)p->pid);
+			fail_req(d, r, "exited", msg);
+			next = d->reqs;
+		}
+	}
+}
+
+void stack_reqs_client_gone(struct daemon *d, struct client *c)
+{
+	for (struct stack_req *r = d->reqs; r; r = r->next)
+		if (r->client == c)
+			r->client = NULL;
+}

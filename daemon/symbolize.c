@@ -1,0 +1,333 @@
+/* symbolize.c - libdw (dwfl) symbolization with a cache keyed by module
+ * build-id (or path) and offset, shared by every process mapping the module. */
+#include "symbolize.h"
+
+#include "loop.h"
+#include "strtab.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sym_module {
+	uint64_t start, end;
+	const char *key;  /* interned build-id hex, or the path */
+	const char *path; /* interned */
+};
+
+struct sym_proc {
+	struct sym_proc *next;
+	pid_t pid;
+	unsigned long long starttime;
+	Dwfl *dwfl; /* NULL once the process exited */
+	struct sym_module *mods;
+	size_t nmods;
+	int64_t refreshed_ns;
+};
+
+struct cache_ent {
+	const char *key; /* NULL: free slot */
+	uint64_t off;
+	const char *func, *file;
+	int line;
+};
+
+struct symbolizer {
+	struct sym_proc *procs;
+	struct strtab keys;  /* module keys and paths: few, kept */
+	struct strtab names; /* functions and files: flushed with the cache */
+	struct cache_ent *tab;
+	size_t cap, n, max;
+	uint64_t hits, misses;
+};
+
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+struct symbolizer *sym_new(size_t max_entries)
+{
+	struct symbolizer *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->max = max_entries ? max_entries : 256 * 1024;
+	s->keys.max_bytes = 16u << 20;
+	s->names.max_bytes = 64u << 20;
+	return s;
+}
+
+static void proc_release(struct sym_proc *p)
+{
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	free(p->mods);
+	free(p);
+}
+
+void sym_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	while (s->procs) {
+		struct sym_proc *p = s->procs;
+		s->procs = p->next;
+		proc_release(p);
+	}
+	strtab_free(&s->keys);
+	strtab_free(&s->names);
+	free(s->tab);
+	free(s);
+}
+
+static struct sym_proc *find_proc(struct symbolizer *s, pid_t pid, unsigned long long st)
+{
+	for (struct sym_proc *p = s->procs; p; p = p->next)
+		if (p->pid == pid && p->starttime == st)
+			return p;
+	return NULL;
+}
+
+struct collect {
+	struct symbolizer *s;
+	struct sym_module *mods;
+	size_t n, cap;
+};
+
+static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
+			  void *arg)
+{
+	(void)user;
+	(void)start;
+	struct collect *c = arg;
+	Dwarf_Addr low = 0, high = 0;
+	dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+	/* Loading the symbol table now is the warm-up: later lookups are cheap. */
+	dwfl_module_getsymtab(mod);
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int nbits = dwfl_module_build_id(mod, &bits, &vaddr);
+	char hex[2 * 64 + 1];
+	const char *key = name ? name : "?";
+	if (nbits > 0 && nbits <= 64) {
+		for (int i = 0; i < nbits; i++)
+			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+		key = hex;
+	}
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 32;
+		struct sym_module *m = realloc(c->mods, cap * sizeof *m);
+		if (!m)
+			return DWARF_CB_ABORT;
+		c->mods = m;
+		c->cap = cap;
+	}
+	const char *path = name ? name : "?";
+	c->mods[c->n++] = (struct sym_module){
+		low, high, strtab_intern(&c->s->keys, key, strlen(key)),
+		strtab_intern(&c->s->keys, path, strlen(path))};
+	return DWARF_CB_OK;
+}
+
+static int report(struct symbolizer *s, struct sym_proc *p)
+{
+	dwfl_report_begin(p->dwfl);
+	int rc = dwfl_linux_proc_report(p->dwfl, p->pid);
+	dwfl_report_end(p->dwfl, NULL, NULL);
+	if (rc != 0)
+		return rc > 0 ? -rc : -ESRCH;
+	struct collect c = {s, NULL, 0, 0};
+	dwfl_getmodules(p->dwfl, collect_module, &c, 0);
+	free(p->mods);
+	p->mods = c.mods;
+	p->nmods = c.n;
+	p->refreshed_ns = loop_now_ns();
+	return 0;
+}
+
+int sym_attach(struct symbolizer *s, pid_t pid, unsigned long long starttime)
+{
+	struct sym_proc *p = find_proc(s, pid, starttime);
+	if (p)
+		return p->dwfl ? report(s, p) : -ESRCH;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	p->pid = pid;
+	p->starttime = starttime;
+	p->dwfl = dwfl_begin(&proc_callbacks);
+	if (!p->dwfl) {
+		free(p);
+		return -ENOMEM;
+	}
+	int rc = report(s, p);
+	if (rc < 0) {
+		proc_release(p);
+		return rc;
+	}
+	p->next = s->procs;
+	s->procs = p;
+	return 0;
+}
+
+void sym_process_exited(struct symbolizer *s, pid_t pid, unsigned long long starttime)
+{
+	struct sym_proc *p = find_proc(s, pid, starttime);
+	if (p && p->dwfl) {
+		dwfl_end(p->dwfl);
+		p->dwfl = NULL;
+	}
+}
+
+void sym_forget(struct symbolizer *s, pid_t pid, unsigned long long starttime)
+{
+	for (struct sym_proc **pp = &s->procs; *pp; pp = &(*pp)->next)
+		if ((*pp)->pid == pid && (*pp)->starttime == starttime) {
+			struct sym_proc *p = *pp;
+			*pp = p->next;
+			proc_release(p);
+			return;
+		}
+}
+
+static size_t slot_of(const struct symbolizer *s, const char *key, uint64_t off)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull) ^ (off * 0xC2B2AE3D27D4EB4Full);
+	return (size_t)(h >> 20) & (s->cap - 1);
+}
+
+static struct cache_ent *cache_find(struct symbolizer *s, const char *key, uint64_t off)
+{
+	if (!s->cap)
+		return NULL;
+	for (size_t i = slot_of(s, key, off);; i = (i + 1) & (s->cap - 1)) {
+		struct cache_ent *e = &s->tab[i];
+		if (!e->key)
+			return NULL;
+		if (e->key == key && e->off == off)
+			return e;
+	}
+}
+
+static void cache_flush(struct symbolizer *s)
+{
+	free(s->tab);
+	s->tab = NULL;
+	s->cap = s->n = 0;
+	strtab_free(&s->names);
+	s->names.max_bytes = 64u << 20;
+}
+
+/* Inserts a resolution; drops the whole cache when it reaches its cap, which
+ * is simpler than LRU and costs only re-resolution. */
+static void cache_put(struct symbolizer *s, const char *key, uint64_t off, const char *func,
+		      const char *file, int line)
+{
+	if (s->n >= s->max)
+		cache_flush(s);
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct cache_ent *t = calloc(cap, sizeof *t);
+		if (!t)
+			return;
+		struct cache_ent *old = s->tab;
+		size_t oldcap = s->cap;
+		s->tab = t;
+		s->cap = cap;
+		for (size_t i = 0; i < oldcap; i++)
+			if (old[i].key) {
+				size_t j = slot_of(s, old[i].key, old[i].off);
+				while (t[j].key)
+					j = (j + 1) & (cap - 1);
+				t[j] = old[i];
+			}
+		free(old);
+	}
+	const char *f = func ? strtab_intern(&s->names, func, strlen(func)) : NULL;
+	const char *fl = file ? strtab_intern(&s->names, file, strlen(file)) : NULL;
+	size_t j = slot_of(s, key, off);
+	while (s->tab[j].key)
+		j = (j + 1) & (s->cap - 1);
+	s->tab[j] = (struct cache_ent){key, off, f, fl, line};
+	s->n++;
+}
+
+static const struct sym_module *find_module(const struct sym_proc *p, uint64_t addr)
+{
+	for (size_t i = 0; i < p->nmods; i++)
+		if (addr >= p->mods[i].start && addr < p->mods[i].end)
+			return &p->mods[i];
+	return NULL;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	return slash ? slash + 1 : path;
+}
+
+bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, uint64_t addr,
+		bool is_return, struct sym_frame *out)
+{
+	memset(out, 0, sizeof *out);
+	struct sym_proc *p = find_proc(s, pid, starttime);
+	if (!p) {
+		if (sym_attach(s, pid, starttime) < 0)
+			return false;
+		p = find_proc(s, pid, starttime);
+		if (!p)
+			return false;
+	}
+	uint64_t a = is_return && addr ? addr - 1 : addr;
+	const struct sym_module *m = find_module(p, a);
+	/* A module loaded after the warm-up (dlopen): look again, once a second. */
+	if (!m && p->dwfl && loop_now_ns() - p->refreshed_ns > 1000000000) {
+		report(s, p);
+		m = find_module(p, a);
+	}
+	if (!m)
+		return false;
+	out->module = m->path;
+	out->offset = addr - m->start;
+	uint64_t off = a - m->start;
+	struct cache_ent *e = m->key ? cache_find(s, m->key, off) : NULL;
+	if (e) {
+		s->hits++;
+		out->func = e->func;
+		out->file = e->file;
+		out->line = e->line;
+		return true;
+	}
+	s->misses++;
+	if (!p->dwfl)
+		return true; /* exited: only what the cache held */
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, a);
+	if (!mod)
+		return true;
+	GElf_Off symoff;
+	GElf_Sym sym;
+	const char *func = dwfl_module_addrinfo(mod, a, &symoff, &sym, NULL, NULL, NULL);
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
+	if (dl)
+		file = base_name(dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL));
+	if (m->key)
+		cache_put(s, m->key, off, func, file, line);
+	e = m->key ? cache_find(s, m->key, off) : NULL;
+	if (e) {
+		out->func = e->func;
+		out->file = e->file;
+		out->line = e->line;
+	}
+	return true;
+}
+
+void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries)
+{
+	*hits = s->hits;
+	*misses = s->misses;
+	*entries = s->n;
+}
