@@ -167,7 +167,7 @@ static void tree_prefix(const struct tr_row *r, bool ascii, char *buf, size_t le
 	strncat(buf, r->depth > 0 || (r->flags & TR_F_KIDS) ? G(*e, ascii) : "", len - strlen(buf) - 1);
 }
 
-static void cell(const struct tm_model *m, const struct tr_row *r, int col, double now,
+void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now,
 		 bool ascii, char *out, size_t len)
 {
 	const struct tm_scope *s = r->kind == TR_SCOPE ? r->ent : NULL;
@@ -235,7 +235,7 @@ void rf_line(const struct rf_layout *l, const struct tm_model *m, const struct t
 	char c[1024];
 	buf[0] = 0;
 	for (int i = 0; i < l->n; i++) {
-		cell(m, r, l->col[i], now, l->ascii, c, sizeof c);
+		rf_cell(m, r, l->col[i], now, l->ascii, c, sizeof c);
 		put_cell(buf, len, c, l->width[i], cols[l->col[i]].right, l->ascii);
 		if (i + 1 < l->n)
 			ttx_pad(buf, len, 0, 1);

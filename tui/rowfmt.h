@@ -34,6 +34,10 @@ void rf_header(const struct rf_layout *l, char *buf, size_t len);
 void rf_line(const struct rf_layout *l, const struct tm_model *m, const struct tr_row *r,
 	     double now, char *buf, size_t len);
 
+/* The text of one cell (enum rf_col) of a row, unpadded. */
+void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now, bool ascii,
+	     char *out, size_t len);
+
 /* The label of a row (name or function, ×N, warning badges). */
 void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf,
 	      size_t len);

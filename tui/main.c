@@ -1,0 +1,289 @@
+/* main.c - scopetop: options, the one-shot text mode, and the event loop
+ * of the live view (input, daemon messages, drawing). */
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/ctl.h"
+#include "app.h"
+#include "once.h"
+#include "scope.h"
+
+#define TICK_MS 250          /* the loop wakes at least this often */
+#define REDRAW_EVERY_MS 1000 /* ages and deadlines move even when nothing else does */
+#define ONCE_TIMEOUT_MS 5000
+
+enum opt_id { O_SOCKET = 1, O_ONCE, O_ASCII, O_INTERVAL, O_THRESHOLD, O_DUMPDIR, O_HELP, O_VERSION };
+
+struct optdef {
+	const char *name;
+	int id, has_arg;
+	const char *arg, *help;
+	long min, max; /* bounds of numeric arguments */
+};
+
+static const struct optdef opts[] = {
+	{"socket", O_SOCKET, 1, "PATH",
+	 "scoped's agent socket (default $SCOPED_SOCKET, else $XDG_RUNTIME_DIR/scoped/agent.sock)", 0, 0},
+	{"once", O_ONCE, 0, NULL, "print the tree of PID (or the process list) as text and exit", 0, 0},
+	{"ascii", O_ASCII, 0, NULL, "ASCII glyphs only (automatic when the locale is not UTF-8)", 0, 0},
+	{"interval", O_INTERVAL, 1, "MS", "live update interval, 25..5000 (default 250)", 25, 5000},
+	{"join-threshold", O_THRESHOLD, 1, "MS", "warn about joins waiting longer (default 1000)", 1,
+	 86400000},
+	{"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0, 0},
+	{"help", O_HELP, 0, NULL, "this help", 0, 0},
+	{"version", O_VERSION, 0, NULL, "print the version", 0, 0},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: scopetop [options] [PID]\n"
+		     "Live structured-concurrency task tree of programs linked with libscope.\n"
+		     "Without PID, pick a process from the list.  Keys: press ? inside.\n\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		char left[40];
+		snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+			 opts[i].arg ? opts[i].arg : "");
+		fprintf(out, "  %-22s %s\n", left, opts[i].help);
+	}
+	fprintf(out, "\nNO_COLOR (non-empty) turns colours off.\n");
+}
+
+static int parse_num(const struct optdef *o, const char *s, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < o->min || v > o->max) {
+		fprintf(stderr, "scopetop: --%s wants a number from %ld to %ld, not '%s'\n", o->name,
+			o->min, o->max, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+struct cli {
+	struct app_opts o;
+	bool once;
+	int64_t pid;
+};
+
+/* Returns -1 on error, 1 when done (help/version), 0 to run. */
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+	struct option lo[NOPTS + 1];
+	memset(lo, 0, sizeof lo);
+	for (size_t i = 0; i < NOPTS; i++)
+		lo[i] = (struct option){opts[i].name, opts[i].has_arg, NULL, opts[i].id};
+	int ch;
+	long v;
+	while ((ch = getopt_long(argc, argv, "hV", lo, NULL)) != -1) {
+		const struct optdef *o = NULL;
+		for (size_t i = 0; i < NOPTS; i++)
+			if (opts[i].id == ch)
+				o = &opts[i];
+		switch (ch) {
+		case O_SOCKET: c->o.socket = optarg; break;
+		case O_ONCE: c->once = true; break;
+		case O_ASCII: c->o.ascii = true; break;
+		case O_INTERVAL:
+			if (parse_num(o, optarg, &v))
+				return -1;
+			c->o.interval_ms = (int)v;
+			break;
+		case O_THRESHOLD:
+			if (parse_num(o, optarg, &v))
+				return -1;
+			c->o.join_threshold_ms = (double)v;
+			break;
+		case O_DUMPDIR: c->o.dump_dir = optarg; break;
+		case 'h':
+		case O_HELP: usage(stdout); return 1;
+		case 'V':
+		case O_VERSION: printf("scopetop %s\n", SCOPE_VERSION_STRING); return 1;
+		default:
+			fprintf(stderr, "scopetop: try --help\n");
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		char *end;
+		long long pid = strtoll(argv[optind], &end, 10);
+		if (*end || pid <= 0 || pid > 0x7fffffff || optind + 1 < argc) {
+			fprintf(stderr, "scopetop: '%s' is not a process id; usage: scopetop [options] [PID]\n",
+				argv[optind]);
+			return -1;
+		}
+		c->pid = pid;
+	}
+	return 0;
+}
+
+/* One request answered synchronously (the --once path and the first tree). */
+static int ask(struct ctl *ctl, json_t *req, json_t **reply)
+{
+	char err[256];
+	int rc = ctl_request(ctl, req, reply, ONCE_TIMEOUT_MS, err, sizeof err);
+	json_decref(req);
+	if (rc) {
+		fprintf(stderr, "scopetop: %s\n", err);
+		return -1;
+	}
+	if (!json_is_true(json_object_get(*reply, "ok"))) {
+		json_t *e = json_object_get(*reply, "error");
+		const char *m = json_string_value(json_object_get(e, "message"));
+		fprintf(stderr, "scopetop: scoped refused: %s\n",
+			m ? m : "no reason given");
+		json_decref(*reply);
+		*reply = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static int run_once(const struct cli *c)
+{
+	struct ctl *ctl;
+	char err[256];
+	if (ctl_connect(&ctl, c->o.socket, err, sizeof err)) {
+		fprintf(stderr, "scopetop: %s\n", err);
+		return 1;
+	}
+	json_t *reply;
+	int rc = 1;
+	if (!c->pid) {
+		if (!ask(ctl, json_pack("{s:s}", "cmd", "list"), &reply)) {
+			rc = once_list(stdout, json_object_get(reply, "processes"), c->o.ascii) ? 1 : 0;
+			json_decref(reply);
+		}
+	} else if (!ask(ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c->pid),
+			&reply)) {
+		struct tm_model m;
+		tm_model_init(&m);
+		m.join_threshold_ms = c->o.join_threshold_ms;
+		double local = tm_local_ms();
+		if (tm_model_load(&m, json_object_get(reply, "model"), json_object_get(reply, "process"),
+				  local, err, sizeof err))
+			fprintf(stderr, "scopetop: process %lld: %s\n", (long long)c->pid, err);
+		else
+			rc = once_tree(stdout, &m, tm_model_now(&m, local), c->o.ascii) ? 1 : 0;
+		tm_model_free(&m);
+		json_decref(reply);
+	}
+	ctl_close(ctl);
+	return rc;
+}
+
+static void handle_key(struct app *a, int ch)
+{
+	if (ch == KEY_RESIZE) {
+		scr_resize(&a->scr);
+		a->dirty = true;
+		return;
+	}
+	const struct view *v = &app_views[a->view];
+	if (v->key && v->key(a, ch))
+		return;
+	keys_dispatch(a, ch);
+}
+
+static int loop(struct app *a)
+{
+	double last_draw = 0;
+	while (!a->quit && !scr_stop) {
+		a->now_local = tm_local_ms();
+		src_pump(a);
+		src_tick(a);
+		int ch;
+		while ((ch = getch()) != ERR && !a->quit)
+			handle_key(a, ch);
+		if (a->quit)
+			break;
+		bool live = a->pid && !a->exited && !a->paused;
+		if (a->view != V_PICKER) {
+			if (live && a->now_local - a->last_build >= REDRAW_EVERY_MS)
+				a->rows_stale = true; /* time-based warnings */
+			app_rebuild(a);
+		}
+		if (a->dirty || a->now_local - last_draw >= REDRAW_EVERY_MS) {
+			app_views[a->view].draw(a);
+			scr_flush(&a->scr);
+			a->dirty = false;
+			last_draw = a->now_local;
+		}
+		struct pollfd p[2] = {{.fd = 0, .events = POLLIN},
+				      {.fd = a->ctl ? ctl_fd(a->ctl) : -1, .events = POLLIN}};
+		if (poll(p, 2, TICK_MS) < 0 && errno != EINTR)
+			break;
+	}
+	return scr_stop ? 128 + scr_stop : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.o = {.interval_ms = 250, .join_threshold_ms = 1000}};
+	setlocale(LC_ALL, "");
+	int rc = parse_args(argc, argv, &c);
+	if (rc)
+		return rc < 0 ? 2 : 0;
+	if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+		c.o.ascii = true;
+	const char *nc = getenv("NO_COLOR");
+	c.o.color = !(nc && nc[0]);
+	if (c.once)
+		return run_once(&c);
+	if (!isatty(0) || !isatty(1)) {
+		fprintf(stderr, "scopetop: the live view needs a terminal; for scripts use "
+				"'scopetop --once PID'\n");
+		return 2;
+	}
+
+	static struct app a;
+	a.o = c.o;
+	a.now_local = tm_local_ms();
+	tm_model_init(&a.model);
+	a.model.join_threshold_ms = c.o.join_threshold_ms;
+	tr_init(&a.tree);
+	a.built_gen = (uint64_t)-1;
+	if (src_connect(&a)) {
+		fprintf(stderr, "scopetop: %s\n", a.conn_err);
+		return 1;
+	}
+	if (c.pid) {
+		/* Fail early, before the screen is taken, if the pid is not watchable. */
+		json_t *reply;
+		if (ask(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
+			&reply))
+			return 1;
+		json_decref(reply);
+		a.pid = c.pid;
+		a.view = V_TREE;
+		src_subscribe(&a, a.pid);
+	} else {
+		a.view = V_PICKER;
+	}
+	a.back_view = a.view;
+	char err[256];
+	scr_signals();
+	if (scr_open(&a.scr, NULL, NULL, NULL, c.o.color, err, sizeof err)) {
+		fprintf(stderr, "scopetop: %s\n", err);
+		return 1;
+	}
+	a.dirty = true;
+	rc = loop(&a);
+	scr_close(&a.scr);
+	src_disconnect(&a);
+	json_decref(a.procs);
+	tr_free(&a.tree);
+	tm_model_free(&a.model);
+	return rc;
+}

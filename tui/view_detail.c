@@ -1,0 +1,281 @@
+/* view_detail.c - the detail pane for the selected row: what it is, where
+ * it sits (owner and parent chain), joiner, deadline, cancel reason, scoped
+ * values, and the symbolized stack of its thread. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app.h"
+#include "rowfmt.h"
+#include "text.h"
+
+#define MAX_LINES 160
+#define CHAIN_MAX 16
+
+struct lines {
+	char text[MAX_LINES][512];
+	int role[MAX_LINES];
+	int n;
+};
+
+static void add(struct lines *l, int role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void add(struct lines *l, int role, const char *fmt, ...)
+{
+	if (l->n >= MAX_LINES)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(l->text[l->n], sizeof l->text[l->n], fmt, ap);
+	va_end(ap);
+	l->role[l->n++] = role;
+}
+
+static const char *nz(const char *s)
+{
+	return s ? s : "-";
+}
+
+static const char *thread_name(const struct tm_model *m, int64_t tid)
+{
+	const struct tm_thread *t = tm_thread_get(m, tid);
+	return t && t->name ? t->name : "?";
+}
+
+/* The scope that encloses scope s: through the subtask that opened it, or
+ * the enclosing scope on the same thread. */
+static const struct tm_scope *parent_scope(const struct tm_model *m, const struct tm_scope *s)
+{
+	const struct tm_task *t = s->parent_task ? tm_task_get(m, s->parent_task) : NULL;
+	if (t)
+		return tm_scope_get(m, t->scope);
+	return s->parent && s->parent != s->id ? tm_scope_get(m, s->parent) : NULL;
+}
+
+static void chain(struct lines *l, const struct tm_model *m, const struct tm_scope *s)
+{
+	char b[512] = "";
+	for (int i = 0; s && i < CHAIN_MAX; i++, s = parent_scope(m, s)) {
+		size_t at = strlen(b);
+		snprintf(b + at, sizeof b - at, "%s#%lld < ", s->name ? s->name : "scope",
+			 (long long)s->id);
+	}
+	add(l, TA_NORMAL, "  parent chain: %s<root>", b);
+}
+
+/* Scoped values visible from s: its own, then inherited ones not shadowed. */
+static void values(struct lines *l, const struct tm_model *m, const struct tm_scope *s)
+{
+	const char *seen[TM_MAX_VALUES];
+	int nseen = 0;
+	char b[512] = "";
+	for (int depth = 0; s && depth < CHAIN_MAX; depth++, s = parent_scope(m, s)) {
+		for (int i = 0; i < s->nvalues && nseen < TM_MAX_VALUES; i++) {
+			bool shadowed = false;
+			for (int j = 0; j < nseen; j++)
+				shadowed |= !strcmp(seen[j], s->values[i].key);
+			if (shadowed)
+				continue;
+			seen[nseen++] = s->values[i].key;
+			size_t at = strlen(b);
+			snprintf(b + at, sizeof b - at, "%s=%s%s%s%s  ", s->values[i].key,
+				 nz(s->values[i].value), depth ? " (from " : "",
+				 depth ? (s->name ? s->name : "scope") : "", depth ? ")" : "");
+		}
+	}
+	add(l, TA_NORMAL, "  scoped values: %s", nseen ? b : "none");
+}
+
+static void deadline(struct lines *l, const struct tm_model *m, const struct tm_scope *s,
+		     double now)
+{
+	char d[64] = "none", dur[32];
+	if (s && s->deadline_ms > 0) {
+		ttx_duration(dur, sizeof dur, s->deadline_ms - now);
+		if (s->deadline_ms < now)
+			snprintf(d, sizeof d, "passed %s ago", dur + 1);
+		else
+			snprintf(d, sizeof d, "in %s", dur);
+	}
+	(void)m;
+	add(l, TA_NORMAL, "  deadline: %s   cancel reason: %s   joiner: %s", d,
+	    s ? nz(s->cancel_reason) : "-", s && s->joiner ? tm_joiner_name(s->joiner) : "-");
+}
+
+static void stack(struct lines *l, const struct app *a, int64_t tid, const char *who)
+{
+	const struct tm_model *m = &a->model;
+	if (!tid) {
+		add(l, TA_DIM, "no thread runs it now, so there is no stack to show");
+		return;
+	}
+	const struct tm_stack *st = tm_stack_get(m, tid);
+	if (!st) {
+		add(l, TA_DIM, "stack of %s %lld \"%s\": %s", who, (long long)tid, thread_name(m, tid),
+		    a->exited ? "none (the process exited)" : "fetching...");
+		return;
+	}
+	char age[32];
+	ttx_duration(age, sizeof age, tm_model_now(m, a->now_local) - st->fetched_ms);
+	add(l, TA_TITLE, "stack of %s %lld \"%s\" %s%s%s (%s ago)", who, (long long)tid,
+	    thread_name(m, tid), nz(st->state), st->blocked_in ? " in " : "",
+	    st->blocked_in ? st->blocked_in : "", age);
+	if (st->error)
+		add(l, TA_WARN, "  stack error: %s", st->error);
+	for (int i = 0; i < st->nframes; i++)
+		add(l, TA_NORMAL, "  at %s", st->frames[i]);
+	if (!st->nframes && !st->error)
+		add(l, TA_DIM, "  (no frames)");
+}
+
+static void task_lines(struct lines *l, const struct app *a, const struct tr_row *r, double now)
+{
+	const struct tm_model *m = &a->model;
+	const struct tm_task *t = r->ent;
+	const struct tm_scope *s = tm_scope_get(m, t->scope);
+	char age[32] = "-", badges[128];
+	double from = t->started_ms ? t->started_ms : t->forked_ms;
+	if (from > 0)
+		ttx_duration(age, sizeof age, (t->ended_ms > 0 ? t->ended_ms : now) - from);
+	rf_badges(t->warn, a->o.ascii, badges, sizeof badges);
+	add(l, TA_TITLE, "task %lld %s  %s (%s)", (long long)t->id, nz(t->site.func),
+	    tr_state_name(r->state), tm_task_state_name(t->state));
+	if (r->group_n > 1)
+		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
+		    r->group_n);
+	add(l, TA_NORMAL, "  forked at %s:%d (%s)   %s %s   worker %lld \"%s\"", nz(t->site.file),
+	    t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
+	    (long long)t->worker, t->worker ? thread_name(m, t->worker) : "-");
+	if (t->error)
+		add(l, TA_BAD, "  error: %s", t->error);
+	if (badges[0])
+		add(l, TA_WARN, "  warnings:%s", badges);
+	if (s) {
+		add(l, TA_NORMAL, "  in scope %lld \"%s\", owner %lld \"%s\"", (long long)s->id,
+		    nz(s->name), (long long)s->owner, thread_name(m, s->owner));
+		chain(l, m, s);
+	}
+	deadline(l, m, s, now);
+	if (s)
+		values(l, m, s);
+	stack(l, a, t->state == TK_RUNNING ? t->worker : 0, "worker");
+}
+
+static void scope_lines(struct lines *l, const struct app *a, const struct tr_row *r, double now)
+{
+	const struct tm_model *m = &a->model;
+	const struct tm_scope *s = r->ent;
+	char age[32] = "-", badges[128];
+	if (s->opened_ms > 0)
+		ttx_duration(age, sizeof age, (s->closed_ms > 0 ? s->closed_ms : now) - s->opened_ms);
+	rf_badges(s->warn, a->o.ascii, badges, sizeof badges);
+	add(l, TA_TITLE, "scope %lld \"%s\"  %s (%s)", (long long)s->id, nz(s->name),
+	    tr_state_name(r->state), tm_scope_state_name(s->state));
+	add(l, TA_NORMAL, "  opened at %s:%d (%s)   %s %s   owner %lld \"%s\"", nz(s->site.file),
+	    s->site.line, nz(s->site.func), s->closed_ms > 0 ? "lived" : "open for", age,
+	    (long long)s->owner, thread_name(m, s->owner));
+	if (badges[0])
+		add(l, TA_WARN, "  warnings:%s", badges);
+	for (int i = 0; i < m->nviol; i++)
+		if (m->viol[i].scope == s->id)
+			add(l, TA_WARN, "  violation: %s (error %d) on thread %lld", m->viol[i].kind,
+			    m->viol[i].error, (long long)m->viol[i].tid);
+	if (s->join_result)
+		add(l, TA_NORMAL, "  join result: %s", s->join_result);
+	chain(l, m, s);
+	deadline(l, m, s, now);
+	values(l, m, s);
+	bool live = s->state == SS_OPEN || s->state == SS_JOINING;
+	stack(l, a, live ? s->owner : 0, "owner");
+}
+
+static void root_lines(struct lines *l, const struct app *a)
+{
+	const struct tm_proc *p = &a->model.proc;
+	char up[32];
+	ttx_duration(up, sizeof up, p->uptime_ms);
+	add(l, TA_TITLE, "process %lld \"%s\"  %s", (long long)p->pid, p->name,
+	    p->exited ? "exited" : "live");
+	add(l, TA_NORMAL, "  exe %s", p->exe[0] ? p->exe : "?");
+	add(l, TA_NORMAL, "  libscope %s   uptime %s   events %lld   lost %lld", p->version, up,
+	    (long long)p->events, (long long)p->lost);
+	add(l, p->complete ? TA_NORMAL : TA_WARN, "  model %s%s", p->complete ? "complete" : "INCOMPLETE (events lost, waiting for a repair)",
+	    p->repaired ? ", repaired after a loss" : "");
+	if (p->exited && p->has_exit_code)
+		add(l, TA_WARN, "  exit code %d", p->exit_code);
+	if (p->exited && p->has_exit_signal)
+		add(l, TA_WARN, "  killed by signal %d", p->exit_signal);
+	for (unsigned b = 0; b < TM_W_KINDS; b++)
+		if (a->model.warn_count[b])
+			add(l, TA_WARN, "  %u %s", a->model.warn_count[b], tm_warn_name((int)b));
+}
+
+static void pool_lines(struct lines *l, const struct app *a, const struct tr_row *r)
+{
+	if (r->kind == TR_POOLS) {
+		add(l, TA_TITLE, "%zu pools", a->model.pools.n);
+		return;
+	}
+	const struct tm_pool *p = r->ent;
+	add(l, TA_TITLE, "pool %lld \"%s\"", (long long)p->id, nz(p->name));
+	add(l, TA_NORMAL, "  threads %lld (core %lld, max %lld, largest %lld), active %lld",
+	    (long long)p->size, (long long)p->core, (long long)p->max, (long long)p->largest,
+	    (long long)p->active);
+	add(l, TA_NORMAL, "  queue %s (capacity %lld), queued %lld, completed %lld, rejected %lld",
+	    p->queue, (long long)p->capacity, (long long)p->queued, (long long)p->completed,
+	    (long long)p->rejected);
+	add(l, TA_NORMAL, "  policy %s", p->policy);
+}
+
+int64_t detail_tid(const struct app *a)
+{
+	const struct tr_row *r = app_selected(a);
+	if (!r)
+		return 0;
+	if (r->kind == TR_TASK) {
+		const struct tm_task *t = r->ent;
+		return t->state == TK_RUNNING ? t->worker : 0;
+	}
+	if (r->kind == TR_SCOPE) {
+		const struct tm_scope *s = r->ent;
+		return (s->state == SS_OPEN || s->state == SS_JOINING) ? s->owner : 0;
+	}
+	return 0;
+}
+
+void detail_draw(struct app *a, int y0, int h)
+{
+	static struct lines l;
+	const struct tr_row *r = app_selected(a);
+	double now = tm_model_now(&a->model, a->now_local);
+	l.n = 0;
+	if (!r)
+		add(&l, TA_DIM, "nothing selected");
+	else if (r->kind == TR_TASK)
+		task_lines(&l, a, r, now);
+	else if (r->kind == TR_SCOPE)
+		scope_lines(&l, a, r, now);
+	else if (r->kind == TR_ROOT)
+		root_lines(&l, a);
+	else
+		pool_lines(&l, a, r);
+	char line[1024];
+	for (int i = 0; i < h; i++) {
+		line[0] = 0;
+		int used = 0;
+		if (i == 0) {
+			/* A rule between tree and pane, carrying the first line. */
+			used = ttx_append(line, sizeof line, i < l.n ? l.text[0] : "", a->scr.cols,
+					  a->o.ascii);
+			ttx_pad(line, sizeof line, used, a->scr.cols);
+			scr_line(&a->scr, y0, line, scr_attr(&a->scr, TA_TITLE), 0, 0, 0);
+			continue;
+		}
+		if (i < l.n)
+			used = ttx_append(line, sizeof line, l.text[i], a->scr.cols, a->o.ascii);
+		ttx_pad(line, sizeof line, used, a->scr.cols);
+		int role = i < l.n ? l.role[i] : TA_NORMAL;
+		scr_line(&a->scr, y0 + i, line, scr_attr(&a->scr, role == TA_TITLE ? TA_MATCH : role), 0,
+			 0, 0);
+	}
+}

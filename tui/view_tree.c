@@ -1,0 +1,191 @@
+/* view_tree.c - the live tree view: header with counts and warnings, the
+ * column titles, the visible rows, the detail pane and the status line.
+ * Each line goes through the screen's cache, so a frame writes only the
+ * lines whose text or colours changed. */
+#include <curses.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app.h"
+#include "rowfmt.h"
+#include "text.h"
+
+static int state_role(int s)
+{
+	static const int roles[DS_COUNT] = {
+		[DS_QUEUED] = TA_WAIT,  [DS_RUNNING] = TA_GOOD, [DS_BLOCKED] = TA_WAIT,
+		[DS_JOINING] = TA_JOIN, [DS_DONE] = TA_DIM,     [DS_FAILED] = TA_BAD,
+		[DS_CANCELLED] = TA_CANCEL, [DS_EXITED] = TA_BAD,
+	};
+	return (s >= 0 && s < DS_COUNT) ? roles[s] : TA_NORMAL;
+}
+
+/* Fits text to the screen width, padding so the line cache sees the same
+ * bytes for the same picture. */
+static void put_span(struct app *a, int y, const char *text, int role, int hx, int hw,
+		     int hrole)
+{
+	char line[RF_LINE_MAX];
+	line[0] = 0;
+	int used = ttx_append(line, sizeof line, text, a->scr.cols, a->o.ascii);
+	ttx_pad(line, sizeof line, used, a->scr.cols);
+	scr_line(&a->scr, y, line, scr_attr(&a->scr, role), hx, hw, scr_attr(&a->scr, hrole));
+}
+
+static void put(struct app *a, int y, const char *text, int role)
+{
+	put_span(a, y, text, role, 0, 0, TA_NORMAL);
+}
+
+void draw_header(struct app *a)
+{
+	char h[1024], w[256] = "";
+	const struct tm_model *m = &a->model;
+	const struct tm_proc *p = &m->proc;
+	if (m->warn_total) {
+		snprintf(w, sizeof w, "  %s %u warning%s:", a->o.ascii ? "!!" : "⚠", m->warn_total,
+			 m->warn_total == 1 ? "" : "s");
+		for (int b = 0; b < TM_W_KINDS; b++)
+			if (m->warn_count[b]) {
+				size_t at = strlen(w);
+				snprintf(w + at, sizeof w - at, " %u %s", m->warn_count[b], tm_warn_name(b));
+			}
+	}
+	char state[96];
+	if (p->exited && p->has_exit_signal)
+		snprintf(state, sizeof state, "EXITED (signal %d), last tree kept", p->exit_signal);
+	else if (p->exited && p->has_exit_code)
+		snprintf(state, sizeof state, "EXITED (code %d), last tree kept", p->exit_code);
+	else if (p->exited || a->exited)
+		snprintf(state, sizeof state, "EXITED, last tree kept");
+	else if (!a->subscribed)
+		snprintf(state, sizeof state, "connecting");
+	else
+		snprintf(state, sizeof state, "live");
+	snprintf(h, sizeof h, " scopetop  %s [%lld] %s | %zu scopes %zu tasks %zu threads%s%s",
+		 p->name[0] ? p->name : "?", (long long)a->pid, state, m->scopes.n, m->tasks.n,
+		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "");
+	int hx = ttx_width(h, a->o.ascii), hw = ttx_width(w, a->o.ascii);
+	if (hx + hw > a->scr.cols)
+		hw = a->scr.cols > hx ? a->scr.cols - hx : 0;
+	strncat(h, w, sizeof h - strlen(h) - 1);
+	put_span(a, 0, h, TA_HEADER, hx, hw, TA_WARN);
+}
+
+void draw_status(struct app *a)
+{
+	char s[1024];
+	int y = a->scr.rows - 1;
+	if (a->filter_edit) {
+		snprintf(s, sizeof s, "filter (name, file:line or state): %s_   Enter keeps, Esc clears",
+			 a->tree.filter);
+		put(a, y, s, TA_TITLE);
+		return;
+	}
+	if (a->status[0] && a->now_local < a->status_until) {
+		put(a, y, a->status, TA_TITLE);
+		return;
+	}
+	if (a->conn_err[0]) {
+		put(a, y, a->conn_err, TA_WARN);
+		return;
+	}
+	snprintf(s, sizeof s, " ?:help  Enter:expand/open  /:filter%s%s%s  s:sort(%s)  g:group  p:%s  d:dump  q:quit",
+		 a->tree.filter[0] ? "[" : "", a->tree.filter, a->tree.filter[0] ? "]" : "",
+		 tr_sort_name(a->tree.sort), a->paused ? "resume" : "pause");
+	put(a, y, s, TA_TITLE);
+}
+
+static void draw_rows(struct app *a, int y0, int h)
+{
+	struct rf_layout l;
+	char line[RF_LINE_MAX], hdr[RF_LINE_MAX];
+	rf_layout(&l, a->scr.cols, a->o.ascii);
+	rf_header(&l, hdr, sizeof hdr);
+	put(a, y0 - 1, hdr, TA_TITLE);
+	a->tree_h = h;
+	if (a->sel < a->top)
+		a->top = a->sel;
+	if (a->sel >= a->top + h)
+		a->top = a->sel - h + 1;
+	if (a->top > 0 && a->top + h > (long)a->tree.n) /* no empty space after a shrink */
+		a->top = (long)a->tree.n > h ? (long)a->tree.n - h : 0;
+	double now = tm_model_now(&a->model, a->now_local);
+	int state_w = l.col[0] == RF_STATE ? l.width[0] : 0;
+	for (int i = 0; i < h; i++) {
+		long at = a->top + i;
+		if (at >= (long)a->tree.n) {
+			scr_line(&a->scr, y0 + i, "", 0, 0, 0, 0);
+			continue;
+		}
+		const struct tr_row *r = &a->tree.rows[at];
+		rf_line(&l, &a->model, r, now, line, sizeof line);
+		int role = at == a->sel                    ? TA_SELECTED
+			   : (r->flags & TR_F_DIM)          ? TA_DIM
+			   : r->warn                        ? TA_WARN
+			   : (a->tree.filter[0] && (r->flags & TR_F_MATCH)) ? TA_MATCH
+									     : TA_NORMAL;
+		int hrole = at == a->sel ? TA_SELECTED : state_role(r->state);
+		scr_line(&a->scr, y0 + i, line, scr_attr(&a->scr, role), 0, state_w,
+			 scr_attr(&a->scr, hrole));
+	}
+}
+
+static void tree_draw(struct app *a)
+{
+	int rows = a->scr.rows;
+	/* Below 16 lines the pane would squeeze the tree to nothing. */
+	int pane = rows >= 16 ? (rows / 3 > 6 ? rows / 3 : 6) : 0;
+	int tree_h = rows - 3 - pane;
+	if (tree_h < 1)
+		tree_h = 1;
+	draw_header(a);
+	draw_rows(a, 2, tree_h);
+	if (pane)
+		detail_draw(a, 2 + tree_h, pane);
+	draw_status(a);
+}
+
+/* While the filter prompt is open, keys edit it; the tree follows live. */
+static bool tree_key(struct app *a, int ch)
+{
+	if (!a->filter_edit)
+		return false;
+	size_t n = strlen(a->tree.filter);
+	if (ch == 27) {
+		a->tree.filter[0] = 0;
+		a->filter_edit = false;
+	} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		a->filter_edit = false;
+	} else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+		if (n)
+			a->tree.filter[n - 1] = 0;
+	} else if (ch >= 0x20 && ch < 0x7f && n + 1 < sizeof a->tree.filter) {
+		a->tree.filter[n] = (char)ch;
+		a->tree.filter[n + 1] = 0;
+	} else {
+		return true;
+	}
+	a->rows_stale = true;
+	a->dirty = true;
+	a->sel_changed = a->now_local;
+	return true;
+}
+
+static void detail_view_draw(struct app *a)
+{
+	draw_header(a);
+	detail_draw(a, 1, a->scr.rows - 2);
+	draw_status(a);
+}
+
+void picker_draw(struct app *a);
+void help_draw(struct app *a);
+bool help_key(struct app *a, int ch);
+
+const struct view app_views[V_COUNT] = {
+	[V_PICKER] = {"picker", picker_draw, NULL},
+	[V_TREE] = {"tree", tree_draw, tree_key},
+	[V_DETAIL] = {"detail", detail_view_draw, NULL},
+	[V_HELP] = {"help", help_draw, help_key},
+};
