@@ -1,0 +1,317 @@
+/* cli.c - scopecmd's session with the daemon: connecting (and starting a
+ * daemon when none answers), requests with specific errors, dump fetching,
+ * and the command-line checks the commands share. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jdkdump.h"
+#include "sockpath.h"
+
+#define START_WAIT_MS 2000    /* for a started daemon to answer */
+#define REGISTER_WAIT_MS 2000 /* for programs to register with it */
+
+void cli_errorf(struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("scopecmd: ", cli->err);
+	va_start(ap, fmt);
+	vfprintf(cli->err, fmt, ap);
+	va_end(ap);
+	fputc('\n', cli->err);
+}
+
+const struct dcmd *dcmd_find(const char *name)
+{
+	for (size_t i = 0; dcmd_table[i]; i++)
+		if (strcmp(dcmd_table[i]->name, name) == 0)
+			return dcmd_table[i];
+	return NULL;
+}
+
+unsigned cli_edit_distance(const char *a, const char *b)
+{
+	enum { MAXL = 64 };
+	unsigned row[MAXL + 1];
+	size_t la = strnlen(a, MAXL), lb = strnlen(b, MAXL);
+
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diag = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned up = row[j];
+			unsigned cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+			unsigned best = diag + cost;
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb] > 255 ? 255 : row[lb];
+}
+
+const struct dcmd *dcmd_closest(const char *name)
+{
+	const struct dcmd *best = NULL;
+	unsigned bd = UINT_MAX;
+	for (size_t i = 0; dcmd_table[i]; i++) {
+		unsigned d = cli_edit_distance(name, dcmd_table[i]->name);
+		if (d < bd) {
+			bd = d;
+			best = dcmd_table[i];
+		}
+	}
+	return best;
+}
+
+static bool option_known(const struct dcmd *cmd, const char *arg)
+{
+	for (size_t i = 0; cmd->options && cmd->options[i]; i++) {
+		const char *o = cmd->options[i];
+		size_t n = strlen(o);
+		if (n && o[n - 1] == '=' ? strncmp(arg, o, n) == 0 : strcmp(arg, o) == 0)
+			return true;
+	}
+	return false;
+}
+
+int cli_check_options(struct cli *cli, const struct dcmd *cmd, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		if (argv[i][0] != '-' || !argv[i][1] || option_known(cmd, argv[i]))
+			continue;
+		cli_errorf(cli, "%s: unknown option '%s'; usage: %s %s (see 'help %s')", cmd->name,
+			   argv[i], cmd->name, cmd->usage, cmd->name);
+		return CLI_USAGE;
+	}
+	return CLI_OK;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* The scoped binary beside our own executable (both live in build/bin or
+ * in the same install prefix). */
+static int daemon_path(char *buf, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return -errno;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if (snprintf(buf, len, "%s/scoped", self) >= (int)len)
+		return -ENAMETOOLONG;
+	return access(buf, X_OK) == 0 ? 0 : -errno;
+}
+
+/* Starts scoped on the resolved socket, detached from our terminal; it
+ * daemonizes itself.  Returns its launcher's pid or -errno. */
+static pid_t start_daemon(struct cli *cli, const char *exe)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid < 0 ? -errno : pid;
+	setsid();
+	int fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	execl(exe, "scoped", "--socket", cli->agent_path, (char *)NULL);
+	_exit(127);
+}
+
+static bool registered(struct cli *cli, pid_t want)
+{
+	char err[256];
+	json_t *req = json_pack("{s:s}", "cmd", "list"), *reply = NULL;
+	bool found = false;
+	if (req && ctl_request(cli->ctl, req, &reply, 1000, err, sizeof err) == 0) {
+		const json_t *ps = json_object_get(reply, "processes");
+		for (size_t i = 0; i < json_array_size(ps); i++) {
+			const json_t *p = json_object_get(json_array_get(ps, i), "pid");
+			if (!want || (json_is_integer(p) && json_integer_value(p) == want))
+				found = true;
+		}
+	}
+	json_decref(req);
+	json_decref(reply);
+	return found;
+}
+
+int cli_connect(struct cli *cli, pid_t want_pid)
+{
+	char err[512], exe[PATH_MAX];
+	if (scoped_socket_paths(cli->socket, NULL, 0, cli->agent_path, sizeof cli->agent_path,
+				NULL, 0) < 0) {
+		cli_errorf(cli, "socket path too long; use a shorter --socket or SCOPED_SOCKET");
+		return CLI_FAIL;
+	}
+	int rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err);
+	if (rc == 0)
+		return CLI_OK;
+	if ((rc != -ENOENT && rc != -ECONNREFUSED) || cli->no_start) {
+		cli_errorf(cli, "%s; start one with 'scoped --socket %s'", err, cli->agent_path);
+		return CLI_FAIL;
+	}
+	if (daemon_path(exe, sizeof exe) < 0) {
+		cli_errorf(cli, "%s, and there is no scoped beside scopecmd to start; start one with "
+				"'scoped --socket %s'", err, cli->agent_path);
+		return CLI_FAIL;
+	}
+	fprintf(cli->err, "scopecmd: no daemon answered on %s; starting %s in the background\n",
+		cli->agent_path, exe);
+	pid_t launcher = start_daemon(cli, exe);
+	if (launcher < 0) {
+		cli_errorf(cli, "cannot start %s: %s", exe, strerror(-launcher));
+		return CLI_FAIL;
+	}
+	int64_t until = now_ms() + START_WAIT_MS;
+	while ((rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err)) < 0 && now_ms() < until) {
+		waitpid(launcher, NULL, WNOHANG);
+		nap_ms(20);
+	}
+	waitpid(launcher, NULL, WNOHANG);
+	if (rc < 0) {
+		cli_errorf(cli, "started %s but it did not answer within %d ms: %s; run "
+				"'scoped --foreground --socket %s' to see why", exe, START_WAIT_MS, err,
+			   cli->agent_path);
+		return CLI_FAIL;
+	}
+	/* Running programs' agents retry their connection on their own; give
+	 * them a moment to find the new daemon and send their snapshots. */
+	fprintf(cli->err, "scopecmd: waiting up to %d ms for programs to register\n",
+		REGISTER_WAIT_MS);
+	until = now_ms() + REGISTER_WAIT_MS;
+	while (!registered(cli, want_pid) && now_ms() < until)
+		nap_ms(50);
+	return CLI_OK;
+}
+
+/* Says specifically why the daemon has nothing for pid, from what /proc
+ * tells us: gone, another user's, or not instrumented. */
+static void explain_absent(struct cli *cli, pid_t pid, const char *code)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0) {
+		cli_errorf(cli, "process %d does not exist", (int)pid);
+	} else if (strcmp(code, "permission_denied") == 0 ||
+		   (geteuid() != 0 && st.st_uid != geteuid())) {
+		cli_errorf(cli, "permission denied: process %d belongs to uid %u and you are uid %u; "
+				"run scopecmd as that user or as root", (int)pid, (unsigned)st.st_uid,
+			   (unsigned)geteuid());
+	} else {
+		cli_errorf(cli, "process %d is not instrumented (no libscope agent connected to %s); "
+				"is SCOPED_SOCKET the same for both?", (int)pid, cli->agent_path);
+	}
+}
+
+/* Sends req (stolen).  Returns the reply, successful or not (new), or NULL
+ * after printing why the daemon could not be asked. */
+static json_t *request(struct cli *cli, json_t *req)
+{
+	char err[512];
+	json_t *reply = NULL;
+	if (!req) {
+		cli_errorf(cli, "out of memory");
+		return NULL;
+	}
+	int rc = ctl_request(cli->ctl, req, &reply, cli->timeout_ms, err, sizeof err);
+	json_decref(req);
+	if (rc < 0) {
+		cli_errorf(cli, "%s", err);
+		return NULL;
+	}
+	return reply;
+}
+
+static const char *error_code(const json_t *reply)
+{
+	const char *code = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
+	return code ? code : "internal";
+}
+
+/* Prints the specific error of a failed reply to cmd about pid. */
+static void report(struct cli *cli, const json_t *reply, const char *cmd, pid_t pid)
+{
+	const char *code = error_code(reply);
+	const char *msg = json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+	if (pid && (!strcmp(code, "no_such_process") || !strcmp(code, "not_instrumented") ||
+		    !strcmp(code, "permission_denied")))
+		explain_absent(cli, pid, code);
+	else if (pid && !strcmp(code, "timeout"))
+		cli_errorf(cli, "process %d did not answer the stack request in time (%s); is it "
+				"stopped (SIGSTOP, a debugger) or overloaded?", (int)pid,
+			   msg ? msg : "timeout");
+	else
+		cli_errorf(cli, "the daemon refused '%s'%s: %s (%s)", cmd,
+			   pid ? " for that process" : "", msg ? msg : "no reason given", code);
+}
+
+json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
+{
+	json_t *req = pid ? json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid)
+			  : json_pack("{s:s}", "cmd", cmd);
+	json_t *r = request(cli, req);
+	if (r && !json_is_true(json_object_get(r, "ok"))) {
+		report(cli, r, cmd, pid);
+		json_decref(r);
+		return NULL;
+	}
+	return r;
+}
+
+json_t *cli_fetch_dump(struct cli *cli, pid_t pid)
+{
+	char err[256];
+	json_t *reply = request(cli, json_pack("{s:s,s:i}", "cmd", "dump", "pid", (json_int_t)pid));
+	if (reply && !json_is_true(json_object_get(reply, "ok"))) {
+		/* An exited process has no stacks, but its last tree still
+		 * makes a post-mortem dump. */
+		bool exited = !strcmp(error_code(reply), "exited");
+		if (!exited)
+			report(cli, reply, "dump", pid);
+		json_decref(reply);
+		reply = exited ? cli_call(cli, "tree", pid) : NULL;
+	}
+	if (!reply)
+		return NULL;
+	json_t *dump = jdkdump_build(reply, err, sizeof err);
+	json_decref(reply);
+	if (!dump)
+		cli_errorf(cli, "%s", err);
+	return dump;
+}

@@ -1,0 +1,74 @@
+/* cli.h - what scopecmd's commands share: the session with the daemon, the
+ * command table's entry type, and the helpers that fetch and explain. */
+#ifndef DUMPER_CLI_H
+#define DUMPER_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../common/ctl.h"
+
+/* Exit statuses: 0 success, 1 a target or command failed, 2 bad usage. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+struct cli {
+	const char *socket; /* --socket, or NULL */
+	char agent_path[4096];  /* the agent socket path resolved from it */
+	int timeout_ms;     /* per daemon request */
+	bool no_start;      /* --no-start: never start a daemon */
+	struct ctl *ctl;    /* NULL until cli_connect() */
+	FILE *out, *err;
+};
+
+/* One scopecmd command (Thread.print...): one file each, listed in
+ * dcmd_table (dumper/cmds.c). */
+struct dcmd {
+	const char *name;
+	const char *usage;   /* options part, e.g. "[-l] [-e]" */
+	const char *summary; /* one line for `help` */
+	const char *help;    /* what it does, its options with defaults */
+	const char *impact;  /* what it costs the target, as jcmd says */
+	const char *const *options; /* accepted option names ("-l", "-format=") */
+	/* Runs for one target pid; argv holds the command's arguments after
+	 * its name.  Returns CLI_OK, CLI_FAIL or CLI_USAGE; prints its own
+	 * errors on cli->err. */
+	int (*run)(struct cli *cli, pid_t pid, int argc, char **argv);
+	bool local; /* needs no daemon (help) */
+};
+
+extern const struct dcmd *const dcmd_table[];
+
+/* The command called name, or NULL. */
+const struct dcmd *dcmd_find(const char *name);
+
+/* The command whose name is closest to name by edit distance (case
+ * ignored), for "did you mean". */
+const struct dcmd *dcmd_closest(const char *name);
+
+/* Levenshtein distance of a and b, ignoring case; capped at 255. */
+unsigned cli_edit_distance(const char *a, const char *b);
+
+/* Checks argv against cmd's options: returns CLI_OK, or CLI_USAGE after
+ * printing which option is bad and what the command takes. */
+int cli_check_options(struct cli *cli, const struct dcmd *cmd, int argc, char **argv);
+
+/* Connects to the daemon, starting one in the background when none answers
+ * (unless --no-start) and waiting up to 2 s for want_pid (or, when 0, any
+ * program) to register.  Returns CLI_OK or CLI_FAIL with the reason
+ * printed. */
+int cli_connect(struct cli *cli, pid_t want_pid);
+
+/* Sends {"cmd":cmd,"pid":pid} (pid 0: none) and returns the success reply
+ * (new) or NULL after printing a specific error for pid. */
+json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid);
+
+/* The JDK JSON dump of pid (new), from the daemon's dump reply, or from its
+ * tree alone when the process has exited; NULL after printing why. */
+json_t *cli_fetch_dump(struct cli *cli, pid_t pid);
+
+/* Prints "scopecmd: " and the message on cli->err. */
+void cli_errorf(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,124 @@
+/* cmd_dump_to_file.c - `Thread.dump_to_file [-overwrite] [-format=json|text]
+ * <file>`: writes the dump as the calling user and says where. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jdkdump.h"
+#include "textdump.h"
+
+static const char *const opts[] = {"-overwrite", "-format=", NULL};
+
+struct args {
+	bool overwrite, json;
+	const char *file;
+};
+
+static int parse(struct cli *cli, int argc, char **argv, struct args *a)
+{
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "-overwrite")) {
+			a->overwrite = true;
+		} else if (!strncmp(s, "-format=", 8)) {
+			/* "plain" is the JDK's name for the text format. */
+			if (!strcmp(s + 8, "json"))
+				a->json = true;
+			else if (!strcmp(s + 8, "text") || !strcmp(s + 8, "plain"))
+				a->json = false;
+			else {
+				cli_errorf(cli, "Thread.dump_to_file: -format takes json or text, not '%s'",
+					   s + 8);
+				return CLI_USAGE;
+			}
+		} else if (!a->file) {
+			a->file = s;
+		} else {
+			cli_errorf(cli, "Thread.dump_to_file: one file only ('%s' and '%s' given)",
+				   a->file, s);
+			return CLI_USAGE;
+		}
+	}
+	if (!a->file) {
+		cli_errorf(cli, "Thread.dump_to_file: no file given; usage: Thread.dump_to_file "
+				"[-overwrite] [-format=json|text] <file>  ('-' for standard output)");
+		return CLI_USAGE;
+	}
+	return CLI_OK;
+}
+
+static char *render(const json_t *dump, bool json)
+{
+	if (!json)
+		return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+	char *s = json_dumps(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *t = realloc(s, n + 2);
+	if (!t) {
+		free(s);
+		return NULL;
+	}
+	t[n] = '\n';
+	t[n + 1] = '\0';
+	return t;
+}
+
+static int run(struct cli *cli, pid_t pid, int argc, char **argv)
+{
+	struct args a = {0};
+	int rc = parse(cli, argc, argv, &a);
+	if (rc != CLI_OK)
+		return rc;
+	json_t *dump = cli_fetch_dump(cli, pid);
+	if (!dump)
+		return CLI_FAIL;
+	char *data = render(dump, a.json);
+	json_decref(dump);
+	if (!data) {
+		cli_errorf(cli, "out of memory rendering the dump");
+		return CLI_FAIL;
+	}
+	rc = CLI_OK;
+	if (!strcmp(a.file, "-")) {
+		if (fputs(data, cli->out) == EOF || fflush(cli->out) == EOF) {
+			cli_errorf(cli, "writing the dump to standard output failed");
+			rc = CLI_FAIL;
+		}
+	} else {
+		char err[PATH_MAX + 128], abs[PATH_MAX], cwd[PATH_MAX];
+		if (jdkdump_write_file(a.file, data, strlen(data), a.overwrite, err, sizeof err) < 0) {
+			cli_errorf(cli, "%s", err);
+			rc = CLI_FAIL;
+		} else if (realpath(a.file, abs)) {
+			fprintf(cli->out, "Created %s\n", abs);
+		} else {
+			fprintf(cli->out, "Created %s%s%s\n",
+				a.file[0] == '/' ? "" : getcwd(cwd, sizeof cwd) ? cwd : ".",
+				a.file[0] == '/' ? "" : "/", a.file);
+		}
+	}
+	free(data);
+	return rc;
+}
+
+const struct dcmd dcmd_dump_to_file = {
+	.name = "Thread.dump_to_file",
+	.usage = "[-overwrite] [-format=json|text] <file>",
+	.summary = "Write the thread dump, as JSON or text, to a file.",
+	.help = "Arguments:\n"
+		"  file        where to write it, created as you; '-' for standard output\n"
+		"              (STRING, no default)\n"
+		"Options:\n"
+		"  -overwrite  replace an existing file (atomically: a temporary file beside it\n"
+		"              is renamed over it) (BOOLEAN, false)\n"
+		"  -format     json: the JDK's JSON thread dump, format version 2, with scoped's\n"
+		"              extra members (schemas/thread-dump.schema.json); text (or plain):\n"
+		"              what Thread.print -l -e prints (STRING, text)\n",
+	.impact = "Low: as Thread.print; the file is written by scopecmd, never by the daemon",
+	.options = opts,
+	.run = run,
+};

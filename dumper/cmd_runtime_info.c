@@ -1,0 +1,92 @@
+/* cmd_runtime_info.c - `Runtime.info`: the runtime version, uptime, pools
+ * with their statistics, and events received and lost. */
+#include <string.h>
+
+#include "cli.h"
+#include "jdkjson.h"
+
+static const char *const opts[] = {NULL};
+
+static long long num(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? (long long)json_number_value(v) : -1;
+}
+
+static const char *s_or(const json_t *o, const char *k, const char *def)
+{
+	const char *s = jj_str(o, k);
+	return s ? s : def;
+}
+
+static void pool_line(FILE *out, const json_t *p)
+{
+	fprintf(out, "  %s@%lld: %lld threads (core %lld, max %lld, largest %lld), %lld active, "
+		     "%lld queued",
+		s_or(p, "name", "?"), num(p, "id"), num(p, "size"), num(p, "core"), num(p, "max"),
+		num(p, "largest"), num(p, "active"), num(p, "queued"));
+	if (jj_str_is(p, "queue", "bounded"))
+		fprintf(out, " of %lld", num(p, "queue_capacity"));
+	fprintf(out, "; %lld completed, %lld rejected; %s queue, %s policy, keep-alive %lld ms\n",
+		num(p, "completed"), num(p, "rejected"), s_or(p, "queue", "?"),
+		s_or(p, "policy", "?"), num(p, "keep_alive_ms"));
+}
+
+static int run(struct cli *cli, pid_t pid, int argc, char **argv)
+{
+	if (argc > 0) {
+		cli_errorf(cli, "Runtime.info takes no arguments ('%s' given)", argv[0]);
+		return CLI_USAGE;
+	}
+	json_t *tree = cli_call(cli, "tree", pid);
+	if (!tree)
+		return CLI_FAIL;
+	json_t *status = cli_call(cli, "status", 0);
+	const json_t *p = json_object_get(tree, "process");
+	const json_t *pools = jj_array(json_object_get(tree, "model"), "pools");
+	FILE *out = cli->out;
+
+	fprintf(out, "Runtime: libscope %s\n", s_or(p, "runtime_version", "unknown"));
+	fprintf(out, "Process: %s (%s), %s", s_or(p, "name", "?"), s_or(p, "exe", "?"),
+		s_or(p, "state", "?"));
+	if (jj_str_is(p, "state", "exited")) {
+		if (json_is_integer(json_object_get(p, "exit_signal")))
+			fprintf(out, " (signal %lld)", num(p, "exit_signal"));
+		else if (json_is_integer(json_object_get(p, "exit_code")))
+			fprintf(out, " (code %lld)", num(p, "exit_code"));
+	}
+	fprintf(out, ", uid %lld, up %.3f s\n", num(p, "uid"),
+		json_is_number(json_object_get(p, "uptime_ms"))
+			? json_number_value(json_object_get(p, "uptime_ms")) / 1000.0
+			: 0.0);
+	fprintf(out, "Model: %lld scopes, %lld tasks, %lld threads; %s%s\n", num(p, "scopes"),
+		num(p, "tasks"), num(p, "threads"),
+		json_is_false(json_object_get(p, "complete")) ? "incomplete" : "complete",
+		json_is_true(json_object_get(p, "repaired")) ? ", repaired after a loss" : "");
+	fprintf(out, "Events: %lld received, %lld lost\n", num(p, "events"), num(p, "lost"));
+	fprintf(out, "Pools: %zu\n", json_array_size(pools));
+	for (size_t i = 0; i < json_array_size(pools); i++)
+		pool_line(out, json_array_get(pools, i));
+	if (status)
+		fprintf(out, "Daemon: scoped %s (pid %lld), up %.1f s, stacks from %s, %lld processes, "
+			     "%lld events, %lld lost\n",
+			s_or(status, "version", "?"), num(status, "pid"),
+			num(status, "uptime_ms") / 1000.0, s_or(status, "stacks_source", "?"),
+			num(status, "processes"), num(status, "events"), num(status, "lost"));
+	json_decref(tree);
+	json_decref(status);
+	return status ? CLI_OK : CLI_FAIL;
+}
+
+const struct dcmd dcmd_runtime_info = {
+	.name = "Runtime.info",
+	.usage = "",
+	.summary = "Print the runtime version, uptime, pools and event counts.",
+	.help = "Pools show size, core and maximum sizes, largest size, active threads,\n"
+		"queued, completed and rejected tasks, queue kind and rejection policy.  Events\n"
+		"are those the agent sent and those it had to drop (lost); a model repaired\n"
+		"after a loss says so.\n",
+	.impact = "None: read from the daemon's model; the process is not touched",
+	.options = opts,
+	.run = run,
+};
