@@ -17,6 +17,7 @@ $(BUILD)/lib/libscope.so: $(LIBSCOPE_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
 	$(Q)$(CC) -shared -Wl,-soname,libscope.so.0 $(LDFLAGS) -o $@ $^ $(LIBSCOPE_LIBS)
+	$(Q)ln -sf libscope.so $(@D)/libscope.so.0
 
 ALL_TARGETS += $(BUILD)/lib/libscope.a $(BUILD)/lib/libscope.so
 
