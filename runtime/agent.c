@@ -1,6 +1,569 @@
-/* agent.c - placeholder for the reporting agent (issue 3 replaces it). */
-#include "event.h"
+/* agent.c - the reporting agent's thread: connects to scoped with backoff,
+ * says HELLO, sends a snapshot, then drains the per-thread rings onto the
+ * socket in batches; repairs losses with LOST + snapshot; answers stack
+ * requests; never lets the daemon block the application. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "scope.h"
+#include "sockpath.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+#define HELLO_WAIT_MS 1000
+#define BATCH_BYTES (256u * 1024)  /* events moved per batch */
+#define OUT_MAX (64u << 20)        /* cap of the output buffer (snapshots) */
+#define DRAIN_MS 1                 /* drain period while events flow */
+#define IDLE_MS 5                  /* poll period when nothing flowed */
+#define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
+#define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
+#define IN_CAP (2 * PROTO_MAX_FRAME)
+#define DEFAULT_RING_KB 128
+
+struct agent {
+	/* Set by sc_agent_start, read-only afterwards. */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char program[PROTO_MAX_STR + 1];
+	char exe[PROTO_MAX_STR + 1];
+	int64_t start_realtime_ns;
+	pthread_t thread;
+	int running;
+	int wake_fd;
+
+	/* The agent thread's own. */
+	int fd;
+	uint32_t tid;
+	struct sc_buf out;
+	uint8_t in[IN_CAP];
+	size_t in_len;
+	uint64_t snap_seq, lost_base, lost_reported;
+	int finished;
+
+	/* Requests from other threads. */
+	_Atomic int stop;
+	_Atomic int exit_req, exit_done;
+	uint32_t exit_how, exit_tid;
+	int32_t exit_code;
+	_Atomic uint64_t flush_req, flush_done;
+
+	/* Statistics (sc_agent_get_stats). */
+	_Atomic int connected;
+	_Atomic uint64_t sessions, snapshots, events, lost, lost_msgs, stack_reqs;
+};
+
+static struct agent ag = {.fd = -1, .wake_fd = -1};
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+static void wake_agent(void)
+{
+	uint64_t one = 1;
+	if (ag.wake_fd >= 0 && write(ag.wake_fd, &one, sizeof one) < 0) {
+		/* The counter is saturated: the agent is awake anyway. */
+	}
+}
+
+/* ---- process identity for HELLO ---- */
+
+static void read_identity(void)
+{
+	const char *name = getenv("SCOPED_NAME");
+	if (name && *name) {
+		snprintf(ag.program, sizeof ag.program, "%s", name);
+	} else {
+		FILE *f = fopen("/proc/self/comm", "re");
+		if (!f || !fgets(ag.program, sizeof ag.program, f))
+			snprintf(ag.program, sizeof ag.program, "unknown");
+		if (f)
+			fclose(f);
+		ag.program[strcspn(ag.program, "\n")] = 0;
+	}
+	ssize_t n = readlink("/proc/self/exe", ag.exe, sizeof ag.exe - 1);
+	ag.exe[n > 0 ? n : 0] = 0;
+
+	/* Start time: field 22 of /proc/self/stat, clock ticks after boot. */
+	int64_t boot_age = clock_ns(CLOCK_BOOTTIME), real = clock_ns(CLOCK_REALTIME);
+	ag.start_realtime_ns = real;
+	FILE *f = fopen("/proc/self/stat", "re");
+	char buf[1024];
+	if (f && fgets(buf, sizeof buf, f)) {
+		char *p = strrchr(buf, ')'); /* comm may hold spaces */
+		unsigned long long start = 0;
+		int field = 2;
+		for (; p && *p && field < 22; p++)
+			if (*p == ' ')
+				field++;
+		if (p && sscanf(p, "%llu", &start) == 1) {
+			long hz = sysconf(_SC_CLK_TCK);
+			if (hz > 0)
+				ag.start_realtime_ns =
+					real - (boot_age - (int64_t)(start * (1000000000ull / (unsigned long)hz)));
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* ---- session ---- */
+
+static void put_ctl(uint16_t type, uint64_t a, uint64_t b)
+{
+	struct proto_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.ts = now_ns();
+	if (type == PROTO_LOST) {
+		m.total_lost = a;
+		m.lost_since = b;
+	} else {
+		m.seq = a;
+		m.count = b;
+	}
+	(void)sc_buf_put_msg(&ag.out, &m, NULL, NULL);
+}
+
+static void snap_emit(void *ctx, const struct sc_ev *ev)
+{
+	uint64_t *count = ctx;
+	if (sc_buf_put_ev(&ag.out, ev, PROTO_F_SNAPSHOT) == 0)
+		(*count)++;
+}
+
+/* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
+ * thrown away first: the walk covers it. */
+static void send_snapshot(void)
+{
+	uint64_t count = 0;
+	atomic_store(&sc_agent_streaming, 1);
+	sc_rings_discard();
+	ag.lost_base = sc_rings_dropped();
+	ag.out.overflow = 0;
+	ag.snap_seq++;
+	put_ctl(PROTO_SNAPSHOT_BEGIN, ag.snap_seq, 0);
+	sc_registry_snapshot(snap_emit, &count);
+	put_ctl(PROTO_SNAPSHOT_END, ag.snap_seq, count);
+	atomic_fetch_add(&ag.snapshots, 1);
+}
+
+static int dial(void)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, ag.path, sizeof sa.sun_path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Reads what the daemon sent into ag.in; 0, or -1 on EOF or error. */
+static int read_in(void)
+{
+	for (;;) {
+		ssize_t n = recv(ag.fd, ag.in + ag.in_len, IN_CAP - ag.in_len, MSG_DONTWAIT);
+		if (n > 0) {
+			ag.in_len += (size_t)n;
+			return 0;
+		}
+		if (n == 0)
+			return -1;
+		if (errno == EINTR)
+			continue;
+		return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+	}
+}
+
+/* Takes the next whole message out of ag.in: 1 with *m, 0 when none is
+ * complete, -1 when the daemon sent garbage. */
+static int next_msg(struct proto_msg *m, uint8_t *frame)
+{
+	size_t used;
+	int rc = proto_decode(ag.in, ag.in_len, m, &used);
+	if (rc == PROTO_EAGAIN)
+		return 0;
+	if (rc != PROTO_OK)
+		return -1;
+	/* The message's strings point into ag.in, which we shift: copy first. */
+	memcpy(frame, ag.in, used);
+	memmove(ag.in, ag.in + used, ag.in_len - used);
+	ag.in_len -= used;
+	return proto_decode(frame, used, m, &used) == PROTO_OK ? 1 : -1;
+}
+
+/* HELLO, then HELLO_ACK within HELLO_WAIT_MS.  0, or -1. */
+static int handshake(void)
+{
+	struct proto_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = PROTO_HELLO;
+	m.version = PROTO_VERSION;
+	m.pid = (uint32_t)getpid();
+	m.start_realtime_ns = ag.start_realtime_ns;
+	m.ref_mono_ns = now_ns();
+	m.ref_realtime_ns = clock_ns(CLOCK_REALTIME);
+	m.runtime_version.p = SCOPE_VERSION_STRING;
+	m.program.p = ag.program;
+	m.exe.p = ag.exe;
+	if (sc_buf_put_msg(&ag.out, &m, NULL, NULL) < 0)
+		return -1;
+
+	static uint8_t frame[PROTO_MAX_FRAME];
+	int64_t deadline = now_ns() + HELLO_WAIT_MS * 1000000LL;
+	for (;;) {
+		int fr = sc_buf_flush(&ag.out, ag.fd);
+		if (fr < 0)
+			return -1;
+		int64_t left = deadline - now_ns();
+		if (left <= 0 || atomic_load(&ag.stop))
+			return -1;
+		struct pollfd p = {ag.fd, (short)(POLLIN | (fr ? 0 : POLLOUT)), 0};
+		if (poll(&p, 1, (int)(left / 1000000) + 1) < 0 && errno != EINTR)
+			return -1;
+		if ((p.revents & POLLIN) && read_in() < 0)
+			return -1;
+		int got;
+		while ((got = next_msg(&m, frame)) == 1) {
+			if (m.type == PROTO_HELLO_ACK)
+				return 0;
+			if (m.type == PROTO_ERROR)
+				return -1; /* refused (e.g. too many processes): retry later */
+		}
+		if (got < 0 || (p.revents & (POLLERR | POLLHUP)))
+			return -1;
+	}
+}
+
+static void handle_msg(const struct proto_msg *m)
+{
+	if (m->type == PROTO_STACK_REQUEST) {
+		sc_stack_answer(m, &ag.out, ag.tid);
+		atomic_fetch_add(&ag.stack_reqs, 1);
+	}
+	/* Everything else from the daemon needs no answer. */
+}
+
+/* Sends what is left and PROCESS_EXIT, within FINAL_NS. */
+static void final_flush(void)
+{
+	int64_t deadline = now_ns() + FINAL_NS;
+	for (;;) {
+		int fr = sc_buf_flush(&ag.out, ag.fd);
+		if (fr < 0)
+			break;
+		if (fr == 1 && sc_rings_drain(&ag.out, BATCH_BYTES, INT64_MAX) == 0)
+			break;
+		int64_t left = deadline - now_ns();
+		if (left <= 0)
+			break;
+		if (!fr) {
+			struct pollfd p = {ag.fd, POLLOUT, 0};
+			(void)poll(&p, 1, (int)(left / 1000000) + 1);
+		}
+	}
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = SC_EV_PROCESS_EXIT;
+	ev.ts = now_ns();
+	ev.tid = ag.exit_tid;
+	ev.u = ag.exit_how;
+	ev.i = ag.exit_code;
+	(void)sc_buf_put_ev(&ag.out, &ev, 0);
+	while (sc_buf_flush(&ag.out, ag.fd) == 0 && now_ns() < deadline) {
+		struct pollfd p = {ag.fd, POLLOUT, 0};
+		(void)poll(&p, 1, 5);
+	}
+	ag.finished = 1;
+	atomic_store(&ag.exit_done, 1);
+}
+
+/* One connected session, until the daemon goes away or we are told to stop. */
+static void session(void)
+{
+	static uint8_t frame[PROTO_MAX_FRAME];
+	int64_t blocked_since = 0;
+	int period = DRAIN_MS;
+
+	atomic_store(&ag.connected, 1);
+	atomic_fetch_add(&ag.sessions, 1);
+	atomic_store(&sc_exit_fd, ag.fd);
+	send_snapshot();
+
+	while (!atomic_load(&ag.stop)) {
+		if (atomic_load(&ag.exit_req)) {
+			final_flush();
+			break;
+		}
+		int fr = sc_buf_flush(&ag.out, ag.fd);
+		if (fr < 0)
+			break;
+		if (fr == 1) {
+			blocked_since = 0;
+			uint64_t dropped = sc_rings_dropped();
+			if (dropped != ag.lost_base || ag.out.overflow) {
+				put_ctl(PROTO_LOST, dropped, dropped - ag.lost_reported);
+				ag.lost_reported = dropped;
+				atomic_store(&ag.lost, dropped);
+				atomic_fetch_add(&ag.lost_msgs, 1);
+				send_snapshot();
+				continue;
+			}
+			/* Read the flush request before the horizon: whatever was
+			 * emitted before it has a ts below the horizon. */
+			uint64_t freq = atomic_load(&ag.flush_req);
+			size_t n = sc_rings_drain(&ag.out, BATCH_BYTES, now_ns());
+			atomic_fetch_add(&ag.events, n);
+			sc_rings_reap(0);
+			if (ag.out.len >= BATCH_BYTES)
+				continue; /* more is waiting: no sleep */
+			if (n == 0)
+				atomic_store(&ag.flush_done, freq);
+			period = n ? DRAIN_MS : IDLE_MS;
+		} else {
+			int64_t now = now_ns();
+			if (!blocked_since)
+				blocked_since = now;
+			else if (now - blocked_since > BLOCKED_REAP_NS)
+				sc_rings_reap(1); /* exited threads must not pile up */
+		}
+
+		int pending = ag.out.sent < ag.out.len;
+		struct pollfd p[2] = {{ag.fd, (short)(POLLIN | (pending ? POLLOUT : 0)), 0},
+				      {ag.wake_fd, POLLIN, 0}};
+		if (poll(p, 2, pending ? 100 : period) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(ag.wake_fd, &v, sizeof v) < 0) {
+				/* Nothing to read after all: a spurious wake. */
+			}
+		}
+		if (p[0].revents & POLLIN) {
+			if (read_in() < 0)
+				break;
+			struct proto_msg m;
+			int got;
+			while ((got = next_msg(&m, frame)) == 1)
+				handle_msg(&m);
+			if (got < 0)
+				break; /* a daemon that sends garbage is not one we talk to */
+		} else if (p[0].revents & (POLLERR | POLLHUP)) {
+			break;
+		}
+	}
+	atomic_store(&sc_agent_streaming, 0);
+	atomic_store(&ag.connected, 0);
+	atomic_store(&sc_exit_fd, -1);
+}
+
+static void *agent_main(void *arg)
+{
+	(void)arg;
+	int backoff = BACKOFF_MIN_MS;
+
+	sc_thread_mark_agent();
+	prctl(PR_SET_NAME, "scoped-agent");
+	ag.tid = sc_gettid();
+	while (!atomic_load(&ag.stop) && !ag.finished) {
+		if (atomic_load(&ag.exit_req)) {
+			atomic_store(&ag.exit_done, 1); /* no daemon: nothing to tell */
+			break;
+		}
+		ag.fd = dial();
+		if (ag.fd >= 0) {
+			if (handshake() == 0) {
+				backoff = BACKOFF_MIN_MS;
+				session();
+			}
+			/* A crash handler that took the socket keeps it open. */
+			if (atomic_load(&sc_sock_owner) != 2)
+				close(ag.fd);
+			ag.fd = -1;
+			ag.in_len = 0;
+			ag.out.len = ag.out.sent = ag.out.frame_at = 0;
+			if (ag.finished || atomic_load(&ag.stop))
+				break;
+		}
+		struct pollfd p = {ag.wake_fd, POLLIN, 0};
+		if (poll(&p, 1, backoff) > 0) {
+			uint64_t v;
+			if (read(ag.wake_fd, &v, sizeof v) < 0) {
+				/* spurious */
+			}
+		}
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	return NULL;
+}
+
+/* ---- control from other threads ---- */
+
+int sc_agent_final(uint32_t how, int32_t code, int timeout_ms)
+{
+	if (!ag.running || !atomic_load(&ag.connected))
+		return -ENOTCONN;
+	ag.exit_how = how;
+	ag.exit_code = code;
+	ag.exit_tid = sc_gettid();
+	atomic_store(&ag.exit_req, 1);
+	wake_agent();
+	for (int i = 0; i < timeout_ms * 2 && !atomic_load(&ag.exit_done); i++) {
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
+	return atomic_load(&ag.exit_done) ? 0 : -ETIMEDOUT;
+}
+
+int sc_agent_flush(int timeout_ms)
+{
+	if (!ag.running || !atomic_load(&ag.connected))
+		return -ENOTCONN;
+	uint64_t gen = atomic_fetch_add(&ag.flush_req, 1) + 1;
+	wake_agent();
+	for (int i = 0; i < timeout_ms * 2; i++) {
+		if (atomic_load(&ag.flush_done) >= gen)
+			return 0;
+		if (!atomic_load(&ag.connected))
+			return -ENOTCONN;
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
+void sc_agent_get_stats(struct sc_agent_stats *st)
+{
+	st->connected = atomic_load(&ag.connected);
+	st->sessions = atomic_load(&ag.sessions);
+	st->snapshots = atomic_load(&ag.snapshots);
+	st->events = atomic_load(&ag.events);
+	st->lost = atomic_load(&ag.lost);
+	st->lost_msgs = atomic_load(&ag.lost_msgs);
+	st->stack_reqs = atomic_load(&ag.stack_reqs);
+}
+
+/* In a fork child the agent thread does not exist and the rings belong to
+ * threads that do not either: the child runs unreported. */
+static void atfork_child(void)
+{
+	atomic_store(&sc_agent_streaming, 0);
+	sc_observer_set(NULL);
+	sc_rings_forget();
+	if (ag.fd >= 0)
+		close(ag.fd);
+	if (ag.wake_fd >= 0)
+		close(ag.wake_fd);
+	memset(&ag.out, 0, sizeof ag.out); /* the parent's buffer: leaked */
+	ag.fd = ag.wake_fd = -1;
+	ag.running = 0;
+	atomic_store(&ag.connected, 0);
+	atomic_store(&sc_exit_fd, -1);
+}
+
+static size_t ring_bytes_from_env(void)
+{
+	const char *s = getenv("SCOPED_BUFFER_KB");
+	char *end;
+	long kb = s ? strtol(s, &end, 10) : 0;
+	if (!s || *end || kb < 16 || kb > 65536)
+		kb = DEFAULT_RING_KB;
+	return (size_t)kb * 1024;
+}
+
+int sc_agent_start(const char *path)
+{
+	static int atfork_done;
+	if (ag.running)
+		return -EALREADY;
+	if (!ag.out.max)
+		ag.out.max = OUT_MAX;
+	int rc = scoped_socket_paths(path, NULL, 0, ag.path, sizeof ag.path, NULL, 0);
+	if (rc)
+		return rc;
+	read_identity();
+	rc = sc_rings_init(ring_bytes_from_env());
+	if (rc)
+		return rc;
+	(void)sc_stack_init(); /* without it stack requests time out; events still flow */
+	sc_exit_init();
+	if (!atfork_done && pthread_atfork(NULL, NULL, atfork_child) == 0)
+		atfork_done = 1;
+	ag.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ag.wake_fd < 0)
+		return -errno;
+	atomic_store(&ag.stop, 0);
+	atomic_store(&ag.exit_req, 0);
+	atomic_store(&ag.exit_done, 0);
+	ag.finished = 0;
+	sc_observer_set(sc_ring_observe);
+
+	/* The agent thread takes no asynchronous signals: they belong to the
+	 * application's threads. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&ag.thread, NULL, agent_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		sc_observer_set(NULL);
+		close(ag.wake_fd);
+		ag.wake_fd = -1;
+		return -rc;
+	}
+	ag.running = 1;
+	return 0;
+}
+
+void sc_agent_stop(void)
+{
+	if (!ag.running)
+		return;
+	atomic_store(&ag.stop, 1);
+	wake_agent();
+	pthread_join(ag.thread, NULL);
+	ag.running = 0;
+	sc_observer_set(NULL);
+	atomic_store(&sc_agent_streaming, 0);
+	close(ag.wake_fd);
+	ag.wake_fd = -1;
+	sc_buf_free(&ag.out);
+	ag.out.max = OUT_MAX;
+}
+
+static int disabled(void)
+{
+	const char *d = getenv("SCOPED_DISABLE");
+	return d && (!strcmp(d, "1") || !strcmp(d, "true") || !strcmp(d, "yes"));
+}
 
 void sc_agent_init(void)
 {
+	if (disabled())
+		return;
+	(void)sc_agent_start(NULL);
 }

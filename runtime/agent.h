@@ -1,0 +1,132 @@
+/* agent.h - internal interface between the reporting agent's files: the
+ * event encoder, the per-thread rings, the output buffer, stack capture and
+ * the exit paths.  Everything here is hidden inside libscope. */
+#ifndef SC_AGENT_H
+#define SC_AGENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "proto.h"
+
+/* ---- encoder (agent_enc.c): struct sc_ev -> one wire frame ---- */
+
+struct sc_enc_layout;
+
+/* The measured shape of one event: which layout, its string lengths (cut to
+ * PROTO_MAX_STR) and the frame size. */
+struct sc_enc {
+	const struct sc_enc_layout *l;
+	uint16_t slen[3];
+	uint32_t size;
+};
+
+/* Measures ev into e; returns the frame size, or 0 for a kind the protocol
+ * has no message for. */
+SC_HIDDEN uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e);
+
+/* Writes the frame measured by sc_enc_measure into dst (e->size bytes). */
+SC_HIDDEN void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags,
+			    uint8_t *dst);
+
+/* ---- output buffer (agent_buf.c): frames waiting for the socket ---- */
+
+struct sc_buf {
+	uint8_t *p;
+	size_t len;      /* bytes appended */
+	size_t sent;     /* bytes already written to the socket */
+	size_t cap;      /* allocated */
+	size_t max;      /* cap never grows past this */
+	size_t frame_at; /* start of the frame that contains byte `sent` */
+	int overflow;    /* an append did not fit under max */
+};
+
+/* Room for n more bytes at the end, or NULL (overflow set) past max. */
+SC_HIDDEN uint8_t *sc_buf_reserve(struct sc_buf *b, size_t n);
+/* Appends one encoded message; 0, or -1 when it did not fit. */
+SC_HIDDEN int sc_buf_put_msg(struct sc_buf *b, const struct proto_msg *m, const uint32_t *tids,
+			     const uint64_t *addrs);
+/* Appends one event frame; 0, or -1 when it did not fit. */
+SC_HIDDEN int sc_buf_put_ev(struct sc_buf *b, const struct sc_ev *ev, uint16_t flags);
+/* Writes what it can without blocking.  Returns 1 when everything is sent
+ * (the buffer is then empty), 0 when bytes remain, -1 on a socket error. */
+SC_HIDDEN int sc_buf_flush(struct sc_buf *b, int fd);
+SC_HIDDEN void sc_buf_free(struct sc_buf *b);
+
+/* ---- per-thread rings (agent_ring.c) ---- */
+
+/* Set while a daemon session streams events; the observer does nothing when
+ * it is 0, so an absent daemon costs the app one load and a branch. */
+extern _Atomic int sc_agent_streaming SC_HIDDEN;
+
+/* The observer installed with sc_observer_set(). */
+SC_HIDDEN void sc_ring_observe(const struct sc_ev *ev);
+/* Sets the ring size (a power of two) and the thread-exit key; 0 or -errno. */
+SC_HIDDEN int sc_rings_init(size_t ring_bytes);
+/* Moves pending events with ts < horizon into out, merged by ts, until out
+ * holds max_bytes.  Returns the number of events moved. */
+SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon);
+/* Throws away every pending event (a snapshot follows and covers them). */
+SC_HIDDEN void sc_rings_discard(void);
+/* Frees the rings of exited threads; with discard, also those that still
+ * hold events (counted as dropped). */
+SC_HIDDEN void sc_rings_reap(int discard);
+/* Events dropped so far because a ring was full (or could not be made). */
+SC_HIDDEN uint64_t sc_rings_dropped(void);
+/* Bytes pending in all rings. */
+SC_HIDDEN size_t sc_rings_pending(void);
+/* Forgets every ring without touching them (in a fork child, where their
+ * threads do not exist).  Leaks them on purpose: they may be mid-write. */
+SC_HIDDEN void sc_rings_forget(void);
+
+/* ---- stacks (agent_stack.c) ---- */
+
+/* Installs SC_SIG_STACK's handler and warms libunwind up; 0 or -errno. */
+SC_HIDDEN int sc_stack_init(void);
+/* Answers one STACK_REQUEST: one STACK_REPLY per thread and a STACK_DONE
+ * appended to out.  agent_tid is the caller's, unwound directly. */
+SC_HIDDEN void sc_stack_answer(const struct proto_msg *req, struct sc_buf *out, uint32_t agent_tid);
+
+/* ---- exit paths (agent_exit.c) ---- */
+
+/* Installs the on_exit() handler and the fatal-signal handlers. */
+SC_HIDDEN void sc_exit_init(void);
+/* The socket the fatal-signal handler may write to (-1: none). */
+extern _Atomic int sc_exit_fd SC_HIDDEN;
+/* Who owns the socket: 0 nobody, 1 the agent thread (in write()), 2 the
+ * fatal-signal handler (forever). */
+extern _Atomic int sc_sock_owner SC_HIDDEN;
+/* The unsent tail of the frame the stream is inside, for the fatal-signal
+ * handler to finish before it writes its own frame. */
+extern const uint8_t *_Atomic sc_exit_rest SC_HIDDEN;
+extern _Atomic size_t sc_exit_rest_len SC_HIDDEN;
+
+/* ---- the agent thread (agent.c), as the exit paths and tests see it ---- */
+
+/* Asks the agent thread for a last flush and a PROCESS_EXIT(how, code);
+ * waits at most timeout_ms.  0 when it was sent. */
+SC_HIDDEN int sc_agent_final(uint32_t how, int32_t code, int timeout_ms);
+
+struct sc_agent_stats {
+	int connected;       /* a session is up (HELLO_ACK received) */
+	uint64_t sessions;   /* connects that got HELLO_ACK */
+	uint64_t snapshots;  /* snapshots sent */
+	uint64_t events;     /* live events sent */
+	uint64_t lost;       /* events dropped */
+	uint64_t lost_msgs;  /* LOST messages sent */
+	uint64_t stack_reqs; /* STACK_REQUESTs answered */
+};
+SC_HIDDEN void sc_agent_get_stats(struct sc_agent_stats *st);
+
+/* Starts the agent on a socket path (NULL: the default resolution);
+ * 0 or -errno.  sc_agent_init() calls it unless SCOPED_DISABLE=1. */
+SC_HIDDEN int sc_agent_start(const char *path);
+/* Stops the agent thread, closes the session, removes the observer. */
+SC_HIDDEN void sc_agent_stop(void);
+/* Waits until every event emitted before the call is written to the
+ * socket (or timeout_ms passes); 0, or -ETIMEDOUT / -ENOTCONN. */
+SC_HIDDEN int sc_agent_flush(int timeout_ms);
+
+#endif /* SC_AGENT_H */

@@ -1,0 +1,175 @@
+/* agent_enc.c - the agent's fast path from a runtime event (struct sc_ev) to
+ * its wire frame (proto.h), driven by one layout table per event kind. */
+#include <string.h>
+
+#include "agent.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the agent writes frames with native stores; port put64/put32 for big-endian"
+#endif
+
+/* One fixed field of an event frame after the common part: where its value
+ * comes from in struct sc_ev. */
+enum op {
+	OP_END = 0,
+	OP_A,    /* u64 ev->a */
+	OP_B,    /* u64 ev->b */
+	OP_C,    /* u64 ev->c */
+	OP_D,    /* u64 ev->d */
+	OP_I64,  /* i64 ev->i */
+	OP_I32,  /* i32 ev->i */
+	OP_U32,  /* u32 ev->u */
+	OP_LINE, /* i32 ev->site.line */
+	OP_Z32,  /* reserved u32 */
+	OP_POOL, /* the 80-byte pool block from ev->pool */
+};
+
+/* Strings, in wire order. */
+enum sop { S_END = 0, S_S1, S_S2, S_FILE, S_FUNC };
+
+#define EV_COMMON 16u  /* i64 ts, u32 tid, u32 reserved */
+#define POOL_BLOCK 80u
+
+struct sc_enc_layout {
+	uint8_t known;  /* 0: a hole in the table, no message for that kind */
+	uint16_t fixed; /* header + common part + the ops' bytes */
+	uint8_t ops[8];
+	uint8_t strs[3];
+};
+
+static const uint8_t op_size[] = {
+	[OP_A] = 8, [OP_B] = 8, [OP_C] = 8, [OP_D] = 8, [OP_I64] = 8, [OP_I32] = 4,
+	[OP_U32] = 4, [OP_LINE] = 4, [OP_Z32] = 4, [OP_POOL] = POOL_BLOCK,
+};
+
+/* bytes: what the ops write after the common part (test_agent checks every
+ * layout against proto_decode, which insists on exact lengths). */
+#define K(kind) [(kind) - 0x100]
+#define E(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__}
+static const struct sc_enc_layout layouts[0x43] = {
+	K(SC_EV_THREAD_START) = E(16, {OP_A, OP_I32, OP_Z32}, {S_S1}),
+	K(SC_EV_THREAD_EXIT) = E(0, {0}, {0}),
+	K(SC_EV_THREAD_NAME) = E(0, {0}, {S_S1}),
+	K(SC_EV_PROCESS_EXIT) = E(8, {OP_U32, OP_I32}, {0}),
+	K(SC_EV_SCOPE_OPEN) = E(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_LINE},
+				{S_S1, S_FILE, S_FUNC}),
+	K(SC_EV_JOIN_BEGIN) = E(8, {OP_A}, {0}),
+	K(SC_EV_JOIN_END) = E(16, {OP_A, OP_I64}, {0}),
+	K(SC_EV_SCOPE_CANCEL) = E(16, {OP_A, OP_U32, OP_Z32}, {0}),
+	K(SC_EV_SCOPE_CLOSE) = E(16, {OP_A, OP_I64}, {0}),
+	K(SC_EV_TASK_FORK) = E(24, {OP_A, OP_B, OP_U32, OP_LINE}, {S_FILE, S_FUNC}),
+	K(SC_EV_TASK_START) = E(16, {OP_A, OP_B}, {0}),
+	K(SC_EV_TASK_END) = E(32, {OP_A, OP_B, OP_I64, OP_U32, OP_Z32}, {0}),
+	K(SC_EV_VIOLATION) = E(24, {OP_A, OP_I64, OP_U32, OP_Z32}, {0}),
+	K(SC_EV_VALUE_BIND) = E(8, {OP_A}, {S_S1, S_S2}),
+	K(SC_EV_POOL_CREATE) = E(8 + POOL_BLOCK, {OP_A, OP_POOL}, {S_S1}),
+	K(SC_EV_POOL_STATS) = E(8 + POOL_BLOCK, {OP_A, OP_POOL}, {0}),
+	K(SC_EV_POOL_DESTROY) = E(8, {OP_A}, {0}),
+};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+static const struct sc_enc_layout *layout_of(uint16_t kind)
+{
+	unsigned k = (unsigned)kind - 0x100u;
+	return (k < NLAYOUTS && layouts[k].known) ? &layouts[k] : NULL;
+}
+
+static const char *str_of(const struct sc_ev *ev, uint8_t s)
+{
+	switch (s) {
+	case S_S1:
+		return ev->s1;
+	case S_S2:
+		return ev->s2;
+	case S_FILE:
+		return ev->site.file;
+	default:
+		return ev->site.func;
+	}
+}
+
+uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e)
+{
+	const struct sc_enc_layout *l = layout_of(ev->kind);
+	if (!l)
+		return 0;
+	uint32_t n = l->fixed;
+	for (int i = 0; i < 3; i++) {
+		if (!l->strs[i]) {
+			e->slen[i] = 0;
+			continue;
+		}
+		const char *s = str_of(ev, l->strs[i]);
+		/* Longer strings are cut: the frame must stay decodable. */
+		e->slen[i] = s ? (uint16_t)strnlen(s, PROTO_MAX_STR) : 0;
+		n += 3u + e->slen[i];
+	}
+	e->l = l;
+	e->size = n;
+	return n;
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
+{
+	if (!pi) {
+		memset(p, 0, POOL_BLOCK);
+		return p + POOL_BLOCK;
+	}
+	const uint32_t w[8] = {pi->core,  pi->max,        pi->size,   pi->active,
+			       pi->largest, pi->queue_kind, pi->policy, 0};
+	memcpy(p, w, sizeof w);
+	put64(p + 32, pi->queue_capacity);
+	put64(p + 40, pi->queued);
+	put64(p + 48, pi->completed);
+	put64(p + 56, pi->rejected);
+	put64(p + 64, (uint64_t)pi->keep_alive_ns);
+	memset(p + 72, 0, 8);
+	return p + POOL_BLOCK;
+}
+
+void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags, uint8_t *dst)
+{
+	const struct sc_enc_layout *l = e->l;
+	uint8_t *p = dst;
+
+	put32(p, e->size);
+	put32(p + 4, (uint32_t)ev->kind | (uint32_t)flags << 16);
+	put64(p + 8, (uint64_t)ev->ts);
+	put32(p + 16, ev->tid);
+	put32(p + 20, 0);
+	p += PROTO_HDR_SIZE + EV_COMMON;
+	for (const uint8_t *o = l->ops; o < l->ops + 8 && *o; o++) {
+		switch (*o) {
+		case OP_A: put64(p, ev->a); break;
+		case OP_B: put64(p, ev->b); break;
+		case OP_C: put64(p, ev->c); break;
+		case OP_D: put64(p, ev->d); break;
+		case OP_I64: put64(p, (uint64_t)ev->i); break;
+		case OP_I32: put32(p, (uint32_t)(int32_t)ev->i); break;
+		case OP_U32: put32(p, ev->u); break;
+		case OP_LINE: put32(p, (uint32_t)ev->site.line); break;
+		case OP_Z32: put32(p, 0); break;
+		case OP_POOL: put_pool(p, ev->pool); break;
+		}
+		p += op_size[*o];
+	}
+	for (int i = 0; i < 3 && l->strs[i]; i++) {
+		uint16_t n = e->slen[i];
+		const char *s = str_of(ev, l->strs[i]);
+		memcpy(p, &n, 2);
+		if (n)
+			memcpy(p + 2, s, n);
+		p[2 + n] = 0;
+		p += 3u + n;
+	}
+}

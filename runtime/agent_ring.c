@@ -1,0 +1,349 @@
+/* agent_ring.c - the agent's hot path: each application thread writes its
+ * events into a ring of its own (single producer, single consumer: the
+ * agent thread), with no lock and no system call per event. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+/* Records are whole frames padded to 8 bytes; a frame never wraps.  When
+ * the room left before the end is too small, a pad record (type 0, len =
+ * the room) fills it and the frame starts at offset 0. */
+#define REC_ALIGN 8u
+#define PAD_TYPE 0u
+
+struct sc_ring {
+	/* The producer's cache line. */
+	_Atomic uint64_t head;   /* bytes written, release-published */
+	uint64_t tail_cache;     /* producer's last view of tail */
+	_Atomic uint64_t dropped;
+	uint8_t *buf;
+	uint64_t mask;
+	/* The consumer's cache line, so the producer's stores do not bounce it. */
+	_Alignas(64) _Atomic uint64_t tail;
+	_Atomic int retired; /* the thread has exited: free once drained */
+	struct sc_ring *_Atomic next;
+};
+
+_Atomic int sc_agent_streaming;
+
+static __thread struct sc_ring *my_ring __attribute__((tls_model("initial-exec")));
+static pthread_key_t ring_key;
+static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_ring *_Atomic rings;
+static size_t ring_bytes = 128 * 1024;
+static _Atomic uint64_t gone_dropped; /* drops of rings already freed or never made */
+
+/* Per-batch state of the merge: one cursor per ring with pending events. */
+struct cursor {
+	struct sc_ring *r;
+	uint64_t pos, end;
+	int64_t ts;
+};
+static struct cursor *cursors;
+static size_t ncursors_cap;
+static size_t *heap;
+
+static void ring_retire(void *p)
+{
+	struct sc_ring *r = p;
+	if (my_ring == r)
+		my_ring = NULL;
+	atomic_store_explicit(&r->retired, 1, memory_order_release);
+}
+
+int sc_rings_init(size_t bytes)
+{
+	static int key_made;
+	size_t b = 16 * 1024;
+	while (b < bytes && b < (64u << 20))
+		b *= 2;
+	ring_bytes = b;
+	if (!key_made) {
+		int rc = pthread_key_create(&ring_key, ring_retire);
+		if (rc)
+			return -rc;
+		key_made = 1;
+	}
+	return 0;
+}
+
+static struct sc_ring *ring_new(void)
+{
+	struct sc_ring *r = aligned_alloc(64, sizeof *r);
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof *r);
+	r->buf = malloc(ring_bytes);
+	if (!r->buf) {
+		free(r);
+		return NULL;
+	}
+	r->mask = ring_bytes - 1;
+	pthread_mutex_lock(&rings_lock);
+	atomic_store_explicit(&r->next, atomic_load_explicit(&rings, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&rings, r, memory_order_release);
+	pthread_mutex_unlock(&rings_lock);
+	my_ring = r;
+	/* After the thread's exit the key's destructor retires the ring; if
+	 * this fails the ring simply lives on, empty, until the process ends. */
+	(void)pthread_setspecific(ring_key, r);
+	return r;
+}
+
+static void count_drop(struct sc_ring *r)
+{
+	uint64_t d = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+	atomic_store_explicit(&r->dropped, d + 1, memory_order_relaxed);
+}
+
+void sc_ring_observe(const struct sc_ev *ev)
+{
+	if (!atomic_load_explicit(&sc_agent_streaming, memory_order_relaxed))
+		return;
+	struct sc_ring *r = my_ring;
+	if (__builtin_expect(!r, 0)) {
+		r = ring_new();
+		if (!r) {
+			atomic_fetch_add_explicit(&gone_dropped, 1, memory_order_relaxed);
+			return;
+		}
+	}
+	struct sc_enc e;
+	uint32_t n = sc_enc_measure(ev, &e);
+	if (!n)
+		return;
+	uint64_t rec = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t size = r->mask + 1, pos = head & r->mask, room = size - pos;
+	uint64_t need = rec <= room ? rec : room + rec;
+
+	if (head + need - r->tail_cache > size) {
+		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (head + need - r->tail_cache > size) {
+			count_drop(r); /* never wait for the agent */
+			return;
+		}
+	}
+	if (rec > room) {
+		uint32_t pad[2] = {(uint32_t)room, PAD_TYPE};
+		memcpy(r->buf + pos, pad, sizeof pad);
+		head += room;
+		pos = 0;
+	}
+	sc_enc_write(ev, &e, 0, r->buf + pos);
+	atomic_store_explicit(&r->head, head + rec, memory_order_release);
+}
+
+/* The record at pos: its frame length and type. */
+static void rec_at(const struct sc_ring *r, uint64_t pos, uint32_t *len, uint16_t *type)
+{
+	const uint8_t *p = r->buf + (pos & r->mask);
+	memcpy(len, p, 4);
+	memcpy(type, p + 4, 2);
+}
+
+static uint64_t rec_size(uint32_t len)
+{
+	return ((uint64_t)len + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
+}
+
+/* Advances c past pad records; loads the ts of the frame it stops at.
+ * Returns whether a frame is there. */
+static int cursor_settle(struct cursor *c)
+{
+	while (c->pos < c->end) {
+		uint32_t len;
+		uint16_t type;
+		rec_at(c->r, c->pos, &len, &type);
+		if (type != PAD_TYPE) {
+			memcpy(&c->ts, c->r->buf + (c->pos & c->r->mask) + 8, 8);
+			return 1;
+		}
+		c->pos += len;
+	}
+	return 0;
+}
+
+/* A frame may go out when it is older than the horizon: everything that
+ * happened before it had finished writing by then, so causes precede
+ * effects across threads.  A ts far beyond the horizon is bogus; send it
+ * rather than stall the ring behind it. */
+static int sendable(const struct cursor *c, int64_t horizon)
+{
+	return c->ts < horizon || c->ts > horizon + 1000000000;
+}
+
+static int heap_less(size_t a, size_t b)
+{
+	return cursors[a].ts < cursors[b].ts;
+}
+
+static void heap_push(size_t *n, size_t idx)
+{
+	size_t i = (*n)++;
+	heap[i] = idx;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!heap_less(heap[i], heap[p]))
+			break;
+		size_t t = heap[i];
+		heap[i] = heap[p];
+		heap[p] = t;
+		i = p;
+	}
+}
+
+static size_t heap_pop(size_t *n)
+{
+	size_t top = heap[0], i = 0;
+	heap[0] = heap[--*n];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < *n && heap_less(heap[l], heap[m]))
+			m = l;
+		if (r < *n && heap_less(heap[r], heap[m]))
+			m = r;
+		if (m == i)
+			break;
+		size_t t = heap[i];
+		heap[i] = heap[m];
+		heap[m] = t;
+		i = m;
+	}
+	return top;
+}
+
+static int cursors_fit(size_t n)
+{
+	if (n <= ncursors_cap)
+		return 0;
+	size_t cap = ncursors_cap ? ncursors_cap : 64;
+	while (cap < n)
+		cap *= 2;
+	struct cursor *c = realloc(cursors, cap * sizeof *c);
+	if (!c)
+		return -1;
+	cursors = c;
+	size_t *h = realloc(heap, cap * sizeof *h);
+	if (!h)
+		return -1;
+	heap = h;
+	ncursors_cap = cap;
+	return 0;
+}
+
+size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
+{
+	size_t nc = 0, nheap = 0, moved = 0;
+
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+		uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
+		uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		if (pos == end)
+			continue;
+		if (cursors_fit(nc + 1))
+			break; /* out of memory: drain the rings we have now */
+		cursors[nc] = (struct cursor){r, pos, end, 0};
+		nc++;
+	}
+	for (size_t i = 0; i < nc; i++)
+		if (cursor_settle(&cursors[i]) && sendable(&cursors[i], horizon))
+			heap_push(&nheap, i);
+
+	while (nheap > 0 && out->len < max_bytes) {
+		struct cursor *c = &cursors[heap_pop(&nheap)];
+		uint32_t len;
+		uint16_t type;
+		rec_at(c->r, c->pos, &len, &type);
+		uint8_t *dst = sc_buf_reserve(out, len);
+		if (!dst)
+			break;
+		memcpy(dst, c->r->buf + (c->pos & c->r->mask), len);
+		out->len += len;
+		moved++;
+		c->pos += rec_size(len);
+		if (cursor_settle(c) && sendable(c, horizon))
+			heap_push(&nheap, (size_t)(c - cursors));
+	}
+	for (size_t i = 0; i < nc; i++)
+		atomic_store_explicit(&cursors[i].r->tail, cursors[i].pos, memory_order_release);
+	return moved;
+}
+
+void sc_rings_discard(void)
+{
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
+		atomic_store_explicit(&r->tail, atomic_load_explicit(&r->head, memory_order_acquire),
+				      memory_order_release);
+}
+
+/* Counts the frames between tail and head (they are being thrown away). */
+static uint64_t count_pending(const struct sc_ring *r)
+{
+	uint64_t n = 0, pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
+	while (pos < end) {
+		uint32_t len;
+		uint16_t type;
+		rec_at(r, pos, &len, &type);
+		if (type != PAD_TYPE)
+			n++;
+		pos += type == PAD_TYPE ? len : rec_size(len);
+	}
+	return n;
+}
+
+void sc_rings_reap(int discard)
+{
+	pthread_mutex_lock(&rings_lock);
+	struct sc_ring *_Atomic *link = &rings;
+	struct sc_ring *r;
+	while ((r = atomic_load_explicit(link, memory_order_relaxed))) {
+		int empty = atomic_load_explicit(&r->tail, memory_order_relaxed) ==
+			    atomic_load_explicit(&r->head, memory_order_acquire);
+		if (!atomic_load_explicit(&r->retired, memory_order_acquire) || (!empty && !discard)) {
+			link = &r->next;
+			continue;
+		}
+		uint64_t lost = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+		if (!empty)
+			lost += count_pending(r);
+		atomic_fetch_add_explicit(&gone_dropped, lost, memory_order_relaxed);
+		atomic_store_explicit(link, r->next, memory_order_release);
+		free(r->buf);
+		free(r);
+	}
+	pthread_mutex_unlock(&rings_lock);
+}
+
+uint64_t sc_rings_dropped(void)
+{
+	/* Read gone_dropped under the lock so a ring being reaped is counted
+	 * either in the list or in gone_dropped, never twice or not at all. */
+	pthread_mutex_lock(&rings_lock);
+	uint64_t n = atomic_load_explicit(&gone_dropped, memory_order_relaxed);
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
+		n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+	pthread_mutex_unlock(&rings_lock);
+	return n;
+}
+
+size_t sc_rings_pending(void)
+{
+	size_t n = 0;
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
+		n += atomic_load_explicit(&r->head, memory_order_acquire) -
+		     atomic_load_explicit(&r->tail, memory_order_relaxed);
+	return n;
+}
+
+void sc_rings_forget(void)
+{
+	atomic_store_explicit(&rings, NULL, memory_order_relaxed);
+	my_ring = NULL;
+	pthread_mutex_init(&rings_lock, NULL);
+}
