@@ -128,25 +128,46 @@ char bpfs_state_letter(uint32_t state, uint32_t exit_state)
 	return 'S';
 }
 
-static const char *blocked_in_from_kstack(const struct bpfs_ksyms *ks,
+#define NROWS (sizeof(kfunc_table) / sizeof(kfunc_table[0]))
+
+/* The classifier row of one kernel address, or -1. */
+static int kfunc_row(const struct bpfs_ksyms *ks, uint64_t addr)
+{
+	const char *name = bpfs_ksyms_find(ks, addr);
+
+	if (!name)
+		return -1;
+	for (size_t i = 0; i < NROWS; i++)
+		if (strncmp(name, kfunc_table[i].prefix, strlen(kfunc_table[i].prefix)) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int kfunc_row_cached(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, uint64_t addr)
+{
+	size_t slot = (size_t)((addr ^ (addr >> 12)) % BPFS_KCACHE);
+
+	if (!kc)
+		return kfunc_row(ks, addr);
+	if (kc->addr[slot] != addr || addr == 0) {
+		kc->addr[slot] = addr;
+		kc->row[slot] = (int16_t)kfunc_row(ks, addr);
+	}
+	return kc->row[slot];
+}
+
+static const char *blocked_in_from_kstack(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc,
 					  const struct bpfstack_thread *t)
 {
-	size_t best = sizeof(kfunc_table) / sizeof(kfunc_table[0]);
+	int best = (int)NROWS;
 
 	for (size_t f = 0; f < t->nkframes; f++) {
-		const char *name = bpfs_ksyms_find(ks, t->kframes[f]);
+		int row = kfunc_row_cached(ks, kc, t->kframes[f]);
 
-		if (!name)
-			continue;
-		for (size_t i = 0; i < best; i++) {
-			if (strncmp(name, kfunc_table[i].prefix, strlen(kfunc_table[i].prefix)) == 0) {
-				best = i;
-				break;
-			}
-		}
+		if (row >= 0 && row < best)
+			best = row;
 	}
-	return best < sizeof(kfunc_table) / sizeof(kfunc_table[0]) ? kfunc_table[best].blocked_in
-								    : NULL;
+	return best < (int)NROWS ? kfunc_table[best].blocked_in : NULL;
 }
 
 static bool is_lock_wait(const struct stk_rec *r)
@@ -181,7 +202,7 @@ static bool is_timed(const struct stk_rec *r)
 	return false;
 }
 
-void bpfs_classify(const struct bpfs_ksyms *ks, const struct stk_rec *r,
+void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const struct stk_rec *r,
 		   struct bpfstack_thread *t)
 {
 	bool in_syscall;
@@ -195,7 +216,7 @@ void bpfs_classify(const struct bpfs_ksyms *ks, const struct stk_rec *r,
 		t->jstate = "RUNNABLE";
 		return;
 	}
-	t->blocked_in = blocked_in_from_kstack(ks, t);
+	t->blocked_in = blocked_in_from_kstack(ks, kc, t);
 	/* A fault leaves an error code where a syscall leaves its number. */
 	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
 	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 &&

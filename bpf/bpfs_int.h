@@ -29,9 +29,17 @@ void bpfs_ksyms_free(struct bpfs_ksyms *ks);
 /* /proc-style state letter for task __state and exit_state. */
 char bpfs_state_letter(uint32_t state, uint32_t exit_state);
 
+/* Remembers which classifier row kernel addresses map to, since the same
+ * few kernel return addresses recur in every thread. */
+#define BPFS_KCACHE 1024
+struct bpfs_kcache {
+	uint64_t addr[BPFS_KCACHE];
+	int16_t row[BPFS_KCACHE]; /* -1: no row */
+};
+
 /* Fills t->blocked_in and t->jstate from the record's state, syscall and
- * kernel stack (t->kframes, already copied). */
-void bpfs_classify(const struct bpfs_ksyms *ks, const struct stk_rec *r,
+ * kernel stack (t->kframes, already copied).  kc may be NULL. */
+void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const struct stk_rec *r,
 		   struct bpfstack_thread *t);
 
 /* ---- iterator passes (bpfs_iter.c) -------------------------------------- */
@@ -39,40 +47,19 @@ void bpfs_classify(const struct bpfs_ksyms *ks, const struct stk_rec *r,
 struct stacks_bpf;
 struct ring_buffer;
 
-/* One captured thread: its record (header and user stack window) copied out
- * of the ring buffer, and its counters from the second pass. */
-struct bpfs_rec {
-	struct stk_rec hdr;
-	unsigned char *ustack; /* hdr.ustack_len bytes, inside the capture arena */
-	size_t ustack_off;     /* where, until the arena stops moving */
-	int dropped;           /* the ring buffer had no room: only counters known */
-	int seen_again;        /* found by the counters pass */
-	uint64_t nvcsw2, nivcsw2;
-};
+typedef void (*bpfs_mark_fn)(void *ctx, const struct stk_mark *m);
 
-/* Records of one capture, reused from one capture to the next so a warm
- * capture allocates nothing. */
-struct bpfs_cap {
-	struct bpfs_rec *recs;
-	size_t n, cap;
-	unsigned char *arena; /* user stack windows, back to back */
-	size_t arena_used, arena_cap;
-	size_t max_threads;
-	int truncated; /* more threads than max_threads */
-	int bad_records;
-};
+/* One pass of the task iterator over pid's threads in mode (STK_MODE_*):
+ * every mark read goes to on_mark(ctx, ...), and in STK_MODE_FULL the ring
+ * buffer rb is drained after each bounded batch, so its callback sees each
+ * record before the next batch is produced.  Returns 0 or a negative errno
+ * with the reason in err. */
+int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, uint32_t mode,
+		   bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen);
 
-/* Ring buffer callback (libbpf ring_buffer_sample_fn); ctx is the
- * struct bpfs_cap being filled. */
-int bpfs_iter_on_record(void *ctx, void *data, size_t size);
-
-/* Runs the full pass then the counters pass over pid's threads, consuming
- * rb (made with bpfs_iter_on_record and cap) between reads.  On success
- * cap->recs are sorted by tid.  Returns 0 or a negative errno with the
- * reason in err. */
-int bpfs_iter_capture(struct stacks_bpf *skel, struct ring_buffer *rb, struct bpfs_cap *cap,
-		      pid_t pid, char *err, size_t errlen);
-void bpfs_cap_free(struct bpfs_cap *cap);
+/* Whether a ring buffer record of size bytes holds a whole stk_rec and the
+ * user stack it announces. */
+int bpfs_rec_valid(const void *data, size_t size);
 
 /* ---- unwinding (bpfs_unwind.c) ------------------------------------------ */
 
@@ -84,7 +71,7 @@ void bpfs_unwinder_free(struct bpfs_unwinder *u);
 /* Unwinds one captured thread of pid into t->frames (return addresses, top
  * first).  Returns 0 or a negative errno (also left in t->error by the
  * caller). */
-int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct bpfs_rec *r,
-		struct bpfstack_thread *t);
+int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+		const unsigned char *ustack, struct bpfstack_thread *t);
 
 #endif /* BPFS_INT_H */

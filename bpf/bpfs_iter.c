@@ -1,13 +1,11 @@
-/* bpfs_iter.c - runs the task iterator over one process: a full pass whose
- * records come through the ring buffer in bounded batches, then a cheap
- * counters pass that tells which threads ran meanwhile. */
+/* bpfs_iter.c - runs one pass of the task iterator over one process, in
+ * bounded batches so the ring buffer is drained before it can fill. */
 #include "bpfs_int.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,105 +15,12 @@
  * buffer (a record is at most ~17 KiB) before it is drained. */
 #define BATCH 128
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t first)
+int bpfs_rec_valid(const void *data, size_t size)
 {
-	size_t ncap = *cap ? *cap : first;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	q = realloc(*p, ncap * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = ncap;
-	return 0;
-}
-
-static struct bpfs_rec *new_rec(struct bpfs_cap *cap)
-{
-	struct bpfs_rec *r;
-
-	if (cap->n >= cap->max_threads) {
-		cap->truncated = 1;
-		return NULL;
-	}
-	if (grow((void **)&cap->recs, &cap->cap, cap->n + 1, sizeof(*cap->recs), 256))
-		return NULL;
-	r = &cap->recs[cap->n++];
-	memset(r, 0, sizeof(*r));
-	return r;
-}
-
-int bpfs_iter_on_record(void *ctx, void *data, size_t size)
-{
-	struct bpfs_cap *cap = ctx;
 	const struct stk_rec *h = data;
-	struct bpfs_rec *r;
 
-	/* The kernel side is ours, but a record that does not add up must
-	 * still never be read past its end. */
-	if (size < sizeof(*h) || h->ustack_len > STK_WINDOW || size - sizeof(*h) < h->ustack_len) {
-		cap->bad_records++;
-		return 0;
-	}
-	if (grow((void **)&cap->arena, &cap->arena_cap, cap->arena_used + h->ustack_len, 1,
-		 1 << 20))
-		return 0;
-	r = new_rec(cap);
-	if (!r)
-		return 0;
-	r->hdr = *h;
-	r->ustack_off = cap->arena_used;
-	memcpy(cap->arena + cap->arena_used, (const unsigned char *)data + sizeof(*h),
-	       h->ustack_len);
-	cap->arena_used += h->ustack_len;
-	return 0;
-}
-
-static int rec_cmp(const void *a, const void *b)
-{
-	const struct bpfs_rec *x = a, *y = b;
-
-	return (x->hdr.tid > y->hdr.tid) - (x->hdr.tid < y->hdr.tid);
-}
-
-static struct bpfs_rec *find_rec(struct bpfs_cap *cap, uint32_t tid)
-{
-	struct bpfs_rec key = {.hdr.tid = tid};
-
-	return bsearch(&key, cap->recs, cap->n, sizeof(*cap->recs), rec_cmp);
-}
-
-/* What one pass does with each mark it reads. */
-typedef void (*mark_fn)(struct bpfs_cap *cap, const struct stk_mark *m);
-
-static void mark_full(struct bpfs_cap *cap, const struct stk_mark *m)
-{
-	struct bpfs_rec *r;
-
-	if (m->status != STK_MARK_DROPPED)
-		return;
-	r = new_rec(cap);
-	if (!r)
-		return;
-	r->hdr.tid = m->tid;
-	r->hdr.nvcsw = m->nvcsw;
-	r->hdr.nivcsw = m->nivcsw;
-	r->dropped = 1;
-}
-
-static void mark_counters(struct bpfs_cap *cap, const struct stk_mark *m)
-{
-	struct bpfs_rec *r = find_rec(cap, m->tid);
-
-	if (!r)
-		return;
-	r->seen_again = 1;
-	r->nvcsw2 = m->nvcsw;
-	r->nivcsw2 = m->nivcsw;
+	return size >= sizeof(*h) && h->ustack_len <= STK_WINDOW &&
+	       size - sizeof(*h) >= h->ustack_len;
 }
 
 /* The task iterator restricted to pid's threads by the kernel (6.1+), or
@@ -135,10 +40,8 @@ static struct bpf_link *attach_iter(struct stacks_bpf *skel, pid_t pid)
 	return link;
 }
 
-/* One pass in the given mode: reads marks in batches, draining the ring
- * buffer after each batch so it never overflows. */
-static int run_pass(struct stacks_bpf *skel, struct ring_buffer *rb, struct bpfs_cap *cap,
-		    pid_t pid, uint32_t mode, mark_fn on_mark, char *err, size_t errlen)
+int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, uint32_t mode,
+		   bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen)
 {
 	struct stk_mark marks[BATCH];
 	size_t have = 0;
@@ -180,7 +83,7 @@ static int run_pass(struct stacks_bpf *skel, struct ring_buffer *rb, struct bpfs
 		}
 		have += (size_t)n;
 		for (size_t i = 0; i < have / sizeof(marks[0]); i++)
-			on_mark(cap, &marks[i]);
+			on_mark(ctx, &marks[i]);
 		/* Keep a mark split across reads for the next round. */
 		memmove(marks, (char *)marks + have - have % sizeof(marks[0]),
 			have % sizeof(marks[0]));
@@ -191,33 +94,4 @@ static int run_pass(struct stacks_bpf *skel, struct ring_buffer *rb, struct bpfs
 	close(fd);
 	bpf_link__destroy(link);
 	return rc;
-}
-
-int bpfs_iter_capture(struct stacks_bpf *skel, struct ring_buffer *rb, struct bpfs_cap *cap,
-		      pid_t pid, char *err, size_t errlen)
-{
-	int rc;
-
-	cap->n = 0;
-	cap->arena_used = 0;
-	cap->truncated = 0;
-	cap->bad_records = 0;
-	rc = run_pass(skel, rb, cap, pid, STK_MODE_FULL, mark_full, err, errlen);
-	if (rc)
-		return rc;
-	if (cap->n == 0) {
-		snprintf(err, errlen, "no threads found for pid %d (has it exited?)", (int)pid);
-		return -ESRCH;
-	}
-	qsort(cap->recs, cap->n, sizeof(*cap->recs), rec_cmp);
-	for (size_t i = 0; i < cap->n; i++)
-		cap->recs[i].ustack = cap->arena + cap->recs[i].ustack_off;
-	return run_pass(skel, rb, cap, pid, STK_MODE_COUNTERS, mark_counters, err, errlen);
-}
-
-void bpfs_cap_free(struct bpfs_cap *cap)
-{
-	free(cap->recs);
-	free(cap->arena);
-	memset(cap, 0, sizeof(*cap));
 }

@@ -22,7 +22,8 @@ struct unw_proc {
 	uint64_t exec_vm, start_code, leader_start_ns; /* identity of the map */
 	Dwfl *dwfl;
 	int memfd; /* /proc/PID/mem, for reads past the window */
-	const struct bpfs_rec *cur;
+	const struct stk_rec *cur;    /* the thread being unwound */
+	const unsigned char *ustack; /* and its window */
 	uint64_t last_use;
 };
 
@@ -59,7 +60,7 @@ static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	struct unw_proc *p = arg;
 
 	(void)dwfl;
-	if (!p->cur || (pid_t)p->cur->hdr.tid != tid)
+	if (!p->cur || (pid_t)p->cur->tid != tid)
 		return false;
 	*thread_argp = (void *)p->cur;
 	return true;
@@ -68,12 +69,12 @@ static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct unw_proc *p = arg;
-	const struct bpfs_rec *r = p->cur;
+	const struct stk_rec *h = p->cur;
 
 	(void)dwfl;
-	if (r && addr >= r->hdr.ustack_base && addr - r->hdr.ustack_base <= r->hdr.ustack_len &&
-	    r->hdr.ustack_len - (addr - r->hdr.ustack_base) >= sizeof(*result)) {
-		memcpy(result, r->ustack + (addr - r->hdr.ustack_base), sizeof(*result));
+	if (h && addr >= h->ustack_base && addr - h->ustack_base <= h->ustack_len &&
+	    h->ustack_len - (addr - h->ustack_base) >= sizeof(*result)) {
+		memcpy(result, p->ustack + (addr - h->ustack_base), sizeof(*result));
 		return true;
 	}
 	if (p->memfd < 0 || addr > (Dwarf_Addr)INT64_MAX - sizeof(*result))
@@ -83,11 +84,11 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 
 static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 {
-	const struct bpfs_rec *r = thread_arg;
+	const struct stk_rec *h = thread_arg;
 	Dwarf_Word regs[STK_NREGS];
 
 	for (int i = 0; i < STK_NREGS; i++)
-		regs[i] = r->hdr.regs[i];
+		regs[i] = h->regs[i];
 	if (!dwfl_thread_state_registers(thread, 0, STK_NREGS, regs))
 		return false;
 	dwfl_thread_state_register_pc(thread, regs[STK_REG_IP]);
@@ -217,28 +218,30 @@ static void fp_walk(struct unw_proc *p, struct walk *w)
 	}
 }
 
-int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct bpfs_rec *r,
-		struct bpfstack_thread *t)
+int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+		const unsigned char *ustack, struct bpfstack_thread *t)
 {
 	struct walk w = {.t = t};
 	struct unw_proc *p;
 	int err, rc;
 
 	t->nframes = 0;
-	p = proc_get(u, pid, &r->hdr, &err);
+	p = proc_get(u, pid, h, &err);
 	if (!p)
 		return err;
-	p->cur = r;
-	rc = dwfl_getthread_frames(p->dwfl, (pid_t)r->hdr.tid, frame_cb, &w);
+	p->cur = h;
+	p->ustack = ustack;
+	rc = dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, frame_cb, &w);
 	if (rc == -1 && t->nframes == 0) {
 		/* Not even the first frame: start the frame-pointer walk from
 		 * the captured registers. */
-		t->frames[t->nframes++] = r->hdr.regs[STK_REG_IP];
-		w.bp = r->hdr.regs[STK_REG_BP];
+		t->frames[t->nframes++] = h->regs[STK_REG_IP];
+		w.bp = h->regs[STK_REG_BP];
 		w.have_bp = true;
 	}
 	if (rc == -1 && w.have_bp)
 		fp_walk(p, &w);
 	p->cur = NULL;
+	p->ustack = NULL;
 	return 0;
 }

@@ -18,14 +18,28 @@
 /* Threads one capture returns at most; past it the capture is truncated. */
 #define MAX_THREADS 32768
 
+/* The capture in progress: threads are unwound as their records arrive. */
+struct capture {
+	pid_t pid;
+	struct bpfstack_thread *t;
+	size_t n, cap;
+	unsigned char *seen; /* per thread: found again by the counters pass */
+	int truncated;
+	int bad_records;
+	int nomem;
+};
+
 struct bpfstack {
 	struct stacks_bpf *skel;
 	struct ring_buffer *rb;
 	struct bpfs_ksyms *ks;
 	struct bpfs_unwinder *unw;
-	struct bpfs_cap cap;
+	struct bpfs_kcache kcache;
+	struct capture cur;
 	pthread_mutex_t lock; /* one pass at a time: the BPF side has one scratch slot */
 };
+
+static int on_record(void *ctx, void *data, size_t size);
 
 /* libbpf reports load failures (verifier logs included) through its print
  * hook; a library must not print, so keep the last line for the reason. */
@@ -86,8 +100,7 @@ static int load(struct bpfstack *b, char *err, size_t errlen)
 		explain_load_failure(rc, err, errlen);
 		return rc;
 	}
-	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.records), bpfs_iter_on_record, &b->cap,
-				 NULL);
+	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.records), on_record, b, NULL);
 	if (!b->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot map the BPF ring buffer: %s", strerror(errno));
@@ -108,7 +121,6 @@ int bpfstack_open(struct bpfstack **out, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&b->lock, NULL);
-	b->cap.max_threads = MAX_THREADS;
 	rc = load(b, err, errlen);
 	if (!rc) {
 		b->unw = bpfs_unwinder_new();
@@ -128,10 +140,31 @@ int bpfstack_open(struct bpfstack **out, char *err, size_t errlen)
 	return 0;
 }
 
-static void fill_thread(struct bpfstack *b, pid_t pid, const struct bpfs_rec *r,
+/* A new zeroed entry at the end of the capture, or NULL past the cap. */
+static struct bpfstack_thread *new_thread(struct capture *c)
+{
+	if (c->n >= MAX_THREADS) {
+		c->truncated = 1;
+		return NULL;
+	}
+	if (c->n == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 64;
+		struct bpfstack_thread *t = realloc(c->t, ncap * sizeof(*t));
+
+		if (!t) {
+			c->nomem = 1;
+			return NULL;
+		}
+		c->t = t;
+		c->cap = ncap;
+	}
+	memset(&c->t[c->n], 0, sizeof(c->t[0]));
+	return &c->t[c->n++];
+}
+
+static void fill_thread(struct bpfstack *b, const struct stk_rec *h, const unsigned char *ustack,
 			struct bpfstack_thread *t)
 {
-	const struct stk_rec *h = &r->hdr;
 	size_t nk;
 
 	t->tid = h->tid;
@@ -141,34 +174,86 @@ static void fill_thread(struct bpfstack *b, pid_t pid, const struct bpfs_rec *r,
 	t->on_cpu = (h->flags & STK_F_ON_CPU) != 0;
 	/* On a CPU its registers are those of its last kernel entry. */
 	t->approximate = t->on_cpu;
+	t->ran_during_capture = t->on_cpu;
 	t->nvcsw = h->nvcsw;
 	t->nivcsw = h->nivcsw;
-	t->ran_during_capture = t->on_cpu || !r->seen_again || r->nvcsw2 != h->nvcsw ||
-				r->nivcsw2 != h->nivcsw;
-	if (r->dropped) {
-		t->error = -ENOBUFS;
-		t->jstate = "RUNNABLE";
-		return;
-	}
 	nk = h->kstack_len > 0 ? (size_t)h->kstack_len / sizeof(uint64_t) : 0;
 	if (nk > BPFSTACK_MAX_KFRAMES)
 		nk = BPFSTACK_MAX_KFRAMES;
-	for (size_t i = 0; i < nk; i++)
-		t->kframes[i] = h->kstack[i];
+	memcpy(t->kframes, h->kstack, nk * sizeof(t->kframes[0]));
 	t->nkframes = nk;
-	bpfs_classify(b->ks, h, t);
+	bpfs_classify(b->ks, &b->kcache, h, t);
 	if (h->flags & STK_F_NO_MM)
 		t->error = -ESRCH;
 	else if (h->flags & STK_F_NO_REGS)
 		t->error = -ENODATA;
 	else
-		t->error = bpfs_unwind(b->unw, pid, r, t);
+		t->error = bpfs_unwind(b->unw, b->cur.pid, h, ustack, t);
+}
+
+/* Ring buffer callback: unwinds the thread while its record is still in
+ * the ring, so no stack window is ever copied again. */
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct bpfstack *b = ctx;
+	const struct stk_rec *h = data;
+	struct bpfstack_thread *t;
+
+	if (!bpfs_rec_valid(data, size) || h->tgid != (uint32_t)b->cur.pid) {
+		b->cur.bad_records++;
+		return 0;
+	}
+	t = new_thread(&b->cur);
+	if (t)
+		fill_thread(b, h, (const unsigned char *)data + sizeof(*h), t);
+	return 0;
+}
+
+/* Full pass: a thread whose record found the ring buffer full still gets
+ * an entry, marked as missing its stack. */
+static void on_full_mark(void *ctx, const struct stk_mark *m)
+{
+	struct bpfstack *b = ctx;
+	struct bpfstack_thread *t;
+
+	if (m->status != STK_MARK_DROPPED)
+		return;
+	t = new_thread(&b->cur);
+	if (!t)
+		return;
+	t->tid = m->tid;
+	t->nvcsw = m->nvcsw;
+	t->nivcsw = m->nivcsw;
+	t->error = -ENOBUFS;
+	t->jstate = "RUNNABLE";
+}
+
+static int tid_cmp(const void *a, const void *b)
+{
+	const struct bpfstack_thread *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* Counters pass: a thread switched since its record was taken ran during
+ * the capture. */
+static void on_counters_mark(void *ctx, const struct stk_mark *m)
+{
+	struct bpfstack *b = ctx;
+	struct bpfstack_thread key = {.tid = m->tid}, *t;
+
+	t = bsearch(&key, b->cur.t, b->cur.n, sizeof(key), tid_cmp);
+	if (!t)
+		return;
+	b->cur.seen[t - b->cur.t] = 1;
+	if (t->nvcsw != m->nvcsw || t->nivcsw != m->nivcsw)
+		t->ran_during_capture = true;
 }
 
 int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		     char *err, size_t errlen)
 {
-	struct bpfstack_thread *out;
+	struct capture *c;
 	int rc;
 
 	*threads = NULL;
@@ -178,24 +263,43 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&b->lock);
-	rc = bpfs_iter_capture(b->skel, b->rb, &b->cap, pid, err, errlen);
-	if (rc)
-		goto out;
-	out = calloc(b->cap.n, sizeof(*out));
-	if (!out) {
+	c = &b->cur;
+	memset(c, 0, sizeof(*c));
+	c->pid = pid;
+	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
+	if (!rc && c->nomem) {
 		rc = -ENOMEM;
-		snprintf(err, errlen, "out of memory for %zu thread stacks of pid %d", b->cap.n,
-			 (int)pid);
-		goto out;
+		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
 	}
-	for (size_t i = 0; i < b->cap.n; i++)
-		fill_thread(b, pid, &b->cap.recs[i], &out[i]);
-	if (b->cap.truncated)
-		snprintf(err, errlen, "pid %d has more than %d threads; the first %d are captured",
-			 (int)pid, MAX_THREADS, MAX_THREADS);
-	*threads = out;
-	*n = b->cap.n;
-out:
+	if (!rc && c->n == 0) {
+		rc = -ESRCH;
+		snprintf(err, errlen, "no threads found for pid %d (has it exited?)", (int)pid);
+	}
+	if (!rc && !(c->seen = calloc(c->n, 1))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
+	}
+	if (!rc) {
+		qsort(c->t, c->n, sizeof(*c->t), tid_cmp);
+		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b, err,
+				    errlen);
+	}
+	if (!rc) {
+		/* Gone by the second pass: it ran (to its end). */
+		for (size_t i = 0; i < c->n; i++)
+			if (!c->seen[i])
+				c->t[i].ran_during_capture = true;
+		if (c->truncated)
+			snprintf(err, errlen,
+				 "pid %d has more than %d threads; the first %d are captured",
+				 (int)pid, MAX_THREADS, MAX_THREADS);
+		*threads = c->t;
+		*n = c->n;
+		c->t = NULL;
+	}
+	free(c->t);
+	free(c->seen);
+	memset(c, 0, sizeof(*c));
 	pthread_mutex_unlock(&b->lock);
 	return rc;
 }
@@ -213,7 +317,6 @@ void bpfstack_close(struct bpfstack *b)
 	stacks_bpf__destroy(b->skel);
 	bpfs_unwinder_free(b->unw);
 	bpfs_ksyms_free(b->ks);
-	bpfs_cap_free(&b->cap);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 }

@@ -24,3 +24,6 @@ $(BPF_USER_OBJS): $(BUILD)/bpf/stacks.skel.h
 
 ALL_TARGETS += $(BUILD)/bpf/stacks.skel.h $(BPF_USER_OBJS)
 .PRECIOUS: $(BUILD)/bpf/%.bpf.o
+
+# The benchmark and the tests capture this helper.
+$(BUILD)/bench/bench_bpf: $(BUILD)/tests/helpers/bpf_target

@@ -1,0 +1,509 @@
+/* test_bpf.c - tests of the BPF stack source: kernel symbol lookup and the
+ * blocked-in/state classifier on made-up input, then (as root, where BPF
+ * loads) real captures of tests/helpers/bpf_target checked against libdw's
+ * own symbolization and the target's signal and switch counters. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <elfutils/libdwfl.h>
+
+#include "../../bpf/bpfs_int.h"
+#include "test_bpf_target.h"
+
+static char ksyms_path[] = "/tmp/test_bpf_ksyms.XXXXXX";
+
+/* A fake kallsyms: addresses spaced 0x100 apart, one name per row the
+ * classifier knows plus a few it must ignore. */
+static const char *fake_syms[] = {
+	"__schedule", "schedule", "futex_do_wait", "__futex_wait", "do_futex",
+	"do_epoll_wait", "hrtimer_nanosleep", "anon_pipe_read", "vfs_read", "ksys_read",
+	"do_syscall_64", "exc_page_fault", "io_schedule", "__sys_recvfrom", "sock_recvmsg",
+};
+#define NFAKE (sizeof(fake_syms) / sizeof(fake_syms[0]))
+#define FAKE_BASE 0xffffffff81000000ull
+
+static uint64_t fake_addr(const char *name)
+{
+	for (size_t i = 0; i < NFAKE; i++)
+		if (strcmp(fake_syms[i], name) == 0)
+			return FAKE_BASE + i * 0x100 + 0x10;
+	fail_msg("no fake symbol %s", name);
+	return 0;
+}
+
+static struct bpfs_ksyms *fake_ksyms;
+
+static int setup_ksyms(void **state)
+{
+	char err[256];
+	int fd = mkstemp(ksyms_path);
+	FILE *f;
+
+	(void)state;
+	if (fd < 0)
+		return -1;
+	f = fdopen(fd, "w");
+	/* Out of order, with data symbols and junk the parser must skip. */
+	for (size_t i = NFAKE; i-- > 0;)
+		fprintf(f, "%016llx %c %s\n", FAKE_BASE + i * 0x100, i % 2 ? 't' : 'T',
+			fake_syms[i]);
+	fprintf(f, "%016llx d some_data\n", FAKE_BASE + 0x50);
+	fprintf(f, "not a line\nffffffff81000000\n\n%016llx t mod_func\t[somemod]\n",
+		FAKE_BASE + NFAKE * 0x100);
+	fclose(f);
+	return bpfs_ksyms_load(&fake_ksyms, ksyms_path, err, sizeof(err));
+}
+
+static int teardown_ksyms(void **state)
+{
+	(void)state;
+	bpfs_ksyms_free(fake_ksyms);
+	unlink(ksyms_path);
+	return 0;
+}
+
+static void test_ksyms_lookup(void **state)
+{
+	(void)state;
+	assert_int_equal(bpfs_ksyms_count(fake_ksyms), NFAKE + 1);
+	assert_string_equal(bpfs_ksyms_find(fake_ksyms, FAKE_BASE), "__schedule");
+	assert_string_equal(bpfs_ksyms_find(fake_ksyms, FAKE_BASE + 0x1ff), "schedule");
+	assert_string_equal(bpfs_ksyms_find(fake_ksyms, fake_addr("ksys_read")), "ksys_read");
+	/* The data symbol inside __schedule's range was skipped. */
+	assert_string_equal(bpfs_ksyms_find(fake_ksyms, FAKE_BASE + 0x60), "__schedule");
+	assert_string_equal(bpfs_ksyms_find(fake_ksyms, FAKE_BASE + NFAKE * 0x100 + 8), "mod_func");
+	assert_null(bpfs_ksyms_find(fake_ksyms, FAKE_BASE - 1));
+	assert_null(bpfs_ksyms_find(fake_ksyms, FAKE_BASE + NFAKE * 0x100 + 0x10000));
+	assert_null(bpfs_ksyms_find(NULL, FAKE_BASE));
+}
+
+static void test_ksyms_restricted(void **state)
+{
+	char path[] = "/tmp/test_bpf_kzero.XXXXXX", err[256] = "";
+	struct bpfs_ksyms *ks = (void *)1;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	/* What kallsyms shows a reader without CAP_SYSLOG. */
+	assert_true(write(fd, "0000000000000000 T _text\n0000000000000000 t foo\n", 48) == 48);
+	close(fd);
+	assert_int_equal(bpfs_ksyms_load(&ks, path, err, sizeof(err)), -EPERM);
+	assert_null(ks);
+	assert_non_null(strstr(err, "kptr_restrict"));
+	unlink(path);
+	assert_int_equal(bpfs_ksyms_load(&ks, "/nonexistent/kallsyms", err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/kallsyms"));
+}
+
+static void test_state_letters(void **state)
+{
+	static const struct {
+		uint32_t state, exit_state;
+		char letter;
+	} cases[] = {
+		{0, 0, 'R'},          {1, 0, 'S'},     {2, 0, 'D'},     {0x402, 0, 'I'},
+		{0x104, 0, 'T'},      {0x8, 0, 't'},   {0x40, 0, 'P'},  {0x102, 0, 'D'},
+		{0, 0x20, 'Z'},       {0, 0x10, 'X'},  {0x2001, 0, 'S'},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(bpfs_state_letter(cases[i].state, cases[i].exit_state),
+				 cases[i].letter);
+}
+
+/* One made-up thread for the classifier: state, syscall and kernel stack. */
+static const struct classify_case {
+	const char *what;
+	uint32_t state;
+	bool on_cpu;
+	int64_t nr;
+	uint64_t args[5];
+	const char *kstack[6];
+	const char *blocked_in, *jstate;
+} classify_cases[] = {
+	{"cond wait", 1, false, 202, {0x1000, 0x189, 0, 0, 0},
+	 {"__schedule", "futex_do_wait", "__futex_wait", "do_futex", "do_syscall_64"},
+	 "futex", "WAITING"},
+	{"timed cond wait", 1, false, 202, {0x1000, 0x189, 0, 0x7ffd0000, 0},
+	 {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"}, "futex", "TIMED_WAITING"},
+	{"mutex lock", 1, false, 202, {0x1000, 0x80, 2, 0, 0},
+	 {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"}, "mutex", "BLOCKED"},
+	{"epoll forever", 1, false, 232, {3, 0x7ffd0000, 1, (uint64_t)-1, 0},
+	 {"schedule", "do_epoll_wait", "do_syscall_64"}, "epoll", "WAITING"},
+	{"epoll 100ms", 1, false, 232, {3, 0x7ffd0000, 1, 100, 0},
+	 {"schedule", "do_epoll_wait", "do_syscall_64"}, "epoll", "TIMED_WAITING"},
+	{"nanosleep", 1, false, 230, {0},
+	 {"schedule", "hrtimer_nanosleep", "do_syscall_64"}, "sleep", "TIMED_WAITING"},
+	{"pipe read", 1, false, 0, {0},
+	 {"schedule", "anon_pipe_read", "vfs_read", "ksys_read", "do_syscall_64"}, "read",
+	 "WAITING"},
+	{"recvfrom", 1, false, 45, {0},
+	 {"schedule", "sock_recvmsg", "__sys_recvfrom", "do_syscall_64"}, "recv", "WAITING"},
+	/* A fault's error code sits where a syscall number would: 7 is not poll. */
+	{"page fault", 2, false, 7, {0, 0, 5, 0, 0},
+	 {"schedule", "io_schedule", "exc_page_fault"}, "page_fault", "WAITING"},
+	{"running", 0, true, -1, {0}, {"__schedule"}, NULL, "RUNNABLE"},
+	{"preempted", 0, false, -1, {0}, {0}, NULL, "RUNNABLE"},
+	{"on cpu, state S", 1, true, 202, {0}, {"futex_do_wait"}, NULL, "RUNNABLE"},
+	{"unknown sleep", 1, false, 999, {0}, {"schedule", "do_syscall_64"}, NULL, "WAITING"},
+};
+
+static void test_classify(void **state)
+{
+	static struct bpfs_kcache kc;
+
+	(void)state;
+	for (int pass = 0; pass < 2; pass++) { /* cold, then warm kernel cache */
+		for (size_t i = 0; i < sizeof(classify_cases) / sizeof(classify_cases[0]); i++) {
+			const struct classify_case *c = &classify_cases[i];
+			struct stk_rec r = {.state = c->state, .syscall_nr = c->nr};
+			struct bpfstack_thread t = {.on_cpu = c->on_cpu};
+
+			memcpy(r.args, c->args, sizeof(r.args));
+			t.sched_state = bpfs_state_letter(c->state, 0);
+			for (size_t k = 0; k < 6 && c->kstack[k]; k++)
+				t.kframes[t.nkframes++] = fake_addr(c->kstack[k]);
+			bpfs_classify(fake_ksyms, pass ? &kc : NULL, &r, &t);
+			if ((c->blocked_in == NULL) != (t.blocked_in == NULL) ||
+			    (c->blocked_in && strcmp(c->blocked_in, t.blocked_in) != 0) ||
+			    strcmp(c->jstate, t.jstate) != 0)
+				fail_msg("%s: got %s/%s, want %s/%s", c->what,
+					 t.blocked_in ? t.blocked_in : "NULL", t.jstate,
+					 c->blocked_in ? c->blocked_in : "NULL", c->jstate);
+		}
+	}
+}
+
+static void test_bad_records(void **state)
+{
+	struct stk_rec h = {.ustack_len = 64};
+	unsigned char buf[sizeof(h) + 64];
+
+	(void)state;
+	memcpy(buf, &h, sizeof(h));
+	assert_true(bpfs_rec_valid(buf, sizeof(buf)));
+	assert_false(bpfs_rec_valid(buf, sizeof(buf) - 1));
+	assert_false(bpfs_rec_valid(buf, sizeof(h) - 1));
+	h.ustack_len = STK_WINDOW + 1;
+	memcpy(buf, &h, sizeof(h));
+	assert_false(bpfs_rec_valid(buf, sizeof(buf)));
+}
+
+/* ---- live captures (root, BPF) ------------------------------------------ */
+
+static struct bpfstack *bs;
+static char skip_reason[256];
+
+static int setup_bpf(void **state)
+{
+	(void)state;
+	if (bpfstack_open(&bs, skip_reason, sizeof(skip_reason)) != 0) {
+		bs = NULL;
+		fprintf(stderr, "test_bpf: live captures skipped: %s\n", skip_reason);
+	}
+	return 0;
+}
+
+static int teardown_bpf(void **state)
+{
+	(void)state;
+	bpfstack_close(bs);
+	return 0;
+}
+
+#define NEED_BPF()                                                                   \
+	do {                                                                         \
+		if (!bs) {                                                           \
+			print_message("skipped: BPF cannot load: %s\n", skip_reason); \
+			skip();                                                      \
+		}                                                                    \
+	} while (0)
+
+static const struct bpfstack_thread *find_thread(const struct bpfstack_thread *th, size_t n,
+						 pid_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((pid_t)th[i].tid == tid)
+			return &th[i];
+	return NULL;
+}
+
+static Dwfl *target_dwfl(pid_t pid)
+{
+	static char *debuginfo_path;
+	static const Dwfl_Callbacks cbs = {
+		.find_elf = dwfl_linux_proc_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.debuginfo_path = &debuginfo_path,
+	};
+	Dwfl *d = dwfl_begin(&cbs);
+
+	assert_non_null(d);
+	dwfl_report_begin(d);
+	assert_int_equal(dwfl_linux_proc_report(d, pid), 0);
+	assert_int_equal(dwfl_report_end(d, NULL, NULL), 0);
+	return d;
+}
+
+/* Function name and module of frame i, symbolized independently of the
+ * code under test (a return address is looked up one byte back). */
+static const char *frame_name(Dwfl *d, const struct bpfstack_thread *t, size_t i,
+			      const char **module)
+{
+	Dwarf_Addr pc = t->frames[i] - (i > 0);
+	Dwfl_Module *m = dwfl_addrmodule(d, pc);
+	const char *name = m ? dwfl_module_addrname(m, pc) : NULL;
+
+	*module = m ? dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : "";
+	return name ? name : "?";
+}
+
+static void print_stack(Dwfl *d, const struct bpfstack_thread *t)
+{
+	const char *mod;
+
+	print_message("tid %u state %c %s blocked_in %s, %zu frames:\n", t->tid, t->sched_state,
+		      t->jstate, t->blocked_in ? t->blocked_in : "-", t->nframes);
+	for (size_t i = 0; i < t->nframes; i++) {
+		const char *name = frame_name(d, t, i, &mod);
+
+		print_message("  %s (%s)\n", name, mod);
+	}
+}
+
+/* The frame index where fn appears below glibc frames: every frame above
+ * it is in glibc (or, in sanitizer builds, a sanitizer's interceptor), and
+ * at least one is in glibc. */
+static int frame_below_glibc(Dwfl *d, const struct bpfstack_thread *t, const char *fn)
+{
+	bool glibc = false;
+
+	for (size_t i = 0; i < t->nframes; i++) {
+		const char *mod, *name = frame_name(d, t, i, &mod);
+
+		if (strcmp(name, fn) == 0)
+			return glibc ? (int)i : -1;
+		glibc |= strstr(mod, "libc.so") != NULL;
+		if (!strstr(mod, "libc.so") && !strstr(mod, "libasan") && !strstr(mod, "libtsan") &&
+		    !strstr(mod, "libubsan"))
+			return -1;
+	}
+	return -1;
+}
+
+static long proc_counter(pid_t pid, pid_t tid, const char *key)
+{
+	char path[96], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':')
+			v = strtol(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+static const struct role_expect {
+	const char *role, *fn, *blocked_in, *jstate;
+} role_expects[] = {
+	{"futex", "bpf_target_wait_futex", "futex", "WAITING"},
+	{"timedwait", "bpf_target_timedwait", "futex", "TIMED_WAITING"},
+	{"sleep", "bpf_target_sleep", "sleep", "TIMED_WAITING"},
+	{"read", "bpf_target_read", "read", "WAITING"},
+	{"mutex", "bpf_target_lock", "mutex", "BLOCKED"},
+	{"epoll", "bpf_target_epoll", "epoll", "WAITING"},
+};
+#define NROLES (sizeof(role_expects) / sizeof(role_expects[0]))
+
+static void test_capture_known_functions(void **state)
+{
+	const char *args[] = {"-s", NULL};
+	long before[NROLES], after[NROLES];
+	struct bpfstack_thread *th;
+	struct bt_target tg;
+	char err[256];
+	size_t n;
+	Dwfl *d;
+
+	(void)state;
+	NEED_BPF();
+	assert_int_equal(bt_start(&tg, args), 0);
+	for (size_t i = 0; i < NROLES; i++)
+		before[i] = proc_counter(tg.pid, bt_tid(&tg, role_expects[i].role),
+					 "voluntary_ctxt_switches");
+	for (int round = 0; round < 3; round++) { /* cold, then warm caches */
+		assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+		assert_int_equal(n, NROLES + 2); /* plus main and the spinner */
+		free(th);
+	}
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+	d = target_dwfl(tg.pid);
+	for (size_t i = 0; i < NROLES; i++) {
+		const struct role_expect *e = &role_expects[i];
+		const struct bpfstack_thread *t = find_thread(th, n, bt_tid(&tg, e->role));
+
+		assert_non_null(t);
+		if (t->error || frame_below_glibc(d, t, e->fn) < 1 || !t->blocked_in ||
+		    strcmp(t->blocked_in, e->blocked_in) != 0 || strcmp(t->jstate, e->jstate) != 0) {
+			print_stack(d, t);
+			fail_msg("role %s: want %s below glibc frames, %s/%s", e->role, e->fn,
+				 e->blocked_in, e->jstate);
+		}
+		assert_false(t->on_cpu);
+		assert_false(t->approximate);
+		assert_false(t->ran_during_capture);
+		assert_true(t->nkframes > 0);
+		assert_non_null(bpfstack_ksym(bs, t->kframes[0]));
+	}
+	{
+		const struct bpfstack_thread *t = find_thread(th, n, bt_tid(&tg, "spin"));
+		const char *mod;
+		bool found = false;
+
+		assert_non_null(t);
+		assert_string_equal(t->jstate, "RUNNABLE");
+		assert_true(t->approximate == t->on_cpu);
+		if (t->on_cpu)
+			assert_true(t->ran_during_capture);
+		for (size_t i = 0; i < t->nframes; i++)
+			found |= strcmp(frame_name(d, t, i, &mod), "bpf_target_spin") == 0;
+		if (!found)
+			print_stack(d, t);
+		assert_true(found);
+	}
+	{
+		const struct bpfstack_thread *t = find_thread(th, n, tg.pid);
+		const char *mod;
+		bool found = false;
+
+		assert_non_null(t);
+		for (size_t i = 0; i < t->nframes; i++)
+			found |= strcmp(frame_name(d, t, i, &mod), "main") == 0;
+		assert_true(found);
+		assert_string_equal(t->blocked_in, "read");
+	}
+	dwfl_end(d);
+	free(th);
+	/* Nothing woke the blocked threads: no signal, no stop, no ptrace. */
+	for (size_t i = 0; i < NROLES; i++) {
+		after[i] = proc_counter(tg.pid, bt_tid(&tg, role_expects[i].role),
+					"voluntary_ctxt_switches");
+		assert_true(before[i] >= 0);
+		assert_int_equal(after[i], before[i]);
+	}
+	bt_stop(&tg);
+	assert_int_equal(tg.signals, 0);
+	assert_int_equal(tg.eintr, 0);
+}
+
+static void test_capture_1000_threads(void **state)
+{
+	const char *args[] = {"1000", NULL};
+	struct bpfstack_thread *th;
+	struct bt_target tg;
+	size_t n, with_fn = 0;
+	char err[256];
+	Dwfl *d;
+
+	(void)state;
+	NEED_BPF();
+	assert_int_equal(bt_start(&tg, args), 0);
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1000 + NROLES + 1);
+	d = target_dwfl(tg.pid);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(th[i].error, 0);
+		assert_true(th[i].nframes >= 3);
+		if (i > 0)
+			assert_true(th[i].tid > th[i - 1].tid);
+		with_fn += frame_below_glibc(d, &th[i], "bpf_target_wait_futex") > 0;
+	}
+	/* The 1000 extra threads and the futex role all wait there. */
+	assert_int_equal(with_fn, 1001);
+	dwfl_end(d);
+	free(th);
+	bt_stop(&tg);
+	assert_int_equal(tg.signals, 0);
+	assert_int_equal(tg.eintr, 0);
+}
+
+static void test_capture_bad_pids(void **state)
+{
+	struct bpfstack_thread *th = (void *)1;
+	char err[256];
+	size_t n = 1;
+	pid_t gone;
+
+	(void)state;
+	NEED_BPF();
+	assert_int_equal(bpfstack_capture(bs, 0, &th, &n, err, sizeof(err)), -EINVAL);
+	assert_null(th);
+	assert_int_equal(n, 0);
+	assert_int_equal(bpfstack_capture(bs, -5, &th, &n, err, sizeof(err)), -EINVAL);
+	/* A pid that just exited and was reaped. */
+	gone = fork();
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	assert_true(bpfstack_capture(bs, gone, &th, &n, err, sizeof(err)) < 0);
+	assert_null(th);
+	assert_true(strlen(err) > 0);
+	/* A kernel thread has no user stack: an entry with an error, no crash. */
+	if (bpfstack_capture(bs, 2, &th, &n, err, sizeof(err)) == 0) {
+		assert_int_equal(n, 1);
+		assert_int_equal(th[0].error, -ESRCH);
+		assert_int_equal(th[0].nframes, 0);
+		free(th);
+	}
+	assert_null(bpfstack_ksym(NULL, 0));
+	bpfstack_close(NULL);
+}
+
+static void test_capture_self(void **state)
+{
+	struct bpfstack_thread *th;
+	char err[256];
+	size_t n;
+
+	(void)state;
+	NEED_BPF();
+	/* The capturing thread itself is on a CPU inside read(). */
+	assert_int_equal(bpfstack_capture(bs, getpid(), &th, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(th[0].tid, (uint32_t)getpid());
+	assert_true(th[0].on_cpu);
+	assert_true(th[0].approximate);
+	assert_string_equal(th[0].jstate, "RUNNABLE");
+	free(th);
+}
+
+int main(void)
+{
+	const struct CMUnitTest offline[] = {
+		cmocka_unit_test(test_ksyms_lookup),
+		cmocka_unit_test(test_ksyms_restricted),
+		cmocka_unit_test(test_state_letters),
+		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_bad_records),
+	};
+	const struct CMUnitTest live[] = {
+		cmocka_unit_test(test_capture_known_functions),
+		cmocka_unit_test(test_capture_1000_threads),
+		cmocka_unit_test(test_capture_bad_pids),
+		cmocka_unit_test(test_capture_self),
+	};
+	int rc = cmocka_run_group_tests_name("bpf offline", offline, setup_ksyms, teardown_ksyms);
+
+	return rc | cmocka_run_group_tests_name("bpf live", live, setup_bpf, teardown_bpf);
+}
