@@ -506,8 +506,10 @@ void tm_model_set_process(struct tm_model *m, json_t *p)
 	jstr_buf(p, "name", pr->name, sizeof pr->name);
 	jstr_buf(p, "exe", pr->exe, sizeof pr->exe);
 	jstr_buf(p, "runtime_version", pr->version, sizeof pr->version);
-	const char *st = jraw(p, "state");
-	pr->exited = st && !strcmp(st, "exited");
+	jstr_buf(p, "state", pr->state, sizeof pr->state);
+	jstr_buf(p, "exit_cause", pr->exit_cause, sizeof pr->exit_cause);
+	/* Anything but live (exited, or an agent that went away) ends the view. */
+	pr->exited = pr->state[0] && strcmp(pr->state, "live") != 0;
 	json_t *ec = json_object_get(p, "exit_code"), *es = json_object_get(p, "exit_signal");
 	pr->has_exit_code = json_is_integer(ec);
 	pr->exit_code = (int)jint(p, "exit_code");

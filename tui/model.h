@@ -103,6 +103,7 @@ struct tm_violation {
 struct tm_proc {
 	int64_t pid, uid;
 	char name[64], exe[TM_MAX_STR], version[32];
+	char state[16], exit_cause[32]; /* "live", "exited", "detached"...; why it ended */
 	bool exited, complete, repaired;
 	bool has_exit_code, has_exit_signal;
 	int exit_code, exit_signal;

@@ -48,7 +48,7 @@ int once_tree(FILE *out, const struct tm_model *m, double now, bool ascii)
 	for (int i = 0; i < l.n; i++)
 		if (l.col[i] != RF_NAME)
 			fixed += l.width[i] + 1;
-	rf_layout(&l, fixed + name_w, ascii);
+	rf_layout(&l, fixed + name_w + 1, ascii); /* +1: the name's own separator */
 
 	const struct tm_proc *p = &m->proc;
 	fprintf(out, "process %lld %s %s  scopes %zu  tasks %zu  threads %zu  pools %zu  lost %lld%s\n",
@@ -76,7 +76,7 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 {
 	size_t i;
 	json_t *p;
-	fprintf(out, "%8s  %-20s %-7s %7s %7s %8s %6s\n", "PID", "NAME", "STATE", "SCOPES", "TASKS",
+	fprintf(out, "%8s  %-20s %-9s %7s %7s %8s %6s\n", "PID", "NAME", "STATE", "SCOPES", "TASKS",
 		"THREADS", "LOST");
 	json_array_foreach(procs, i, p)
 	{
@@ -85,7 +85,7 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 		int used = ttx_append(name, sizeof name, n ? n : "?", 20, ascii);
 		ttx_pad(name, sizeof name, used, 20);
 		const char *st = json_string_value(json_object_get(p, "state"));
-		fprintf(out, "%8lld  %s %-7.7s %7lld %7lld %8lld %6lld\n",
+		fprintf(out, "%8lld  %s %-9.9s %7lld %7lld %8lld %6lld\n",
 			(long long)json_integer_value(json_object_get(p, "pid")), name, st ? st : "?",
 			(long long)json_integer_value(json_object_get(p, "scopes")),
 			(long long)json_integer_value(json_object_get(p, "tasks")),

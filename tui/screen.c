@@ -200,9 +200,12 @@ bool scr_line(struct scr *t, int y, const char *text, int attr, int hx, int hw, 
 		return false;
 	t->line_hash[y] = h;
 	t->repainted++;
+	/* Clear first: a line that fills the width leaves the cursor on the
+	 * next line, where a later clrtoeol() would wipe the wrong line. */
+	move(y, 0);
+	clrtoeol();
 	attrset(attr);
 	mvaddnstr(y, 0, text, -1);
-	clrtoeol();
 	if (hw > 0 && hx < t->cols)
 		mvchgat(y, hx, hw, (attr_t)(hattr & ~A_COLOR), (short)PAIR_NUMBER(hattr), NULL);
 	attrset(A_NORMAL);

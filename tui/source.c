@@ -215,9 +215,14 @@ static void apply(struct app *a, json_t *msg)
 	} else if (!strcmp(type, "delta")) {
 		if (tm_model_apply_delta(&a->model, msg, a->now_local, err, sizeof err))
 			app_status(a, "bad delta from scoped: %s", err);
+		a->exited = a->model.proc.exited; /* a re-registered agent comes back live */
 	} else if (!strcmp(type, "exited")) {
 		tm_model_set_process(&a->model, json_object_get(msg, "process"));
 		a->model.proc.exited = true;
+		if (!a->model.proc.state[0] || !strcmp(a->model.proc.state, "live"))
+			snprintf(a->model.proc.state, sizeof a->model.proc.state, "exited");
+		app_status(a, "process %lld %s; showing the last tree", (long long)a->pid,
+			   a->model.proc.state);
 		a->exited = true;
 		tm_model_warnings(&a->model, tm_model_now(&a->model, a->now_local));
 	}

@@ -51,13 +51,20 @@ void draw_header(struct app *a)
 				snprintf(w + at, sizeof w - at, " %u %s", m->warn_count[b], tm_warn_name(b));
 			}
 	}
-	char state[96];
-	if (p->exited && p->has_exit_signal)
-		snprintf(state, sizeof state, "EXITED (signal %d), last tree kept", p->exit_signal);
-	else if (p->exited && p->has_exit_code)
-		snprintf(state, sizeof state, "EXITED (code %d), last tree kept", p->exit_code);
-	else if (p->exited || a->exited)
-		snprintf(state, sizeof state, "EXITED, last tree kept");
+	char state[128], why[64] = "";
+	if (p->has_exit_signal)
+		snprintf(why, sizeof why, " (signal %d)", p->exit_signal);
+	else if (p->has_exit_code)
+		snprintf(why, sizeof why, " (code %d)", p->exit_code);
+	else if (p->exit_cause[0])
+		snprintf(why, sizeof why, " (%s)", p->exit_cause);
+	if (p->exited || a->exited) {
+		char up[16];
+		snprintf(up, sizeof up, "%s", p->state[0] && strcmp(p->state, "live") ? p->state : "exited");
+		for (char *c = up; *c; c++)
+			*c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+		snprintf(state, sizeof state, "%s%s, last tree kept", up, why);
+	}
 	else if (!a->subscribed)
 		snprintf(state, sizeof state, "connecting");
 	else
