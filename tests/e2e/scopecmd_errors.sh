@@ -1,0 +1,128 @@
+#!/bin/sh
+# scopecmd_errors.sh - every error path of scopecmd's command line: each
+# fails with its own message and a non-zero status (2 for usage, 1 else),
+# and starting a daemon when none answers.
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=$TOP/$BUILD/bin
+for f in "$BIN/scoped" "$BIN/scopecmd"; do
+	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
+done
+D=$(mktemp -d /tmp/scopecmd-err.XXXXXX)
+chmod 755 "$D"
+export SCOPED_SOCKET=$D/s/agent.sock
+spid= npid= hpid= nspid=
+cleanup() {
+	for p in $spid $npid $hpid $nspid; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fails=0
+
+# The pid of the daemon answering on a control socket (its status reply).
+daemon_pid() {
+	/usr/bin/python3 - "$1" <<'PYEOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b'{"id":1,"cmd":"status"}\n'); buf = b""
+while not buf.endswith(b"\n"):
+    buf += s.recv(65536)
+print(json.loads(buf)["pid"])
+PYEOF
+}
+
+# expect STATUS PATTERN command... : runs it, checks the status and that
+# stderr (or stdout) matches PATTERN (grep -E).
+expect() {
+	want=$1 pat=$2; shift 2
+	"$@" >"$D/out" 2>"$D/err"
+	rc=$?
+	if [ $rc -ne "$want" ] || ! grep -Eq -- "$pat" "$D/err" "$D/out"; then
+		echo "FAIL: '$*' exited $rc (want $want), output:"; cat "$D/out" "$D/err"
+		echo "      wanted /$pat/"
+		fails=$((fails + 1))
+	else
+		echo "ok: $* -> $rc: $(head -1 "$D/err")"
+	fi
+}
+
+# No daemon, and told not to start one.
+expect 1 "no scoped daemon answers on $D/s/control.sock" "$BIN/scopecmd" --no-start -l
+
+# No daemon: scopecmd starts one in the background and says so.
+expect 0 'starting .*/scoped in the background' "$BIN/scopecmd" -l
+grep -q 'waiting up to 2000 ms for programs to register' "$D/err" || { echo "FAIL: no wait notice"; fails=$((fails + 1)); }
+[ -S "$D/s/control.sock" ] || { echo "FAIL: the started daemon has no control socket"; fails=$((fails + 1)); }
+spid=$(daemon_pid "$D/s/control.sock")
+[ -n "$spid" ] && [ -d "/proc/$spid" ] || { echo "FAIL: the started daemon is not running"; fails=$((fails + 1)); }
+# From here on that daemon answers.
+
+# Usage errors: exit 2.
+expect 2 "unknown command 'Thread.prnt'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" 1 Thread.prnt
+expect 2 "unknown command 'scope.tre'; did you mean 'Scope.tree'\\?" "$BIN/scopecmd" 1 scope.tre
+expect 2 "Thread.print: unknown option '-x'" "$BIN/scopecmd" 1 Thread.print -x
+expect 2 "unknown option '--bogus'; see scopecmd --help" "$BIN/scopecmd" --bogus
+expect 2 "--timeout takes milliseconds from 100 to 600000, not '5'" "$BIN/scopecmd" --timeout 5 -l
+expect 2 "--socket needs a value" "$BIN/scopecmd" --socket
+expect 2 "no command given for '1'" "$BIN/scopecmd" 1
+expect 2 "Thread.dump_to_file: no file given" "$BIN/scopecmd" 1 Thread.dump_to_file
+expect 2 "-format takes json or text, not 'xml'" "$BIN/scopecmd" 1 Thread.dump_to_file -format=xml "$D/x"
+expect 2 "one file only" "$BIN/scopecmd" 1 Thread.dump_to_file "$D/x" "$D/y"
+expect 2 "Scope.tree takes no arguments" "$BIN/scopecmd" 1 Scope.tree extra
+expect 1 "unknown command 'Thread.dmp'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" help Thread.dmp
+
+# Targets that are no instrumented process of ours: exit 1.
+gone=4194303
+while [ -d /proc/$gone ]; do gone=$((gone - 1)); done
+expect 1 "process $gone does not exist" "$BIN/scopecmd" $gone Thread.print
+expect 1 "process 99999999999 does not exist" "$BIN/scopecmd" 99999999999 Thread.print
+sleep 60 &
+npid=$!
+expect 1 "process $npid is not instrumented \\(no libscope agent connected to $D/s/agent.sock\\)" \
+	"$BIN/scopecmd" $npid Thread.print
+expect 1 "no instrumented process matches 'no-such-name'" "$BIN/scopecmd" no-such-name Thread.print
+expect 1 "no instrumented process is registered" "$BIN/scopecmd" 0 Thread.print
+
+# pid 1 as seen by a user who does not own it.
+if [ "$(id -u)" -ne 0 ]; then
+	expect 1 "permission denied: process 1 belongs to uid 0" "$BIN/scopecmd" 1 Thread.print
+elif command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+	mkdir -p "$D/n" && chown nobody "$D/n"
+	expect 1 "permission denied: process 1 belongs to uid 0 and you are uid $(id -u nobody)" \
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		env SCOPED_SOCKET="$D/n/agent.sock" "$BIN/scopecmd" 1 Thread.print
+	# The daemon that command started runs as nobody; stop it by its pid.
+	nspid=$(daemon_pid "$D/n/control.sock")
+else
+	echo "note: pid-1-as-another-user case not run (needs setpriv and user nobody)"
+fi
+
+# A file that exists is refused without -overwrite; the check never
+# needs the daemon's dump, so a helper-less case uses a fake target below.
+if [ -x "$TOP/$BUILD/tests/helpers/dump_known" ]; then
+	"$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
+	hpid=$!
+	i=0
+	until "$BIN/scopecmd" -l 2>/dev/null | grep -q "^$hpid "; do
+		i=$((i + 1)); [ $i -gt 100 ] && break
+		sleep 0.05
+	done
+	: >"$D/exists.json"
+	expect 1 "^scopecmd: $D/exists.json exists, use -overwrite to overwrite\$" \
+		"$BIN/scopecmd" $hpid Thread.dump_to_file -format=json "$D/exists.json"
+	[ -s "$D/exists.json" ] && { echo "FAIL: the existing file was written"; fails=$((fails + 1)); }
+	expect 0 "^Created $D/exists.json\$" \
+		"$BIN/scopecmd" $hpid Thread.dump_to_file -overwrite -format=json "$D/exists.json"
+	/usr/bin/python3 "$TOP/tests/validate_dump.py" --pid $hpid "$D/exists.json" ||
+		{ echo "FAIL: the overwritten dump does not validate"; fails=$((fails + 1)); }
+	expect 1 "cannot create $D/nodir/x.json" \
+		"$BIN/scopecmd" $hpid Thread.dump_to_file "$D/nodir/x.json"
+	kill $hpid
+	hpid=
+else
+	echo "note: existing-file cases not run (dump_known not built)"
+fi
+
+[ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }
+echo "all error paths ok"
