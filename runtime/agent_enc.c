@@ -28,7 +28,7 @@ enum op {
 enum sop { S_END = 0, S_S1, S_S2, S_FILE, S_FUNC };
 
 #define EV_COMMON 16u  /* i64 ts, u32 tid, u32 reserved */
-#define POOL_BLOCK 80u
+#define POOL_BLOCK 72u
 
 struct sc_enc_layout {
 	uint8_t known;  /* 0: a hole in the table, no message for that kind */
@@ -133,7 +133,6 @@ static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 	put64(p + 48, pi->completed);
 	put64(p + 56, pi->rejected);
 	put64(p + 64, (uint64_t)pi->keep_alive_ns);
-	memset(p + 72, 0, 8);
 	return p + POOL_BLOCK;
 }
 

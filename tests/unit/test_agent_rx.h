@@ -1,0 +1,196 @@
+/* test_agent_rx.h - the test side of the agent tests' receiving endpoint
+ * (the receiver itself is `test_agent --receiver`): start and stop it, ask
+ * it for its model, and compare that model with the truth.  Header-only so
+ * that test_agent.c and test_agent_workload.c share it. */
+#ifndef TEST_AGENT_RX_H
+#define TEST_AGENT_RX_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "proto.h"
+
+/* A receiver process and its two sockets in a private directory. */
+struct rx {
+	char dir[40], sock[100], ctl[100];
+	pid_t pid;
+};
+
+/* Frames of the expected model, encoded as the agent would. */
+struct truth {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static void rx_send_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static void rx_start(struct rx *rx)
+{
+	if (!rx->dir[0]) {
+		snprintf(rx->dir, sizeof rx->dir, "/tmp/scoped-agent-test.XXXXXX");
+		assert_non_null(mkdtemp(rx->dir));
+		snprintf(rx->sock, sizeof rx->sock, "%s/agent.sock", rx->dir);
+		snprintf(rx->ctl, sizeof rx->ctl, "%s/recv-ctl.sock", rx->dir);
+	}
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	assert_true(n > 0);
+	self[n] = 0;
+	/* The workload test binary borrows test_agent's receiver. */
+	char *slash = strrchr(self, '/');
+	snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "test_agent");
+	unlink(rx->ctl);
+	rx->pid = fork();
+	assert_true(rx->pid >= 0);
+	if (rx->pid == 0) {
+		execl(self, self, "--receiver", rx->sock, rx->ctl, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		struct stat st;
+		if (stat(rx->ctl, &st) == 0)
+			return;
+		usleep(2000);
+	}
+	fail_msg("receiver %s did not start", self);
+}
+
+static void rx_kill(struct rx *rx, int sig)
+{
+	if (rx->pid > 0) {
+		kill(rx->pid, sig);
+		if (sig == SIGKILL || sig == SIGTERM) {
+			waitpid(rx->pid, NULL, 0);
+			rx->pid = 0;
+		}
+	}
+}
+
+static void rx_cleanup(struct rx *rx)
+{
+	rx_kill(rx, SIGKILL);
+	unlink(rx->sock);
+	unlink(rx->ctl);
+	rmdir(rx->dir);
+	rx->dir[0] = 0;
+}
+
+/* Sends cmd (and extra bytes), returns the reply up to "end\n" (new). */
+static char *rx_cmd(struct rx *rx, const char *cmd, const void *extra, size_t nextra)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rx->ctl);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	rx_send_all(fd, cmd, strlen(cmd));
+	rx_send_all(fd, "\n", 1);
+	if (nextra)
+		rx_send_all(fd, extra, nextra);
+	size_t cap = 1 << 16, len = 0;
+	char *out = malloc(cap);
+	for (;;) {
+		if (len + 1 >= cap)
+			out = realloc(out, cap *= 2);
+		ssize_t k = read(fd, out + len, cap - len - 1);
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+	}
+	out[len] = 0;
+	close(fd);
+	return out;
+}
+
+/* A number from the receiver's stats line ("key=N"). */
+static long long rx_stat(struct rx *rx, const char *key)
+{
+	char *s = rx_cmd(rx, "stats", NULL, 0), pat[64];
+	snprintf(pat, sizeof pat, " %s=", key);
+	char *p = strstr(s, pat);
+	long long v = p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+	free(s);
+	return v;
+}
+
+/* Waits (up to ms) until the agent has a session whose snapshot the
+ * receiver holds. */
+static int rx_wait_session(struct rx *rx, long long sessions, int ms)
+{
+	for (int i = 0; i < ms / 5; i++) {
+		struct sc_agent_stats st;
+		sc_agent_get_stats(&st);
+		if (st.connected && rx_stat(rx, "sessions") >= sessions &&
+		    sc_agent_flush(1000) == 0 && rx_stat(rx, "snapshots") >= sessions)
+			return 0;
+		usleep(5000);
+	}
+	return -1;
+}
+
+/* Frames of the truth: encodes each event as the agent would. */
+static void truth_add(struct truth *t, const struct sc_ev *ev)
+{
+	struct sc_enc e;
+	if (!sc_enc_measure(ev, &e))
+		return;
+	if (t->len + e.size > t->cap) {
+		t->cap = (t->cap ? t->cap * 2 : 65536) + e.size;
+		t->p = realloc(t->p, t->cap);
+	}
+	sc_enc_write(ev, &e, PROTO_F_SNAPSHOT, t->p + t->len);
+	t->len += e.size;
+}
+
+/* Asks the receiver to compare its model with the truth; fails with the
+ * diff when they differ.  Returns the number of records compared. */
+static size_t rx_compare(struct rx *rx, const struct truth *t)
+{
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "compare %zu", t->len);
+	char *r = rx_cmd(rx, cmd, t->p, t->len);
+	size_t n = 0;
+	if (sscanf(r, "same %zu", &n) != 1) {
+		fprintf(stderr, "%s", r);
+		fail_msg("the receiver's model differs from the truth (see above)");
+	}
+	assert_non_null(strstr(r, "snap_bad=0 "));
+	assert_non_null(strstr(r, "bad_frames=0 "));
+	free(r);
+	return n;
+}
+
+/* Re-executes the test with SCOPED_DISABLE=1 so that the library
+ * constructor's agent stays off: each test starts its own on a private
+ * socket.  Returns only when the variable is already set. */
+static void rx_reexec_disabled(char **argv)
+{
+	if (getenv("SCOPED_DISABLE"))
+		return;
+	setenv("SCOPED_DISABLE", "1", 1);
+	execv("/proc/self/exe", argv);
+	fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
+	exit(1);
+}
+
+#endif /* TEST_AGENT_RX_H */
