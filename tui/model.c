@@ -67,7 +67,14 @@ double tm_local_ms(void)
 
 double tm_model_now(const struct tm_model *m, double local_ms)
 {
-	return local_ms + m->clock_offset_ms;
+	return m->frozen_ms > 0 ? m->frozen_ms : local_ms + m->clock_offset_ms;
+}
+
+void tm_model_freeze(struct tm_model *m, double local_ms)
+{
+	if (m->frozen_ms <= 0)
+		m->frozen_ms = local_ms + m->clock_offset_ms;
+	m->gen++;
 }
 
 /* ---- JSON readers ----------------------------------------------------- */
@@ -510,6 +517,8 @@ void tm_model_set_process(struct tm_model *m, json_t *p)
 	jstr_buf(p, "exit_cause", pr->exit_cause, sizeof pr->exit_cause);
 	/* Anything but live (exited, or an agent that went away) ends the view. */
 	pr->exited = pr->state[0] && strcmp(pr->state, "live") != 0;
+	if (!pr->exited)
+		m->frozen_ms = 0;
 	json_t *ec = json_object_get(p, "exit_code"), *es = json_object_get(p, "exit_signal");
 	pr->has_exit_code = json_is_integer(ec);
 	pr->exit_code = (int)jint(p, "exit_code");
@@ -541,7 +550,10 @@ int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double loc
 	json_t *now = json_object_get(model, "now_ms");
 	m->clock_offset_ms = json_is_number(now) ? json_number_value(now) - local_ms : 0;
 	m->gen++;
+	m->frozen_ms = 0;
 	tm_model_set_process(m, process);
+	if (m->proc.exited) /* a snapshot of the dead: its clock stops at "now" */
+		tm_model_freeze(m, local_ms);
 	double t = tm_model_now(m, local_ms);
 	for (size_t i = 0; i < NELEM(kinds); i++) {
 		int rc = upsert_array(m, &kinds[i], json_object_get(model, kinds[i].key), t);

@@ -124,6 +124,7 @@ struct tm_model {
 	struct tm_violation viol[TM_MAX_VIOLATIONS];
 	int nviol;
 	double clock_offset_ms; /* model time = local realtime ms + offset */
+	double frozen_ms;       /* nonzero once the process ended: time stops there */
 	double join_threshold_ms;
 	uint64_t gen;           /* bumps on every change: views rebuild on it */
 	int64_t delta_gen;      /* the daemon's gen of the last message applied */
@@ -157,6 +158,10 @@ void tm_model_warnings(struct tm_model *m, double now_ms);
 
 /* Model time for a local realtime reading. */
 double tm_model_now(const struct tm_model *m, double local_ms);
+
+/* Stops the model's clock (the process ended): ages and deadlines keep the
+ * values they had then.  A later live process summary restarts it. */
+void tm_model_freeze(struct tm_model *m, double local_ms);
 
 /* Local realtime clock in milliseconds. */
 double tm_local_ms(void);

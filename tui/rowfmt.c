@@ -18,7 +18,7 @@ static const struct glyph glyphs[DS_COUNT] = {
 
 /* Tree drawing pieces: vertical guide, tee, elbow, open, closed, leaf. */
 static const struct glyph g_vert = {"│ ", "| "}, g_tee = {"├─", "|-"}, g_elbow = {"└─", "`-"};
-static const struct glyph g_open = {"▾ ", "- "}, g_closed = {"▸ ", "+ "}, g_leaf = {"─ ", "- "};
+static const struct glyph g_open = {"▾ ", "v "}, g_closed = {"▸ ", "> "}, g_leaf = {"─ ", "- "};
 
 #define G(g, ascii) ((ascii) ? (g).ascii : (g).utf)
 
@@ -167,6 +167,19 @@ static void tree_prefix(const struct tr_row *r, bool ascii, char *buf, size_t le
 	strncat(buf, r->depth > 0 || (r->flags & TR_F_KIDS) ? G(*e, ascii) : "", len - strlen(buf) - 1);
 }
 
+double rf_deadline(const struct tm_model *m, const struct tm_scope *s)
+{
+	double dl = 0;
+	for (int depth = 0; s && depth < TR_MAX_DEPTH; depth++) {
+		if (s->deadline_ms > 0 && (dl == 0 || s->deadline_ms < dl))
+			dl = s->deadline_ms;
+		const struct tm_task *opener = s->parent_task ? tm_task_get(m, s->parent_task) : NULL;
+		int64_t up = opener ? opener->scope : s->parent;
+		s = up && up != s->id ? tm_scope_get(m, up) : NULL;
+	}
+	return dl;
+}
+
 void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now,
 		 bool ascii, char *out, size_t len)
 {
@@ -210,8 +223,9 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 		const struct tm_scope *ds = s ? s : t ? tm_scope_get(m, t->scope) : NULL;
 		bool live = s ? (s->state == SS_OPEN || s->state == SS_JOINING)
 			      : t && (t->state == TK_RUNNING || t->state == TK_FORKED);
-		if (ds && ds->deadline_ms > 0 && live)
-			ttx_duration(out, len, ds->deadline_ms - now);
+		double dl = ds ? rf_deadline(m, ds) : 0;
+		if (dl > 0 && live)
+			ttx_duration(out, len, dl - now);
 		break;
 	}
 	case RF_SITE: {

@@ -38,6 +38,10 @@ void rf_line(const struct rf_layout *l, const struct tm_model *m, const struct t
 void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now, bool ascii,
 	     char *out, size_t len);
 
+/* The effective deadline of scope s: the earliest of it and every scope
+ * enclosing it (0: none), as scope_deadline() computes it in the target. */
+double rf_deadline(const struct tm_model *m, const struct tm_scope *s);
+
 /* The label of a row (name or function, ×N, warning badges). */
 void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf,
 	      size_t len);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "../common/ctl.h"
@@ -155,11 +156,20 @@ static void write_dump(struct app *a, json_t *reply)
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+	/* The path shown must be usable from anywhere, so make it absolute. */
+	char cwd[256], dir[300];
+	const char *d = a->o.dump_dir;
+	if (!d || d[0] != '/') {
+		if (!getcwd(cwd, sizeof cwd))
+			snprintf(cwd, sizeof cwd, ".");
+		snprintf(dir, sizeof dir, "%s%s%s", cwd, d ? "/" : "", d ? d : "");
+	} else {
+		snprintf(dir, sizeof dir, "%s", d);
+	}
 	int rc = -EEXIST;
 	for (int n = 0; n < 100 && rc == -EEXIST; n++) {
-		snprintf(path, sizeof path, "%s/scopetop-%lld-%s%s%.0d.json",
-			 a->o.dump_dir ? a->o.dump_dir : ".", (long long)a->pid, stamp, n ? "-" : "",
-			 n);
+		snprintf(path, sizeof path, "%s/scopetop-%lld-%s%s%.0d.json", dir, (long long)a->pid,
+			 stamp, n ? "-" : "", n);
 		rc = jdkdump_write_file(path, text, strlen(text), false, err, sizeof err);
 	}
 	free(text);
@@ -219,6 +229,7 @@ static void apply(struct app *a, json_t *msg)
 	} else if (!strcmp(type, "exited")) {
 		tm_model_set_process(&a->model, json_object_get(msg, "process"));
 		a->model.proc.exited = true;
+		tm_model_freeze(&a->model, a->now_local);
 		if (!a->model.proc.state[0] || !strcmp(a->model.proc.state, "live"))
 			snprintf(a->model.proc.state, sizeof a->model.proc.state, "exited");
 		app_status(a, "process %lld %s; showing the last tree", (long long)a->pid,
