@@ -1,0 +1,124 @@
+#!/bin/sh
+# scopecmd_known.sh - scopecmd against a program of known structure
+# (tests/helpers/dump_known): the JSON container tree equals what the program
+# built, stacks name its functions with file:line, every dump validates, and
+# Thread.print, Scope.tree, Runtime.info and the target forms agree.
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=$TOP/$BUILD/bin
+HELPER=$TOP/$BUILD/tests/helpers/dump_known
+PY=/usr/bin/python3
+for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
+	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
+done
+$PY -c 'import jsonschema' 2>/dev/null || { echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
+
+D=$(mktemp -d /tmp/scopecmd-known.XXXXXX)
+export SCOPED_SOCKET=$D/agent.sock
+dpid= hpid=
+cleanup() {
+	[ -n "$hpid" ] && kill "$hpid" 2>/dev/null
+	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$D/log" ] && tail -5 "$D/log"; exit 1; }
+
+"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" 2>"$D/log" &
+dpid=$!
+i=0
+while [ ! -S "$D/control.sock" ]; do
+	i=$((i + 1)); [ $i -gt 100 ] && fail "scoped did not create $D/control.sock"
+	sleep 0.05
+done
+"$HELPER" >"$D/known" &
+hpid=$!
+i=0
+while ! grep -q pid "$D/known" 2>/dev/null; do
+	i=$((i + 1)); [ $i -gt 100 ] && fail "dump_known did not report its threads"
+	sleep 0.05
+done
+cat "$D/known"
+# Wait until the daemon's model holds all three scopes.
+i=0
+while ! "$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -q 'inner@'; do
+	i=$((i + 1)); [ $i -gt 100 ] && { "$BIN/scopecmd" --no-start "$hpid" Scope.tree; fail "the three scopes never showed up"; }
+	sleep 0.05
+done
+
+out=$("$BIN/scopecmd" --no-start "$hpid" Thread.dump_to_file -format=json "$D/d.json") || fail "dump_to_file failed"
+[ "$out" = "$hpid:
+Created $D/d.json" ] || fail "unexpected reply: $out"
+$PY "$TOP/tests/validate_dump.py" --pid "$hpid" "$D/d.json" || fail "the dump does not validate"
+
+$PY - "$D/known" "$D/d.json" <<'PYEOF' || fail "the dump does not match the program's structure"
+import json, re, sys
+who = json.load(open(sys.argv[1]))
+td = json.load(open(sys.argv[2]))["threadDump"]
+cs = td["threadContainers"]
+by = {c["container"]: c for c in cs}
+def one(prefix):
+    m = [c for c in cs if c["container"].startswith(prefix + "@")]
+    assert len(m) == 1, "expected one %s container, got %r" % (prefix, [c["container"] for c in cs])
+    return m[0]
+def tids(c):
+    return sorted(t["tid"] for t in c["threads"])
+outer, middle, inner, pool = one("outer"), one("middle"), one("inner"), one("pool:kp")
+assert outer["parent"] == "<root>" and outer["owner"] == who["main"], outer["parent"]
+assert middle["parent"] == outer["container"] and middle["owner"] == who["b"]
+assert inner["parent"] == middle["container"] and inner["owner"] == who["c"]
+assert pool["parent"] == "<root>"
+assert tids(outer) == sorted([who["a"], who["b"]]), tids(outer)
+assert tids(middle) == [who["c"]], tids(middle)
+assert tids(inner) == [who["d"]], tids(inner)
+assert who["main"] in tids(by["<root>"])
+# 6 prestarted workers, 4 busy: the idle ones wait in the pool's container.
+assert len(pool["threads"]) >= 2 and all(t["name"].startswith("kp-") for t in pool["threads"]), pool["threads"]
+assert outer["joiner"] == "all_successful" and middle["joiner"] == "any_successful" and inner["joiner"] == "await_all"
+assert middle["deadline"] is not None and outer["deadline"] is None
+assert outer["values"] == {"request_id": "rq-1"}
+assert outer["openSite"].startswith("main (dump_known.c:"), outer["openSite"]
+threads = {t["tid"]: t for c in cs for t in c["threads"]}
+want = {"a": "known_wait_a", "b": "known_task_b", "c": "known_task_c", "d": "known_wait_d", "main": "main"}
+for k, fn in want.items():
+    st = threads[who[k]]["stack"]
+    pat = re.compile(r"^%s \(dump_known\.c:\d+\)$" % fn)
+    assert any(pat.match(f) for f in st), "%s's stack lacks %s (dump_known.c:N): %r" % (k, fn, st)
+d = threads[who["d"]]
+assert d["scopedValues"].get("request_id") == "rq-1" and d["scopedValues"].get("level") == "inner", d["scopedValues"]
+assert d["task"]["state"] == "running" and d["task"]["forkSite"].startswith("open_fork_join (dump_known.c:"), d["task"]
+assert threads[who["a"]]["task"]["forkSite"].startswith("main (dump_known.c:")
+assert td["processId"] == who["pid"] and td["formatVersion"] == 2
+print("structure ok: %d containers, %d threads" % (len(cs), len(threads)))
+PYEOF
+
+# The text dump shows the same tree, indented, with frames.
+"$BIN/scopecmd" --no-start "$hpid" Thread.print -l -e >"$D/t.txt" || fail "Thread.print failed"
+head -1 "$D/t.txt" | grep -qx "$hpid:" || fail "Thread.print output does not start with '$hpid:'"
+grep -q "^Thread dump of process $hpid (dump_known) at " "$D/t.txt" || fail "no text header"
+grep -Eq '^    middle@[0-9]+  any_successful, ' "$D/t.txt" || fail "middle is not indented under outer"
+grep -Eq '^      inner@[0-9]+  await_all, ' "$D/t.txt" || fail "inner is not indented under middle"
+a=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["a"])' "$D/known")
+grep -Eq "^    #$a \"kp-[0-9]+\" [A-Z_]+\$" "$D/t.txt" || fail "thread a is not listed in outer"
+grep -Eq '^ +at known_wait_a \(dump_known\.c:[0-9]+\)$' "$D/t.txt" || fail "no 'at known_wait_a (dump_known.c:N)' line"
+grep -q 'scoped values: ' "$D/t.txt" || fail "-e did not add scoped values"
+
+# The text file form, by name target.
+out=$("$BIN/scopecmd" --no-start dump_kno Thread.dump_to_file -format=text "$D/d.txt") || fail "dump by name failed"
+echo "$out" | grep -qx "Created $D/d.txt" || fail "unexpected reply: $out"
+grep -q '^Thread dump of process ' "$D/d.txt" || fail "the text file has no header"
+
+"$BIN/scopecmd" --no-start "$hpid" Scope.tree >"$D/tree" || fail "Scope.tree failed"
+grep -Eq '^outer@[0-9]+  all_successful ' "$D/tree" || fail "Scope.tree lacks outer"
+grep -Eq '^  task [0-9]+ running on #[0-9]+  forked at main \(dump_known\.c:[0-9]+\)$' "$D/tree" || fail "Scope.tree lacks outer's tasks"
+grep -Eq '^    middle@[0-9]+  any_successful ' "$D/tree" || fail "middle is not under the task that opened it"
+
+"$BIN/scopecmd" --no-start 0 Runtime.info >"$D/info" || fail "Runtime.info failed"
+grep -q "^$hpid:" "$D/info" || fail "target 0 did not include $hpid"
+grep -q '^Runtime: libscope 0.1.0' "$D/info" || fail "no runtime version"
+grep -Eq '^  kp@[0-9]+: [0-9]+ threads \(core 6, max 8' "$D/info" || fail "no pool statistics"
+grep -q '^Events: ' "$D/info" || fail "no event counts"
+
+"$BIN/scopecmd" --no-start -l | grep -qx "$hpid dump_known" || fail "-l does not list '$hpid dump_known'"
+echo "ok"
