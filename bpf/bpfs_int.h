@@ -61,6 +61,19 @@ int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, u
  * user stack it announces. */
 int bpfs_rec_valid(const void *data, size_t size);
 
+/* ---- on-CPU threads (bpfs_perf.c) -------------------------------------- */
+
+#define BPFS_PERF_MAX 64 /* threads sampled per capture at most */
+
+/* Called once per sampled thread with its registers (h->regs, tid,
+ * ustack_base, ustack_len set; the rest zero) and stack window. */
+typedef void (*bpfs_sample_fn)(void *ctx, const struct stk_rec *h, const unsigned char *ustack);
+
+/* Takes one user-mode perf sample of each of tids (at most BPFS_PERF_MAX),
+ * waiting at most timeout_ms in all.  Returns how many were sampled, or a
+ * negative errno when perf events cannot be opened at all. */
+int bpfs_perf_sample(const pid_t *tids, size_t n, int timeout_ms, bpfs_sample_fn fn, void *ctx);
+
 /* ---- unwinding (bpfs_unwind.c) ------------------------------------------ */
 
 struct bpfs_unwinder;

@@ -17,6 +17,8 @@
 
 /* Threads one capture returns at most; past it the capture is truncated. */
 #define MAX_THREADS 32768
+/* How long on-CPU threads get to show up in a perf sample, in all. */
+#define PERF_TIMEOUT_MS 10
 
 /* The capture in progress: threads are unwound as their records arrive. */
 struct capture {
@@ -24,6 +26,9 @@ struct capture {
 	struct bpfstack_thread *t;
 	size_t n, cap;
 	unsigned char *seen; /* per thread: found again by the counters pass */
+	struct stk_rec key;  /* the address space's identity, for perf samples */
+	pid_t busy[BPFS_PERF_MAX]; /* still on a CPU at the counters pass */
+	size_t nbusy;
 	int truncated;
 	int bad_records;
 	int nomem;
@@ -203,6 +208,8 @@ static int on_record(void *ctx, void *data, size_t size)
 		b->cur.bad_records++;
 		return 0;
 	}
+	if (!b->cur.key.start_code && !(h->flags & STK_F_NO_MM))
+		b->cur.key = *h;
 	t = new_thread(&b->cur);
 	if (t)
 		fill_thread(b, h, (const unsigned char *)data + sizeof(*h), t);
@@ -248,6 +255,31 @@ static void on_counters_mark(void *ctx, const struct stk_mark *m)
 	b->cur.seen[t - b->cur.t] = 1;
 	if (t->nvcsw != m->nvcsw || t->nivcsw != m->nivcsw)
 		t->ran_during_capture = true;
+	if (t->approximate && m->on_cpu && !t->error && b->cur.nbusy < BPFS_PERF_MAX &&
+	    m->tid != (uint32_t)gettid())
+		b->cur.busy[b->cur.nbusy++] = (pid_t)m->tid;
+}
+
+/* A perf sample of a thread that was on a CPU replaces its approximate
+ * stack with an exact one. */
+static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *ustack)
+{
+	struct bpfstack *b = ctx;
+	struct bpfstack_thread key = {.tid = h->tid}, *t, tmp;
+	struct stk_rec r = *h;
+
+	t = bsearch(&key, b->cur.t, b->cur.n, sizeof(key), tid_cmp);
+	if (!t)
+		return;
+	r.exec_vm = b->cur.key.exec_vm;
+	r.start_code = b->cur.key.start_code;
+	r.leader_start_ns = b->cur.key.leader_start_ns;
+	tmp = *t;
+	if (bpfs_unwind(b->unw, b->cur.pid, &r, ustack, &tmp) == 0 && tmp.nframes > 0) {
+		memcpy(t->frames, tmp.frames, tmp.nframes * sizeof(t->frames[0]));
+		t->nframes = tmp.nframes;
+		t->approximate = false;
+	}
 }
 
 int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
@@ -284,6 +316,8 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b, err,
 				    errlen);
 	}
+	if (!rc && c->nbusy)
+		bpfs_perf_sample(c->busy, c->nbusy, PERF_TIMEOUT_MS, on_sample, b);
 	if (!rc) {
 		/* Gone by the second pass: it ran (to its end). */
 		for (size_t i = 0; i < c->n; i++)

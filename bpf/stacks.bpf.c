@@ -113,6 +113,7 @@ static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
 		.status = status,
 		.nvcsw = BPF_CORE_READ(t, nvcsw),
 		.nivcsw = BPF_CORE_READ(t, nivcsw),
+		.on_cpu = BPF_CORE_READ(t, on_cpu) != 0,
 	};
 
 	bpf_seq_write(seq, &m, sizeof(m));

@@ -40,6 +40,8 @@ struct stk_mark {
 	__u32 status;
 	__u64 nvcsw;
 	__u64 nivcsw;
+	__u32 on_cpu;
+	__u32 pad;
 };
 
 /* Ring buffer record: this header, then ustack_len bytes of user stack that
