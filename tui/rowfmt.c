@@ -144,7 +144,9 @@ void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char
 		char times[16] = "";
 		if (r->group_n > 1)
 			snprintf(times, sizeof times, " %s%u", ascii ? "x" : "×", r->group_n);
-		snprintf(buf, len, "%s%s%s", t->site.func ? t->site.func : "task", times, badges);
+		/* A group stands for several threads: name none of them. */
+		snprintf(buf, len, "%s%s%s", r->group_n > 1 ? "task" : tr_task_name(m, t), times,
+			 badges);
 		return;
 	}
 	}

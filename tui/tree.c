@@ -84,6 +84,12 @@ long tr_find(const struct tr_tree *t, uint64_t key)
 	return -1;
 }
 
+const char *tr_task_name(const struct tm_model *m, const struct tm_task *t)
+{
+	const struct tm_thread *th = t->worker ? tm_thread_get(m, t->worker) : NULL;
+	return th && th->name && th->name[0] ? th->name : "task";
+}
+
 int tr_scope_state(const struct tm_scope *s)
 {
 	static const uint8_t map[] = {[SS_OPEN] = DS_RUNNING,
@@ -176,7 +182,7 @@ static int collect(struct tr_tree *t, const struct tm_model *m)
 							    : tr_key(TR_ROOT, 0);
 		bool joining = tmap_get(&t->scratch, k->id) >= 0;
 		double age = k->started_ms ? k->started_ms : k->forked_ms;
-		rc = add_edge(t, (struct tr_edge){parent, k->site.func, k, k->id, age, TR_TASK,
+		rc = add_edge(t, (struct tr_edge){parent, tr_task_name(m, k), k, k->id, age, TR_TASK,
 						  (uint8_t)tr_task_state(m, k, joining)});
 	}
 	for (size_t i = 0; i < m->pools.n && !rc; i++) {
@@ -221,7 +227,7 @@ static bool matches(const struct tr_tree *t, const struct tr_edge *e)
 		site = &k->site;
 		raw = tm_task_state_name(k->state);
 	}
-	if (has_ci(raw, f))
+	if (has_ci(raw, f) || (site && has_ci(site->func, f)))
 		return true;
 	if (site && site->file) {
 		char buf[TM_MAX_STR + 16];

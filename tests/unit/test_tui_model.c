@@ -154,8 +154,8 @@ static void test_expand_collapse(void **state)
 static void test_sort(void **state)
 {
 	struct fx *f = *state;
-	f->t.sort = SORT_NAME; /* audit < fetch_user < handle */
-	assert_string_equal(shape(f), "R0@0 S1@1 T13@2 T10@2 T11@2 S2@3 T12@4 P0@1");
+	f->t.sort = SORT_NAME; /* by thread: io-1 (10, 13; ties by id) < io-2 (11) */
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T13@2 T11@2 S2@3 T12@4 P0@1");
 	f->t.sort = SORT_AGE;  /* started 600.5, 601, 602 */
 	assert_string_equal(shape(f), "R0@0 S1@1 T13@2 T10@2 T11@2 S2@3 T12@4 P0@1");
 	f->t.sort = SORT_STATE; /* running(10, 11) before done(13) */
@@ -203,7 +203,9 @@ static void test_group(void **state)
 	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2x5 P0@1");
 	char label[256];
 	rf_label(&f->m, &f->t.rows[7], false, label, sizeof label);
-	assert_string_equal(label, "poll_peer ×5");
+	assert_string_equal(label, "task ×5");
+	rf_label(&f->m, &f->t.rows[2], false, label, sizeof label);
+	assert_string_equal(label, "io-1"); /* a task is named by its thread */
 	/* Different stacks split the group: 22 and 23 park elsewhere. */
 	json_t *st = parse("[{\"tid\":202,\"state\":\"WAITING\",\"frames\":[{\"func\":\"read\"}]},"
 			   "{\"tid\":203,\"state\":\"WAITING\",\"frames\":[{\"func\":\"read\"}]}]");
@@ -312,7 +314,7 @@ static void test_row_text(void **state)
 	rf_layout(&l, 160, false);
 	rf_line(&l, &f->m, &f->t.rows[2], NOW + 1000, line, sizeof line);
 	assert_non_null(strstr(line, "● running"));
-	assert_non_null(strstr(line, "fetch_user"));
+	assert_non_null(strstr(line, "io-1"));
 	assert_non_null(strstr(line, "demo.c:40"));
 	assert_non_null(strstr(line, "101"));
 	assert_non_null(strstr(line, "5.0s")); /* started 5 s before NOW + 1000 */
