@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -10,7 +12,7 @@
 
 #include "rt.h"
 
-#define SPIN_WAIT_NS 10000 /* a joiner's wait for short subtasks, before sleeping */
+#define SPIN_WAIT_NS 5000 /* a joiner's wait for short subtasks, before sleeping */
 
 static pthread_once_t interrupt_once = PTHREAD_ONCE_INIT;
 
@@ -34,15 +36,58 @@ void sc_interrupt_install(void)
 	pthread_once(&interrupt_once, interrupt_setup);
 }
 
-static void interrupt(struct sc_thread *w)
+/* Threads to wake once the tree's locks are released: a woken task ends
+ * by taking its scope's lock, so waking under it would only make it wait. */
+struct wakeups {
+	struct sc_thread **v;
+	size_t n, cap;
+	struct sc_thread *inline_v[64];
+	bool *signal;
+	bool inline_sig[64];
+};
+
+static void wake_one(struct sc_thread *t, bool signal)
 {
-	sc_interrupt_install();
-	(void)syscall(SYS_tgkill, getpid(), w->tid, SC_SIG_INTERRUPT);
+	sc_wake(t);
+	/* A thread parked in a cancellable runtime wait returns -ECANCELED
+	 * from it; the signal is for system calls outside the runtime. */
+	if (signal && !atomic_load(&t->in_cancellable)) {
+		sc_interrupt_install();
+		(void)syscall(SYS_tgkill, getpid(), t->tid, SC_SIG_INTERRUPT);
+	}
 }
 
-/* Flags s and everything below it, waking whoever waits in them.  Locks go
- * parent before child, the one order every path uses. */
-static void cancel_tree(scope_t *s, int reason)
+static void wakeups_add(struct wakeups *w, struct sc_thread *t, bool signal)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap * 2;
+		struct sc_thread **v = malloc(cap * sizeof(*v));
+		bool *sig = malloc(cap * sizeof(*sig));
+
+		if (!v || !sig) {
+			/* Out of memory: wake now, under the lock, rather than never. */
+			free(v);
+			free(sig);
+			wake_one(t, signal);
+			return;
+		}
+		memcpy(v, w->v, w->n * sizeof(*v));
+		memcpy(sig, w->signal, w->n * sizeof(*sig));
+		if (w->v != w->inline_v) {
+			free(w->v);
+			free(w->signal);
+		}
+		w->v = v;
+		w->signal = sig;
+		w->cap = cap;
+	}
+	w->v[w->n] = t;
+	w->signal[w->n++] = signal;
+}
+
+/* Flags s and everything below it and notes whom to wake.  Locks go parent
+ * before child, the one order every path uses. */
+static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 {
 	struct sc_thread *me = sc_self_peek();
 	struct sc_ev ev;
@@ -59,23 +104,35 @@ static void cancel_tree(scope_t *s, int reason)
 		ev.u = (uint32_t)reason;
 		sc_emit(&ev);
 	}
-	sc_wake(s->owner);
 	for (size_t i = 0; i < s->ntasks; i++) {
 		struct sc_thread *w = atomic_load(&s->tasks[i]->worker);
-		if (!w)
-			continue;
-		sc_wake(w);
-		if (w != me && !(s->flags & SCOPE_F_NO_INTERRUPT))
-			interrupt(w);
+		if (w && w != me)
+			wakeups_add(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}
+	if (s->owner != me)
+		wakeups_add(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)
-		cancel_tree(c, SC_CANCEL_PARENT);
+		cancel_tree(c, SC_CANCEL_PARENT, wk);
 	pthread_mutex_unlock(&s->lock);
 }
 
 void sc_cancel(scope_t *s, int reason)
 {
-	cancel_tree(s, reason);
+	struct wakeups wk;
+
+	wk.v = wk.inline_v;
+	wk.signal = wk.inline_sig;
+	wk.n = 0;
+	wk.cap = sizeof(wk.inline_v) / sizeof(wk.inline_v[0]);
+	cancel_tree(s, reason, &wk);
+	/* Records are never freed, so a thread that moved on meanwhile gets
+	 * at worst a spurious wake-up. */
+	for (size_t i = 0; i < wk.n; i++)
+		wake_one(wk.v[i], wk.signal[i]);
+	if (wk.v != wk.inline_v) {
+		free(wk.v);
+		free(wk.signal);
+	}
 }
 
 /* The deadline of s or an ancestor passed: cancel the outermost scope
@@ -87,7 +144,7 @@ static void deadline_fire(scope_t *s, int64_t now)
 	for (scope_t *x = s; x; x = x->parent)
 		if (x->deadline && x->deadline <= now)
 			hit = x;
-	cancel_tree(hit, SC_CANCEL_TIMEOUT);
+	sc_cancel(hit, SC_CANCEL_TIMEOUT);
 }
 
 int sc_check(scope_t *s)
@@ -111,15 +168,15 @@ int sc_wait(const struct sc_wait *w)
 {
 	struct sc_thread *t = sc_self();
 	int64_t wake_at = w->deadline;
-	bool helper;
+	scope_pool_t *help_pool = w->help ? w->help->pool : NULL;
 
 	if (!t)
 		return -ENOMEM;
 	if (w->ctx && w->ctx->eff_deadline && (!wake_at || w->ctx->eff_deadline < wake_at))
 		wake_at = w->ctx->eff_deadline;
-	helper = w->help && t->pool && t->pool == w->help->pool;
 	for (;;) {
 		uint32_t seen = atomic_load(&t->seq);
+		bool woke;
 
 		if (w->done && w->done(w->arg))
 			return 0;
@@ -127,11 +184,21 @@ int sc_wait(const struct sc_wait *w)
 			return -ECANCELED;
 		if (w->deadline && scope_now() >= w->deadline)
 			return -ETIMEDOUT;
-		if (helper && sc_pool_help(t->pool, w->help))
+		if (help_pool && sc_pool_help(help_pool, w->help))
 			continue;
-		if (w->spin && sc_spin(t, seen, SPIN_WAIT_NS))
-			continue;
-		(void)sc_park(t, seen, wake_at);
+		/* Published before the last check, so a canceller either sees
+		 * this thread parked here or this thread sees the cancel. */
+		if (w->ctx) {
+			atomic_store(&t->in_cancellable, 1);
+			if (sc_check(w->ctx)) {
+				atomic_store(&t->in_cancellable, 0);
+				return -ECANCELED;
+			}
+		}
+		woke = w->spin && sc_spin(t, seen, SPIN_WAIT_NS);
+		if (!woke)
+			(void)sc_park(t, seen, wake_at);
+		atomic_store(&t->in_cancellable, 0);
 	}
 }
 
@@ -139,7 +206,7 @@ int scope_cancel(scope_t *s)
 {
 	if (!s)
 		return -EINVAL;
-	cancel_tree(s, SC_CANCEL_EXPLICIT);
+	sc_cancel(s, SC_CANCEL_EXPLICIT);
 	return 0;
 }
 
@@ -207,8 +274,10 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		/* Published before the check: a canceller that flags the scope
 		 * after it sees polling set and kicks the eventfd. */
 		atomic_store(&t->polling, 1);
+		atomic_store(&t->in_cancellable, s != NULL);
 		if (sc_check(s)) {
 			atomic_store(&t->polling, 0);
+			atomic_store(&t->in_cancellable, 0);
 			return -ECANCELED;
 		}
 		if (until) {
@@ -223,6 +292,7 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		p[1] = (struct pollfd){ .fd = t->evfd, .events = POLLIN };
 		r = ppoll(p, 2, tp, NULL);
 		atomic_store(&t->polling, 0);
+		atomic_store(&t->in_cancellable, 0);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (r > 0 && p[1].revents)

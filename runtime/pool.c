@@ -24,6 +24,7 @@ struct worker {
 	pthread_t th;
 	unsigned n;
 	bool claimed;             /* woken for work while idle */
+	_Atomic bool spinning;    /* idle and spinning, so waking it is free */
 	bool exited;              /* no longer touches the pool */
 };
 
@@ -47,6 +48,7 @@ struct scope_pool {
 	uint64_t completed, rejected;
 	bool shutdown, terminated;
 	_Atomic int users;
+	_Atomic int spinners;
 	_Atomic int64_t last_stats;
 	scope_pool_t *next, *prev; /* global list */
 };
@@ -188,13 +190,22 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 		sc_wake(b->t);
 }
 
+/* Claims an idle worker, the spinning one if any: waking it costs no
+ * system call. */
 static void wake_idle_locked(scope_pool_t *p)
 {
-	struct worker *w = p->idle;
+	struct worker **wp = &p->idle, *w;
 
-	if (!w)
+	if (!*wp)
 		return;
-	p->idle = w->idle_next;
+	if (atomic_load(&p->spinners))
+		for (struct worker **x = &p->idle; *x; x = &(*x)->idle_next)
+			if (atomic_load(&(*x)->spinning)) {
+				wp = x;
+				break;
+			}
+	w = *wp;
+	*wp = w->idle_next;
 	w->claimed = true;
 	sc_wake(w->t);
 }
@@ -412,10 +423,22 @@ static scope_task_t *take(struct worker *w)
 		w->claimed = false;
 		w->idle_next = p->idle;
 		p->idle = w;
+		/* One idle worker per pool spins, so the next fork finds a
+		 * thread awake; more would only steal cores from the rest. */
+		bool spin = atomic_load(&p->spinners) == 0;
+		if (spin) {
+			atomic_fetch_add(&p->spinners, 1);
+			atomic_store(&w->spinning, true);
+		}
 		seen = atomic_load(&w->t->seq);
 		pthread_mutex_unlock(&p->lock);
-		bool woke = sc_spin(w->t, seen, SPIN_IDLE_NS) ||
-			    sc_park(w->t, seen, timed ? scope_now() + p->cfg.keep_alive_ns : 0);
+		bool woke = spin && sc_spin(w->t, seen, SPIN_IDLE_NS);
+		if (spin) {
+			atomic_store(&w->spinning, false);
+			atomic_fetch_sub(&p->spinners, 1);
+		}
+		if (!woke)
+			woke = sc_park(w->t, seen, timed ? scope_now() + p->cfg.keep_alive_ns : 0);
 		pthread_mutex_lock(&p->lock);
 		if (!w->claimed) {
 			for (struct worker **wp = &p->idle; *wp; wp = &(*wp)->idle_next)

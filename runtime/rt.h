@@ -48,6 +48,7 @@ struct sc_thread {
 	_Atomic uint32_t seq;
 	_Atomic int sleeping;
 	_Atomic int polling;
+	_Atomic int in_cancellable; /* parked in a wait that cancellation ends */
 	int evfd;
 
 	pthread_mutex_t lock;  /* guards roots */
@@ -156,7 +157,7 @@ struct sc_wait {
 	void *arg;
 	int64_t deadline;        /* absolute; 0: none */
 	bool spin;               /* spin briefly before sleeping (short waits) */
-	scope_t *help;           /* a worker of help's pool runs its queued tasks */
+	scope_t *help;           /* run help's queued subtasks while waiting */
 };
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);
@@ -166,8 +167,9 @@ void sc_interrupt_install(void);
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task);
 /* Runs one queued task of the pool belonging to scope s or below it; false
- * when there is none.  Used by a worker that joins, so a bounded pool does
- * not starve. */
+ * when there is none.  A joiner does this rather than wait: a worker that
+ * joins keeps a bounded pool from starving, and an owner joining a short
+ * task saves the hand-off. */
 bool sc_pool_help(scope_pool_t *p, scope_t *s);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);

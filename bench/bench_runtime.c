@@ -1,0 +1,327 @@
+/* bench_runtime.c - libscope's speed targets, each against a baseline run in
+ * the same process: fork+join vs pthread_create+join, open+close (and its
+ * system calls), cancel-to-return latency of 64 blocked subtasks. */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "scope.h"
+
+#define BATCHES 15
+#define SEC 1000000000LL
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int64_t pct(int64_t *v, size_t n, double p)
+{
+	size_t i;
+
+	qsort(v, n, sizeof(*v), cmp_i64);
+	i = (size_t)(p * (double)(n - 1) + 0.5);
+	return v[i];
+}
+
+/* Median over BATCHES of the per-operation time of op() run n times. */
+static double median_ns(void (*op)(void), int n)
+{
+	int64_t v[BATCHES];
+
+	for (int b = 0; b < BATCHES; b++) {
+		int64_t t0 = scope_now();
+		for (int i = 0; i < n; i++)
+			op();
+		v[b] = (scope_now() - t0) * 1000 / n; /* picoseconds per op */
+	}
+	return (double)pct(v, BATCHES, 0.5) / 1000.0;
+}
+
+static void *empty_thread(void *arg)
+{
+	return arg;
+}
+
+static void pthread_create_join(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, empty_thread, NULL) == 0)
+		pthread_join(t, NULL);
+}
+
+static int empty_task(void *arg, void **result)
+{
+	*result = arg;
+	return 0;
+}
+
+static void scope_fork_join(void)
+{
+	scope_t *s;
+
+	if (scope_open(&s, NULL))
+		abort();
+	if (scope_fork(s, empty_task, NULL, NULL) || scope_join(s))
+		abort();
+	scope_close(s);
+}
+
+static void scope_open_close(void)
+{
+	scope_t *s;
+
+	if (scope_open(&s, NULL))
+		abort();
+	scope_close(s);
+}
+
+static void *volatile sink;
+
+static void malloc_free(void)
+{
+	sink = malloc(sizeof(void *) * 40);
+	free(sink);
+}
+
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+
+static void mutex_pair(void)
+{
+	pthread_mutex_lock(&m);
+	pthread_mutex_unlock(&m);
+}
+
+/* Counts this thread's system calls with the raw_syscalls:sys_enter
+ * tracepoint; -1 when the kernel or permissions do not allow it. */
+static long count_syscalls(void (*op)(void), int n)
+{
+	static const char *paths[] = {
+		"/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+		"/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id",
+	};
+	struct perf_event_attr a;
+	long long id = -1, count = 0;
+	int fd;
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && id < 0; i++) {
+		FILE *f = fopen(paths[i], "r");
+		if (f) {
+			if (fscanf(f, "%lld", &id) != 1)
+				id = -1;
+			fclose(f);
+		}
+	}
+	if (id < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_TRACEPOINT;
+	a.config = (unsigned long long)id;
+	a.disabled = 1;
+	a.exclude_hv = 1;
+	fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	if (fd < 0)
+		return -1;
+	ioctl(fd, PERF_EVENT_IOC_RESET, 0);
+	ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+	for (int i = 0; i < n; i++)
+		op();
+	ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+	if (read(fd, &count, sizeof(count)) != sizeof(count))
+		count = -1;
+	close(fd);
+	return (long)count;
+}
+
+static void getpid_op(void)
+{
+	(void)syscall(SYS_getpid);
+}
+
+/* Cancel-to-return: each blocked subtask stamps the time its sleep
+ * returned; latency is that minus the moment of the cancel. */
+#define NBLOCKED 64
+#define ROUNDS 30
+static _Atomic int64_t returned_at[NBLOCKED];
+static _Atomic int blocked_started;
+
+static int blocked_task(void *arg, void **result)
+{
+	int slot = (int)(intptr_t)arg;
+	int rc;
+
+	(void)result;
+	atomic_fetch_add(&blocked_started, 1);
+	rc = scope_sleep(60 * SEC);
+	atomic_store(&returned_at[slot], scope_now());
+	return rc;
+}
+
+static int cancel_latency(int64_t *lat, int64_t *join_lat)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_pool_t *pool;
+	size_t n = 0;
+
+	pc.name = "bench64";
+	pc.core_size = NBLOCKED;
+	pc.prestart = true;
+	if (scope_pool_create(&pool, &pc))
+		return -1;
+	cfg.pool = pool;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	for (int r = 0; r < ROUNDS; r++) {
+		scope_t *s;
+		int64_t t0;
+
+		atomic_store(&blocked_started, 0);
+		if (scope_open(&s, &cfg))
+			return -1;
+		for (int i = 0; i < NBLOCKED; i++)
+			if (scope_fork(s, blocked_task, (void *)(intptr_t)i, NULL))
+				return -1;
+		while (atomic_load(&blocked_started) < NBLOCKED)
+			scope_sleep(100000);
+		scope_sleep(2000000); /* all of them inside their sleep */
+		t0 = scope_now();
+		scope_cancel(s);
+		(void)scope_join(s);
+		join_lat[r] = scope_now() - t0;
+		scope_close(s);
+		for (int i = 0; i < NBLOCKED; i++)
+			lat[n++] = atomic_load(&returned_at[i]) - t0;
+	}
+	scope_pool_destroy(pool);
+	return (int)n;
+}
+
+/* Baseline: 64 threads blocked on one condition variable, one broadcast. */
+static pthread_mutex_t cv_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int cv_go, cv_waiting;
+
+static void *cv_waiter(void *arg)
+{
+	int slot = (int)(intptr_t)arg;
+
+	pthread_mutex_lock(&cv_lock);
+	cv_waiting++;
+	while (!cv_go)
+		pthread_cond_wait(&cv, &cv_lock);
+	pthread_mutex_unlock(&cv_lock);
+	atomic_store(&returned_at[slot], scope_now());
+	return NULL;
+}
+
+static int broadcast_latency(int64_t *lat)
+{
+	size_t n = 0;
+
+	for (int r = 0; r < ROUNDS; r++) {
+		pthread_t th[NBLOCKED];
+		int64_t t0;
+
+		cv_go = 0;
+		cv_waiting = 0;
+		for (int i = 0; i < NBLOCKED; i++)
+			if (pthread_create(&th[i], NULL, cv_waiter, (void *)(intptr_t)i))
+				return -1;
+		for (;;) {
+			pthread_mutex_lock(&cv_lock);
+			int w = cv_waiting;
+			pthread_mutex_unlock(&cv_lock);
+			if (w == NBLOCKED)
+				break;
+			scope_sleep(100000);
+		}
+		scope_sleep(2000000);
+		t0 = scope_now();
+		pthread_mutex_lock(&cv_lock);
+		cv_go = 1;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&cv_lock);
+		for (int i = 0; i < NBLOCKED; i++)
+			pthread_join(th[i], NULL);
+		for (int i = 0; i < NBLOCKED; i++)
+			lat[n++] = atomic_load(&returned_at[i]) - t0;
+	}
+	return (int)n;
+}
+
+int main(int argc, char **argv)
+{
+	static int64_t lat[NBLOCKED * ROUNDS], base[NBLOCKED * ROUNDS];
+	int64_t join_lat[ROUNDS];
+	double pt, fj, oc, mf, mx;
+	long sys_oc, sys_base;
+	int n, nb, ok = 1;
+
+	/* Measured without the reporting agent (bench_agent covers it). */
+	if (!getenv("SCOPED_DISABLE")) {
+		setenv("SCOPED_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+	}
+	(void)argc;
+
+	/* Warm the default pool and the freelists. */
+	for (int i = 0; i < 2000; i++)
+		scope_fork_join();
+
+	pt = median_ns(pthread_create_join, 500);
+	fj = median_ns(scope_fork_join, 5000);
+	oc = median_ns(scope_open_close, 200000);
+	mf = median_ns(malloc_free, 200000);
+	mx = median_ns(mutex_pair, 200000);
+	sys_oc = count_syscalls(scope_open_close, 100000);
+	sys_base = count_syscalls(getpid_op, 1000);
+
+	printf("%-44s %12s %12s %8s\n", "operation (median of 15 batches)", "ns/op", "baseline", "ratio");
+	printf("%-44s %12.1f %12.1f %7.1fx  (target >= 10x)\n",
+	       "open+fork+join+close, empty task, warm pool", fj, pt, pt / fj);
+	printf("%-44s %12.1f %12s\n", "  baseline: pthread_create+pthread_join", pt, "");
+	printf("%-44s %12.1f %12.1f %7.2fx  (target < 200 ns)\n", "open+close, no forks", oc, mf,
+	       oc / mf);
+	printf("%-44s %12.1f %12s\n", "  baseline: malloc+free (320 bytes)", mf, "");
+	printf("%-44s %12.1f %12s\n", "  reference: mutex lock+unlock", mx, "");
+	if (sys_oc >= 0)
+		printf("%-44s %12ld %12s  (baseline: %ld syscalls in 1000 getpid())\n",
+		       "system calls in 100000 open+close", sys_oc, "", sys_base);
+	else
+		printf("%-44s %12s  (perf tracepoint not available here)\n",
+		       "system calls in 100000 open+close", "n/a");
+	ok &= pt / fj >= 10.0 && oc < 200.0 && sys_oc <= 0;
+
+	n = cancel_latency(lat, join_lat);
+	nb = broadcast_latency(base);
+	if (n <= 0 || nb <= 0) {
+		fprintf(stderr, "bench_runtime: could not start 64 threads for the cancel test\n");
+		return 1;
+	}
+	double p50 = (double)pct(lat, (size_t)n, 0.5) / 1000.0;
+	double p99 = (double)pct(lat, (size_t)n, 0.99) / 1000.0;
+	double b50 = (double)pct(base, (size_t)nb, 0.5) / 1000.0;
+	double b99 = (double)pct(base, (size_t)nb, 0.99) / 1000.0;
+	double j50 = (double)pct(join_lat, ROUNDS, 0.5) / 1000.0;
+	printf("%-44s %9.1f us %9.1f us %7.2fx  (target p99 < 100 us)\n",
+	       "cancel -> 64 blocked subtasks return, p99", p99, b99, p99 / b99);
+	printf("%-44s %9.1f us %9.1f us %7.2fx\n", "cancel -> 64 blocked subtasks return, p50", p50,
+	       b50, p50 / b50);
+	printf("%-44s %9.1f us\n", "cancel -> owner's join returns, p50", j50);
+	printf("  baseline: pthread_cond_broadcast to 64 waiters (%d rounds, %d samples each)\n",
+	       ROUNDS, n);
+	ok &= p99 < 100.0;
+	printf("targets: %s\n", ok ? "all met" : "NOT all met");
+	return 0;
+}
