@@ -92,7 +92,8 @@ extern const struct view app_views[V_COUNT];
 /* Sets the status line for a few seconds. */
 void app_status(struct app *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The selected row, or NULL. */
+/* The selected row, or NULL.  Rows borrow from the model: after the model
+ * changes, app_rebuild() must run before a row's ent is read. */
 const struct tr_row *app_selected(const struct app *a);
 
 /* Rebuilds the rows if the model or the tree options changed, keeping the

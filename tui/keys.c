@@ -148,8 +148,10 @@ static void act_group(struct app *a)
 static void act_pause(struct app *a)
 {
 	a->paused = !a->paused;
-	if (!a->paused)
+	if (!a->paused) {
 		src_resume(a);
+		app_rebuild(a); /* held deltas changed the model the rows point into */
+	}
 	app_status(a, "%s", a->paused ? "paused: updates are held until you press p again"
 				      : "live again");
 }

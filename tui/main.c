@@ -202,6 +202,9 @@ static int loop(struct app *a)
 	while (!a->quit && !scr_stop) {
 		a->now_local = tm_local_ms();
 		src_pump(a);
+		/* Rows borrow from the model: rebuild before anything reads them. */
+		if (a->view != V_PICKER)
+			app_rebuild(a);
 		src_tick(a);
 		int ch;
 		while ((ch = getch()) != ERR && !a->quit)

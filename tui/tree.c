@@ -195,7 +195,8 @@ static int collect(struct tr_tree *t, const struct tm_model *m)
 						  TR_POOLS, DS_NONE});
 	if (rc)
 		return rc;
-	qsort_r(t->edges, t->nedges, sizeof *t->edges, cmp_edge, &t->sort);
+	if (t->nedges) /* qsort_r wants a real array even for nothing */
+		qsort_r(t->edges, t->nedges, sizeof *t->edges, cmp_edge, &t->sort);
 	tmap_clear(&t->first);
 	for (size_t i = 0; i < t->nedges; i++)
 		if (i == 0 || t->edges[i].parent != t->edges[i - 1].parent)
