@@ -2,11 +2,14 @@
  * the BPF stack tests and benchmark to capture; it counts every signal and
  * EINTR it sees, since a BPF capture must cause neither.
  *
- * usage: bpf_target [-s] [EXTRA]   (-s adds a thread spinning on a CPU;
- * EXTRA more threads wait on a condition variable)
- * stdout: "<role> <tid>" per thread, then "ready"; on stdin EOF or a line:
- * "signals N eintr N" and exit. */
+ * usage: bpf_target [-s] [-a] [EXTRA]   (-s adds a thread spinning on a CPU;
+ * -a leaves the real-time signals to libscope's agent; EXTRA more threads
+ * wait on a condition variable)
+ * stdout: "<role> <tid>" per thread, then "ready".  stdin: "z" starts a
+ * thread blocked inside libz, loaded only then (its role line, "ready");
+ * any other line or EOF: "signals N eintr N" and exit. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,6 +22,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
+
+#include "scope.h"
 
 #define MAX_EXTRA 4000
 
@@ -110,6 +116,36 @@ __attribute__((noinline)) void bpf_target_spin(void)
 		n++;
 }
 
+static void *bpf_target_zalloc(void *opaque, unsigned items, unsigned size)
+{
+	(void)opaque;
+	bpf_target_wait_futex();
+	return calloc(items, size);
+}
+
+static void bpf_target_zfree(void *opaque, void *p)
+{
+	(void)opaque;
+	free(p);
+}
+
+/* Blocks inside a library that was not mapped when the process started,
+ * so a stale module map would cut the stack at the libz frame. */
+__attribute__((noinline)) void bpf_target_zlib(void)
+{
+	typedef int (*init_fn)(z_stream *, const char *, int);
+	void *lib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+	init_fn init = lib ? (init_fn)dlsym(lib, "inflateInit_") : NULL;
+	z_stream z;
+
+	if (!init)
+		return;
+	memset(&z, 0, sizeof(z));
+	z.zalloc = bpf_target_zalloc;
+	z.zfree = bpf_target_zfree;
+	init(&z, ZLIB_VERSION, (int)sizeof(z));
+}
+
 static const struct role {
 	const char *name;
 	void (*fn)(void);
@@ -118,7 +154,9 @@ static const struct role {
 	{"sleep", bpf_target_sleep},      {"read", bpf_target_read},
 	{"mutex", bpf_target_lock},       {"epoll", bpf_target_epoll},
 	{"spin", bpf_target_spin},        {"extra", bpf_target_wait_futex},
+	{"zlib", bpf_target_zlib},
 };
+#define ZLIB_ROLE (sizeof(roles) / sizeof(roles[0]) - 1)
 
 static void *thread_main(void *arg)
 {
@@ -168,22 +206,28 @@ int main(int argc, char **argv)
 {
 	struct sigaction sa;
 	pthread_attr_t attr;
-	int spin = 0, extra = 0, nthreads = 0;
+	int spin = 0, extra = 0, nthreads = 0, agent = 0;
 	char line[64];
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-s") == 0)
 			spin = 1;
+		else if (strcmp(argv[i], "-a") == 0)
+			agent = 1;
 		else
 			extra = atoi(argv[i]);
 	}
+	/* Any call keeps libscope (and so its agent, unless SCOPED_DISABLE is
+	 * set) linked in. */
+	if (!scope_version())
+		return 1;
 	if (extra < 0 || extra > MAX_EXTRA) {
 		fprintf(stderr, "bpf_target: EXTRA must be 0..%d\n", MAX_EXTRA);
 		return 2;
 	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: a signal shows as EINTR */
-	for (int s = 1; s < NSIG; s++)
+	for (int s = 1; s < (agent ? SIGRTMIN : NSIG); s++)
 		if (s != SIGKILL && s != SIGSTOP && s != SIGINT && s != SIGTERM)
 			sigaction(s, &sa, NULL);
 	if (pipe(quit_pipe) != 0)
@@ -192,7 +236,7 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&held);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+	for (size_t i = 0; i < ZLIB_ROLE; i++) {
 		int copies = roles[i].fn == bpf_target_spin ? spin
 			     : strcmp(roles[i].name, "extra") == 0 ? extra
 								   : 1;
@@ -213,8 +257,19 @@ int main(int argc, char **argv)
 	while (!all_asleep(nthreads - spin))
 		usleep(2000);
 	printf("ready\n");
-	if (!fgets(line, sizeof(line), stdin))
-		line[0] = '\0';
+	while (fgets(line, sizeof(line), stdin) && line[0] == 'z') {
+		pthread_t t;
+
+		if (pthread_create(&t, &attr, thread_main, (void *)&roles[ZLIB_ROLE]) != 0)
+			break;
+		pthread_detach(t);
+		nthreads++;
+		while (atomic_load(&started) < nthreads)
+			usleep(1000);
+		while (!all_asleep(nthreads - spin))
+			usleep(2000);
+		printf("ready\n");
+	}
 	printf("signals %d eintr %d\n", atomic_load(&signals), atomic_load(&eintrs));
 	fflush(stdout);
 	_exit(0);

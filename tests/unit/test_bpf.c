@@ -472,6 +472,47 @@ static void test_capture_1000_threads(void **state)
 	assert_int_equal(tg.eintr, 0);
 }
 
+/* A library mapped after the unwinder cached the process's modules must be
+ * picked up: otherwise the stack stops at the first frame inside it. */
+static void test_capture_after_dlopen(void **state)
+{
+	struct bpfstack_thread *th;
+	const struct bpfstack_thread *t;
+	struct bt_target tg;
+	char err[256];
+	size_t n;
+	Dwfl *d;
+	int zalloc, zlib;
+
+	(void)state;
+	NEED_BPF();
+	assert_int_equal(bt_start(&tg, NULL), 0);
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+	free(th);
+	assert_int_equal(bt_command(&tg, "z"), 0);
+	assert_true(bt_tid(&tg, "zlib") > 0);
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+	d = target_dwfl(tg.pid);
+	t = find_thread(th, n, bt_tid(&tg, "zlib"));
+	assert_non_null(t);
+	zalloc = frame_below_glibc(d, t, "bpf_target_wait_futex");
+	zlib = -1;
+	for (size_t i = 0; i < t->nframes; i++) {
+		const char *mod, *name = frame_name(d, t, i, &mod);
+
+		if (strcmp(name, "bpf_target_zlib") == 0)
+			zlib = (int)i;
+	}
+	if (zalloc < 1 || zlib <= zalloc + 2)
+		print_stack(d, t);
+	assert_true(zalloc >= 1);
+	assert_true(zlib > zalloc + 2); /* zalloc and libz's frame between */
+	dwfl_end(d);
+	free(th);
+	bt_stop(&tg);
+	assert_int_equal(tg.signals, 0);
+}
+
 static void test_capture_bad_pids(void **state)
 {
 	struct bpfstack_thread *th = (void *)1;
@@ -601,6 +642,7 @@ int main(void)
 	const struct CMUnitTest live[] = {
 		cmocka_unit_test(test_capture_known_functions),
 		cmocka_unit_test(test_capture_1000_threads),
+		cmocka_unit_test(test_capture_after_dlopen),
 		cmocka_unit_test(test_capture_bad_pids),
 		cmocka_unit_test(test_capture_self),
 		cmocka_unit_test(test_perf_sample_on_cpu),

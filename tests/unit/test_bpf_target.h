@@ -102,11 +102,32 @@ static inline int bt_wait_asleep(pid_t pid)
 	return -1;
 }
 
+/* Reads "<role> <tid>" lines up to "ready", then waits for the main
+ * thread to block again. */
+static inline int bt_read_roles(struct bt_target *t)
+{
+	char line[128];
+
+	while (bt_read_line(t->out, line, sizeof(line), 30000) >= 0) {
+		char role[16];
+		int tid;
+
+		if (strcmp(line, "ready") == 0)
+			return bt_wait_asleep(t->pid);
+		if (sscanf(line, "%15s %d", role, &tid) == 2 && strcmp(role, "extra") != 0 &&
+		    t->nroles < BT_MAX_ROLES) {
+			snprintf(t->roles[t->nroles].role, sizeof(t->roles[0].role), "%s", role);
+			t->roles[t->nroles++].tid = tid;
+		}
+	}
+	return -1;
+}
+
 /* Starts the target with args (such as "-s", "1000", NULL); returns 0 once
  * it says every thread is blocked, or -1. */
 static inline int bt_start(struct bt_target *t, const char *const *args)
 {
-	char path[PATH_MAX], line[128];
+	char path[PATH_MAX];
 	int to[2], from[2];
 	const char *argv[8] = {"bpf_target"};
 	int argc = 1;
@@ -136,19 +157,17 @@ static inline int bt_start(struct bt_target *t, const char *const *args)
 	close(from[1]);
 	t->in = to[1];
 	t->out = from[0];
-	while (bt_read_line(t->out, line, sizeof(line), 30000) >= 0) {
-		char role[16];
-		int tid;
+	return bt_read_roles(t);
+}
 
-		if (strcmp(line, "ready") == 0)
-			return bt_wait_asleep(t->pid);
-		if (sscanf(line, "%15s %d", role, &tid) == 2 && strcmp(role, "extra") != 0 &&
-		    t->nroles < BT_MAX_ROLES) {
-			snprintf(t->roles[t->nroles].role, sizeof(t->roles[0].role), "%s", role);
-			t->roles[t->nroles++].tid = tid;
-		}
-	}
-	return -1;
+/* Sends a command line ("z") and reads the roles it adds up to "ready". */
+static inline int bt_command(struct bt_target *t, const char *cmd)
+{
+	size_t len = strlen(cmd);
+
+	if (write(t->in, cmd, len) != (ssize_t)len || write(t->in, "\n", 1) != 1)
+		return -1;
+	return bt_read_roles(t);
 }
 
 static inline pid_t bt_tid(const struct bt_target *t, const char *role)

@@ -1,0 +1,191 @@
+#!/bin/sh
+# bpf_vs_signal.sh - the daemon's two stack sources against threads blocked
+# in known functions (tests/helpers/bpf_target): BPF stacks name the same
+# functions in the same order as signal-mode stacks, glibc frames included;
+# a BPF capture wakes none of the target's threads while signal mode does;
+# a 1,000-thread BPF dump succeeds and validates.  Needs root and BPF.
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=$TOP/$BUILD/bin
+HELPER=$TOP/$BUILD/tests/helpers/bpf_target
+PY=/usr/bin/python3
+for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
+	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "skip: BPF stacks need root (CAP_BPF and CAP_PERFMON)"; exit 77; }
+$PY -c 'import jsonschema' 2>/dev/null || { echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
+
+D=$(mktemp -d /tmp/bpf-vs-signal.XXXXXX)
+export SCOPED_SOCKET=$D/agent.sock
+dpid= apid= bpid=
+cleanup() {
+	exec 3>&- 4>&- 2>/dev/null
+	for p in $apid $bpid $dpid; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$D/log" ] && tail -5 "$D/log"; exit 1; }
+
+start_daemon() { # mode
+	"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" --stacks="$1" 2>>"$D/log" &
+	dpid=$!
+	i=0
+	while [ ! -S "$D/control.sock" ]; do
+		kill -0 "$dpid" 2>/dev/null || return 1
+		i=$((i + 1)); [ $i -gt 100 ] && fail "scoped did not create $D/control.sock"
+		sleep 0.05
+	done
+}
+
+stop_daemon() {
+	kill "$dpid"
+	wait "$dpid" 2>/dev/null
+	dpid=
+	rm -f "$D/control.sock"
+}
+
+start_target() { # fifo, output, args...
+	fifo=$1 out=$2
+	shift 2
+	mkfifo "$fifo"
+	"$HELPER" -a "$@" <"$fifo" >"$out" &
+	tpid=$!
+}
+
+wait_ready() { # output file
+	i=0
+	while ! grep -q '^ready$' "$1" 2>/dev/null; do
+		i=$((i + 1)); [ $i -gt 300 ] && fail "bpf_target did not get ready ($1)"
+		sleep 0.05
+	done
+}
+
+# A stacks request straight on the control socket; prints the reply line.
+query() { # pid
+	$PY - "$D/control.sock" "$1" <<'PYEOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+s.connect(sys.argv[1])
+s.sendall((json.dumps({"id": 1, "cmd": "stacks", "pid": int(sys.argv[2])}) + "\n").encode())
+buf = b""
+while not buf.endswith(b"\n"):
+	chunk = s.recv(1 << 20)
+	if not chunk:
+		break
+	buf += chunk
+print(buf.decode().strip())
+PYEOF
+}
+
+wait_registered() { # pid
+	i=0
+	until query "$1" | grep -q '"ok": *true'; do
+		i=$((i + 1)); [ $i -gt 200 ] && fail "process $1 never registered with the daemon"
+		sleep 0.05
+	done
+}
+
+if ! start_daemon bpf; then
+	echo "skip: scoped --stacks=bpf cannot start: $(tail -1 "$D/log")"
+	exit 77
+fi
+start_target "$D/a.in" "$D/a.out"
+apid=$tpid
+exec 3>"$D/a.in"
+start_target "$D/b.in" "$D/b.out" 1000
+bpid=$tpid
+exec 4>"$D/b.in"
+wait_ready "$D/a.out"
+wait_ready "$D/b.out"
+wait_registered "$apid"
+wait_registered "$bpid"
+cat "$D/a.out"
+
+# BPF: every role thread's switch counters stay put across the capture.
+$PY - "$D/a.out" "$apid" "$D/control.sock" >"$D/bpf.json" <<'PYEOF' || fail "the BPF capture woke the target or failed"
+import json, socket, sys
+roles = dict(l.split() for l in open(sys.argv[1]) if len(l.split()) == 2)
+pid = int(sys.argv[2])
+def switches():
+	out = {}
+	for role, tid in roles.items():
+		with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+			out[role] = [l for l in f if l.startswith("voluntary_ctxt_switches")][0]
+	return out
+before = switches()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[3])
+s.sendall((json.dumps({"id": 7, "cmd": "stacks", "pid": pid}) + "\n").encode())
+f = s.makefile()
+reply = json.loads(f.readline())
+after = switches()
+assert reply["ok"] and reply["source"] == "bpf", {k: reply.get(k) for k in ("ok", "source", "error")}
+assert reply["max_pause_ns"] == 0, reply["max_pause_ns"]
+woken = [r for r in roles if before[r] != after[r]]
+assert not woken, "BPF capture woke %r" % woken
+print(json.dumps(reply))
+PYEOF
+
+# A 1,000-thread process dumped through the BPF source.
+"$BIN/scopecmd" --no-start "$bpid" Thread.dump_to_file -format=json "$D/big.json" >/dev/null ||
+	fail "the 1000-thread dump failed"
+$PY "$TOP/tests/validate_dump.py" --pid "$bpid" "$D/big.json" || fail "the 1000-thread dump does not validate"
+$PY - "$D/big.json" <<'PYEOF' || fail "the 1000-thread dump is incomplete"
+import json, sys
+td = json.load(open(sys.argv[1]))["threadDump"]
+threads = [t for c in td["threadContainers"] for t in c["threads"]]
+assert td["stackSource"] == "bpf", td["stackSource"]
+assert len(threads) >= 1006, len(threads)
+waiting = [t for t in threads if any(f.startswith("bpf_target_wait_futex ") for f in t["stack"])]
+assert len(waiting) >= 1001, len(waiting)
+print("1000-thread dump: %d threads, %d in bpf_target_wait_futex, captured in %.1f ms" %
+      (len(threads), len(waiting), td["captureNs"] / 1e6))
+PYEOF
+echo q >&4
+exec 4>&-
+wait "$bpid"
+bpid=
+
+# Signal mode on the same threads.
+stop_daemon
+start_daemon signal || fail "scoped --stacks=signal did not start"
+wait_registered "$apid"
+query "$apid" >"$D/sig.json"
+
+$PY - "$D/a.out" "$D/bpf.json" "$D/sig.json" <<'PYEOF' || fail "BPF and signal-mode stacks differ"
+import json, sys
+roles = dict(l.split() for l in open(sys.argv[1]) if len(l.split()) == 2)
+bpf = {t["tid"]: t for t in json.load(open(sys.argv[2]))["stacks"]}
+sig = json.load(open(sys.argv[3]))
+assert sig["ok"] and sig["source"] == "signal", sig
+sig = {t["tid"]: t for t in sig["stacks"]}
+want = {"futex": "bpf_target_wait_futex", "timedwait": "bpf_target_timedwait",
+        "sleep": "bpf_target_sleep", "read": "bpf_target_read", "mutex": "bpf_target_lock",
+        "epoll": "bpf_target_epoll"}
+def funcs(t):
+	return [f["func"] or f["addr"] for f in t["frames"]]
+bad = 0
+for role, fn in want.items():
+	tid = int(roles[role])
+	b, s = funcs(bpf[tid]), funcs(sig[tid])
+	libc = [f for f in bpf[tid]["frames"][:b.index(fn)] if "libc.so" in (f["module"] or "")] if fn in b else []
+	if b != s or not libc:
+		bad += 1
+		print("%s (tid %d):\n  bpf:    %s\n  signal: %s" % (role, tid, b, s))
+	else:
+		print("%-9s same %d frames: %s" % (role, len(b), " <- ".join(b)))
+	assert bpf[tid]["state"] in ("WAITING", "TIMED_WAITING", "BLOCKED"), bpf[tid]["state"]
+sys.exit(1 if bad else 0)
+PYEOF
+
+# The signal-mode capture interrupted the target's sleeps; BPF did not.
+echo q >&3
+exec 3>&-
+wait "$apid"
+apid=
+cat "$D/a.out" | tail -1
+grep -Eq '^signals 0 eintr [1-9]' "$D/a.out" ||
+	fail "expected signal mode (only) to interrupt the target's sleeps: $(tail -1 "$D/a.out")"
+echo "ok"
