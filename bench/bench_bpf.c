@@ -1,16 +1,19 @@
 /* bench_bpf.c - end-to-end cost of a BPF stack capture of a 1,000-thread
- * process (iterator pass, unwind, symbolize with a warm cache), and proof
- * that the target is never paused: none of its blocked threads wakes. */
+ * process (iterator pass, unwind, symbolize with a warm cache), proof that
+ * the target is never paused (none of its blocked threads wakes), and the
+ * daemon's BPF source against its signal-mode source on the same target. */
 #include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "../bpf/bpfstack.h"
+#include "../common/ctl.h"
 #include "../tests/unit/test_bpf_target.h"
 
 #define RUNS 21
 #define WARMUP 3
+#define DAEMON_RUNS 11
 #define THREADS "1000"
 #define SYMCACHE 16384 /* power of two */
 
@@ -86,6 +89,150 @@ static long total_switches(pid_t pid)
 	}
 	closedir(d);
 	return sum;
+}
+
+/* ---- through the daemon: --stacks=bpf against --stacks=signal ------------ */
+
+struct mode_result {
+	int64_t wall[DAEMON_RUNS], capture[DAEMON_RUNS], pause[DAEMON_RUNS];
+	size_t threads;
+	int ok;
+};
+
+static pid_t start_daemon(const char *scoped, const char *sock, const char *mode)
+{
+	char ctl[PATH_MAX], opt[32];
+	pid_t pid;
+
+	snprintf(opt, sizeof(opt), "--stacks=%s", mode);
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 2);
+		execl(scoped, "scoped", "--foreground", "--socket", sock, opt, (char *)NULL);
+		_exit(127);
+	}
+	snprintf(ctl, sizeof(ctl), "%.*s/control.sock", (int)(strrchr(sock, '/') - sock), sock);
+	for (int i = 0; i < 200 && access(ctl, F_OK) != 0; i++)
+		usleep(10000);
+	return pid;
+}
+
+static void stop_daemon(pid_t pid, const char *sock)
+{
+	char ctl[PATH_MAX];
+
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(ctl, sizeof(ctl), "%.*s/control.sock", (int)(strrchr(sock, '/') - sock), sock);
+	unlink(ctl);
+}
+
+/* One stacks request; fills wall, capture and pause times.  1 on success. */
+static int stacks_once(const char *sock, pid_t pid, int64_t *wall, int64_t *capture,
+		       int64_t *pause, size_t *threads)
+{
+	json_t *reply = NULL;
+	struct ctl *c;
+	char err[256];
+	json_t *req;
+	int64_t t0;
+	int ok = 0;
+
+	if (ctl_connect(&c, sock, err, sizeof(err)) != 0)
+		return 0;
+	req = json_pack("{s:i, s:s, s:i}", "id", 1, "cmd", "stacks", "pid", (int)pid);
+	t0 = now_ns();
+	if (ctl_request(c, req, &reply, 30000, err, sizeof(err)) == 0) {
+		*wall = now_ns() - t0;
+		ok = json_is_true(json_object_get(reply, "ok"));
+		*capture = json_integer_value(json_object_get(reply, "capture_ns"));
+		*pause = json_integer_value(json_object_get(reply, "max_pause_ns"));
+		*threads = json_array_size(json_object_get(reply, "stacks"));
+	}
+	json_decref(reply);
+	json_decref(req);
+	ctl_close(c);
+	return ok;
+}
+
+static void run_mode(const char *scoped, const char *sock, const char *mode, pid_t target,
+		     struct mode_result *res)
+{
+	pid_t d = start_daemon(scoped, sock, mode);
+	int64_t w, c, p;
+	int i;
+
+	res->ok = 0;
+	/* Until the agent has (re)connected and registered the target. */
+	for (i = 0; i < 500 && !stacks_once(sock, target, &w, &c, &p, &res->threads); i++)
+		usleep(10000);
+	if (i == 500) {
+		stop_daemon(d, sock);
+		return;
+	}
+	for (int run = -WARMUP; run < DAEMON_RUNS; run++) {
+		if (!stacks_once(sock, target, &w, &c, &p, &res->threads)) {
+			stop_daemon(d, sock);
+			return;
+		}
+		if (run >= 0) {
+			res->wall[run] = w;
+			res->capture[run] = c;
+			res->pause[run] = p;
+		}
+	}
+	qsort(res->wall, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
+	qsort(res->capture, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
+	qsort(res->pause, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
+	res->ok = 1;
+	stop_daemon(d, sock);
+}
+
+static void daemon_compare(void)
+{
+	static struct mode_result bpf, sig;
+	const char *args[] = {"-a", THREADS, NULL};
+	char scoped[PATH_MAX], dir[] = "/tmp/bench-bpf.XXXXXX", sock[PATH_MAX + 16];
+	struct bt_target tg;
+	int m = DAEMON_RUNS / 2;
+
+	if (bt_helper_path(scoped, sizeof(scoped), "../../bin/scoped") != 0 || !mkdtemp(dir)) {
+		printf("daemon comparison: skipped (scoped is not built)\n");
+		return;
+	}
+	snprintf(sock, sizeof(sock), "%s/agent.sock", dir);
+	setenv("SCOPED_SOCKET", sock, 1);
+	if (bt_start_agent(&tg, args, 1) != 0) {
+		printf("daemon comparison: skipped (bpf_target did not start)\n");
+		rmdir(dir);
+		return;
+	}
+	run_mode(scoped, sock, "bpf", tg.pid, &bpf);
+	run_mode(scoped, sock, "signal", tg.pid, &sig);
+	bt_stop(&tg);
+	rmdir(dir);
+	printf("Through the daemon, 'stacks' for %zu threads, median of %d after %d warm-up:\n",
+	       bpf.threads, DAEMON_RUNS, WARMUP);
+	printf("  %-8s %14s %14s %14s\n", "source", "request+parse", "capture_ns", "max_pause_ns");
+	if (bpf.ok)
+		printf("  %-8s %12.2fms %12.2fms %12.3fms\n", "bpf", bpf.wall[m] / 1e6,
+		       bpf.capture[m] / 1e6, bpf.pause[m] / 1e6);
+	if (sig.ok)
+		printf("  %-8s %12.2fms %12.2fms %12.3fms\n", "signal", sig.wall[m] / 1e6,
+		       sig.capture[m] / 1e6, sig.pause[m] / 1e6);
+	if (bpf.ok && sig.ok)
+		printf("  signal/bpf: request wall %.1fx, capture %.1fx; the target's pause: "
+		       "signal %.3f ms per thread (max), bpf 0\n",
+		       (double)sig.wall[m] / (double)bpf.wall[m],
+		       (double)sig.capture[m] / (double)(bpf.capture[m] ? bpf.capture[m] : 1),
+		       sig.pause[m] / 1e6);
+	else
+		printf("  (a source did not answer: bpf %s, signal %s)\n", bpf.ok ? "ok" : "failed",
+		       sig.ok ? "ok" : "failed");
+	printf("  target saw %d EINTRs in all (signal mode interrupts its sleeps; BPF never)\n",
+	       tg.eintr);
 }
 
 int main(void)
@@ -170,11 +317,12 @@ int main(void)
 	       "during %d captures: %ld voluntary switches over all threads, %zu thread-captures "
 	       "flagged ran_during_capture\n",
 	       RUNS + WARMUP, total_switches(tg.pid) - before, woken);
-	printf("  signal mode: not compared here (see bench_bpf_vs_signal when the daemon and "
-	       "agent are built)\n");
 	dwfl_end(cache.dwfl);
 	bt_stop(&tg);
-	printf("  target saw %d signals and %d EINTRs\n", tg.signals, tg.eintr);
+	printf("  target saw %d signals and %d EINTRs\n\n", tg.signals, tg.eintr);
 	bpfstack_close(b);
-	return tg.signals == 0 && tg.eintr == 0 ? 0 : 1;
+	if (tg.signals != 0 || tg.eintr != 0)
+		return 1;
+	daemon_compare();
+	return 0;
 }

@@ -124,8 +124,9 @@ static inline int bt_read_roles(struct bt_target *t)
 }
 
 /* Starts the target with args (such as "-s", "1000", NULL); returns 0 once
- * it says every thread is blocked, or -1. */
-static inline int bt_start(struct bt_target *t, const char *const *args)
+ * it says every thread is blocked, or -1.  With agent, libscope's agent
+ * runs in it (pass "-a" too) and connects to $SCOPED_SOCKET. */
+static inline int bt_start_agent(struct bt_target *t, const char *const *args, int agent)
 {
 	char path[PATH_MAX];
 	int to[2], from[2];
@@ -148,8 +149,9 @@ static inline int bt_start(struct bt_target *t, const char *const *args)
 		dup2(to[0], 0);
 		dup2(from[1], 1);
 		/* libscope's agent thread would wake on its own and blur the
-		 * "nothing woke" checks; these tests need no daemon. */
-		setenv("SCOPED_DISABLE", "1", 1);
+		 * "nothing woke" checks of the tests that need no daemon. */
+		if (!agent)
+			setenv("SCOPED_DISABLE", "1", 1);
 		execv(path, (char *const *)argv);
 		_exit(127);
 	}
@@ -168,6 +170,11 @@ static inline int bt_command(struct bt_target *t, const char *cmd)
 	if (write(t->in, cmd, len) != (ssize_t)len || write(t->in, "\n", 1) != 1)
 		return -1;
 	return bt_read_roles(t);
+}
+
+static inline int bt_start(struct bt_target *t, const char *const *args)
+{
+	return bt_start_agent(t, args, 0);
 }
 
 static inline pid_t bt_tid(const struct bt_target *t, const char *role)
