@@ -381,6 +381,20 @@ static void session(void)
 	atomic_store(&sc_exit_fd, -1);
 }
 
+/* After the process's end was reported: wait, idle, until the process is
+ * gone or sc_agent_stop() joins us (a thread that returned unjoined at exit
+ * is a leak to TSan). */
+static void idle_until_stop(void)
+{
+	while (!atomic_load(&ag.stop)) {
+		struct pollfd p = {ag.wake_fd, POLLIN, 0};
+		uint64_t v;
+		if (poll(&p, 1, 1000) > 0 && read(ag.wake_fd, &v, sizeof v) < 0) {
+			/* spurious */
+		}
+	}
+}
+
 static void *agent_main(void *arg)
 {
 	(void)arg;
@@ -389,9 +403,10 @@ static void *agent_main(void *arg)
 	sc_thread_mark_agent();
 	prctl(PR_SET_NAME, "scoped-agent");
 	ag.tid = sc_gettid();
-	while (!atomic_load(&ag.stop) && !ag.finished) {
+	while (!atomic_load(&ag.stop)) {
 		if (atomic_load(&ag.exit_req)) {
 			atomic_store(&ag.exit_done, 1); /* no daemon: nothing to tell */
+			idle_until_stop();
 			break;
 		}
 		ag.fd = dial();
@@ -406,8 +421,12 @@ static void *agent_main(void *arg)
 			ag.fd = -1;
 			ag.in_len = 0;
 			ag.out.len = ag.out.sent = ag.out.frame_at = 0;
-			if (ag.finished || atomic_load(&ag.stop))
+			if (atomic_load(&ag.stop))
 				break;
+			if (ag.finished) {
+				idle_until_stop();
+				break;
+			}
 		}
 		struct pollfd p = {ag.wake_fd, POLLIN, 0};
 		if (poll(&p, 1, backoff) > 0) {

@@ -74,11 +74,8 @@ static int64_t mono(void)
 
 /* ---- a randomized tree of scopes and tasks ---- */
 
-struct rnd {
-	unsigned seed;
-	_Atomic long *tasks;
-	int depth;
-};
+/* Tasks forked by every random tree so far. */
+static _Atomic long forked_total;
 
 static int leaf(void *arg, void **result)
 {
@@ -98,7 +95,7 @@ static int subtree(void *arg, void **result);
 
 /* Opens one scope with a random joiner and deadline, forks 1-5 random
  * children (leaves or subtrees), maybe cancels, joins, closes. */
-static void random_scope(unsigned *seed, _Atomic long *tasks, int depth)
+static void random_scope(unsigned *seed, int depth)
 {
 	static const scope_joiner_kind_t joiners[] = {
 		SCOPE_JOIN_ALL_SUCCESSFUL, SCOPE_JOIN_ANY_SUCCESSFUL, SCOPE_JOIN_AWAIT_ALL};
@@ -117,12 +114,12 @@ static void random_scope(unsigned *seed, _Atomic long *tasks, int depth)
 		scope_value_bind(s, "request", name);
 	int n = 1 + rand_r(seed) % 5;
 	for (int i = 0; i < n; i++) {
-		atomic_fetch_add(tasks, 1);
+		atomic_fetch_add(&forked_total, 1);
 		if (depth > 0 && rand_r(seed) % 3 == 0) {
-			struct rnd *r = malloc(sizeof *r);
-			*r = (struct rnd){(unsigned)rand_r(seed), tasks, depth - 1};
-			if (scope_fork(s, subtree, r, NULL))
-				free(r);
+			/* seed and depth travel in the pointer: a fork into a
+			 * cancelled scope never runs, so nothing may need freeing */
+			uintptr_t arg = (uintptr_t)(rand_r(seed) & 0xffffff) << 4 | (uintptr_t)(depth - 1);
+			scope_fork(s, subtree, (void *)arg, NULL);
 		} else {
 			scope_fork(s, leaf, (void *)(intptr_t)rand_r(seed), NULL);
 		}
@@ -136,39 +133,37 @@ static void random_scope(unsigned *seed, _Atomic long *tasks, int depth)
 static int subtree(void *arg, void **result)
 {
 	(void)result;
-	struct rnd r = *(struct rnd *)arg;
-	free(arg);
-	random_scope(&r.seed, r.tasks, r.depth);
+	unsigned seed = (unsigned)((uintptr_t)arg >> 4);
+	random_scope(&seed, (int)((uintptr_t)arg & 15));
 	return 0;
 }
 
 struct driver {
 	unsigned seed;
-	long target;
-	_Atomic long *tasks;
+	long until; /* forked_total to reach */
 };
 
 static void *drive(void *arg)
 {
 	struct driver *d = arg;
-	while (atomic_load(d->tasks) < d->target)
-		random_scope(&d->seed, d->tasks, 3);
+	while (atomic_load(&forked_total) < d->until)
+		random_scope(&d->seed, 3);
 	return NULL;
 }
 
 /* Runs nthreads drivers until they forked target tasks together. */
 static long run_random(int nthreads, long target, unsigned seed)
 {
-	_Atomic long tasks = 0;
+	long start = atomic_load(&forked_total);
 	pthread_t th[8];
 	struct driver d[8];
 	for (int i = 0; i < nthreads; i++) {
-		d[i] = (struct driver){seed + (unsigned)i * 7919u, target, &tasks};
+		d[i] = (struct driver){seed + (unsigned)i * 7919u, start + target};
 		pthread_create(&th[i], NULL, drive, &d[i]);
 	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
-	return atomic_load(&tasks);
+	return atomic_load(&forked_total) - start;
 }
 
 /* ---- a tree held open at a gate: the quiescent point ---- */
@@ -327,8 +322,6 @@ static void test_late_connect(void **state)
 
 struct bg {
 	_Atomic int stop;
-	_Atomic long tasks;
-	int errors;
 };
 
 static void *background(void *arg)
@@ -336,7 +329,7 @@ static void *background(void *arg)
 	struct bg *b = arg;
 	unsigned seed = 77;
 	while (!atomic_load(&b->stop))
-		random_scope(&seed, &b->tasks, 2);
+		random_scope(&seed, 2);
 	return NULL;
 }
 
@@ -350,9 +343,9 @@ static void test_receiver_restart_mid_run(void **state)
 	pthread_create(&th, NULL, background, &b);
 	usleep(100000);
 	rx_kill(&rx, SIGKILL);
-	long before = atomic_load(&b.tasks);
+	long before = atomic_load(&forked_total);
 	usleep(200000);
-	long during = atomic_load(&b.tasks) - before;
+	long during = atomic_load(&forked_total) - before;
 	rx_start(&rx);
 	if (rx_wait_session(&rx, 1, 10000))
 		fail_msg("the agent did not reconnect");
@@ -444,26 +437,38 @@ static void test_stopped_receiver_while_forking(void **state)
 	assert_true(rx_stat(&rx, "snapshots") >= 2);
 }
 
+#if defined(__SANITIZE_THREAD__)
+/* TSan delays signals to threads blocked inside some of its interceptors
+ * (and its own thread blocks them all): timeouts are expected there. */
+#define TSAN 1
+#else
+#define TSAN 0
+#endif
+
 /* Pool workers parked in the runtime answer a stack request too. */
 static void test_stacks_of_runtime_threads(void **state)
 {
 	(void)state;
 	pthread_t th = hold_start();
 	char *r = rx_cmd(&rx, "stacks", NULL, 0);
-	int replies = 0, ok = 0;
+	int replies = 0, ok = 0, timed_out = 0;
 	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
 		unsigned tid, nf;
 		int err;
 		if (sscanf(line, "stack %u %d %u", &tid, &err, &nf) == 3) {
 			replies++;
 			ok += err == 0 && nf > 0;
+			timed_out += err == -ETIMEDOUT;
 		}
 	}
 	free(r);
 	hold_release(th);
-	printf("  %d threads answered with a stack\n", ok);
+	printf("  %d of %d threads answered with a stack\n", ok, replies);
 	assert_true(replies >= 24 + 2); /* prestarted workers, main, holder, agent */
-	assert_int_equal(ok, replies);
+	if (TSAN)
+		assert_int_equal(ok + timed_out, replies);
+	else
+		assert_int_equal(ok, replies);
 }
 
 int main(int argc, char **argv)
