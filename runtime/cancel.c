@@ -48,10 +48,15 @@ struct wakeups {
 
 static void wake_one(struct sc_thread *t, bool signal)
 {
+	int how = atomic_load(&t->in_cancellable);
+
+	/* A thread parked on its context's cancel word was woken with it. */
+	if (how == SC_CWAIT_WORD)
+		return;
 	sc_wake(t);
-	/* A thread parked in a cancellable runtime wait returns -ECANCELED
-	 * from it; the signal is for system calls outside the runtime. */
-	if (signal && !atomic_load(&t->in_cancellable)) {
+	/* One in a runtime wait returns -ECANCELED from it; the signal is for
+	 * system calls outside the runtime. */
+	if (signal && how == SC_CWAIT_NONE) {
 		sc_interrupt_install();
 		(void)syscall(SYS_tgkill, getpid(), t->tid, SC_SIG_INTERRUPT);
 	}
@@ -98,6 +103,9 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 		return;
 	}
 	atomic_store(&s->cancelled, reason);
+	/* Every thread parked in this scope's context, in one system call. */
+	if (atomic_load(&s->word_waiters))
+		sc_wake_word(&s->cancelled);
 	if (sc_observed()) {
 		sc_ev_init(&ev, SC_EV_SCOPE_CANCEL);
 		ev.a = s->id;
@@ -189,16 +197,22 @@ int sc_wait(const struct sc_wait *w)
 		/* Published before the last check, so a canceller either sees
 		 * this thread parked here or this thread sees the cancel. */
 		if (w->ctx) {
-			atomic_store(&t->in_cancellable, 1);
+			bool word = sc_park_word_supported();
+			atomic_store(&t->in_cancellable, word ? SC_CWAIT_WORD : SC_CWAIT_WAKE);
+			atomic_fetch_add(&w->ctx->word_waiters, 1);
 			if (sc_check(w->ctx)) {
-				atomic_store(&t->in_cancellable, 0);
+				atomic_fetch_sub(&w->ctx->word_waiters, 1);
+				atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
 				return -ECANCELED;
 			}
 		}
 		woke = w->spin && sc_spin(t, seen, SPIN_WAIT_NS);
-		if (!woke)
+		if (!woke && !(w->ctx && sc_park_word(t, seen, &w->ctx->cancelled, wake_at)))
 			(void)sc_park(t, seen, wake_at);
-		atomic_store(&t->in_cancellable, 0);
+		if (w->ctx) {
+			atomic_fetch_sub(&w->ctx->word_waiters, 1);
+			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
+		}
 	}
 }
 
@@ -274,10 +288,10 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		/* Published before the check: a canceller that flags the scope
 		 * after it sees polling set and kicks the eventfd. */
 		atomic_store(&t->polling, 1);
-		atomic_store(&t->in_cancellable, s != NULL);
+		atomic_store(&t->in_cancellable, s ? SC_CWAIT_WAKE : SC_CWAIT_NONE);
 		if (sc_check(s)) {
 			atomic_store(&t->polling, 0);
-			atomic_store(&t->in_cancellable, 0);
+			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
 			return -ECANCELED;
 		}
 		if (until) {
@@ -292,7 +306,7 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		p[1] = (struct pollfd){ .fd = t->evfd, .events = POLLIN };
 		r = ppoll(p, 2, tp, NULL);
 		atomic_store(&t->polling, 0);
-		atomic_store(&t->in_cancellable, 0);
+		atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (r > 0 && p[1].revents)

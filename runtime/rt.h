@@ -48,7 +48,7 @@ struct sc_thread {
 	_Atomic uint32_t seq;
 	_Atomic int sleeping;
 	_Atomic int polling;
-	_Atomic int in_cancellable; /* parked in a wait that cancellation ends */
+	_Atomic int in_cancellable; /* enum sc_cwait: how a canceller reaches it */
 	int evfd;
 
 	pthread_mutex_t lock;  /* guards roots */
@@ -70,6 +70,13 @@ static inline void sc_cpu_relax(void)
 	__asm__ __volatile__("" ::: "memory");
 #endif
 }
+
+/* How a thread waits, as a canceller needs to know it. */
+enum sc_cwait {
+	SC_CWAIT_NONE = 0,   /* running, or in an uncancellable wait: wake and signal */
+	SC_CWAIT_WORD = 1,   /* parked on its context's cancel word: that wake suffices */
+	SC_CWAIT_WAKE = 2,   /* in a runtime wait: wake it, no signal needed */
+};
 
 struct scope_task {
 	uint64_t id;
@@ -106,7 +113,8 @@ struct scope {
 	struct sc_site site;
 
 	pthread_mutex_t lock;
-	_Atomic int cancelled;  /* 0, or enum sc_cancel_reason */
+	_Atomic int cancelled;  /* 0, or enum sc_cancel_reason; also a futex word */
+	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;       /* the joiner decided */
 	bool joined, joining;
 	size_t pending;         /* forked, not ended */
@@ -132,6 +140,12 @@ void sc_wake(struct sc_thread *t);
 /* Sleeps until woken after seq was read as seen, or until the absolute
  * deadline (0: none).  Returns false on timeout. */
 bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline);
+/* As sc_park, and also until *word (a scope's cancel word) leaves 0.
+ * Returns false when the kernel cannot wait on both (then use sc_park). */
+bool sc_park_word(struct sc_thread *t, uint32_t seen, _Atomic int *word, int64_t deadline);
+bool sc_park_word_supported(void);
+/* Wakes every thread parked on word. */
+void sc_wake_word(_Atomic int *word);
 /* Spins up to budget_ns for a wake-up before the caller parks. */
 bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns);
 

@@ -219,6 +219,57 @@ bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns)
 	}
 }
 
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+static bool waitv_ok; /* futex_waitv exists (Linux >= 5.16) */
+static pthread_once_t waitv_once = PTHREAD_ONCE_INIT;
+
+/* Asks the kernel once, with a wait that cannot block (the value differs). */
+static void waitv_probe(void)
+{
+	uint32_t word = 0;
+	struct futex_waitv w = { .val = 1, .uaddr = (uintptr_t)&word,
+				 .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
+
+	waitv_ok = !(syscall(SYS_futex_waitv, &w, 1, 0, NULL, CLOCK_MONOTONIC) < 0 &&
+		     errno == ENOSYS);
+}
+
+bool sc_park_word_supported(void)
+{
+	pthread_once(&waitv_once, waitv_probe);
+	return waitv_ok;
+}
+
+bool sc_park_word(struct sc_thread *t, uint32_t seen, _Atomic int *word, int64_t deadline)
+{
+	struct futex_waitv w[2] = {
+		{ .val = seen, .uaddr = (uintptr_t)&t->seq, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG },
+		{ .val = 0, .uaddr = (uintptr_t)word, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG },
+	};
+	struct timespec ts, *tp = NULL;
+
+	if (!sc_park_word_supported())
+		return false;
+	if (deadline > 0) {
+		ts.tv_sec = deadline / 1000000000;
+		ts.tv_nsec = deadline % 1000000000;
+		tp = &ts;
+	}
+	atomic_store(&t->sleeping, 1);
+	if (atomic_load(&t->seq) == seen)
+		(void)syscall(SYS_futex_waitv, w, 2, 0, tp, CLOCK_MONOTONIC);
+	atomic_store(&t->sleeping, 0);
+	return true;
+}
+
+void sc_wake_word(_Atomic int *word)
+{
+	syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline)
 {
 	struct timespec ts, *tp = NULL;

@@ -9,7 +9,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -66,8 +70,15 @@ static int long_sleep(void *arg, void **result)
 
 static void wait_started(int n)
 {
-	while (atomic_load(&started) < n)
-		scope_sleep(MS / 4);
+	int64_t give_up = scope_now() + 20 * SEC;
+
+	while (atomic_load(&started) < n) {
+		if (scope_now() > give_up)
+			fail_msg("only %d of %d subtasks started", atomic_load(&started), n);
+		/* Plain nanosleep: the caller's context may be cancelled. */
+		struct timespec ts = { 0, 250000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 static void join_times_out(void **state)
@@ -77,10 +88,14 @@ static void join_times_out(void **state)
 	(void)state;
 
 	atomic_store(&cancelled_returns, 0);
-	cfg.timeout_ns = 20 * MS;
+	atomic_store(&started, 0);
+	cfg.timeout_ns = 50 * MS;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_true(scope_deadline() > scope_now());
 	assert_int_equal(scope_fork(s, long_sleep, NULL, NULL), 0);
+	/* On a loaded machine the deadline could pass before the task even
+	 * started; then it would (rightly) never run. */
+	wait_started(1);
 	assert_int_equal(scope_join(s), -ETIMEDOUT);
 	assert_int_equal(reason_of(s), SC_CANCEL_TIMEOUT);
 	assert_int_equal(scope_cancelled(), -ECANCELED);
@@ -105,7 +120,7 @@ static void effective_deadline_is_earliest(void **state)
 	int64_t d;
 	(void)state;
 
-	outer_cfg.timeout_ns = 30 * MS;
+	outer_cfg.timeout_ns = 300 * MS;
 	assert_int_equal(scope_open(&outer, &outer_cfg), 0);
 	d = scope_deadline();
 	inner_cfg.deadline_ns = scope_now() + 60 * SEC; /* later: the outer one wins */
@@ -117,8 +132,10 @@ static void effective_deadline_is_earliest(void **state)
 	assert_int_equal(scope_close(inner), 0);
 
 	atomic_store(&cancelled_returns, 0);
+	atomic_store(&started, 0);
 	assert_int_equal(scope_open(&inner, NULL), 0);
 	assert_int_equal(scope_fork(inner, long_sleep, NULL, NULL), 0);
+	wait_started(1);
 	/* The outer deadline cancels the outer scope, and through it this. */
 	assert_int_equal(scope_join(inner), -ETIMEDOUT);
 	assert_int_equal(reason_of(outer), SC_CANCEL_TIMEOUT);
@@ -219,7 +236,34 @@ static void cancellation_three_levels_deep(void **state)
 	assert_int_equal(atomic_load(&level_rc[1]), -ECANCELED);
 }
 
-static _Atomic int blocked_read_rc, blocked_read_errno;
+static _Atomic int blocked_read_rc, blocked_read_errno, reader_tid;
+
+/* Waits until the reader thread sleeps in the kernel (state S), so the
+ * signal cannot arrive before read() does. */
+static void wait_reader_blocked(void)
+{
+	char path[64], buf[256];
+	int64_t give_up = scope_now() + 20 * SEC;
+
+	wait_started(1);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", atomic_load(&reader_tid));
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		char *p = NULL;
+
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				p = strrchr(buf, ')');
+			fclose(f);
+		}
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return;
+		if (scope_now() > give_up)
+			fail_msg("the reader never blocked");
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+}
 
 static int blocking_read(void *arg, void **result)
 {
@@ -228,6 +272,7 @@ static int blocking_read(void *arg, void **result)
 	ssize_t n;
 	(void)result;
 
+	atomic_store(&reader_tid, (int)syscall(SYS_gettid));
 	atomic_fetch_add(&started, 1);
 	n = read(fd, &c, 1); /* a system call the runtime knows nothing of */
 	atomic_store(&blocked_read_errno, n < 0 ? errno : 0);
@@ -248,8 +293,7 @@ static void interrupt_wakes_blocking_read(void **state)
 	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
-	wait_started(1);
-	scope_sleep(20 * MS); /* inside read() by now */
+	wait_reader_blocked();
 	assert_int_equal(scope_cancel(s), 0);
 	assert_int_equal(scope_join(s), -ECANCELED);
 	assert_int_equal(scope_close(s), 0);
@@ -272,8 +316,7 @@ static void no_interrupt_leaves_read_alone(void **state)
 	cfg.flags = SCOPE_F_NO_INTERRUPT;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
-	wait_started(1);
-	scope_sleep(20 * MS);
+	wait_reader_blocked();
 	assert_int_equal(scope_cancel(s), 0);
 	assert_int_equal(scope_join(s), -ECANCELED);
 	scope_sleep(50 * MS);
