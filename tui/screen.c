@@ -99,9 +99,20 @@ int scr_attr(const struct scr *t, int role)
 	return (int)COLOR_PAIR(role) | roles[role].attr;
 }
 
+static void close_at_exit(void)
+{
+	if (open_term)
+		scr_close(open_term);
+}
+
 int scr_open(struct scr *t, FILE *out, FILE *in, const char *termtype, bool color, char *err,
 	      size_t errlen)
 {
+	static bool registered;
+	if (!registered) { /* an exit() from anywhere still gives the terminal back */
+		registered = true;
+		atexit(close_at_exit);
+	}
 	memset(t, 0, sizeof *t);
 	out = out ? out : stdout;
 	in = in ? in : stdin;
@@ -142,19 +153,8 @@ int scr_open(struct scr *t, FILE *out, FILE *in, const char *termtype, bool colo
 	return 0;
 }
 
-static void close_at_exit(void)
-{
-	if (open_term)
-		scr_close(open_term);
-}
-
 void scr_close(struct scr *t)
 {
-	static bool registered;
-	if (!registered) {
-		registered = true;
-		atexit(close_at_exit);
-	}
 	if (!t->open)
 		return;
 	t->open = false;

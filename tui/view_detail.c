@@ -138,12 +138,12 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (from > 0)
 		ttx_duration(age, sizeof age, (t->ended_ms > 0 ? t->ended_ms : now) - from);
 	rf_badges(t->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "task %lld %s  %s (%s)", (long long)t->id, nz(t->site.func),
+	add(l, TA_TITLE, "task %lld %s  %s (%s)", (long long)t->id, tr_task_name(m, t),
 	    tr_state_name(r->state), tm_task_state_name(t->state));
 	if (r->group_n > 1)
 		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
 		    r->group_n);
-	add(l, TA_NORMAL, "  forked at %s:%d (%s)   %s %s   worker %lld \"%s\"", nz(t->site.file),
+	add(l, TA_NORMAL, "  forked at %s:%d (in %s)   %s %s   worker %lld \"%s\"", nz(t->site.file),
 	    t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
 	    (long long)t->worker, t->worker ? thread_name(m, t->worker) : "-");
 	if (t->error)
@@ -171,7 +171,7 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 	rf_badges(s->warn, a->o.ascii, badges, sizeof badges);
 	add(l, TA_TITLE, "scope %lld \"%s\"  %s (%s)", (long long)s->id, nz(s->name),
 	    tr_state_name(r->state), tm_scope_state_name(s->state));
-	add(l, TA_NORMAL, "  opened at %s:%d (%s)   %s %s   owner %lld \"%s\"", nz(s->site.file),
+	add(l, TA_NORMAL, "  opened at %s:%d (in %s)   %s %s   owner %lld \"%s\"", nz(s->site.file),
 	    s->site.line, nz(s->site.func), s->closed_ms > 0 ? "lived" : "open for", age,
 	    (long long)s->owner, thread_name(m, s->owner));
 	if (badges[0])

@@ -25,14 +25,16 @@ static int tui_fetch_user(void *arg, void **result)
 {
 	(void)arg;
 	(void)result;
-	return scope_sleep(LONG_NS);
+	volatile int rc = scope_sleep(LONG_NS); /* no tail call: keep this frame on the stack */
+	return rc;
 }
 
 static int tui_poll_peer(void *arg, void **result)
 {
 	(void)arg;
 	(void)result;
-	return scope_sleep(LONG_NS);
+	volatile int rc = scope_sleep(LONG_NS); /* no tail call: keep this frame on the stack */
+	return rc;
 }
 
 static int tui_backlog(void *arg, void **result)
@@ -55,8 +57,11 @@ static int tui_handle(void *arg, void **result)
 	int rc = scope_open(&s, &cfg);
 	if (rc)
 		return rc;
-	scope_fork(s, tui_poll_peer, NULL, NULL);
-	scope_fork(s, tui_poll_peer, NULL, NULL);
+	for (int i = 0; i < 2; i++) /* one fork site: the two are identical */
+		scope_fork(s, tui_poll_peer, NULL, NULL);
+	/* Join late: a joiner runs still-queued subtasks itself, and both
+	 * pollers must be on pool threads with identical stacks. */
+	usleep(300 * 1000);
 	rc = scope_join(s);
 	scope_close(s);
 	return rc;
@@ -64,6 +69,9 @@ static int tui_handle(void *arg, void **result)
 
 int main(void)
 {
+	/* Give the agent time to connect, so the subtask that ends first is
+	 * reported as it ends rather than missing from the first snapshot. */
+	usleep(300 * 1000);
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	pc.name = "io";
 	pc.core_size = 4;

@@ -1,0 +1,156 @@
+#!/bin/sh
+# scopetop_tmux.sh - runs scopetop for real inside tmux against a private
+# scoped and tests/helpers/tui_tree (a known tree): rows, collapse/expand,
+# filter, the detail pane's symbolized stack, grouping, the dump key, resize,
+# the exited state, q and SIGTERM restoring the terminal, and --once.
+set -u
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=$TOP/$BUILD/bin
+HELPER=$TOP/$BUILD/tests/helpers/tui_tree
+command -v tmux >/dev/null 2>&1 || { echo "skip: tmux is not installed (make deps)"; exit 77; }
+for f in "$BIN/scoped" "$BIN/scopetop" "$HELPER"; do
+	[ -x "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
+done
+
+D=$(mktemp -d /tmp/scopetop-e2e.XXXXXX)
+SOCK=$D/agent.sock
+T="tmux -L scopetop-e2e-$$ -f /dev/null"
+DPID= HPID=
+cleanup() {
+	$T kill-server 2>/dev/null
+	[ -n "$HPID" ] && kill -KILL "$HPID" 2>/dev/null
+	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	echo "--- screen:"; $T capture-pane -p -t main 2>/dev/null
+	echo "--- scoped log:"; tail -5 "$D/scoped.log" 2>/dev/null
+	exit 1
+}
+
+# Waits up to $2 tenths of a second for the pane to show extended regex $1.
+wait_for() {
+	i=0
+	while [ $i -lt "$2" ]; do
+		$T capture-pane -p -t main >"$D/screen" 2>/dev/null
+		grep -Eq -- "$1" "$D/screen" && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+gone() { ! grep -Eq -- "$1" "$D/screen"; }
+
+SCOPED_SOCKET=$SOCK "$BIN/scoped" --foreground --retain 30 --stacks signal >"$D/scoped.log" 2>&1 &
+DPID=$!
+i=0; while [ ! -S "$D/control.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -S "$D/control.sock" ] || fail "scoped did not create $D/control.sock"
+
+SCOPED_SOCKET=$SOCK "$HELPER" >"$D/helper.out" 2>&1 &
+HPID=$!
+i=0; while ! grep -qs ready "$D/helper.out" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q ready "$D/helper.out" || fail "tui_tree did not start: $(cat "$D/helper.out")"
+
+# --once: the tree as text, once the daemon holds all of it.
+i=0
+while [ $i -lt 50 ]; do
+	SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once "$HPID" >"$D/once" 2>&1
+	grep -q "queued" "$D/once" && grep -q "handle" "$D/once" && break
+	sleep 0.1; i=$((i + 1))
+done
+for want in "<root> tui_tree \[$HPID\]" "server" "handle" "queued" "done" "pools \(1\)" \
+	"io size 4/4"; do
+	grep -Eq -- "$want" "$D/once" || { cat "$D/once"; fail "--once lacks '$want'"; }
+done
+SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once --ascii "$HPID" >"$D/once_ascii"
+LC_ALL=C grep -q '[^ -~]' "$D/once_ascii" && fail "--ascii printed non-ASCII bytes"
+grep -q '^\* running' "$D/once_ascii" || fail "--ascii lacks the '* running' glyph"
+SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once 999999999 >/dev/null 2>"$D/err" && fail "--once on a bad pid succeeded"
+grep -q "scopetop:" "$D/err" || fail "no error message for a bad pid"
+
+# The live view, in a 100x30 terminal.
+FETCH_LINE=$(grep -n 'tui_fetch_user, NULL' "$TOP/tests/helpers/tui_tree.c" | cut -d: -f1)
+$T new-session -d -s main -x 100 -y 30 \
+	"cd $D && LANG=C.UTF-8 SCOPED_SOCKET=$SOCK $BIN/scopetop $HPID; echo scopetop-exit=\$?; sleep 60"
+wait_for "tui_tree \[$HPID\] live" 50 || fail "no live header"
+wait_for "queued" 50 || fail "the queued subtask is not shown"
+for want in "server" "◎ joining .*handle" "✓ done" "○ queued" "STATE +NAME +ID +AGE" \
+	"tui_tree.c:$FETCH_LINE"; do
+	wait_for "$want" 30 || fail "live view lacks '$want'"
+done
+
+# Collapse the server scope (row 2), then expand it again.
+$T send-keys -t main j Enter
+wait_for "▸ server" 30 || fail "Enter did not collapse the scope"
+gone "tui_tree.c:$FETCH_LINE" || fail "collapsed scope still shows its subtasks"
+$T send-keys -t main Space
+wait_for "tui_tree.c:$FETCH_LINE" 30 || fail "Space did not expand the scope"
+
+# Filter by fork site: only that subtask (and its ancestors) stays.
+$T send-keys -t main / "tui_tree.c:$FETCH_LINE" Enter
+wait_for "filter\[tui_tree.c:$FETCH_LINE\]" 30 || fail "the filter is not shown"
+gone "queued" || fail "the filter kept a row that does not match"
+grep -q "server" "$D/screen" || fail "the filter dropped the matching row's parent"
+
+# Select the subtask and open its detail: the stack comes from scoped.
+$T send-keys -t main End Enter
+wait_for "at tui_fetch_user \(tui_tree.c:[0-9]+\)" 60 || fail "the stack of tui_fetch_user is not shown"
+for want in "stack of worker" "parent chain: server#" "request_id=r-17" "forked at .*tui_tree.c:$FETCH_LINE"; do
+	grep -Eq -- "$want" "$D/screen" || fail "detail lacks '$want'"
+done
+$T send-keys -t main Escape Escape
+wait_for "○ queued" 30 || fail "Esc did not clear the filter"
+
+# Help comes from the key table.
+$T send-keys -t main '?'
+wait_for "group identical subtasks" 30 || fail "? did not show the key table"
+$T send-keys -t main x
+wait_for "STATE +NAME" 30 || fail "a key did not leave help"
+
+# Group: the two identical pollers become one row.
+$T send-keys -t main g
+wait_for "task ×2" 60 || fail "g did not group the two identical subtasks"
+$T send-keys -t main g
+
+# Dump to a file; the path is shown and holds a JDK thread dump.
+$T send-keys -t main d
+wait_for "dump written to /[^ ]+\.json" 50 || fail "d did not write a dump"
+DUMP=$(grep -Eo "/[^ ]+\.json" "$D/screen" | head -1)
+grep -q '"threadDump"' "$DUMP" || fail "the dump $DUMP is not a thread dump"
+
+# Resize: still draws, within the new width.
+$T resize-window -t main -x 80 -y 24
+wait_for "server" 30 || fail "nothing drawn after resizing to 80x24"
+W=$($T capture-pane -p -t main | LC_ALL=C.UTF-8 wc -L)
+[ "$W" -le 80 ] || fail "a line is $W columns wide after resizing to 80"
+$T resize-window -t main -x 60 -y 12
+wait_for "scopetop" 30 || fail "nothing drawn at 60x12"
+$T resize-window -t main -x 100 -y 30
+wait_for "pools" 30 || fail "nothing drawn after growing back"
+
+# The program dies: the view says so and keeps the last tree.
+kill -KILL "$HPID"; wait "$HPID" 2>/dev/null; HPID=
+wait_for "(EXITED|DETACHED)[^,]*, last tree kept" 80 || fail "the exited state is not shown"
+grep -q "server" "$D/screen" || fail "the last tree was not kept"
+
+# q quits and leaves the terminal as it was.
+$T send-keys -t main q
+wait_for "scopetop-exit=0" 30 || fail "q did not exit cleanly"
+[ "$($T display -p -t main '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after q"
+
+# SIGTERM restores the terminal too (picker mode, no pid, NO_COLOR).
+$T kill-session -t main
+$T new-session -d -s main -x 80 -y 24 \
+	"NO_COLOR=1 SCOPED_SOCKET=$SOCK $BIN/scopetop; echo scopetop-exit=\$?; sleep 60"
+wait_for "instrumented processes" 50 || fail "the picker is not shown"
+SHELL_PID=$($T display -p -t main '#{pane_pid}')
+TOP_PID=$(ps -o pid= --ppid "$SHELL_PID" | head -1 | tr -d ' ')
+[ -n "$TOP_PID" ] || fail "cannot find scopetop's pid under the pane"
+kill -TERM "$TOP_PID"
+wait_for "scopetop-exit=143" 30 || fail "SIGTERM did not end scopetop with 143"
+[ "$($T display -p -t main '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after SIGTERM"
+[ "$($T display -p -t main '#{cursor_flag}')" = 1 ] || fail "the cursor is still hidden after SIGTERM"
+echo "ok: scopetop in tmux"
