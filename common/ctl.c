@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jv.h"
 #include "sockpath.h"
 
 /* A whole dump of a large process is one line; anything past this is a
@@ -142,9 +143,9 @@ int ctl_send(struct ctl *c, json_t *req)
 	return rc;
 }
 
-/* Takes one whole line off the buffer: 1 with *msg new, 0 when no whole
- * line is buffered, -EPROTO for a line that is not a JSON object. */
-static int take_line(struct ctl *c, json_t **msg)
+/* Finds the first whole line in the buffer: 1 with its length (newline
+ * excluded), or 0.  The caller parses it, then drops it with consume(). */
+static int peek_line(struct ctl *c, size_t *linelen)
 {
 	char *nl = c->len > c->scanned ? memchr(c->buf + c->scanned, '\n', c->len - c->scanned)
 				       : NULL;
@@ -152,12 +153,27 @@ static int take_line(struct ctl *c, json_t **msg)
 		c->scanned = c->len;
 		return 0;
 	}
-	size_t linelen = (size_t)(nl - c->buf);
-	json_error_t jerr;
-	json_t *j = json_loadb(c->buf, linelen, JSON_REJECT_DUPLICATES, &jerr);
-	memmove(c->buf, nl + 1, c->len - linelen - 1);
+	*linelen = (size_t)(nl - c->buf);
+	return 1;
+}
+
+static void consume(struct ctl *c, size_t linelen)
+{
+	memmove(c->buf, c->buf + linelen + 1, c->len - linelen - 1);
 	c->len -= linelen + 1;
 	c->scanned = 0;
+}
+
+/* Takes one whole line off the buffer: 1 with *msg new, 0 when no whole
+ * line is buffered, -EPROTO for a line that is not a JSON object. */
+static int take_line(struct ctl *c, json_t **msg)
+{
+	size_t linelen;
+	if (!peek_line(c, &linelen))
+		return 0;
+	json_error_t jerr;
+	json_t *j = json_loadb(c->buf, linelen, 0, &jerr);
+	consume(c, linelen);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		return -EPROTO;
@@ -246,10 +262,10 @@ static const char *what(int rc)
 	}
 }
 
-int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char *err,
-		size_t errlen)
+/* Sends req (borrowed) with a fresh id; *cmd points into req. */
+static int send_request(struct ctl *c, json_t *req, json_int_t *idp, const char **cmdp, char *err,
+			size_t errlen)
 {
-	*reply = NULL;
 	if (!c || !json_is_object(req)) {
 		seterr(err, errlen, "bad control request (not a JSON object)");
 		return -EINVAL;
@@ -267,28 +283,103 @@ int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char
 		cmd = "?";
 	int rc = ctl_send(c, copy);
 	json_decref(copy);
+	*idp = id;
+	*cmdp = cmd;
 	if (rc < 0) {
 		seterr(err, errlen, "sending '%s' to the daemon failed: %s", cmd, what(rc));
 		return rc == -EPIPE ? -ECONNRESET : rc;
 	}
+	return 0;
+}
 
+/* Waits for the reply to id: parsed with jansson into *reply, or, when doc
+ * is not NULL, with the fast reader into *doc. */
+static int await_reply(struct ctl *c, json_int_t id, const char *cmd, json_t **reply,
+		       struct jv_doc **doc, int timeout_ms, char *err, size_t errlen);
+
+int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char *err,
+		size_t errlen)
+{
+	*reply = NULL;
+	json_int_t id;
+	const char *cmd;
+	int rc = send_request(c, req, &id, &cmd, err, errlen);
+	return rc < 0 ? rc : await_reply(c, id, cmd, reply, NULL, timeout_ms, err, errlen);
+}
+
+int ctl_request_doc(struct ctl *c, json_t *req, struct jv_doc **doc, int timeout_ms, char *err,
+		    size_t errlen)
+{
+	*doc = NULL;
+	json_int_t id;
+	const char *cmd;
+	int rc = send_request(c, req, &id, &cmd, err, errlen);
+	return rc < 0 ? rc : await_reply(c, id, cmd, NULL, doc, timeout_ms, err, errlen);
+}
+
+/* The next whole line as the caller wants it: 1 when it is the reply to id
+ * (stored in *reply or *doc), 0 when it was queued or nothing whole is
+ * buffered yet (*more says which), or -errno. */
+static int take_for(struct ctl *c, json_int_t id, json_t **reply, struct jv_doc **doc, bool *more)
+{
+	size_t linelen;
+	*more = false;
+	if (!peek_line(c, &linelen))
+		return 0;
+	*more = true;
+	if (doc) {
+		char perr[128];
+		struct jv_doc *d = NULL;
+		int rc = jv_parse(c->buf, linelen, &d, perr, sizeof perr);
+		if (rc < 0) {
+			consume(c, linelen);
+			return rc == -ENOMEM ? rc : -EPROTO;
+		}
+		const jv *mid = jv_get(jv_root(d), "id");
+		if (!jv_is_object(jv_root(d))) {
+			jv_free(d);
+			consume(c, linelen);
+			return -EPROTO;
+		}
+		if (jv_is_integer(mid) && jv_integer(mid) == id) {
+			consume(c, linelen);
+			*doc = d;
+			return 1;
+		}
+		jv_free(d);
+	}
+	json_t *m = NULL;
+	int rc = take_line(c, &m);
+	if (rc <= 0)
+		return rc;
+	json_t *mid = json_object_get(m, "id");
+	if (!doc && json_is_integer(mid) && json_integer_value(mid) == id) {
+		*reply = m;
+		return 1;
+	}
+	/* Deltas and replies to ctl_send() requests wait for ctl_read(). */
+	if (json_array_size(c->queue) < CTL_MAX_QUEUED)
+		json_array_append_new(c->queue, m);
+	else
+		json_decref(m);
+	return 0;
+}
+
+static int await_reply(struct ctl *c, json_int_t id, const char *cmd, json_t **reply,
+		       struct jv_doc **doc, int timeout_ms, char *err, size_t errlen)
+{
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 	for (;;) {
-		json_t *m = NULL;
-		rc = next_wire(c, &m);
-		if (rc == 1) {
-			json_t *mid = json_object_get(m, "id");
-			if (json_is_integer(mid) && json_integer_value(mid) == id) {
-				*reply = m;
-				return 0;
-			}
-			/* Deltas and replies to ctl_send() requests wait for ctl_read(). */
-			if (json_array_size(c->queue) < CTL_MAX_QUEUED)
-				json_array_append_new(c->queue, m);
-			else
-				json_decref(m);
+		bool more;
+		int rc = take_for(c, id, reply, doc, &more);
+		if (rc == 1)
+			return 0;
+		if (rc == 0 && more)
 			continue;
-		}
+		if (rc == 0)
+			rc = fill(c);
+		if (rc > 0)
+			continue;
 		if (rc < 0) {
 			seterr(err, errlen, "waiting for the reply to '%s': %s", cmd, what(rc));
 			return rc;

@@ -23,6 +23,14 @@ int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen
 int ctl_request(struct ctl *c, json_t *req, json_t **reply, int timeout_ms, char *err,
 		size_t errlen);
 
+struct jv_doc;
+
+/* As ctl_request(), but the reply is read with the fast reader of
+ * common/jv.h: *doc is new (jv_free()).  For large replies (dump, stacks),
+ * where jansson's parse would dominate. */
+int ctl_request_doc(struct ctl *c, json_t *req, struct jv_doc **doc, int timeout_ms, char *err,
+		    size_t errlen);
+
 /* Sends req (borrowed) without waiting.  0 or -errno. */
 int ctl_send(struct ctl *c, json_t *req);
 

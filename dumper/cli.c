@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/jv.h"
 #include "jdkdump.h"
 #include "sockpath.h"
 
@@ -264,11 +265,9 @@ static const char *error_code(const json_t *reply)
 	return code ? code : "internal";
 }
 
-/* Prints the specific error of a failed reply to cmd about pid. */
-static void report(struct cli *cli, const json_t *reply, const char *cmd, pid_t pid)
+/* Prints the specific error of a failed request cmd about pid. */
+static void report(struct cli *cli, const char *code, const char *msg, const char *cmd, pid_t pid)
 {
-	const char *code = error_code(reply);
-	const char *msg = json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
 	if (pid && (!strcmp(code, "no_such_process") || !strcmp(code, "not_instrumented") ||
 		    !strcmp(code, "permission_denied")))
 		explain_absent(cli, pid, code);
@@ -287,30 +286,56 @@ json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
 			  : json_pack("{s:s}", "cmd", cmd);
 	json_t *r = request(cli, req);
 	if (r && !json_is_true(json_object_get(r, "ok"))) {
-		report(cli, r, cmd, pid);
+		report(cli, error_code(r),
+		       json_string_value(json_object_get(json_object_get(r, "error"), "message")), cmd,
+		       pid);
 		json_decref(r);
 		return NULL;
 	}
 	return r;
 }
 
+struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *exited)
+{
+	char err[512];
+	struct jv_doc *doc = NULL;
+	json_t *req = json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid);
+	int rc = req ? ctl_request_doc(cli->ctl, req, &doc, cli->timeout_ms, err, sizeof err)
+		     : -ENOMEM;
+	json_decref(req);
+	if (exited)
+		*exited = false;
+	if (rc < 0) {
+		cli_errorf(cli, "%s", req ? err : "out of memory");
+		return NULL;
+	}
+	const jv *r = jv_root(doc);
+	if (jv_is_true(jv_get(r, "ok")))
+		return doc;
+	const jv *e = jv_get(r, "error");
+	const char *code = jv_string(jv_get(e, "code"));
+	code = code ? code : "internal";
+	if (exited && !strcmp(code, "exited"))
+		*exited = true;
+	else
+		report(cli, code, jv_string(jv_get(e, "message")), cmd, pid);
+	jv_free(doc);
+	return NULL;
+}
+
 json_t *cli_fetch_dump(struct cli *cli, pid_t pid)
 {
 	char err[256];
-	json_t *reply = request(cli, json_pack("{s:s,s:i}", "cmd", "dump", "pid", (json_int_t)pid));
-	if (reply && !json_is_true(json_object_get(reply, "ok"))) {
-		/* An exited process has no stacks, but its last tree still
-		 * makes a post-mortem dump. */
-		bool exited = !strcmp(error_code(reply), "exited");
-		if (!exited)
-			report(cli, reply, "dump", pid);
-		json_decref(reply);
-		reply = exited ? cli_call(cli, "tree", pid) : NULL;
-	}
-	if (!reply)
+	bool exited;
+	/* An exited process has no stacks, but its last tree still shows
+	 * where everything was: a post-mortem dump. */
+	struct jv_doc *doc = cli_call_doc(cli, "dump", pid, &exited);
+	if (!doc && exited)
+		doc = cli_call_doc(cli, "tree", pid, NULL);
+	if (!doc)
 		return NULL;
-	json_t *dump = jdkdump_build(reply, err, sizeof err);
-	json_decref(reply);
+	json_t *dump = jdkdump_build_doc(jv_root(doc), err, sizeof err);
+	jv_free(doc);
 	if (!dump)
 		cli_errorf(cli, "%s", err);
 	return dump;

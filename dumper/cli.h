@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "../common/ctl.h"
+#include "../common/jv.h"
 
 /* Exit statuses: 0 success, 1 a target or command failed, 2 bad usage. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -63,6 +64,11 @@ int cli_connect(struct cli *cli, pid_t want_pid);
 /* Sends {"cmd":cmd,"pid":pid} (pid 0: none) and returns the success reply
  * (new) or NULL after printing a specific error for pid. */
 json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid);
+
+/* Sends {"cmd":cmd,"pid":pid} and returns the success reply read with the
+ * fast reader (new, jv_free()), or NULL after printing a specific error --
+ * except that a process that exited sets *exited (when not NULL) instead. */
+struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *exited);
 
 /* The JDK JSON dump of pid (new), from the daemon's dump reply, or from its
  * tree alone when the process has exited; NULL after printing why. */

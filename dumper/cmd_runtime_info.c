@@ -15,7 +15,7 @@ static long long num(const json_t *o, const char *k)
 
 static const char *s_or(const json_t *o, const char *k, const char *def)
 {
-	const char *s = jj_str(o, k);
+	const char *s = jt_str(o, k);
 	return s ? s : def;
 }
 
@@ -25,7 +25,7 @@ static void pool_line(FILE *out, const json_t *p)
 		     "%lld queued",
 		s_or(p, "name", "?"), num(p, "id"), num(p, "size"), num(p, "core"), num(p, "max"),
 		num(p, "largest"), num(p, "active"), num(p, "queued"));
-	if (jj_str_is(p, "queue", "bounded"))
+	if (jt_str_is(p, "queue", "bounded"))
 		fprintf(out, " of %lld", num(p, "queue_capacity"));
 	fprintf(out, "; %lld completed, %lld rejected; %s queue, %s policy, keep-alive %lld ms\n",
 		num(p, "completed"), num(p, "rejected"), s_or(p, "queue", "?"),
@@ -43,13 +43,13 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		return CLI_FAIL;
 	json_t *status = cli_call(cli, "status", 0);
 	const json_t *p = json_object_get(tree, "process");
-	const json_t *pools = jj_array(json_object_get(tree, "model"), "pools");
+	const json_t *pools = jt_array(json_object_get(tree, "model"), "pools");
 	FILE *out = cli->out;
 
 	fprintf(out, "Runtime: libscope %s\n", s_or(p, "runtime_version", "unknown"));
 	fprintf(out, "Process: %s (%s), %s", s_or(p, "name", "?"), s_or(p, "exe", "?"),
 		s_or(p, "state", "?"));
-	if (jj_str_is(p, "state", "exited")) {
+	if (jt_str_is(p, "state", "exited")) {
 		if (json_is_integer(json_object_get(p, "exit_signal")))
 			fprintf(out, " (signal %lld)", num(p, "exit_signal"));
 		else if (json_is_integer(json_object_get(p, "exit_code")))

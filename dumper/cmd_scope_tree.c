@@ -13,12 +13,12 @@ static const char *const opts[] = {NULL};
 struct tree {
 	struct cli *cli;
 	const json_t *containers; /* from jdkdump_build: pre-order, open scopes only */
-	const json_t *tasks;      /* the model's */
+	const jv *tasks;          /* the model's */
 };
 
 static const char *s_or(const json_t *o, const char *k, const char *def)
 {
-	const char *s = jj_str(o, k);
+	const char *s = jt_str(o, k);
 	return s ? s : def;
 }
 
@@ -30,56 +30,56 @@ static void scope_line(struct tree *t, const json_t *c, int depth)
 		owner = json_object_get(c, "ownerTid");
 	fprintf(out, "%*s%s  %s %s", depth * 2, "", s_or(c, "container", "?"),
 		s_or(c, "joiner", "?"), s_or(c, "state", "?"));
-	if (jj_str(c, "cancelReason"))
-		fprintf(out, " (%s)", jj_str(c, "cancelReason"));
+	if (jt_str(c, "cancelReason"))
+		fprintf(out, " (%s)", jt_str(c, "cancelReason"));
 	if (json_is_integer(owner))
 		fprintf(out, "  owner #%lld", (long long)json_integer_value(owner));
-	if (jj_str(c, "deadline"))
-		fprintf(out, "  deadline %s", jj_str(c, "deadline"));
+	if (jt_str(c, "deadline"))
+		fprintf(out, "  deadline %s", jt_str(c, "deadline"));
 	fputc('\n', out);
 }
 
-static void task_line(struct tree *t, const json_t *task, int depth)
+static void task_line(struct tree *t, const jv *task, int depth)
 {
-	const json_t *id = json_object_get(task, "id"), *w = json_object_get(task, "worker");
-	json_t *site = jj_site(json_object_get(task, "site"));
+	const jv *id = jv_get(task, "id"), *w = jv_get(task, "worker");
+	json_t *site = jj_site(jv_get(task, "site"));
+	const char *state = jj_str(task, "state");
 	fprintf(t->cli->out, "%*stask %lld %s", depth * 2, "",
-		json_is_integer(id) ? (long long)json_integer_value(id) : -1LL,
-		s_or(task, "state", "?"));
-	if (json_is_integer(w))
-		fprintf(t->cli->out, " on #%lld", (long long)json_integer_value(w));
+		jv_is_integer(id) ? (long long)jv_integer(id) : -1LL, state ? state : "?");
+	if (jv_is_integer(w))
+		fprintf(t->cli->out, " on #%lld", (long long)jv_integer(w));
 	if (json_is_string(site))
 		fprintf(t->cli->out, "  forked at %s", json_string_value(site));
 	fputc('\n', t->cli->out);
 	json_decref(site);
 }
 
-static bool int_eq(const json_t *a, const json_t *b)
+/* Whether a (from the model) and b (from the dump) are the same integer. */
+static bool int_eq(const jv *a, const json_t *b)
 {
-	return json_is_integer(a) && json_is_integer(b) &&
-	       json_integer_value(a) == json_integer_value(b);
+	return jv_is_integer(a) && json_is_integer(b) && jv_integer(a) == json_integer_value(b);
 }
 
 static void print_scope(struct tree *t, size_t ci, int depth);
 
 /* Prints the child scopes of container ci opened by task (NULL: by no
  * task of ci, or by one we do not know). */
-static void print_children(struct tree *t, size_t ci, const json_t *task, int depth)
+static void print_children(struct tree *t, size_t ci, const jv *task, int depth)
 {
 	const json_t *c = json_array_get(t->containers, ci);
-	const char *name = jj_str(c, "container");
+	const char *name = jt_str(c, "container");
 	for (size_t k = ci + 1; k < json_array_size(t->containers); k++) {
 		const json_t *child = json_array_get(t->containers, k);
-		if (!jj_str_is(child, "parent", name))
+		if (!jt_str_is(child, "parent", name))
 			continue;
 		const json_t *pt = json_object_get(child, "parentTask");
 		bool by_task = false;
-		for (size_t i = 0; !by_task && i < json_array_size(t->tasks); i++) {
-			const json_t *tk = json_array_get(t->tasks, i);
-			by_task = int_eq(json_object_get(tk, "scope"), json_object_get(c, "scopeId")) &&
-				  int_eq(json_object_get(tk, "id"), pt);
+		for (size_t i = 0; !by_task && i < jv_size(t->tasks); i++) {
+			const jv *tk = jv_at(t->tasks, i);
+			by_task = int_eq(jv_get(tk, "scope"), json_object_get(c, "scopeId")) &&
+				  int_eq(jv_get(tk, "id"), pt);
 		}
-		if (task ? int_eq(pt, json_object_get(task, "id")) : !by_task)
+		if (task ? int_eq(jv_get(task, "id"), pt) : !by_task)
 			print_scope(t, k, depth);
 	}
 }
@@ -92,9 +92,9 @@ static void print_scope(struct tree *t, size_t ci, int depth)
 		return;
 	}
 	scope_line(t, c, depth);
-	for (size_t i = 0; i < json_array_size(t->tasks); i++) {
-		const json_t *task = json_array_get(t->tasks, i);
-		if (!int_eq(json_object_get(task, "scope"), json_object_get(c, "scopeId")))
+	for (size_t i = 0; i < jv_size(t->tasks); i++) {
+		const jv *task = jv_at(t->tasks, i);
+		if (!int_eq(jv_get(task, "scope"), json_object_get(c, "scopeId")))
 			continue;
 		task_line(t, task, depth + 1);
 		print_children(t, ci, task, depth + 2);
@@ -109,25 +109,25 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		cli_errorf(cli, "Scope.tree takes no arguments ('%s' given)", argv[0]);
 		return CLI_USAGE;
 	}
-	json_t *reply = cli_call(cli, "tree", pid);
+	struct jv_doc *reply = cli_call_doc(cli, "tree", pid, NULL);
 	if (!reply)
 		return CLI_FAIL;
 	char err[256];
-	json_t *dump = jdkdump_build(reply, err, sizeof err);
+	json_t *dump = jdkdump_build_doc(jv_root(reply), err, sizeof err);
 	if (!dump) {
 		cli_errorf(cli, "%s", err);
-		json_decref(reply);
+		jv_free(reply);
 		return CLI_FAIL;
 	}
 	struct tree t = {
 		.cli = cli,
 		.containers = json_object_get(json_object_get(dump, "threadDump"), "threadContainers"),
-		.tasks = jj_array(json_object_get(reply, "model"), "tasks"),
+		.tasks = jj_array(jv_get(jv_root(reply), "model"), "tasks"),
 	};
 	size_t shown = 0;
 	for (size_t k = 0; k < json_array_size(t.containers); k++) {
 		const json_t *c = json_array_get(t.containers, k);
-		if (jj_str_is(c, "kind", "scope") && jj_str_is(c, "parent", "<root>")) {
+		if (jt_str_is(c, "kind", "scope") && jt_str_is(c, "parent", "<root>")) {
 			print_scope(&t, k, 0);
 			shown++;
 		}
@@ -135,7 +135,7 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	if (!shown)
 		fprintf(cli->out, "(no open scopes)\n");
 	json_decref(dump);
-	json_decref(reply);
+	jv_free(reply);
 	return CLI_OK;
 }
 

@@ -21,7 +21,7 @@ struct ref {
 };
 
 struct scope_info {
-	const json_t *j;
+	const jv *j;
 	json_int_t id;
 	bool included;      /* not closed: becomes a container */
 	long parent;        /* effective parent in si[], or -1 for <root> */
@@ -38,8 +38,8 @@ struct placed {
 };
 
 struct builder {
-	const json_t *reply, *process, *model;
-	const json_t *threads, *pools, *scopes, *tasks, *stacks;
+	const jv *reply, *process, *model;
+	const jv *threads, *pools, *scopes, *tasks, *stacks;
 	char now_iso[40];
 	bool complete;
 
@@ -73,18 +73,18 @@ static int ref_key_cmp(const void *a, const void *b)
 
 /* Indexes arr's objects by their integer member key; of duplicate ids the
  * first occurrence wins, so one id names one object. */
-static struct ref *index_by(const json_t *arr, const char *key, size_t *n)
+static struct ref *index_by(const jv *arr, const char *key, size_t *n)
 {
-	size_t len = json_array_size(arr), k = 0, out = 0;
+	size_t len = jv_size(arr), k = 0, out = 0;
 	struct ref *r = calloc(len ? len : 1, sizeof *r);
 
 	*n = 0;
 	if (!r)
 		return NULL;
 	for (size_t i = 0; i < len; i++) {
-		const json_t *id = json_object_get(json_array_get(arr, i), key);
-		if (json_is_integer(id))
-			r[k++] = (struct ref){json_integer_value(id), i, -(long)i};
+		const jv *id = jv_get(jv_at(arr, i), key);
+		if (jv_is_integer(id))
+			r[k++] = (struct ref){jv_integer(id), i, -(long)i};
 	}
 	qsort(r, k, sizeof *r, ref_cmp);
 	for (size_t i = 0; i < k; i++)
@@ -104,9 +104,9 @@ static long find(const struct ref *r, size_t n, json_int_t id)
 	return hit ? (long)hit->at : -1;
 }
 
-static long lookup(const struct ref *r, size_t n, const json_t *id)
+static long lookup(const struct ref *r, size_t n, const jv *id)
 {
-	return json_is_integer(id) ? find(r, n, json_integer_value(id)) : -1;
+	return jv_is_integer(id) ? find(r, n, jv_integer(id)) : -1;
 }
 
 char *jdkdump_iso_time(double ms, char *buf, size_t len)
@@ -124,12 +124,12 @@ char *jdkdump_iso_time(double ms, char *buf, size_t len)
 	return buf;
 }
 
-static json_t *iso_or_null(const json_t *ms)
+static json_t *iso_or_null(const jv *ms)
 {
 	char buf[40];
-	if (!json_is_number(ms))
+	if (!jv_is_number(ms))
 		return json_null();
-	return json_string(jdkdump_iso_time(json_number_value(ms), buf, sizeof buf));
+	return json_string(jdkdump_iso_time(jv_number(ms), buf, sizeof buf));
 }
 
 /* A container name no other container has: a suffix ~2, ~3... only when a
@@ -171,19 +171,19 @@ static const char *cname(struct builder *b, long container)
 
 static int add_pools(struct builder *b)
 {
-	size_t n = json_array_size(b->pools);
+	size_t n = jv_size(b->pools);
 	b->pool_container = malloc((n ? n : 1) * sizeof *b->pool_container);
 	if (!b->pool_container)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		const json_t *p = json_array_get(b->pools, i);
+		const jv *p = jv_at(b->pools, i);
 		b->pool_container[i] = -1;
-		if (lookup(b->pool_ref, b->npool_ref, json_object_get(p, "id")) != (long)i)
+		if (lookup(b->pool_ref, b->npool_ref, jv_get(p, "id")) != (long)i)
 			continue; /* no id, or a duplicate */
 		char pname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
 		jj_strcpy(pname, sizeof pname, jj_str(p, "name"), "pool");
 		snprintf(name, sizeof name, "pool:%s@%lld", pname,
-			 (long long)json_integer_value(json_object_get(p, "id")));
+			 (long long)jv_integer(jv_get(p, "id")));
 		json_t *c = container_new(b, name, ROOT_NAME, "pool");
 		if (c)
 			json_object_set_new(c, "pool", jj_pool_stats(p));
@@ -196,7 +196,7 @@ static int add_pools(struct builder *b)
 
 static json_t *scope_container(struct builder *b, size_t i)
 {
-	const json_t *s = b->si[i].j;
+	const jv *s = b->si[i].j;
 	char sname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
 	jj_strcpy(sname, sizeof sname, jj_str(s, "name"), "scope");
 	snprintf(name, sizeof name, "%s@%lld", sname, (long long)b->si[i].id);
@@ -209,12 +209,12 @@ static json_t *scope_container(struct builder *b, size_t i)
 	json_object_set_new(c, "name", jj_string_new(sname));
 	json_object_set_new(c, "joiner", jj_enum_or_null(s, "joiner", jj_joiners));
 	json_object_set_new(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
-	json_object_set_new(c, "deadline", iso_or_null(json_object_get(s, "deadline_ms")));
-	json_object_set_new(c, "openedAt", iso_or_null(json_object_get(s, "opened_ms")));
-	json_object_set_new(c, "openSite", jj_site(json_object_get(s, "site")));
+	json_object_set_new(c, "deadline", iso_or_null(jv_get(s, "deadline_ms")));
+	json_object_set_new(c, "openedAt", iso_or_null(jv_get(s, "opened_ms")));
+	json_object_set_new(c, "openSite", jj_site(jv_get(s, "site")));
 	json_object_set_new(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
 	json_object_set_new(c, "parentTask", jj_int_or_null(s, "parent_task"));
-	json_object_set_new(c, "values", jj_values(json_object_get(s, "values")));
+	json_object_set_new(c, "values", jj_values(jv_get(s, "values")));
 	return c;
 }
 
@@ -222,13 +222,13 @@ static json_t *scope_container(struct builder *b, size_t i)
  * there is none, it is unknown, or the chain loops. */
 static long effective_parent(struct builder *b, size_t i)
 {
-	long p = lookup(b->scope_ref, b->nscope_ref, json_object_get(b->si[i].j, "parent"));
+	long p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[i].j, "parent"));
 	for (size_t steps = 0; p >= 0 && steps <= b->nsi; steps++) {
 		if ((size_t)p == i)
 			return -1;
 		if (b->si[p].included)
 			return p;
-		p = lookup(b->scope_ref, b->nscope_ref, json_object_get(b->si[p].j, "parent"));
+		p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[p].j, "parent"));
 	}
 	return -1;
 }
@@ -269,9 +269,9 @@ static int add_scopes(struct builder *b)
 	}
 	for (size_t r = 0; r < n; r++) {
 		struct scope_info *x = &b->si[r];
-		x->j = json_array_get(b->scopes, b->scope_ref[r].at);
+		x->j = jv_at(b->scopes, b->scope_ref[r].at);
 		x->id = b->scope_ref[r].id;
-		x->included = json_is_object(x->j) && !jj_str_is(x->j, "state", "closed");
+		x->included = jv_is_object(x->j) && !jj_str_is(x->j, "state", "closed");
 		x->container = x->first_child = x->next_sibling = -1;
 		b->scope_ref[r].at = r; /* from here ids map to si[] */
 	}
@@ -305,24 +305,24 @@ static int add_scopes(struct builder *b)
  * first), for placing threads without quadratic scans. */
 static int index_people(struct builder *b)
 {
-	size_t nt = json_array_size(b->tasks);
+	size_t nt = jv_size(b->tasks);
 	b->worker_ref = calloc(nt ? nt : 1, sizeof *b->worker_ref);
 	b->owner_ref = calloc(b->nsi ? b->nsi : 1, sizeof *b->owner_ref);
 	if (!b->worker_ref || !b->owner_ref)
 		return -1;
 	for (size_t i = 0; i < nt; i++) {
-		const json_t *t = json_array_get(b->tasks, i);
-		const json_t *w = json_object_get(t, "worker");
-		if (jj_str_is(t, "state", "running") && json_is_integer(w))
+		const jv *t = jv_at(b->tasks, i);
+		const jv *w = jv_get(t, "worker");
+		if (jj_str_is(t, "state", "running") && jv_is_integer(w))
 			b->worker_ref[b->nworker_ref++] =
-				(struct ref){json_integer_value(w), i, -(long)i};
+				(struct ref){jv_integer(w), i, -(long)i};
 	}
 	qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
 	for (size_t i = 0; i < b->nsi; i++) {
-		const json_t *o = json_object_get(b->si[i].j, "owner");
-		if (b->si[i].container >= 0 && json_is_integer(o))
+		const jv *o = jv_get(b->si[i].j, "owner");
+		if (b->si[i].container >= 0 && jv_is_integer(o))
 			b->owner_ref[b->nowner_ref++] =
-				(struct ref){json_integer_value(o), i, b->si[i].depth};
+				(struct ref){jv_integer(o), i, b->si[i].depth};
 	}
 	qsort(b->owner_ref, b->nowner_ref, sizeof *b->owner_ref, ref_cmp);
 	return 0;
@@ -334,7 +334,7 @@ static json_t *values_in(struct builder *b, long i)
 {
 	json_t *v = json_object();
 	for (size_t steps = 0; i >= 0 && steps <= b->nsi; steps++, i = b->si[i].parent) {
-		json_t *own = jj_values(json_object_get(b->si[i].j, "values"));
+		json_t *own = jj_values(jv_get(b->si[i].j, "values"));
 		const char *k;
 		json_t *val;
 		json_object_foreach(own, k, val)
@@ -347,12 +347,12 @@ static json_t *values_in(struct builder *b, long i)
 
 /* The task a thread runs: its `task` member, else a running task that names
  * it as worker. */
-static const json_t *task_of(struct builder *b, const json_t *t, json_int_t tid)
+static const jv *task_of(struct builder *b, const jv *t, json_int_t tid)
 {
-	long k = lookup(b->task_ref, b->ntask_ref, json_object_get(t, "task"));
+	long k = lookup(b->task_ref, b->ntask_ref, jv_get(t, "task"));
 	if (k < 0)
 		k = find(b->worker_ref, b->nworker_ref, tid);
-	return k >= 0 ? json_array_get(b->tasks, (size_t)k) : NULL;
+	return k >= 0 ? jv_at(b->tasks, (size_t)k) : NULL;
 }
 
 static int place(struct builder *b, size_t container, json_int_t tid, json_t *thread)
@@ -386,12 +386,12 @@ static bool tid_seen(struct builder *b, json_int_t tid)
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
-static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
+static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
-	const json_t *st = k >= 0 ? json_array_get(b->stacks, (size_t)k) : NULL;
-	const json_t *task = t ? task_of(b, t, tid) : NULL;
-	long ts = task ? lookup(b->scope_ref, b->nscope_ref, json_object_get(task, "scope")) : -1;
+	const jv *st = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
+	const jv *task = t ? task_of(b, t, tid) : NULL;
+	long ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
 	size_t container = 0;
 	long ctx = -1;
 
@@ -399,7 +399,7 @@ static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
 		container = (size_t)b->si[ts].container;
 		ctx = ts;
 	} else {
-		long p = lookup(b->pool_ref, b->npool_ref, json_object_get(t, "pool"));
+		long p = lookup(b->pool_ref, b->npool_ref, jv_get(t, "pool"));
 		if (p >= 0 && b->pool_container[p] >= 0)
 			container = (size_t)b->pool_container[p];
 	}
@@ -421,7 +421,7 @@ static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
 	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
 	json_object_set_new(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	json_object_set_new(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
-	if (json_is_true(json_object_get(st, "approximate")))
+	if (jv_is_true(jv_get(st, "approximate")))
 		json_object_set_new(th, "approximate", json_true());
 	if (!st)
 		json_object_set_new(th, "stackError", json_string("no stack captured"));
@@ -433,24 +433,24 @@ static int add_thread(struct builder *b, const json_t *t, json_int_t tid)
 static int add_threads(struct builder *b)
 {
 	bool post_mortem = jj_str_is(b->process, "state", "exited");
-	size_t n = json_array_size(b->threads);
+	size_t n = jv_size(b->threads);
 
 	for (size_t i = 0; i < n; i++) {
-		const json_t *t = json_array_get(b->threads, i);
-		const json_t *tid = json_object_get(t, "tid");
+		const jv *t = jv_at(b->threads, i);
+		const jv *tid = jv_get(t, "tid");
 		/* Exited threads linger for the retention time; a live dump
 		 * shows the living, a post-mortem one the last known. */
-		if (!json_is_integer(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
+		if (!jv_is_integer(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
 			continue;
-		if (!tid_seen(b, json_integer_value(tid)) &&
-		    add_thread(b, t, json_integer_value(tid)) < 0)
+		if (!tid_seen(b, jv_integer(tid)) &&
+		    add_thread(b, t, jv_integer(tid)) < 0)
 			return -1;
 	}
-	n = json_array_size(b->stacks);
+	n = jv_size(b->stacks);
 	for (size_t i = 0; i < n; i++) {
-		const json_t *tid = json_object_get(json_array_get(b->stacks, i), "tid");
-		if (json_is_integer(tid) && !tid_seen(b, json_integer_value(tid)) &&
-		    add_thread(b, NULL, json_integer_value(tid)) < 0)
+		const jv *tid = jv_get(jv_at(b->stacks, i), "tid");
+		if (jv_is_integer(tid) && !tid_seen(b, jv_integer(tid)) &&
+		    add_thread(b, NULL, jv_integer(tid)) < 0)
 			return -1;
 	}
 	return 0;
@@ -479,23 +479,23 @@ static void fill_containers(struct builder *b)
 		json_object_set_new(b->containers[c], "threadCount", json_integer((json_int_t)n));
 	}
 	for (size_t i = 0; i < b->nsi; i++) {
-		const json_t *o = json_object_get(b->si[i].j, "owner");
-		if (b->si[i].container < 0 || !json_is_integer(o))
+		const jv *o = jv_get(b->si[i].j, "owner");
+		if (b->si[i].container < 0 || !jv_is_integer(o))
 			continue;
 		json_t *c = b->containers[b->si[i].container];
 		char key[32];
-		snprintf(key, sizeof key, "%lld", (long long)json_integer_value(o));
+		snprintf(key, sizeof key, "%lld", (long long)jv_integer(o));
 		/* An owner missing from the dump cannot be referenced: its tid
 		 * goes beside the JDK member, which stays null. */
 		json_object_set_new(c, json_object_get(b->tids, key) ? "owner" : "ownerTid",
-				    json_integer(json_integer_value(o)));
+				    json_integer(jv_integer(o)));
 	}
 }
 
 static json_t *assemble(struct builder *b)
 {
-	const json_t *pid = json_object_get(b->process, "pid");
-	const json_t *lost = json_object_get(b->process, "lost");
+	const jv *pid = jv_get(b->process, "pid");
+	const jv *lost = jv_get(b->process, "lost");
 	char rv[JDKDUMP_MAX_STR + 1], ver[JDKDUMP_MAX_STR + 16];
 	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "unknown");
 	snprintf(ver, sizeof ver, "libscope %s", rv);
@@ -513,7 +513,7 @@ static json_t *assemble(struct builder *b)
 	}
 	json_object_set_new(td, "formatVersion", json_integer(2));
 	json_object_set_new(td, "processId",
-			    json_integer(json_integer_value(pid) > 0 ? json_integer_value(pid) : 0));
+			    json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
 	json_object_set_new(td, "time", json_string(b->now_iso));
 	json_object_set_new(td, "runtimeVersion", jj_string_new(ver));
 	json_object_set_new(td, "threadContainers", arr);
@@ -521,8 +521,8 @@ static json_t *assemble(struct builder *b)
 	json_object_set_new(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
 	json_object_set_new(td, "complete", json_boolean(b->complete));
 	json_object_set_new(td, "eventsLost",
-			    json_integer(json_is_integer(lost) && json_integer_value(lost) > 0
-						 ? json_integer_value(lost)
+			    json_integer(jv_is_integer(lost) && jv_integer(lost) > 0
+						 ? jv_integer(lost)
 						 : 0));
 	json_object_set_new(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	json_object_set_new(td, "captureNs", jj_int_or_null(b->reply, "capture_ns"));
@@ -550,31 +550,31 @@ static void builder_free(struct builder *b)
 	json_decref(b->tids);
 }
 
-json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
+json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 {
-	if (!json_is_object(reply)) {
+	if (!jv_is_object(reply)) {
 		snprintf(err, errlen, "the daemon's dump reply is not a JSON object");
 		return NULL;
 	}
 	struct builder b = {.reply = reply};
-	b.process = json_object_get(reply, "process");
-	b.model = json_object_get(reply, "model");
+	b.process = jv_get(reply, "process");
+	b.model = jv_get(reply, "model");
 	b.threads = jj_array(b.model, "threads");
 	b.pools = jj_array(b.model, "pools");
 	b.scopes = jj_array(b.model, "scopes");
 	b.tasks = jj_array(b.model, "tasks");
 	b.stacks = jj_array(reply, "stacks");
 
-	const json_t *now = json_object_get(b.model, "now_ms");
+	const jv *now = jv_get(b.model, "now_ms");
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	jdkdump_iso_time(json_is_number(now) ? json_number_value(now)
+	jdkdump_iso_time(jv_is_number(now) ? jv_number(now)
 					     : (double)ts.tv_sec * 1000 + ts.tv_nsec / 1e6,
 			 b.now_iso, sizeof b.now_iso);
 	/* Incomplete when the daemon says so or when whole parts are missing;
 	 * a cut cycle clears it too. */
-	b.complete = json_is_object(b.process) && json_is_object(b.model) &&
-		     !json_is_false(json_object_get(b.process, "complete"));
+	b.complete = jv_is_object(b.process) && jv_is_object(b.model) &&
+		     !jv_is_false(jv_get(b.process, "complete"));
 
 	b.names = json_object();
 	b.tids = json_object();
@@ -594,5 +594,25 @@ json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
 	if (!out)
 		snprintf(err, errlen, "out of memory building the thread dump");
 	builder_free(&b);
+	return out;
+}
+
+json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
+{
+	if (!json_is_object(reply)) {
+		snprintf(err, errlen, "the daemon's dump reply is not a JSON object");
+		return NULL;
+	}
+	/* One reader for both paths: the text form of the reply goes through
+	 * the same parser scopecmd uses on the wire. */
+	char *text = json_dumps(reply, JSON_COMPACT);
+	struct jv_doc *doc = NULL;
+	json_t *out = NULL;
+	if (text && jv_parse(text, strlen(text), &doc, err, errlen) == 0)
+		out = jdkdump_build_doc(jv_root(doc), err, errlen);
+	else if (!text)
+		snprintf(err, errlen, "out of memory building the thread dump");
+	free(text);
+	jv_free(doc);
 	return out;
 }

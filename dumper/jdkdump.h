@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../common/jv.h"
+
 /* Caps on what one dump reply may make us build; past them the dump is
  * marked incomplete rather than refused. */
 #define JDKDUMP_MAX_FRAMES 512 /* frames kept per thread */
@@ -20,6 +22,10 @@
  * (json_decref()), or NULL with a sentence in err when reply is not an
  * object or memory ran out. */
 json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen);
+
+/* The same from a reply read with common/jv.h (what ctl_request_doc()
+ * gives), without jansson's parse: the fast path for large dumps. */
+json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen);
 
 /* Formats ms since the Unix epoch as ISO-8601 UTC with milliseconds
  * ("2026-11-29T19:35:06.123Z") into buf.  Out-of-range input gives

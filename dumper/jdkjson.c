@@ -26,21 +26,38 @@ static const char *const jj_policies[] = {"abort",          "caller_runs", "disc
 static const char *const jdk_states[] = {"NEW",     "RUNNABLE",      "BLOCKED",
 					 "WAITING", "TIMED_WAITING", "TERMINATED"};
 
-const char *jj_str(const json_t *obj, const char *key)
+const char *jj_str(const jv *obj, const char *key)
 {
-	return json_string_value(json_object_get(obj, key));
+	return jv_string(jv_get(obj, key));
 }
 
-bool jj_str_is(const json_t *obj, const char *key, const char *want)
+bool jj_str_is(const jv *obj, const char *key, const char *want)
 {
 	const char *s = jj_str(obj, key);
 	return s && strcmp(s, want) == 0;
 }
 
-const json_t *jj_array(const json_t *obj, const char *key)
+const char *jt_str(const json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+bool jt_str_is(const json_t *obj, const char *key, const char *want)
+{
+	const char *s = jt_str(obj, key);
+	return s && strcmp(s, want) == 0;
+}
+
+const json_t *jt_array(const json_t *obj, const char *key)
 {
 	const json_t *a = json_object_get(obj, key);
 	return json_is_array(a) ? a : NULL;
+}
+
+const jv *jj_array(const jv *obj, const char *key)
+{
+	const jv *a = jv_get(obj, key);
+	return jv_is_array(a) ? a : NULL;
 }
 
 void jj_strcpy(char *dst, size_t len, const char *src, const char *def)
@@ -68,13 +85,13 @@ json_t *jj_string_new(const char *s)
 	return j ? j : json_string("");
 }
 
-json_t *jj_str_or_null(const json_t *obj, const char *key)
+json_t *jj_str_or_null(const jv *obj, const char *key)
 {
 	const char *s = jj_str(obj, key);
 	return s ? jj_string_new(s) : json_null();
 }
 
-json_t *jj_enum_or_null(const json_t *obj, const char *key, const char *const *allowed)
+json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allowed)
 {
 	const char *s = jj_str(obj, key);
 	for (size_t i = 0; s && allowed[i]; i++)
@@ -83,10 +100,10 @@ json_t *jj_enum_or_null(const json_t *obj, const char *key, const char *const *a
 	return json_null();
 }
 
-json_t *jj_int_or_null(const json_t *obj, const char *key)
+json_t *jj_int_or_null(const jv *obj, const char *key)
 {
-	const json_t *v = json_object_get(obj, key);
-	return json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null();
+	const jv *v = jv_get(obj, key);
+	return jv_is_integer(v) ? json_integer(jv_integer(v)) : json_null();
 }
 
 static const char *base_name(const char *path)
@@ -95,17 +112,17 @@ static const char *base_name(const char *path)
 	return slash && slash[1] ? slash + 1 : path;
 }
 
-json_t *jj_site(const json_t *site)
+json_t *jj_site(const jv *site)
 {
 	const char *file = jj_str(site, "file"), *func = jj_str(site, "func");
-	const json_t *line = json_object_get(site, "line");
+	const jv *line = jv_get(site, "line");
 	char buf[2 * JDKDUMP_MAX_STR + 64];
 
 	if (!file && !func)
 		return json_null();
-	if (file && json_is_integer(line))
+	if (file && jv_is_integer(line))
 		snprintf(buf, sizeof buf, "%.1024s (%.1024s:%lld)", func ? func : "??",
-			 base_name(file), (long long)json_integer_value(line));
+			 base_name(file), (long long)jv_integer(line));
 	else if (file)
 		snprintf(buf, sizeof buf, "%.1024s (%.1024s)", func ? func : "??", base_name(file));
 	else
@@ -113,26 +130,26 @@ json_t *jj_site(const json_t *site)
 	return jj_string_new(buf);
 }
 
-json_t *jj_values(const json_t *values)
+json_t *jj_values(const jv *values)
 {
 	json_t *out = json_object();
-	const char *k;
-	json_t *v;
-	size_t n = 0;
+	size_t kept = 0;
 
-	if (!json_is_object(values))
+	if (!jv_is_object(values))
 		return out;
-	json_object_foreach((json_t *)values, k, v) {
-		if (!json_is_string(v) || strlen(k) > JDKDUMP_MAX_STR)
+	for (size_t i = 0; i < jv_size(values) && kept < JJ_MAX_VALUES; i++) {
+		const jv *v = jv_at(values, i);
+		if (!jv_is_string(v) || strlen(v->key) > JDKDUMP_MAX_STR)
 			continue;
-		if (n++ >= JJ_MAX_VALUES)
-			break;
-		json_object_set_new(out, k, jj_string_new(json_string_value(v)));
+		/* A key that repeats keeps its last value, as jansson does. */
+		if (!json_object_get(out, v->key))
+			kept++;
+		json_object_set_new(out, v->key, jj_string_new(jv_string(v)));
 	}
 	return out;
 }
 
-const char *jj_thread_state(const json_t *stack)
+const char *jj_thread_state(const jv *stack)
 {
 	const char *s = jj_str(stack, "state");
 	for (size_t i = 0; s && i < sizeof jdk_states / sizeof *jdk_states; i++)
@@ -141,19 +158,19 @@ const char *jj_thread_state(const json_t *stack)
 	return "UNKNOWN";
 }
 
-static json_t *frame_string(const json_t *f)
+static json_t *frame_string(const jv *f)
 {
 	const char *func = jj_str(f, "func"), *file = jj_str(f, "file");
 	const char *module = jj_str(f, "module"), *off = jj_str(f, "offset");
 	const char *addr = jj_str(f, "addr");
-	const json_t *line = json_object_get(f, "line");
+	const jv *line = jv_get(f, "line");
 	char buf[2 * JDKDUMP_MAX_STR + 64];
 
 	if (!addr)
 		addr = "0x0";
-	if (func && file && json_is_integer(line))
+	if (func && file && jv_is_integer(line))
 		snprintf(buf, sizeof buf, "%.1024s (%.1024s:%lld)", func, base_name(file),
-			 (long long)json_integer_value(line));
+			 (long long)jv_integer(line));
 	else if (func && module && off)
 		snprintf(buf, sizeof buf, "%.1024s (%.900s+%.64s)", func, base_name(module), off);
 	else if (func)
@@ -165,45 +182,44 @@ static json_t *frame_string(const json_t *f)
 	return jj_string_new(buf);
 }
 
-json_t *jj_stack(const json_t *stack, size_t max)
+json_t *jj_stack(const jv *stack, size_t max)
 {
 	json_t *out = json_array();
-	const json_t *frames = jj_array(stack, "frames");
-	size_t n = json_array_size(frames);
+	const jv *frames = jj_array(stack, "frames");
+	size_t n = jv_size(frames);
 
 	for (size_t i = 0; i < n && i < max; i++) {
-		const json_t *f = json_array_get(frames, i);
-		if (json_is_object(f))
+		const jv *f = jv_at(frames, i);
+		if (jv_is_object(f))
 			json_array_append_new(out, frame_string(f));
-		else if (json_is_string(f))
-			json_array_append_new(out, jj_string_new(json_string_value(f)));
+		else if (jv_is_string(f))
+			json_array_append_new(out, jj_string_new(jv_string(f)));
 	}
 	return out;
 }
 
-json_t *jj_task(const json_t *task)
+json_t *jj_task(const jv *task)
 {
 	json_t *t = json_object();
-	const json_t *forked = json_object_get(task, "forked_ms");
+	const jv *forked = jv_get(task, "forked_ms");
 	char iso[40];
 
 	json_object_set_new(t, "id", jj_int_or_null(task, "id"));
 	json_object_set_new(t, "state", jj_enum_or_null(task, "state", jj_task_states));
-	json_object_set_new(t, "forkSite", jj_site(json_object_get(task, "site")));
+	json_object_set_new(t, "forkSite", jj_site(jv_get(task, "site")));
 	json_object_set_new(t, "forkedAt",
-			    json_is_number(forked)
-				    ? json_string(jdkdump_iso_time(json_number_value(forked), iso,
-								   sizeof iso))
+			    jv_is_number(forked)
+				    ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
 				    : json_null());
-	const json_t *err = json_object_get(task, "error");
-	if (json_is_integer(err))
-		json_object_set_new(t, "error", json_integer(json_integer_value(err)));
-	else if (json_is_string(err))
-		json_object_set_new(t, "error", jj_string_new(json_string_value(err)));
+	const jv *err = jv_get(task, "error");
+	if (jv_is_integer(err))
+		json_object_set_new(t, "error", json_integer(jv_integer(err)));
+	else if (jv_is_string(err))
+		json_object_set_new(t, "error", jj_string_new(jv_string(err)));
 	return t;
 }
 
-json_t *jj_pool_stats(const json_t *pool)
+json_t *jj_pool_stats(const jv *pool)
 {
 	static const char *const ints[] = {"id",     "core",    "max",       "size",    "active",
 					   "largest", "queued", "completed", "rejected"};

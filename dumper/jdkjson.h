@@ -1,5 +1,6 @@
-/* jdkjson.h - defensive readers of the daemon's JSON and the small
- * formatters (sites, frames, task, pool) that the dump builder shares. */
+/* jdkjson.h - defensive readers of the daemon's JSON (read with common/jv.h)
+ * and the formatters (sites, frames, task, pool) that the dump builder shares;
+ * they return jansson values for the dump being built. */
 #ifndef DUMPER_JDKJSON_H
 #define DUMPER_JDKJSON_H
 
@@ -7,13 +8,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Member key of obj when it is a string, else NULL.  obj may be anything. */
-const char *jj_str(const json_t *obj, const char *key);
-bool jj_str_is(const json_t *obj, const char *key, const char *want);
+#include "../common/jv.h"
 
-/* Member key of obj when it is an array, else NULL (json_array_size(NULL)
- * is 0, so callers can iterate without checking). */
-const json_t *jj_array(const json_t *obj, const char *key);
+/* Member key of obj when it is a string, else NULL.  obj may be anything. */
+const char *jj_str(const jv *obj, const char *key);
+bool jj_str_is(const jv *obj, const char *key, const char *want);
+
+/* The same readers for jansson values (the dump being printed, small
+ * replies such as list and tree). */
+const char *jt_str(const json_t *obj, const char *key);
+bool jt_str_is(const json_t *obj, const char *key, const char *want);
+const json_t *jt_array(const json_t *obj, const char *key);
+
+/* Member key of obj when it is an array, else NULL (jv_size(NULL) is 0,
+ * so callers can iterate without checking). */
+const jv *jj_array(const jv *obj, const char *key);
 
 /* Copies src (or def when src is NULL) into dst, cut at a UTF-8 character
  * boundary to fit. */
@@ -23,36 +32,36 @@ void jj_strcpy(char *dst, size_t len, const char *src, const char *def);
 json_t *jj_string_new(const char *s);
 
 /* New JSON string of member key (cut), or null when it is not a string. */
-json_t *jj_str_or_null(const json_t *obj, const char *key);
+json_t *jj_str_or_null(const jv *obj, const char *key);
 
 /* Member key when it is one of the strings of the NULL-terminated list
  * allowed, else null: the dump's enums stay within what its schema says. */
-json_t *jj_enum_or_null(const json_t *obj, const char *key, const char *const *allowed);
+json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allowed);
 
 extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cancel_reasons[],
 	*const jj_task_states[], *const jj_roles[], *const jj_sources[], *const jj_proc_states[];
 
 /* New JSON integer of member key, or null when it is not an integer. */
-json_t *jj_int_or_null(const json_t *obj, const char *key);
+json_t *jj_int_or_null(const jv *obj, const char *key);
 
 /* "func (file:line)" for a site {file,line,func}, or null. */
-json_t *jj_site(const json_t *site);
+json_t *jj_site(const jv *site);
 
 /* A new object holding the string-valued members of values (capped). */
-json_t *jj_values(const json_t *values);
+json_t *jj_values(const jv *values);
 
 /* The JDK state of a thread stack entry ("WAITING"...), "UNKNOWN" without
  * one.  Static string. */
-const char *jj_thread_state(const json_t *stack);
+const char *jj_thread_state(const jv *stack);
 
 /* The frames of a stack entry as JDK frame strings, top first, at most max:
  * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr". */
-json_t *jj_stack(const json_t *stack, size_t max);
+json_t *jj_stack(const jv *stack, size_t max);
 
 /* {"id","state","forkSite","forkedAt"} of a model task. */
-json_t *jj_task(const json_t *task);
+json_t *jj_task(const jv *task);
 
 /* The statistics block of a model pool. */
-json_t *jj_pool_stats(const json_t *pool);
+json_t *jj_pool_stats(const jv *pool);
 
 #endif

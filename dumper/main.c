@@ -200,8 +200,8 @@ static int list_processes(struct cli *cli)
 		if (!json_is_integer(pid))
 			continue;
 		fprintf(cli->out, "%lld %s%s\n", (long long)json_integer_value(pid),
-			jj_str(p, "name") ? jj_str(p, "name") : "?",
-			jj_str_is(p, "state", "exited") ? " (exited)" : "");
+			jt_str(p, "name") ? jt_str(p, "name") : "?",
+			jt_str_is(p, "state", "exited") ? " (exited)" : "");
 	}
 	json_decref(r);
 	return CLI_OK;
@@ -244,8 +244,8 @@ static int resolve(struct cli *cli, const char *target, pid_t **pids, size_t *n)
 	for (size_t i = 0; *pids && i < json_array_size(ps); i++) {
 		const json_t *p = json_array_get(ps, i);
 		const json_t *pid = json_object_get(p, "pid");
-		const char *name = jj_str(p, "name"), *exe = jj_str(p, "exe");
-		if (!json_is_integer(pid) || jj_str_is(p, "state", "exited"))
+		const char *name = jt_str(p, "name"), *exe = jt_str(p, "exe");
+		if (!json_is_integer(pid) || jt_str_is(p, "state", "exited"))
 			continue;
 		if (all || (name && strstr(name, target)) || (exe && strstr(exe, target)))
 			(*pids)[(*n)++] = (pid_t)json_integer_value(pid);

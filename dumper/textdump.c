@@ -13,7 +13,7 @@
 
 static const char *str_or(const json_t *obj, const char *key, const char *def)
 {
-	const char *s = jj_str(obj, key);
+	const char *s = jt_str(obj, key);
 	return s ? s : def;
 }
 
@@ -22,12 +22,12 @@ static void header(FILE *out, const json_t *td)
 	const json_t *pid = json_object_get(td, "processId");
 	const json_t *lost = json_object_get(td, "eventsLost");
 	fprintf(out, "Thread dump of process %lld", json_is_integer(pid) ? (long long)json_integer_value(pid) : 0LL);
-	if (jj_str(td, "processName"))
-		fprintf(out, " (%s)", jj_str(td, "processName"));
+	if (jt_str(td, "processName"))
+		fprintf(out, " (%s)", jt_str(td, "processName"));
 	fprintf(out, " at %s\n", str_or(td, "time", "?"));
 	fprintf(out, "%s, stacks from %s", str_or(td, "runtimeVersion", "libscope ?"),
 		str_or(td, "stackSource", "nowhere"));
-	if (jj_str_is(td, "processState", "exited"))
+	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, ", process exited (post-mortem)");
 	if (json_is_false(json_object_get(td, "complete")))
 		fprintf(out, ", INCOMPLETE");
@@ -51,13 +51,13 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 {
 	const json_t *owner = json_object_get(c, "owner");
 	fprintf(out, "%*s%s", ind, "", str_or(c, "container", "?"));
-	if (jj_str_is(c, "kind", "scope")) {
+	if (jt_str_is(c, "kind", "scope")) {
 		fprintf(out, "  %s, %s", str_or(c, "joiner", "?"), str_or(c, "state", "?"));
 		fprintf(out, ", deadline %s", str_or(c, "deadline", "none"));
 		if (json_is_integer(owner))
 			fprintf(out, ", owner #%lld", (long long)json_integer_value(owner));
-		if (jj_str(c, "cancelReason"))
-			fprintf(out, ", cancelled (%s)", jj_str(c, "cancelReason"));
+		if (jt_str(c, "cancelReason"))
+			fprintf(out, ", cancelled (%s)", jt_str(c, "cancelReason"));
 		if (flags & TEXTDUMP_EXTENDED) {
 			fprintf(out, ", opened at %s by %s", str_or(c, "openedAt", "?"),
 				str_or(c, "openSite", "?"));
@@ -66,7 +66,7 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 				print_values(out, json_object_get(c, "values"));
 			}
 		}
-	} else if (jj_str_is(c, "kind", "pool")) {
+	} else if (jt_str_is(c, "kind", "pool")) {
 		const json_t *p = json_object_get(c, "pool");
 		const char *keys[] = {"size", "max", "active", "queued"};
 		long long v[4];
@@ -101,14 +101,14 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		}
 	}
 	if (flags & TEXTDUMP_LOCKS) {
-		if (jj_str(t, "blockedIn"))
-			fprintf(out, "%*s  - blocked in %s\n", ind, "", jj_str(t, "blockedIn"));
-		if (jj_str(t, "stackError"))
-			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jj_str(t, "stackError"));
+		if (jt_str(t, "blockedIn"))
+			fprintf(out, "%*s  - blocked in %s\n", ind, "", jt_str(t, "blockedIn"));
+		if (jt_str(t, "stackError"))
+			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jt_str(t, "stackError"));
 		if (json_is_true(json_object_get(t, "approximate")))
 			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
 	}
-	const json_t *stack = jj_array(t, "stack");
+	const json_t *stack = jt_array(t, "stack");
 	for (size_t i = 0; i < json_array_size(stack); i++) {
 		const char *f = json_string_value(json_array_get(stack, i));
 		if (f)
@@ -119,7 +119,7 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 int textdump_write(FILE *out, const json_t *dump, unsigned flags)
 {
 	const json_t *td = json_object_get(dump, "threadDump");
-	const json_t *cs = jj_array(td, "threadContainers");
+	const json_t *cs = jt_array(td, "threadContainers");
 	size_t n = json_array_size(cs);
 	/* Depth from the parent's depth; parents come first in the dump, and
 	 * a parent not seen yet counts as <root>. */
@@ -129,16 +129,16 @@ int textdump_write(FILE *out, const json_t *dump, unsigned flags)
 	header(out, td);
 	for (size_t i = 0; i < n; i++) {
 		const json_t *c = json_array_get(cs, i);
-		const char *parent = jj_str(c, "parent");
+		const char *parent = jt_str(c, "parent");
 		const json_t *pd = parent ? json_object_get(depth, parent) : NULL;
 		json_int_t d = json_is_integer(pd) ? json_integer_value(pd) + 1 : parent ? 1 : 0;
 		if (d > MAX_DEPTH)
 			d = MAX_DEPTH;
-		if (jj_str(c, "container"))
-			json_object_set_new(depth, jj_str(c, "container"), json_integer(d));
+		if (jt_str(c, "container"))
+			json_object_set_new(depth, jt_str(c, "container"), json_integer(d));
 		fputc('\n', out);
 		container_line(out, c, (int)d * INDENT, flags);
-		const json_t *threads = jj_array(c, "threads");
+		const json_t *threads = jt_array(c, "threads");
 		for (size_t k = 0; k < json_array_size(threads); k++)
 			thread_lines(out, json_array_get(threads, k), (int)(d + 1) * INDENT, flags);
 	}

@@ -1,0 +1,147 @@
+#!/bin/sh
+# bench_dump.sh - dump latency of a process with ~1,000 threads blocked in
+# nested scopes (tests/helpers/dump_many): `scopecmd Thread.dump_to_file
+# -format=json` against `eu-stack -p` and gdb's `thread apply all bt` on the
+# same process in the same run, per stack source of the daemon; prints
+# medians, ratios and the target's longest per-thread pause.  Fails when
+# scopecmd is not at least 10x faster than eu-stack.
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
+BIN=$TOP/$BUILD/bin
+HELPER=$TOP/$BUILD/tests/helpers/dump_many
+RUNS=${BENCH_RUNS:-7}
+for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
+	[ -x "$f" ] || { echo "bench_dump: $f is not built; skipped"; exit 0; }
+done
+D=$(mktemp -d /tmp/bench-dump.XXXXXX)
+export SCOPED_SOCKET=$D/agent.sock
+dpid= hpid=
+cleanup() {
+	[ -n "$hpid" ] && kill "$hpid" 2>/dev/null
+	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT
+
+now_ns() { date +%s%N; }
+# median of the numbers on stdin
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# time_ms RUNS command... : prints each run's wall time in ms, one a line
+time_runs() {
+	n=$1; shift
+	i=0
+	while [ $i -lt "$n" ]; do
+		t0=$(now_ms_)
+		"$@" >/dev/null 2>&1 || return 1
+		t1=$(now_ms_)
+		echo "$t1 $t0" | awk '{printf "%.2f\n", ($1-$2)/1e6}'
+		i=$((i + 1))
+	done
+}
+now_ms_() { now_ns; }
+
+start_daemon() { # stack mode
+	"$BIN/scoped" --foreground --stacks "$1" --socket "$SCOPED_SOCKET" 2>"$D/scoped-$1.log" &
+	dpid=$!
+	i=0
+	until [ -S "$D/control.sock" ] && "$BIN/scopecmd" --no-start -l 2>/dev/null | grep -q "^$hpid "; do
+		i=$((i + 1))
+		if [ $i -gt 200 ] || ! kill -0 $dpid 2>/dev/null; then
+			echo "  (stacks=$1: daemon did not come up or the process did not register; $(tail -1 "$D/scoped-$1.log"))"
+			kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; dpid=; rm -f "$D/control.sock" "$D/agent.sock"
+			return 1
+		fi
+		sleep 0.05
+	done
+	# Wait for the whole tree (1,010 tasks) to be in the model.
+	i=0
+	until [ "$("$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -c 'leaf@')" -ge 100 ]; do
+		i=$((i + 1)); [ $i -gt 200 ] && break
+		sleep 0.05
+	done
+}
+stop_daemon() {
+	kill $dpid; wait $dpid 2>/dev/null; dpid=
+	rm -f "$D/control.sock" "$D/agent.sock"
+}
+
+"$HELPER" >"$D/many" &
+hpid=$!
+i=0
+until grep -q ready "$D/many" 2>/dev/null; do
+	i=$((i + 1)); [ $i -gt 600 ] && { echo "bench_dump: dump_many did not start its threads"; exit 1; }
+	sleep 0.05
+done
+nthreads=$(ls /proc/$hpid/task | wc -l)
+echo "target: dump_many pid $hpid, $nthreads threads in 111 nested scopes (10 x 10 x 9 tasks)"
+
+# Peers first, against the same process: ptrace may be refused.
+eu_ms= gdb_ms=
+if ! command -v eu-stack >/dev/null; then
+	echo "eu-stack: skipped (not installed; apt-get install elfutils)"
+elif ! eu-stack -p $hpid >/dev/null 2>"$D/eu.err"; then
+	echo "eu-stack: skipped (ptrace not permitted: $(head -1 "$D/eu.err"))"
+else
+	eu_ms=$(time_runs 3 eu-stack -p $hpid | median)
+fi
+if ! command -v gdb >/dev/null; then
+	echo "gdb: skipped (not installed)"
+else
+	t0=$(now_ns)
+	if timeout 300 gdb -nx -batch -ex 'set pagination off' -ex 'thread apply all bt' -p $hpid >"$D/gdb.out" 2>&1 &&
+		grep -q 'many_leaf_wait' "$D/gdb.out"; then
+		gdb_ms=$(echo "$(now_ns) $t0" | awk '{printf "%.2f\n", ($1-$2)/1e6}')
+	else
+		echo "gdb: skipped (attach failed or took over 300 s: $(grep -m1 -i 'ptrace\|denied\|error' "$D/gdb.out"))"
+	fi
+fi
+
+rc=0
+printf '\n%-34s %12s %10s %10s %14s\n' "tool" "median ms" "runs" "x faster" "max pause"
+for mode in bpf signal; do
+	start_daemon $mode || continue
+	n=0
+	: >"$D/times"
+	while [ $n -lt "$RUNS" ]; do
+		t0=$(now_ns)
+		"$BIN/scopecmd" --no-start $hpid Thread.dump_to_file -overwrite -format=json "$D/dump.json" >/dev/null ||
+			{ echo "scopecmd failed"; rc=1; break; }
+		echo "$(now_ns) $t0" | awk '{printf "%.2f\n", ($1-$2)/1e6}' >>"$D/times"
+		n=$((n + 1))
+	done
+	med=$(median <"$D/times")
+	pause=$(/usr/bin/python3 -c '
+import json, sys
+td = json.load(open(sys.argv[1]))["threadDump"]
+n = sum(c["threadCount"] for c in td["threadContainers"])
+p = td.get("maxPauseNs")
+print("%s %d %s" % ("%.1f us" % (p / 1e3) if p is not None else "n/a", n, td.get("stackSource")))
+' "$D/dump.json")
+	set -- $pause
+	printf '%-34s %12s %10s %10s %14s\n' "scopecmd (stacks=$4, $3 threads)" "$med" "$RUNS" "1.0" "$1 $2"
+	eval "med_$mode=$med"
+	stop_daemon
+done
+for peer in eu gdb; do
+	eval "v=\$${peer}_ms"
+	[ -n "$v" ] || continue
+	name=$([ $peer = eu ] && echo "eu-stack -p" || echo "gdb thread apply all bt")
+	best=${med_bpf:-$med_signal}
+	printf '%-34s %12s %10s %10s %14s\n' "$name" "$v" "$([ $peer = eu ] && echo 3 || echo 1)" \
+		"$(echo "$v $best" | awk '{printf "%.1f", $1/$2}')" "whole process"
+done
+if [ -n "$eu_ms" ]; then
+	for mode in bpf signal; do
+		eval "m=\${med_$mode:-}"
+		[ -n "$m" ] || continue
+		ratio=$(echo "$eu_ms $m" | awk '{printf "%.1f", $1/$2}')
+		if echo "$ratio" | awk '{exit !($1 >= 10)}'; then
+			echo "target met (stacks=$mode): scopecmd is ${ratio}x faster than eu-stack (>= 10x)"
+		else
+			echo "TARGET MISSED (stacks=$mode): scopecmd is only ${ratio}x faster than eu-stack (< 10x)"
+			rc=1
+		fi
+	done
+fi
+exit $rc
