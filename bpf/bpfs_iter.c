@@ -34,9 +34,12 @@ static struct bpf_link *attach_iter(struct stacks_bpf *skel, pid_t pid)
 	linfo.task.pid = (__u32)pid;
 	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &linfo,
 		    .link_info_len = sizeof(linfo));
+	skel->bss->cfg.check_tgid = 0;
 	link = bpf_program__attach_iter(skel->progs.capture, &opts);
-	if (!link && errno == EINVAL)
+	if (!link && errno == EINVAL) {
+		skel->bss->cfg.check_tgid = 1;
 		link = bpf_program__attach_iter(skel->progs.capture, NULL);
+	}
 	return link;
 }
 
@@ -51,6 +54,10 @@ int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, u
 	skel->bss->cfg.tgid = (__u32)pid;
 	skel->bss->cfg.mode = mode;
 	link = attach_iter(skel, pid);
+	if (!link && (errno == ENOENT || errno == ESRCH)) {
+		snprintf(err, errlen, "no process %d (has it exited?)", (int)pid);
+		return -ESRCH;
+	}
 	if (!link) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot attach the BPF task iterator for pid %d: %s",

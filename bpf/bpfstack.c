@@ -305,7 +305,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	}
 	if (!rc && c->n == 0) {
 		rc = -ESRCH;
-		snprintf(err, errlen, "no threads found for pid %d (has it exited?)", (int)pid);
+		snprintf(err, errlen, "no process %d (has it exited?)", (int)pid);
 	}
 	if (!rc && !(c->seen = calloc(c->n, 1))) {
 		rc = -ENOMEM;

@@ -129,7 +129,9 @@ int capture(struct bpf_iter__task *ctx)
 	__u32 zero = 0;
 	__u64 size;
 
-	if (!t || t->tgid != cfg.tgid)
+	/* The link's pid filter (6.1+) already limits the walk to the target,
+	 * and works across pid namespaces; without it, every task comes by. */
+	if (!t || (cfg.check_tgid && t->tgid != cfg.tgid))
 		return 0;
 	if (cfg.mode == STK_MODE_COUNTERS) {
 		emit_mark(seq, t, STK_MARK_SENT);

@@ -77,8 +77,10 @@ struct stk_rec {
 
 /* Set by the loader before each pass; read by the iterator. */
 struct stk_cfg {
-	__u32 tgid;
-	__u32 mode;
+	__u32 tgid;       /* global pid of the target */
+	__u32 mode;       /* STK_MODE_* */
+	__u32 check_tgid; /* the kernel is not filtering by pid (before 6.1) */
+	__u32 pad;
 };
 
 #endif /* BPF_STACKS_H */
