@@ -492,11 +492,17 @@ static void cmd_compare(struct recv *r, int fd, size_t nbytes)
 	free(truth);
 }
 
-static void cmd_stacks(struct recv *r, int fd)
+/* "stacks [TID...]": a STACK_REQUEST for those threads (none: all). */
+static void cmd_stacks(struct recv *r, int fd, const char *args)
 {
-	uint8_t req[64];
+	uint8_t req[256];
+	uint32_t tids[16];
 	struct proto_msg q = {.type = PROTO_STACK_REQUEST, .req = 7, .max_frames = 32};
-	int len = proto_encode(req, sizeof req, &q, NULL, NULL);
+	char *end;
+	for (unsigned long v; q.ntids < 16 && (v = strtoul(args, &end, 10)) && end != args;
+	     args = end)
+		tids[q.ntids++] = (uint32_t)v;
+	int len = proto_encode(req, sizeof req, &q, tids, NULL);
 	r->stack_len = 0;
 	r->stack_done = 0;
 	if (r->afd >= 0)
@@ -530,8 +536,8 @@ static void recv_command(struct recv *r, int fd)
 	} else if (sscanf(line, "compare %zu", &n) == 1) {
 		cmd_compare(r, fd, n);
 		reply_stats(r, fd);
-	} else if (!strcmp(line, "stacks")) {
-		cmd_stacks(r, fd);
+	} else if (!strncmp(line, "stacks", 6)) {
+		cmd_stacks(r, fd, line + 6);
 	}
 	send_all(fd, "end\n", 4);
 }
@@ -919,6 +925,57 @@ static void test_stack_request_all_threads(void **state)
 	}
 }
 
+/* A request naming threads gets exactly those, -ESRCH for a gone one. */
+static void test_stack_request_named_threads(void **state)
+{
+	(void)state;
+	char cmd[64];
+	unsigned self = sc_gettid(), gone = 0x7ffffff0u;
+	snprintf(cmd, sizeof cmd, "stacks %u %u", self, gone);
+	char *r = rx_cmd(&rx, cmd, NULL, 0);
+	unsigned tid, nf, n;
+	int err, self_ok = 0, gone_srch = 0, replies = 0, done = 0;
+	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+		if (sscanf(line, "stack %u %d %u", &tid, &err, &nf) == 3) {
+			replies++;
+			self_ok += tid == self && err == 0 && nf > 0;
+			gone_srch += tid == gone && err == -ESRCH;
+		}
+		if (sscanf(line, "done %u", &n) == 1)
+			done = (int)n;
+	}
+	free(r);
+	assert_int_equal(replies, 2);
+	assert_int_equal(done, 2);
+	assert_int_equal(self_ok, 1);
+	assert_int_equal(gone_srch, 1);
+}
+
+/* A fork child runs unreported and the parent's session goes on. */
+static void test_fork_child_unreported(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, 0xc1d, 0);
+		sc_emit(&ev); /* the observer is gone in the child: nothing happens */
+		_exit(sc_observed() ? 1 : 0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, 0xa1, 0);
+	ev.s1 = "parent";
+	sc_emit(&ev);
+	assert_int_equal(sc_agent_flush(5000), 0);
+	struct truth t = {0};
+	truth_add(&t, &ev);
+	assert_int_equal(rx_compare(&rx, &t), 1);
+	free(t.p);
+	assert_int_equal(rx_stat(&rx, "sessions"), 1);
+}
+
 /* exit() and a fatal signal each end with PROCESS_EXIT. */
 static void check_exit(const char *mode, unsigned how, int code)
 {
@@ -987,6 +1044,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_receiver_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_child_unreported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_exit_reported, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
