@@ -30,6 +30,7 @@
 #define IDLE_MS 5                  /* poll period when nothing flowed */
 #define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
 #define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
+#define REAP_NS 50000000           /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
 #define DEFAULT_RING_KB 128
 
@@ -306,8 +307,9 @@ static void final_flush(void)
 static void session(void)
 {
 	static uint8_t frame[PROTO_MAX_FRAME];
-	int64_t blocked_since = 0;
+	int64_t blocked_since = 0, last_reap = 0;
 	int period = DRAIN_MS;
+	uint64_t drained_gen = atomic_load(&ag.flush_done);
 
 	atomic_store(&ag.connected, 1);
 	atomic_fetch_add(&ag.sessions, 1);
@@ -323,6 +325,8 @@ static void session(void)
 		if (fr < 0)
 			break;
 		if (fr == 1) {
+			/* Everything an exhaustive drain took is on the socket now. */
+			atomic_store(&ag.flush_done, drained_gen);
 			blocked_since = 0;
 			uint64_t dropped = sc_rings_dropped();
 			if (dropped != ag.lost_base || ag.out.overflow) {
@@ -336,11 +340,16 @@ static void session(void)
 			/* Read the flush request before the horizon: whatever was
 			 * emitted before it has a ts below the horizon. */
 			uint64_t freq = atomic_load(&ag.flush_req);
-			size_t n = sc_rings_drain(&ag.out, BATCH_BYTES, now_ns());
+			int64_t now = now_ns();
+			size_t n = sc_rings_drain(&ag.out, BATCH_BYTES, now);
 			atomic_fetch_add(&ag.events, n);
-			sc_rings_reap(0);
+			if (now - last_reap > REAP_NS) {
+				sc_rings_reap(0);
+				last_reap = now;
+			}
 			if (ag.out.len >= BATCH_BYTES)
 				continue; /* more is waiting: no sleep */
+			drained_gen = freq;
 			if (n == 0)
 				atomic_store(&ag.flush_done, freq);
 			period = n ? DRAIN_MS : IDLE_MS;
