@@ -378,6 +378,81 @@ static void test_bad_input(void **state)
 	json_decref(j);
 }
 
+/* Random member values: numbers, strings, nulls, objects, arrays. */
+static json_t *rand_value(int depth)
+{
+	switch (rand() % (depth > 2 ? 5 : 7)) {
+	case 0: return json_integer(rand() % 12 - 2);
+	case 1: return json_real((rand() % 1000) / 3.0);
+	case 2: return json_string(rand() % 2 ? "running" : "x\u00e9\x01y");
+	case 3: return json_null();
+	case 4: return json_true();
+	case 5: return json_pack("{s:o, s:o}", "file", rand_value(depth + 1), "line", rand_value(depth + 1));
+	default: return json_pack("[o]", rand_value(depth + 1));
+	}
+}
+
+static json_t *rand_entity(void)
+{
+	static const char *const keys[] = {"id", "tid", "scope", "parent", "parent_task", "worker",
+					   "owner", "state", "name", "site", "values", "deadline_ms",
+					   "opened_ms", "started_ms", "ended_ms", "joiner", "cancel_reason"};
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_integer(rand() % 10));
+	json_object_set_new(o, "tid", json_integer(rand() % 10));
+	for (int i = 0; i < 6; i++)
+		json_object_set_new(o, keys[rand() % 17], rand_value(0));
+	if (rand() % 3 == 0)
+		json_object_set_new(o, "parent_task", json_integer(rand() % 10));
+	return o;
+}
+
+/* Random models and deltas, well-formed or not: loading, applying and
+ * drawing never crash, and the rows stay sane. */
+static void test_random_models(void **state)
+{
+	struct fx *f = *state;
+	static const char *const arrays[] = {"threads", "pools", "scopes", "tasks", "violations"};
+	char err[256], line[RF_LINE_MAX];
+	struct rf_layout l;
+	rf_layout(&l, 100, false);
+	srand(42);
+	for (int round = 0; round < 400; round++) {
+		json_t *m = json_object();
+		for (int k = 0; k < 5; k++) {
+			json_t *arr = rand() % 8 ? json_array() : rand_value(0);
+			for (int i = 0; json_is_array(arr) && i < rand() % 12; i++)
+				json_array_append_new(arr, rand() % 10 ? rand_entity() : rand_value(0));
+			json_object_set_new(m, arrays[k], arr);
+		}
+		if (round % 2)
+			tm_model_load(&f->m, m, NULL, NOW, err, sizeof err);
+		else {
+			json_t *d = json_pack("{s:o, s:{s:[i, i]}}", "upsert", m, "remove", "tasks",
+					      rand() % 10, rand() % 10);
+			tm_model_apply_delta(&f->m, d, NOW, err, sizeof err);
+			json_decref(d);
+			m = NULL;
+		}
+		json_decref(m);
+		f->t.group = round % 3 == 0;
+		f->t.sort = round % SORT_COUNT;
+		snprintf(f->t.filter, sizeof f->t.filter, "%s", round % 5 ? "" : "run");
+		assert_int_equal(tr_build(&f->t, &f->m), 0);
+		assert_true(f->t.n >= 1);
+		assert_int_equal(f->t.rows[0].kind, TR_ROOT);
+		for (size_t i = 0; i < f->t.n; i++) {
+			const struct tr_row *r = &f->t.rows[i];
+			assert_true(r->depth < TR_MAX_DEPTH);
+			assert_true(i == 0 || r->depth >= 1);
+			if (r->kind == TR_SCOPE || r->kind == TR_TASK || r->kind == TR_POOL)
+				assert_non_null(r->ent);
+			rf_line(&l, &f->m, r, NOW, line, sizeof line);
+			assert_true(ttx_width(line, false) <= 100);
+		}
+	}
+}
+
 static void test_idmap(void **state)
 {
 	(void)state;
@@ -435,6 +510,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_random_models, setup, teardown),
 		cmocka_unit_test(test_idmap),
 		cmocka_unit_test(test_text),
 	};
