@@ -6,6 +6,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,25 +48,81 @@ struct bpfstack {
 static int on_record(void *ctx, void *data, size_t size);
 
 /* libbpf reports load failures (verifier logs included) through its print
- * hook; a library must not print, so keep the last line for the reason. */
-static _Thread_local char last_libbpf_msg[256];
+ * hook; a library must not print, so keep the reason for the error: the
+ * verifier's last word when there is a log, else libbpf's first warning. */
+static _Thread_local char libbpf_reason[256];
+static _Thread_local bool libbpf_reason_is_log;
+
+static void keep_line(const char *start, size_t len, bool from_log)
+{
+	if (libbpf_reason_is_log || (libbpf_reason[0] && !from_log) || len == 0)
+		return;
+	if (len >= sizeof(libbpf_reason))
+		len = sizeof(libbpf_reason) - 1;
+	memcpy(libbpf_reason, start, len);
+	libbpf_reason[len] = '\0';
+	libbpf_reason_is_log = from_log;
+}
 
 static int keep_libbpf_msg(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char line[1024];
-	size_t len;
+	static const char end_marker[] = "-- END PROG LOAD LOG --";
+	char *msg, *end;
+	va_list ap2;
+	int len;
 
 	if (level == LIBBPF_DEBUG)
 		return 0;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	len = strcspn(line, "\n");
-	if (len == 0)
+	/* A verifier log can be long; its last line is the one we want. */
+	va_copy(ap2, ap);
+	len = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (len <= 0 || !(msg = malloc((size_t)len + 1)))
 		return 0;
-	if (len >= sizeof(last_libbpf_msg))
-		len = sizeof(last_libbpf_msg) - 1;
-	memcpy(last_libbpf_msg, line, len);
-	last_libbpf_msg[len] = '\0';
+	vsnprintf(msg, (size_t)len + 1, fmt, ap);
+	end = strstr(msg, end_marker);
+	if (end) {
+		char *stop = end, *line;
+
+		/* Walk back over the statistics lines the log ends with. */
+		for (;;) {
+			while (stop > msg && (stop[-1] == '\n' || stop[-1] == ' '))
+				stop--;
+			line = stop;
+			while (line > msg && line[-1] != '\n')
+				line--;
+			if (line == msg || (strncmp(line, "processed ", 10) != 0 &&
+					    strncmp(line, "verification time", 17) != 0 &&
+					    strncmp(line, "stack depth", 11) != 0))
+				break;
+			stop = line;
+		}
+		keep_line(line, (size_t)(stop - line), true);
+	} else {
+		keep_line(msg, strcspn(msg, "\n"), false);
+	}
+	free(msg);
 	return 0;
+}
+
+/* Whether this process may load tracing BPF: CAP_BPF with CAP_PERFMON, or
+ * CAP_SYS_ADMIN (read from /proc, to avoid a libcap dependency).  A refusal
+ * despite them is the verifier's or the kernel's, not a permission issue. */
+static bool has_bpf_caps(void)
+{
+	enum { CAP_SYS_ADMIN_BIT = 21, CAP_PERFMON_BIT = 38, CAP_BPF_BIT = 39 };
+	unsigned long long eff = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return geteuid() == 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> CAP_SYS_ADMIN_BIT & 1) ||
+	       ((eff >> CAP_BPF_BIT & 1) && (eff >> CAP_PERFMON_BIT & 1));
 }
 
 static void explain_load_failure(int rc, char *err, size_t errlen)
@@ -76,7 +133,7 @@ static void explain_load_failure(int rc, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "BPF stacks need kernel BTF, and /sys/kernel/btf/vmlinux is missing "
 			 "(kernel built without CONFIG_DEBUG_INFO_BTF)");
-	} else if (rc == -EPERM || rc == -EACCES) {
+	} else if (!has_bpf_caps()) {
 		snprintf(err, errlen, "BPF needs CAP_BPF and CAP_PERFMON (running as uid %u)",
 			 (unsigned)geteuid());
 	} else {
@@ -85,7 +142,7 @@ static void explain_load_failure(int rc, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "the kernel (%s) refused the BPF task iterator (needs 5.18+ for "
 			 "bpf_copy_from_user_task): %s%s%s",
-			 u.release, strerror(-rc), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+			 u.release, strerror(-rc), libbpf_reason[0] ? ": " : "", libbpf_reason);
 	}
 }
 
@@ -94,7 +151,8 @@ static int load(struct bpfstack *b, char *err, size_t errlen)
 	libbpf_print_fn_t old = libbpf_set_print(keep_libbpf_msg);
 	int rc = 0;
 
-	last_libbpf_msg[0] = '\0';
+	libbpf_reason[0] = '\0';
+	libbpf_reason_is_log = false;
 	b->skel = stacks_bpf__open();
 	if (!b->skel)
 		rc = -errno;
@@ -204,7 +262,9 @@ static int on_record(void *ctx, void *data, size_t size)
 	const struct stk_rec *h = data;
 	struct bpfstack_thread *t;
 
-	if (!bpfs_rec_valid(data, size) || h->tgid != (uint32_t)b->cur.pid) {
+	/* No tgid check: in a pid namespace the record's (global) tgid is not
+	 * the pid the caller knows; the kernel filtered by pid already. */
+	if (!bpfs_rec_valid(data, size)) {
 		b->cur.bad_records++;
 		return 0;
 	}
