@@ -113,13 +113,14 @@ static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
 		return NULL;
 	}
 	e = calloc(1, ent_size[k]);
+	if (e)
+		*(uint64_t *)e = id; /* the map hashes on it */
 	if (!e || idmap_put(&m->ents[k], e) < 0) {
 		free(e);
 		*err = fail(m, -ENOMEM, "out of memory adding %s %llu", ent_name[k],
 			    (unsigned long long)id);
 		return NULL;
 	}
-	*(uint64_t *)e = id;
 	/* Placeholder flags share the flags byte; each kind starts placeholder. */
 	switch (k) {
 	case ENT_THREAD:

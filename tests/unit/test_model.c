@@ -1,0 +1,480 @@
+/* test_model.c - the process model: idempotence, out-of-order events,
+ * snapshot repair, retention, caps, and its JSON (whole and delta). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../daemon/model.h"
+#include "event.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEC 1000000000ll
+
+static struct proto_str S(const char *s)
+{
+	return (struct proto_str){s, (uint16_t)strlen(s)};
+}
+
+static struct proto_msg ev(uint16_t type)
+{
+	struct proto_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.ts = 1000;
+	return m;
+}
+
+static struct proto_msg thread_start(uint32_t tid, const char *name, uint32_t role)
+{
+	struct proto_msg m = ev(PROTO_EV_THREAD_START);
+	m.tid = tid;
+	m.name = S(name);
+	m.role = role;
+	return m;
+}
+
+static struct proto_msg scope_open(uint64_t id, uint64_t parent, const char *name)
+{
+	struct proto_msg m = ev(PROTO_EV_SCOPE_OPEN);
+	m.scope = id;
+	m.parent = parent;
+	m.tid = 100;
+	m.name = S(name);
+	m.file = S("demo.c");
+	m.func = S("handle");
+	m.line = 42;
+	m.joiner = 1;
+	return m;
+}
+
+static struct proto_msg task(uint16_t type, uint64_t id, uint64_t scope, uint32_t state)
+{
+	struct proto_msg m = ev(type);
+	m.task = id;
+	m.scope = scope;
+	m.state = state;
+	m.tid = 101;
+	if (type == PROTO_EV_TASK_FORK) {
+		m.file = S("demo.c");
+		m.func = S("serve");
+		m.line = 40;
+	}
+	return m;
+}
+
+static struct proto_msg scope_ev(uint16_t type, uint64_t id)
+{
+	struct proto_msg m = ev(type);
+	m.scope = id;
+	return m;
+}
+
+static struct proto_msg snap(uint16_t type, uint64_t seq)
+{
+	struct proto_msg m = ev(type);
+	m.seq = seq;
+	return m;
+}
+
+static void init(struct model *m, size_t max_entities)
+{
+	struct model_limits lim = {.max_entities = max_entities, .retain_ns = 5 * SEC};
+	model_init(m, &lim);
+}
+
+static void apply_all(struct model *m, const struct proto_msg *msgs, size_t n, int64_t now)
+{
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(model_apply(m, &msgs[i], now), 0);
+}
+
+static char *render(const struct model *m)
+{
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 1764441600000000000ll};
+	model_render(m, &clk, 1764441605000000000ll, &b);
+	jb_raw(&b, "", 1);
+	assert_false(b.oom);
+	return b.p;
+}
+
+static json_t *render_json(const struct model *m)
+{
+	char *text = render(m);
+	json_error_t err;
+	json_t *j = json_loads(text, 0, &err);
+	if (!j)
+		fail_msg("model JSON does not parse: %s in %s", err.text, text);
+	free(text);
+	return j;
+}
+
+static json_t *find_id(json_t *arr, const char *key, uint64_t id)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+	{
+		if ((uint64_t)json_integer_value(json_object_get(v, key)) == id)
+			return v;
+	}
+	return NULL;
+}
+
+static const char *str_at(json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+/* A small tree: main thread, worker, scope 1 with child scope 2 opened by task 10. */
+static void build_tree(struct model *m)
+{
+	struct proto_msg msgs[] = {
+		thread_start(100, "main", SC_ROLE_MAIN),
+		thread_start(101, "io-1", SC_ROLE_WORKER),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		scope_open(2, 1, "child"),
+		task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_END, 12, 2, SC_TASK_FAILED),
+		scope_ev(PROTO_EV_JOIN_BEGIN, 1),
+	};
+	msgs[5].parent_task = 10;
+	msgs[8].error = -5;
+	apply_all(m, msgs, sizeof msgs / sizeof msgs[0], 0);
+}
+
+static void test_tree_and_json(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	build_tree(&m);
+	assert_int_equal(model_count(&m, ENT_SCOPE), 2);
+	assert_int_equal(model_count(&m, ENT_TASK), 3);
+	assert_int_equal(model_count(&m, ENT_THREAD), 2);
+
+	json_t *j = render_json(&m);
+	json_t *scopes = json_object_get(j, "scopes"), *tasks = json_object_get(j, "tasks");
+	json_t *s1 = find_id(scopes, "id", 1), *s2 = find_id(scopes, "id", 2);
+	assert_non_null(s1);
+	assert_non_null(s2);
+	assert_string_equal(str_at(s1, "state"), "joining");
+	assert_string_equal(str_at(s1, "joiner"), "any_successful");
+	assert_true(json_is_null(json_object_get(s1, "parent")));
+	assert_int_equal(json_integer_value(json_object_get(s2, "parent")), 1);
+	assert_int_equal(json_integer_value(json_object_get(s2, "parent_task")), 10);
+	assert_string_equal(str_at(json_object_get(s2, "site"), "file"), "demo.c");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(s2, "site"), "line")), 42);
+	/* ts 1000 ns after the reference: 1764441600000 ms and a microsecond. */
+	assert_true(json_real_value(json_object_get(s1, "opened_ms")) > 1764441599999.0 ||
+		    json_integer_value(json_object_get(s1, "opened_ms")) == 1764441600000);
+	json_t *t10 = find_id(tasks, "id", 10), *t12 = find_id(tasks, "id", 12);
+	assert_string_equal(str_at(t10, "state"), "running");
+	assert_int_equal(json_integer_value(json_object_get(t10, "worker")), 101);
+	assert_string_equal(str_at(t12, "state"), "failed");
+	assert_int_equal(json_integer_value(json_object_get(t12, "error")), -5);
+	json_t *th = find_id(json_object_get(j, "threads"), "tid", 101);
+	assert_string_equal(str_at(th, "role"), "worker");
+	assert_int_equal(json_integer_value(json_object_get(th, "task")), 10);
+	json_decref(j);
+	model_free(&m);
+}
+
+static void test_idempotent(void **state)
+{
+	(void)state;
+	struct model a, b;
+	init(&a, 0);
+	init(&b, 0);
+	build_tree(&a);
+	build_tree(&b);
+	build_tree(&b); /* every event twice */
+	char *ja = render(&a), *jb = render(&b);
+	assert_string_equal(ja, jb);
+	free(ja);
+	free(jb);
+	model_free(&a);
+	model_free(&b);
+}
+
+static void test_out_of_order(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	/* End before fork and start; close before open. */
+	struct proto_msg msgs[] = {
+		task(PROTO_EV_TASK_END, 7, 3, SC_TASK_SUCCESS),
+		task(PROTO_EV_TASK_START, 7, 3, 0),
+		task(PROTO_EV_TASK_FORK, 7, 3, SC_TASK_FORKED),
+		scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
+		scope_ev(PROTO_EV_JOIN_END, 3),
+		scope_open(3, 0, "late"),
+	};
+	apply_all(&m, msgs, 6, 0);
+	json_t *j = render_json(&m);
+	json_t *t = find_id(json_object_get(j, "tasks"), "id", 7);
+	assert_string_equal(str_at(t, "state"), "success");
+	assert_string_equal(str_at(json_object_get(t, "site"), "func"), "serve");
+	json_t *s = find_id(json_object_get(j, "scopes"), "id", 3);
+	assert_string_equal(str_at(s, "state"), "closed");
+	assert_string_equal(str_at(s, "name"), "late");
+	json_decref(j);
+	model_free(&m);
+}
+
+static void test_placeholder(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	struct proto_msg start = task(PROTO_EV_TASK_START, 5, 9, 0);
+	assert_int_equal(model_apply(&m, &start, 0), 0);
+	json_t *j = render_json(&m);
+	json_t *t = find_id(json_object_get(j, "tasks"), "id", 5);
+	assert_string_equal(str_at(t, "state"), "running");
+	assert_true(json_is_null(json_object_get(t, "site")));
+	assert_int_equal(json_integer_value(json_object_get(t, "scope")), 9);
+	json_decref(j);
+	model_free(&m);
+}
+
+static void test_snapshot_repair(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	build_tree(&m);
+	assert_false(m.complete);
+	struct proto_msg lost = ev(PROTO_LOST);
+	lost.total_lost = 17;
+	lost.lost_since = 17;
+	assert_int_equal(model_apply(&m, &lost, 0), 0);
+	assert_false(m.complete);
+	/* The fresh snapshot lists scope 1, task 10 and the main thread only. */
+	struct proto_msg snapshot[] = {
+		snap(PROTO_SNAPSHOT_BEGIN, 2),
+		thread_start(100, "main", SC_ROLE_MAIN),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		snap(PROTO_SNAPSHOT_END, 2),
+	};
+	for (int i = 1; i < 5; i++)
+		snapshot[i].flags = PROTO_F_SNAPSHOT;
+	apply_all(&m, snapshot, 6, 0);
+	assert_true(m.complete);
+	assert_true(m.repaired);
+	assert_int_equal(m.lost, 17);
+	assert_non_null(idmap_get(&m.ents[ENT_SCOPE], 1));
+	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));  /* live, not in the snapshot */
+	assert_null(idmap_get(&m.ents[ENT_TASK], 11));  /* live, not in the snapshot */
+	assert_non_null(idmap_get(&m.ents[ENT_TASK], 12)); /* ended: kept for retention */
+	assert_null(idmap_get(&m.ents[ENT_THREAD], 101));
+	model_free(&m);
+}
+
+static void test_snapshot_wrong_seq_ignored(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	build_tree(&m);
+	struct proto_msg b = snap(PROTO_SNAPSHOT_BEGIN, 5), e = snap(PROTO_SNAPSHOT_END, 4);
+	assert_int_equal(model_apply(&m, &b, 0), 0);
+	assert_int_equal(model_apply(&m, &e, 0), 0);
+	assert_false(m.complete);
+	assert_int_equal(model_count(&m, ENT_SCOPE), 2);
+	model_free(&m);
+}
+
+static void test_retention(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	m.track_removals = true;
+	build_tree(&m); /* task 12 ended at now = 0 */
+	struct proto_msg close = scope_ev(PROTO_EV_SCOPE_CLOSE, 2);
+	assert_int_equal(model_apply(&m, &close, 1 * SEC), 0);
+	model_sweep(&m, 5 * SEC - 1);
+	assert_non_null(idmap_get(&m.ents[ENT_TASK], 12));
+	model_sweep(&m, 5 * SEC);
+	assert_null(idmap_get(&m.ents[ENT_TASK], 12));
+	assert_non_null(idmap_get(&m.ents[ENT_SCOPE], 2));
+	model_sweep(&m, 6 * SEC);
+	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));
+	assert_non_null(idmap_get(&m.ents[ENT_TASK], 10)); /* still running */
+	assert_int_equal(m.nrm, 2);
+	model_free(&m);
+}
+
+static void test_entity_cap(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 10);
+	int rc = 0;
+	uint64_t id;
+	for (id = 1; id <= 20 && rc == 0; id++) {
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED);
+		rc = model_apply(&m, &f, 0);
+	}
+	assert_int_equal(rc, -ENOSPC);
+	assert_int_equal(id - 1, 11); /* the scope placeholder plus nine tasks fit */
+	assert_int_equal(model_count(&m, ENT_TASK) + model_count(&m, ENT_SCOPE), 10);
+	assert_non_null(strstr(m.err, "cap"));
+	/* Events on what is held still apply. */
+	struct proto_msg end = task(PROTO_EV_TASK_END, 1, 1, SC_TASK_SUCCESS);
+	assert_int_equal(model_apply(&m, &end, 0), 0);
+	model_free(&m);
+}
+
+static void test_string_and_value_caps(void **state)
+{
+	(void)state;
+	struct model m;
+	struct model_limits lim = {.max_string_bytes = 64, .max_values = 2};
+	model_init(&m, &lim);
+	char name[40];
+	int rc = 0;
+	for (int i = 0; i < 10 && rc == 0; i++) {
+		snprintf(name, sizeof name, "function_number_%d", i);
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, (uint64_t)i + 1, 1, 0);
+		f.func = S(name);
+		rc = model_apply(&m, &f, 0);
+	}
+	assert_int_equal(rc, -E2BIG);
+	struct proto_msg v = scope_ev(PROTO_EV_VALUE_BIND, 1);
+	v.key = S("a");
+	v.value = S("1");
+	assert_int_equal(model_apply(&m, &v, 0), 0);
+	v.value = S("2"); /* rebinding replaces */
+	assert_int_equal(model_apply(&m, &v, 0), 0);
+	v.key = S("b");
+	assert_int_equal(model_apply(&m, &v, 0), 0);
+	v.key = S("c");
+	assert_int_equal(model_apply(&m, &v, 0), -ENOSPC);
+	const struct m_scope *s = idmap_get(&m.ents[ENT_SCOPE], 1);
+	assert_int_equal(s->nvalues, 2);
+	assert_string_equal(s->values[0].value, "2");
+	model_free(&m);
+}
+
+static void test_delta(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	m.track_removals = true;
+	build_tree(&m);
+	uint64_t g = m.gen;
+	struct proto_msg msgs[] = {
+		task(PROTO_EV_TASK_START, 11, 2, 0),
+		ev(PROTO_EV_POOL_CREATE),
+	};
+	msgs[1].pool_id = 3;
+	msgs[1].name = S("io");
+	apply_all(&m, msgs, 2, 0);
+	model_sweep(&m, 10 * SEC); /* task 12 expires */
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 0};
+	jb_obj(&b);
+	model_render_delta(&m, &clk, g, &b);
+	jb_obj_end(&b);
+	jb_raw(&b, "", 1);
+	json_t *j = json_loads(b.p, 0, NULL);
+	assert_non_null(j);
+	json_t *up = json_object_get(j, "upsert"), *rm = json_object_get(j, "remove");
+	assert_int_equal(json_array_size(json_object_get(up, "tasks")), 1);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(up, "tasks"), 0), "id")),
+			 11);
+	assert_int_equal(json_array_size(json_object_get(up, "pools")), 1);
+	assert_int_equal(json_array_size(json_object_get(up, "scopes")), 0);
+	assert_int_equal(json_array_size(json_object_get(rm, "tasks")), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(rm, "tasks"), 0)), 12);
+	json_decref(j);
+	jb_free(&b);
+	model_trim_removals(&m, m.gen);
+	assert_int_equal(m.nrm, 0);
+	assert_true(m.rm_floor >= g);
+	model_free(&m);
+}
+
+static void test_thread_reuse_and_exit(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	struct proto_msg a = thread_start(50, "old", SC_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	x.tid = 50;
+	assert_int_equal(model_apply(&m, &a, 0), 0);
+	assert_int_equal(model_apply(&m, &x, 0), 0);
+	const struct m_thread *t = idmap_get(&m.ents[ENT_THREAD], 50);
+	assert_true(t->flags & EF_ENDED);
+	struct proto_msg b = thread_start(50, "new", SC_ROLE_OTHER);
+	assert_int_equal(model_apply(&m, &b, 0), 0);
+	assert_false(t->flags & EF_ENDED);
+	assert_string_equal(t->name, "new");
+	model_sweep(&m, 100 * SEC); /* the stale expiry must not remove the new thread */
+	assert_non_null(idmap_get(&m.ents[ENT_THREAD], 50));
+	model_free(&m);
+}
+
+/* Encoded frames through the real decoder give the same model. */
+static void test_wire_round_trip(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	uint8_t buf[4096];
+	struct proto_msg in = scope_open(4, 0, "wired"), out;
+	int n = proto_encode(buf, sizeof buf, &in, NULL, NULL);
+	assert_true(n > 0);
+	size_t used;
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_OK);
+	assert_int_equal(model_apply(&m, &out, 0), 0);
+	struct proto_msg ex = ev(PROTO_EV_PROCESS_EXIT);
+	ex.how = 2;
+	ex.code = 6;
+	n = proto_encode(buf, sizeof buf, &ex, NULL, NULL);
+	assert_true(n > 0);
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_OK);
+	assert_int_equal(model_apply(&m, &out, 0), 0);
+	assert_int_equal(m.exit_how, 2);
+	assert_int_equal(m.exit_code, 6);
+	const struct m_scope *s = idmap_get(&m.ents[ENT_SCOPE], 4);
+	assert_string_equal(s->name, "wired");
+	assert_string_equal(s->func, "handle");
+	model_free(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tree_and_json),
+		cmocka_unit_test(test_idempotent),
+		cmocka_unit_test(test_out_of_order),
+		cmocka_unit_test(test_placeholder),
+		cmocka_unit_test(test_snapshot_repair),
+		cmocka_unit_test(test_snapshot_wrong_seq_ignored),
+		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_entity_cap),
+		cmocka_unit_test(test_string_and_value_caps),
+		cmocka_unit_test(test_delta),
+		cmocka_unit_test(test_thread_reuse_and_exit),
+		cmocka_unit_test(test_wire_round_trip),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
