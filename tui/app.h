@@ -129,6 +129,14 @@ void detail_draw(struct app *a, int y0, int h);
 /* The thread whose stack the detail pane wants, or 0. */
 int64_t detail_tid(const struct app *a);
 
+/* The views' draw and key functions (view_*.c), listed in app_views. */
+void picker_draw(struct app *a);
+void tree_draw(struct app *a);
+bool tree_key(struct app *a, int ch);
+void detail_view_draw(struct app *a);
+void help_draw(struct app *a);
+bool help_key(struct app *a, int ch);
+
 /* Header and status lines shared by the views (view_tree.c). */
 void draw_header(struct app *a);
 void draw_status(struct app *a);

@@ -2,7 +2,7 @@
  * every member is checked for type and size, unknown values degrade to
  * defaults, and a delta that names something unknown is applied as far as it
  * makes sense rather than dropped. */
-#include "model.h"
+#include "model_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -77,154 +77,6 @@ void tm_model_freeze(struct tm_model *m, double local_ms)
 	m->gen++;
 }
 
-/* ---- JSON readers ----------------------------------------------------- */
-
-/* Copies a peer string, capped and with control characters replaced so
- * nothing the peer sends can move the cursor or change colours. */
-static char *str_copy(const char *s)
-{
-	if (!s)
-		return NULL;
-	size_t n = strnlen(s, TM_MAX_STR - 1);
-	/* Do not cut a UTF-8 sequence in half. */
-	while (n > 0 && s[n] && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	char *d = malloc(n + 1);
-	if (!d)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		d[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-	}
-	d[n] = 0;
-	return d;
-}
-
-static char *jstr(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? str_copy(json_string_value(v)) : NULL;
-}
-
-static void jstr_buf(json_t *o, const char *k, char *buf, size_t len)
-{
-	json_t *v = json_object_get(o, k);
-	if (json_is_string(v)) {
-		char *s = str_copy(json_string_value(v));
-		snprintf(buf, len, "%s", s ? s : "");
-		free(s);
-	} else {
-		buf[0] = 0;
-	}
-}
-
-static const char *jraw(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static int64_t jint(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	if (json_is_integer(v))
-		return json_integer_value(v);
-	if (json_is_real(v)) {
-		double d = json_real_value(v);
-		return (d > -9e15 && d < 9e15) ? (int64_t)d : 0;
-	}
-	return 0;
-}
-
-static double jnum(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_number(v) ? json_number_value(v) : 0.0;
-}
-
-/* A member that may be a string or a number (an error code): as text. */
-static char *jtext(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	if (json_is_string(v))
-		return str_copy(json_string_value(v));
-	if (json_is_integer(v)) {
-		char b[32];
-		snprintf(b, sizeof b, "%lld", (long long)json_integer_value(v));
-		return str_copy(b);
-	}
-	if (json_is_object(v))
-		return jtext(v, "message");
-	return NULL;
-}
-
-static void site_read(struct tm_site *s, json_t *o)
-{
-	json_t *site = json_object_get(o, "site");
-	s->file = jstr(site, "file");
-	s->func = jstr(site, "func");
-	int64_t line = jint(site, "line");
-	s->line = (line > 0 && line < 1000000000) ? (int)line : 0;
-}
-
-static void site_free(struct tm_site *s)
-{
-	free(s->file);
-	free(s->func);
-}
-
-/* ---- tables ------------------------------------------------------------ */
-
-static void *table_get(const struct tm_table *t, int64_t id)
-{
-	long i = tmap_get(&t->map, id);
-	return i < 0 ? NULL : t->v[i];
-}
-
-/* Puts item (new, first member an int64 id) in t, returning what it
- * replaced (for the caller to carry state over and free) or NULL. */
-static int table_put(struct tm_table *t, void *item, void **old)
-{
-	int64_t id = *(int64_t *)item;
-	long i = tmap_get(&t->map, id);
-	*old = NULL;
-	if (i >= 0) {
-		*old = t->v[i];
-		t->v[i] = item;
-		return 0;
-	}
-	if (t->n >= TM_MAX_ITEMS)
-		return -E2BIG;
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 64;
-		void **nv = realloc(t->v, ncap * sizeof *nv);
-		if (!nv)
-			return -ENOMEM;
-		t->v = nv;
-		t->cap = ncap;
-	}
-	if (tmap_put(&t->map, id, (uint32_t)t->n))
-		return -ENOMEM;
-	t->v[t->n++] = item;
-	return 0;
-}
-
-/* Unlinks id from t and returns the item for the caller to free. */
-static void *table_take(struct tm_table *t, int64_t id)
-{
-	long i = tmap_get(&t->map, id);
-	if (i < 0)
-		return NULL;
-	void *item = t->v[i];
-	tmap_del(&t->map, id);
-	t->n--;
-	if ((size_t)i != t->n) {
-		t->v[i] = t->v[t->n];
-		tmap_put(&t->map, *(int64_t *)t->v[i], (uint32_t)i);
-	}
-	return item;
-}
-
 /* ---- entities ------------------------------------------------------------ */
 
 static void thread_free(void *p)
@@ -251,7 +103,7 @@ static void scope_free(void *p)
 	free(s->name);
 	free(s->cancel_reason);
 	free(s->join_result);
-	site_free(&s->site);
+	tm_site_free(&s->site);
 	for (int i = 0; i < s->nvalues; i++) {
 		free(s->values[i].key);
 		free(s->values[i].value);
@@ -265,23 +117,9 @@ static void task_free(void *p)
 	struct tm_task *t = p;
 	if (t) {
 		free(t->error);
-		site_free(&t->site);
+		tm_site_free(&t->site);
 	}
 	free(t);
-}
-
-static void stack_free(void *p)
-{
-	struct tm_stack *s = p;
-	if (!s)
-		return;
-	free(s->state);
-	free(s->blocked_in);
-	free(s->error);
-	for (int i = 0; i < s->nframes; i++)
-		free(s->frames[i]);
-	free(s->frames);
-	free(s);
 }
 
 static void *thread_parse(json_t *o)
@@ -289,14 +127,14 @@ static void *thread_parse(json_t *o)
 	struct tm_thread *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
-	t->tid = jint(o, "tid");
-	t->name = jstr(o, "name");
-	t->role = name_index(roles, NELEM(roles), jraw(o, "role"), RL_OTHER);
-	const char *st = jraw(o, "state");
+	t->tid = tm_jint(o, "tid");
+	t->name = tm_jstr(o, "name");
+	t->role = name_index(roles, NELEM(roles), tm_jraw(o, "role"), RL_OTHER);
+	const char *st = tm_jraw(o, "state");
 	t->live = !st || strcmp(st, "exited") != 0;
-	t->pool = jint(o, "pool");
-	t->task = jint(o, "task");
-	t->started_ms = jnum(o, "started_ms");
+	t->pool = tm_jint(o, "pool");
+	t->task = tm_jint(o, "task");
+	t->started_ms = tm_jnum(o, "started_ms");
 	return t;
 }
 
@@ -305,19 +143,19 @@ static void *pool_parse(json_t *o)
 	struct tm_pool *p = calloc(1, sizeof *p);
 	if (!p)
 		return NULL;
-	p->id = jint(o, "id");
-	p->name = jstr(o, "name");
-	p->core = jint(o, "core");
-	p->max = jint(o, "max");
-	p->size = jint(o, "size");
-	p->active = jint(o, "active");
-	p->largest = jint(o, "largest");
-	p->queued = jint(o, "queued");
-	p->completed = jint(o, "completed");
-	p->rejected = jint(o, "rejected");
-	p->capacity = jint(o, "queue_capacity");
-	jstr_buf(o, "queue", p->queue, sizeof p->queue);
-	jstr_buf(o, "policy", p->policy, sizeof p->policy);
+	p->id = tm_jint(o, "id");
+	p->name = tm_jstr(o, "name");
+	p->core = tm_jint(o, "core");
+	p->max = tm_jint(o, "max");
+	p->size = tm_jint(o, "size");
+	p->active = tm_jint(o, "active");
+	p->largest = tm_jint(o, "largest");
+	p->queued = tm_jint(o, "queued");
+	p->completed = tm_jint(o, "completed");
+	p->rejected = tm_jint(o, "rejected");
+	p->capacity = tm_jint(o, "queue_capacity");
+	tm_jstr_buf(o, "queue", p->queue, sizeof p->queue);
+	tm_jstr_buf(o, "policy", p->policy, sizeof p->policy);
 	return p;
 }
 
@@ -340,8 +178,8 @@ static void values_read(struct tm_scope *s, json_t *o)
 			break;
 		if (!json_is_string(v))
 			continue;
-		s->values[s->nvalues].key = str_copy(k);
-		s->values[s->nvalues].value = str_copy(json_string_value(v));
+		s->values[s->nvalues].key = tm_str_copy(k);
+		s->values[s->nvalues].value = tm_str_copy(json_string_value(v));
 		s->nvalues++;
 	}
 }
@@ -351,20 +189,20 @@ static void *scope_parse(json_t *o)
 	struct tm_scope *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
-	s->id = jint(o, "id");
-	s->name = jstr(o, "name");
-	s->parent = jint(o, "parent");
-	s->parent_task = jint(o, "parent_task");
-	s->owner = jint(o, "owner");
-	s->pool = jint(o, "pool");
-	s->joiner = name_index(joiners, NELEM(joiners), jraw(o, "joiner"), JN_NONE);
-	s->state = name_index(scope_states, NELEM(scope_states), jraw(o, "state"), SS_OPEN);
-	s->cancel_reason = jstr(o, "cancel_reason");
-	s->join_result = jtext(o, "join_result");
-	s->deadline_ms = jnum(o, "deadline_ms");
-	s->opened_ms = jnum(o, "opened_ms");
-	s->closed_ms = jnum(o, "closed_ms");
-	site_read(&s->site, o);
+	s->id = tm_jint(o, "id");
+	s->name = tm_jstr(o, "name");
+	s->parent = tm_jint(o, "parent");
+	s->parent_task = tm_jint(o, "parent_task");
+	s->owner = tm_jint(o, "owner");
+	s->pool = tm_jint(o, "pool");
+	s->joiner = name_index(joiners, NELEM(joiners), tm_jraw(o, "joiner"), JN_NONE);
+	s->state = name_index(scope_states, NELEM(scope_states), tm_jraw(o, "state"), SS_OPEN);
+	s->cancel_reason = tm_jstr(o, "cancel_reason");
+	s->join_result = tm_jtext(o, "join_result");
+	s->deadline_ms = tm_jnum(o, "deadline_ms");
+	s->opened_ms = tm_jnum(o, "opened_ms");
+	s->closed_ms = tm_jnum(o, "closed_ms");
+	tm_site_read(&s->site, o);
 	values_read(s, o);
 	return s;
 }
@@ -374,15 +212,15 @@ static void *task_parse(json_t *o)
 	struct tm_task *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
-	t->id = jint(o, "id");
-	t->scope = jint(o, "scope");
-	t->worker = jint(o, "worker");
-	t->state = name_index(task_states, NELEM(task_states), jraw(o, "state"), TK_FORKED);
-	t->error = jtext(o, "error");
-	site_read(&t->site, o);
-	t->forked_ms = jnum(o, "forked_ms");
-	t->started_ms = jnum(o, "started_ms");
-	t->ended_ms = jnum(o, "ended_ms");
+	t->id = tm_jint(o, "id");
+	t->scope = tm_jint(o, "scope");
+	t->worker = tm_jint(o, "worker");
+	t->state = name_index(task_states, NELEM(task_states), tm_jraw(o, "state"), TK_FORKED);
+	t->error = tm_jtext(o, "error");
+	tm_site_read(&t->site, o);
+	t->forked_ms = tm_jnum(o, "forked_ms");
+	t->started_ms = tm_jnum(o, "started_ms");
+	t->ended_ms = tm_jnum(o, "ended_ms");
 	return t;
 }
 
@@ -459,7 +297,7 @@ static int upsert_array(struct tm_model *m, const struct kind *k, json_t *arr, d
 			continue;
 		}
 		void *old;
-		int rc = table_put(table_of(m, k), item, &old);
+		int rc = tm_table_put(table_of(m, k), item, &old);
 		if (rc) {
 			k->free(item);
 			return rc;
@@ -480,10 +318,10 @@ static void violations_read(struct tm_model *m, json_t *arr)
 		if (m->nviol >= TM_MAX_VIOLATIONS)
 			break;
 		struct tm_violation *v = &m->viol[m->nviol++];
-		v->scope = jint(o, "scope");
-		v->tid = jint(o, "tid");
-		v->error = (int)jint(o, "error");
-		jstr_buf(o, "kind", v->kind, sizeof v->kind);
+		v->scope = tm_jint(o, "scope");
+		v->tid = tm_jint(o, "tid");
+		v->error = (int)tm_jint(o, "error");
+		tm_jstr_buf(o, "kind", v->kind, sizeof v->kind);
 	}
 }
 
@@ -500,7 +338,7 @@ void tm_model_free(struct tm_model *m)
 {
 	for (size_t i = 0; i < NELEM(kinds); i++)
 		table_free(table_of(m, &kinds[i]), kinds[i].free);
-	table_free(&m->stacks, stack_free);
+	table_free(&m->stacks, tm_stack_free);
 }
 
 void tm_model_set_process(struct tm_model *m, json_t *p)
@@ -508,32 +346,32 @@ void tm_model_set_process(struct tm_model *m, json_t *p)
 	if (!json_is_object(p))
 		return;
 	struct tm_proc *pr = &m->proc;
-	pr->pid = jint(p, "pid");
-	pr->uid = jint(p, "uid");
-	jstr_buf(p, "name", pr->name, sizeof pr->name);
-	jstr_buf(p, "exe", pr->exe, sizeof pr->exe);
-	jstr_buf(p, "runtime_version", pr->version, sizeof pr->version);
-	jstr_buf(p, "state", pr->state, sizeof pr->state);
-	jstr_buf(p, "exit_cause", pr->exit_cause, sizeof pr->exit_cause);
+	pr->pid = tm_jint(p, "pid");
+	pr->uid = tm_jint(p, "uid");
+	tm_jstr_buf(p, "name", pr->name, sizeof pr->name);
+	tm_jstr_buf(p, "exe", pr->exe, sizeof pr->exe);
+	tm_jstr_buf(p, "runtime_version", pr->version, sizeof pr->version);
+	tm_jstr_buf(p, "state", pr->state, sizeof pr->state);
+	tm_jstr_buf(p, "exit_cause", pr->exit_cause, sizeof pr->exit_cause);
 	/* Anything but live (exited, or an agent that went away) ends the view. */
 	pr->exited = pr->state[0] && strcmp(pr->state, "live") != 0;
 	if (!pr->exited)
 		m->frozen_ms = 0;
 	json_t *ec = json_object_get(p, "exit_code"), *es = json_object_get(p, "exit_signal");
 	pr->has_exit_code = json_is_integer(ec);
-	pr->exit_code = (int)jint(p, "exit_code");
+	pr->exit_code = (int)tm_jint(p, "exit_code");
 	pr->has_exit_signal = json_is_integer(es);
-	pr->exit_signal = (int)jint(p, "exit_signal");
-	pr->scopes = jint(p, "scopes");
-	pr->tasks = jint(p, "tasks");
-	pr->threads = jint(p, "threads");
-	pr->events = jint(p, "events");
-	pr->lost = jint(p, "lost");
+	pr->exit_signal = (int)tm_jint(p, "exit_signal");
+	pr->scopes = tm_jint(p, "scopes");
+	pr->tasks = tm_jint(p, "tasks");
+	pr->threads = tm_jint(p, "threads");
+	pr->events = tm_jint(p, "events");
+	pr->lost = tm_jint(p, "lost");
 	json_t *c = json_object_get(p, "complete");
 	pr->complete = !json_is_false(c);
 	pr->repaired = json_is_true(json_object_get(p, "repaired"));
-	pr->start_ms = jnum(p, "start_time_ms");
-	pr->uptime_ms = jnum(p, "uptime_ms");
+	pr->start_ms = tm_jnum(p, "start_time_ms");
+	pr->uptime_ms = tm_jnum(p, "uptime_ms");
 	m->gen++;
 }
 
@@ -579,7 +417,7 @@ int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, cha
 		return -EPROTO;
 	}
 	m->gen++;
-	m->delta_gen = jint(delta, "gen");
+	m->delta_gen = tm_jint(delta, "gen");
 	tm_model_set_process(m, json_object_get(delta, "process"));
 	double t = tm_model_now(m, local_ms);
 	json_t *up = json_object_get(delta, "upsert"), *rm = json_object_get(delta, "remove");
@@ -596,7 +434,7 @@ int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, cha
 		json_array_foreach(ids, j, id)
 		{
 			if (json_is_integer(id))
-				kinds[i].free(table_take(table_of(m, &kinds[i]),
+				kinds[i].free(tm_table_take(table_of(m, &kinds[i]),
 							 json_integer_value(id)));
 		}
 	}
@@ -605,93 +443,6 @@ int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, cha
 		violations_read(m, viol);
 	tm_model_warnings(m, t);
 	return 0;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h * 0x100000001b3ull;
-}
-
-/* "func (file:line)", or the address and module when symbols are missing. */
-static char *frame_text(json_t *f)
-{
-	const char *func = jraw(f, "func"), *file = jraw(f, "file"), *addr = jraw(f, "addr");
-	const char *mod = jraw(f, "module"), *off = jraw(f, "offset");
-	int64_t line = jint(f, "line");
-	char b[TM_MAX_STR];
-	if (func && file && line > 0)
-		snprintf(b, sizeof b, "%s (%s:%lld)", func, file, (long long)line);
-	else if (func && file)
-		snprintf(b, sizeof b, "%s (%s)", func, file);
-	else if (func)
-		snprintf(b, sizeof b, "%s", func);
-	else if (mod) {
-		const char *base = strrchr(mod, '/');
-		snprintf(b, sizeof b, "%s (%s+%s)", addr ? addr : "?", base ? base + 1 : mod,
-			 off ? off : "?");
-	} else
-		snprintf(b, sizeof b, "%s", addr ? addr : "?");
-	return str_copy(b);
-}
-
-static struct tm_stack *stack_parse(json_t *o, double now)
-{
-	struct tm_stack *s = calloc(1, sizeof *s);
-	if (!s)
-		return NULL;
-	s->tid = jint(o, "tid");
-	s->state = jstr(o, "state");
-	s->blocked_in = jstr(o, "blocked_in");
-	s->error = jtext(o, "error");
-	s->fetched_ms = now;
-	json_t *fr = json_object_get(o, "frames");
-	size_t n = json_is_array(fr) ? json_array_size(fr) : 0;
-	if (n > TM_MAX_FRAMES)
-		n = TM_MAX_FRAMES;
-	s->frames = n ? calloc(n, sizeof *s->frames) : NULL;
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; s->frames && i < n; i++) {
-		json_t *f = json_array_get(fr, i);
-		if (!json_is_object(f))
-			continue;
-		char *t = frame_text(f);
-		if (!t)
-			break;
-		s->frames[s->nframes++] = t;
-		/* Group by symbol, not address: the same code parked in the same
-		 * place on different threads has different stack addresses. */
-		h = hash_str(h, jraw(f, "func") ? jraw(f, "func") : jraw(f, "offset"));
-	}
-	s->hash = s->nframes ? h : 0;
-	return s;
-}
-
-void tm_model_set_stacks(struct tm_model *m, json_t *stacks, double local_ms)
-{
-	size_t i;
-	json_t *o;
-	double now = tm_model_now(m, local_ms);
-	json_array_foreach(stacks, i, o)
-	{
-		if (!json_is_object(o) || jint(o, "tid") <= 0)
-			continue;
-		struct tm_stack *s = stack_parse(o, now);
-		if (!s)
-			return;
-		void *old;
-		if (m->stacks.n >= m->threads.n + 64 && !tm_stack_get(m, s->tid)) {
-			/* Bound the cache by what can be live; drop an arbitrary old one. */
-			stack_free(table_take(&m->stacks, *(int64_t *)m->stacks.v[0]));
-		}
-		if (table_put(&m->stacks, s, &old)) {
-			stack_free(s);
-			return;
-		}
-		stack_free(old);
-	}
-	m->gen++;
 }
 
 void tm_model_warnings(struct tm_model *m, double now)
@@ -738,21 +489,17 @@ void tm_model_warnings(struct tm_model *m, double now)
 
 struct tm_thread *tm_thread_get(const struct tm_model *m, int64_t tid)
 {
-	return table_get(&m->threads, tid);
+	return tm_table_get(&m->threads, tid);
 }
 struct tm_pool *tm_pool_get(const struct tm_model *m, int64_t id)
 {
-	return table_get(&m->pools, id);
+	return tm_table_get(&m->pools, id);
 }
 struct tm_scope *tm_scope_get(const struct tm_model *m, int64_t id)
 {
-	return table_get(&m->scopes, id);
+	return tm_table_get(&m->scopes, id);
 }
 struct tm_task *tm_task_get(const struct tm_model *m, int64_t id)
 {
-	return table_get(&m->tasks, id);
-}
-struct tm_stack *tm_stack_get(const struct tm_model *m, int64_t tid)
-{
-	return table_get(&m->stacks, tid);
+	return tm_table_get(&m->tasks, id);
 }

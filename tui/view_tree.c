@@ -138,7 +138,7 @@ static void draw_rows(struct app *a, int y0, int h)
 	}
 }
 
-static void tree_draw(struct app *a)
+void tree_draw(struct app *a)
 {
 	int rows = a->scr.rows;
 	/* Below 16 lines the pane would squeeze the tree to nothing. */
@@ -154,7 +154,7 @@ static void tree_draw(struct app *a)
 }
 
 /* While the filter prompt is open, keys edit it; the tree follows live. */
-static bool tree_key(struct app *a, int ch)
+bool tree_key(struct app *a, int ch)
 {
 	if (!a->filter_edit)
 		return false;
@@ -179,20 +179,9 @@ static bool tree_key(struct app *a, int ch)
 	return true;
 }
 
-static void detail_view_draw(struct app *a)
+void detail_view_draw(struct app *a)
 {
 	draw_header(a);
 	detail_draw(a, 1, a->scr.rows - 2);
 	draw_status(a);
 }
-
-void picker_draw(struct app *a);
-void help_draw(struct app *a);
-bool help_key(struct app *a, int ch);
-
-const struct view app_views[V_COUNT] = {
-	[V_PICKER] = {"picker", picker_draw, NULL},
-	[V_TREE] = {"tree", tree_draw, tree_key},
-	[V_DETAIL] = {"detail", detail_view_draw, NULL},
-	[V_HELP] = {"help", help_draw, help_key},
-};
