@@ -1,0 +1,121 @@
+/* test_symbolize.c - the libdw symbolizer on this very process: a function of
+ * the test binary, one of libc, the cache, and lookups after "exit". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../daemon/symbolize.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+unsigned long long proc_starttime(pid_t pid);
+
+/* Not inlined and not static, so it has its own symbol and line table entry. */
+__attribute__((noinline)) int symbolize_me_please(int x)
+{
+	return x * 3 + 1;
+}
+
+static void test_own_function(void **state)
+{
+	(void)state;
+	struct symbolizer *s = sym_new(0);
+	assert_non_null(s);
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	assert_int_equal(sym_attach(s, pid, st), 0);
+	struct sym_frame f;
+	uint64_t addr = (uint64_t)(uintptr_t)&symbolize_me_please;
+	assert_true(sym_lookup(s, pid, st, addr, false, &f));
+	assert_non_null(f.func);
+	assert_string_equal(f.func, "symbolize_me_please");
+	assert_non_null(f.file);
+	assert_string_equal(f.file, "test_symbolize.c");
+	assert_true(f.line >= 18 && f.line <= 22);
+	assert_non_null(strstr(f.module, "test_symbolize"));
+	/* A return address one byte in resolves to the same function. */
+	assert_true(sym_lookup(s, pid, st, addr + 1, true, &f));
+	assert_string_equal(f.func, "symbolize_me_please");
+	sym_free(s);
+}
+
+static void test_libc_function(void **state)
+{
+	(void)state;
+	struct symbolizer *s = sym_new(0);
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	assert_int_equal(sym_attach(s, pid, st), 0);
+	struct sym_frame f;
+	uint64_t addr = (uint64_t)(uintptr_t)&qsort;
+	assert_true(sym_lookup(s, pid, st, addr, false, &f));
+	assert_non_null(f.module);
+	assert_non_null(strstr(f.module, "libc"));
+	assert_non_null(f.func);
+	assert_non_null(strstr(f.func, "qsort"));
+	sym_free(s);
+}
+
+static void test_cache_and_exited(void **state)
+{
+	(void)state;
+	struct symbolizer *s = sym_new(0);
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	uint64_t addr = (uint64_t)(uintptr_t)&symbolize_me_please;
+	struct sym_frame f;
+	uint64_t hits, misses;
+	size_t n;
+	/* A lookup without an attach attaches on its own. */
+	assert_true(sym_lookup(s, pid, st, addr, false, &f));
+	assert_true(sym_lookup(s, pid, st, addr, false, &f));
+	sym_stats(s, &hits, &misses, &n);
+	assert_int_equal(hits, 1);
+	assert_int_equal(misses, 1);
+	/* After the process "exits", cached addresses still resolve, others give
+	 * the module alone. */
+	sym_process_exited(s, pid, st);
+	assert_true(sym_lookup(s, pid, st, addr, false, &f));
+	assert_string_equal(f.func, "symbolize_me_please");
+	assert_true(sym_lookup(s, pid, st, (uint64_t)(uintptr_t)&test_own_function, false, &f));
+	assert_null(f.func);
+	assert_non_null(f.module);
+	/* An address in no module. */
+	assert_false(sym_lookup(s, pid, st, 16, false, &f));
+	sym_forget(s, pid, st);
+	sym_free(s);
+}
+
+static void test_cache_cap_flushes(void **state)
+{
+	(void)state;
+	struct symbolizer *s = sym_new(4);
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	struct sym_frame f;
+	uint64_t base = (uint64_t)(uintptr_t)&symbolize_me_please;
+	for (int i = 0; i < 20; i++)
+		assert_true(sym_lookup(s, pid, st, base + (uint64_t)i, false, &f));
+	uint64_t hits, misses;
+	size_t n;
+	sym_stats(s, &hits, &misses, &n);
+	assert_true(n <= 4);
+	assert_true(sym_lookup(s, pid, st, base, false, &f));
+	assert_string_equal(f.func, "symbolize_me_please");
+	sym_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_own_function),
+		cmocka_unit_test(test_libc_function),
+		cmocka_unit_test(test_cache_and_exited),
+		cmocka_unit_test(test_cache_cap_flushes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
