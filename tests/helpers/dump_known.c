@@ -25,9 +25,11 @@ static int __attribute__((noinline)) known_wait_a(void)
 	return rc;
 }
 
+/* A different duration from known_wait_a's keeps the compiler from folding
+ * the two identical functions into one symbol. */
 static int __attribute__((noinline)) known_wait_d(void)
 {
-	int rc = scope_sleep(3600LL * 1000000000);
+	int rc = scope_sleep(3601LL * 1000000000);
 	KEEP_FRAME();
 	return rc;
 }

@@ -386,7 +386,8 @@ static void test_deep_and_long(void **state)
 	char err[256];
 	json_t *d = jdkdump_build(r, err, sizeof err);
 	assert_non_null(d);
-	save(d);
+	/* Not saved for the validator: jsonschema needs half a minute for
+	 * 20,000 containers; check_consistent() covers the rules here. */
 	assert_int_equal(json_array_size(containers(d)), 20001);
 	assert_int_equal(check_consistent(d), 1);
 	const json_t *last = json_array_get(containers(d), 20000);
