@@ -148,7 +148,11 @@ static void act_group(struct app *a)
 static void act_pause(struct app *a)
 {
 	a->paused = !a->paused;
-	if (!a->paused) {
+	if (a->paused) {
+		tm_model_freeze(&a->model, a->now_local); /* ages stand still too */
+	} else {
+		if (!a->model.proc.exited)
+			a->model.frozen_ms = 0;
 		src_resume(a);
 		app_rebuild(a); /* held deltas changed the model the rows point into */
 	}

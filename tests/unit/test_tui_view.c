@@ -187,8 +187,18 @@ static void test_keys(void **state)
 	assert_true(a.tree.group);
 	key('p');
 	assert_true(a.paused);
+	double frozen = tm_model_now(&a.model, a.now_local);
+	assert_true(tm_model_now(&a.model, a.now_local + 5000) == frozen); /* time stands still */
+	json_t *d = json_loads("{\"type\":\"delta\",\"gen\":9,\"upsert\":{\"tasks\":[{\"id\":77,\"scope\":1,"
+			       "\"state\":\"running\"}]}}", 0, NULL);
+	/* A delta that arrives while paused is held, not applied. */
+	a.held = json_array();
+	json_array_append_new(a.held, d);
+	assert_null(tm_task_get(&a.model, 77));
 	key('p');
 	assert_false(a.paused);
+	assert_non_null(tm_task_get(&a.model, 77)); /* applied on resume */
+	assert_true(tm_model_now(&a.model, a.now_local + 5000) > frozen);
 	key('?');
 	assert_int_equal(a.view, V_HELP);
 	draw();
