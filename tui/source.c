@@ -309,6 +309,10 @@ void src_pump(struct app *a)
 		json_decref(msg);
 	}
 	if (a->daemon_gone && a->ctl) {
+		/* What we hold is a picture of the past: stop its clock so ages
+		 * and time-based warnings do not run on without data. */
+		if (a->pid)
+			tm_model_freeze(&a->model, a->now_local);
 		src_disconnect(a);
 		a->reconnect_at = a->now_local + RECONNECT_MS;
 		a->dirty = true;
