@@ -259,7 +259,8 @@ static int close_container(struct parser *ps, struct open *o)
 		ps->err = "out of memory";
 		return -1;
 	}
-	memcpy(d->kids + d->nkids, d->stack + o->base, n * sizeof *d->kids);
+	if (n)
+		memcpy(d->kids + d->nkids, d->stack + o->base, n * sizeof *d->kids);
 	jv *v = &d->nodes[o->node];
 	v->n = (uint32_t)n;
 	/* The table offset waits in items until the pointers are final. */

@@ -468,7 +468,8 @@ static int placed_cmp(const void *a, const void *b)
  * the scopes' owners against the threads actually in the dump. */
 static void fill_containers(struct builder *b)
 {
-	qsort(b->placed, b->nplaced, sizeof *b->placed, placed_cmp);
+	if (b->nplaced)
+		qsort(b->placed, b->nplaced, sizeof *b->placed, placed_cmp);
 	for (size_t i = 0; i < b->nplaced; i++) {
 		json_t *arr = json_object_get(b->containers[b->placed[i].container], "threads");
 		json_array_append_new(arr, b->placed[i].thread);
