@@ -33,10 +33,12 @@ static uint32_t utf8_next(const unsigned char *s, int *len)
 	return c;
 }
 
+/* Columns of one code point as drawn: control characters are drawn as '?'
+ * (tx_append), so they take one column like any unknown character. */
 static int cp_width(uint32_t c)
 {
-	if (c < 0x80)
-		return (c < 0x20 || c == 0x7f) ? 0 : 1;
+	if (c < 0xa0)
+		return 1;
 	int w = wcwidth((wchar_t)c);
 	return w < 0 ? 1 : w;
 }
@@ -46,7 +48,7 @@ int ttx_width(const char *s, bool ascii)
 	int w = 0, len;
 	for (const unsigned char *p = (const unsigned char *)s; p && *p; p += len) {
 		uint32_t c = utf8_next(p, &len);
-		w += ascii ? (c < 0x80 ? cp_width(c) : 1) : cp_width(c);
+		w += ascii && c >= 0x80 ? 1 : cp_width(c);
 	}
 	return w;
 }
@@ -57,12 +59,12 @@ int ttx_append(char *dst, size_t cap, const char *src, int cols, bool ascii)
 	int used = 0, len;
 	for (const unsigned char *p = (const unsigned char *)src; p && *p; p += len) {
 		uint32_t c = utf8_next(p, &len);
-		if (c < 0x20 || c == 0x7f)
-			continue;
-		int w = (ascii && c >= 0x80) ? 1 : cp_width(c);
+		/* Control characters become '?': visible, but never sent. */
+		bool bad = c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0);
+		int w = (bad || (ascii && c >= 0x80)) ? 1 : cp_width(c);
 		if (used + w > cols)
 			break;
-		if (ascii && c >= 0x80) {
+		if (bad || (ascii && c >= 0x80)) {
 			if (at + 1 >= cap)
 				break;
 			dst[at++] = '?';

@@ -486,11 +486,12 @@ static void test_text(void **state)
 	(void)state;
 	char b[64] = "";
 	assert_int_equal(ttx_width("ab×c", false), 4);
+	assert_int_equal(ttx_width("a\x1b[1m", false), 5); /* drawn as "a?[1m" */
 	assert_int_equal(ttx_append(b, sizeof b, "ab×cdef", 4, false), 4);
 	assert_string_equal(b, "ab×c");
 	b[0] = 0;
 	ttx_append(b, sizeof b, "ab×c\x1b", 10, true);
-	assert_string_equal(b, "ab?c");
+	assert_string_equal(b, "ab?c?");
 	b[0] = 0;
 	/* Invalid UTF-8 advances one byte at a time and never overruns. */
 	ttx_append(b, 6, "\xff\xe2\x82zzzzzzzz", 50, false);

@@ -275,6 +275,37 @@ static void test_once(void **state)
 	free(buf);
 }
 
+static void test_picker(void **state)
+{
+	(void)state;
+	a.procs = json_loads("[{\"pid\":11,\"name\":\"alpha\",\"state\":\"live\",\"uptime_ms\":65000,"
+			     "\"scopes\":3,\"tasks\":12,\"threads\":5,\"lost\":0},"
+			     "{\"pid\":22,\"name\":\"beta\\u001b[2J\",\"state\":\"exited\",\"scopes\":0,"
+			     "\"tasks\":0}]",
+			     0, NULL);
+	a.view = V_PICKER;
+	a.pid = 0;
+	a.o.socket = "/nonexistent-scopetop-test/agent.sock";
+	scr_invalidate(&a.scr);
+	draw();
+	assert_non_null(strstr(line(0), "instrumented processes: 2"));
+	assert_non_null(strstr(line(2), "11  alpha"));
+	assert_non_null(strstr(line(2), "1m05s"));
+	assert_non_null(strstr(line(2), "12"));
+	/* A peer's escape sequence is shown, never sent to the terminal. */
+	assert_non_null(strstr(line(3), "beta?[2J"));
+	key(KEY_DOWN);
+	assert_int_equal(a.psel, 1);
+	key('k');
+	assert_int_equal(a.psel, 0);
+	key('\n'); /* opens alpha; no daemon at that socket, so it says so */
+	assert_int_equal(a.view, V_TREE);
+	assert_int_equal(a.pid, 11);
+	assert_non_null(strstr(a.status, "cannot watch 11"));
+	json_decref(a.procs);
+	a.procs = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +315,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_picker, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
