@@ -2,7 +2,8 @@
 # scopetop_tmux.sh - runs scopetop for real inside tmux against a private
 # scoped and tests/helpers/tui_tree (a known tree): rows, collapse/expand,
 # filter, the detail pane's symbolized stack, grouping, the dump key, resize,
-# the exited state, q and SIGTERM restoring the terminal, and --once.
+# the exited state, q and SIGTERM restoring the terminal, colours and
+# NO_COLOR, and --once.
 set -u
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -82,6 +83,9 @@ for want in "server" "◎ joining .*handle" "✓ done" "○ queued" "STATE +NAME
 	wait_for "$want" 30 || fail "live view lacks '$want'"
 done
 
+ESC=$(printf '\033')
+$T capture-pane -e -p -t main | grep -q "$ESC\[3[0-7]m" || fail "no colours without NO_COLOR"
+
 # Collapse the server scope (row 2), then expand it again.
 $T send-keys -t main j Enter
 wait_for "▸ server" 30 || fail "Enter did not collapse the scope"
@@ -154,6 +158,7 @@ $T kill-session -t main
 $T new-session -d -s main -x 80 -y 24 \
 	"NO_COLOR=1 SCOPED_SOCKET=$SOCK $BIN/scopetop; echo scopetop-exit=\$?; sleep 60"
 wait_for "instrumented processes" 50 || fail "the picker is not shown"
+$T capture-pane -e -p -t main | grep -q "$ESC\[[34][0-7]m" && fail "colours despite NO_COLOR"
 SHELL_PID=$($T display -p -t main '#{pane_pid}')
 TOP_PID=$(ps -o pid= --ppid "$SHELL_PID" | head -1 | tr -d ' ')
 [ -n "$TOP_PID" ] || fail "cannot find scopetop's pid under the pane"
