@@ -17,10 +17,12 @@ SOCK=$D/agent.sock
 export SCOPED_SOCKET=$SOCK
 dpid= ppid_=
 
+# Stops both and waits for them (scope-demo finishes its current batch of
+# requests first, about a second).
 stop_all() {
 	[ -n "$ppid_" ] && kill "$ppid_" 2>/dev/null
 	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-	sleep 0.2
+	wait 2>/dev/null
 	rm -rf "$D"
 }
 die() {
@@ -80,7 +82,12 @@ cat >"$D/stop.sh" <<EOT
 #!/bin/sh
 # Stops the demo's scope-demo and scoped, and removes $D.
 kill $ppid_ $dpid 2>/dev/null
-sleep 0.3
+# scope-demo finishes its current batch of requests first (about a second).
+i=0
+while kill -0 $ppid_ 2>/dev/null || kill -0 $dpid 2>/dev/null; do
+	i=\$((i + 1)); [ \$i -gt 100 ] && { echo "still running after 10 s: $ppid_ $dpid" >&2; exit 1; }
+	sleep 0.1
+done
 rm -rf "$D"
 EOT
 

@@ -24,8 +24,8 @@ grep -Eq '^    handle@[0-9]+  all_successful, [a-z]+, deadline 20' "$out" || fai
 grep -Eq "^Created /tmp/scoped-demo\.[A-Za-z0-9]+/dump\.json\$" "$out" || fail "no JSON dump written"
 grep -Eq 'dump\.json: valid$' "$out" || fail "the JSON dump was not validated"
 grep -q '^== stopping (DEMO_STOP=1)' "$out" || fail "demo.sh did not stop"
-sleep 0.3
+# demo.sh waited for both; a zombie left for init to reap is fine.
 for p in "$@"; do
-	[ -d "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" && fail "pid $p still runs"
+	[ -d "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && fail "pid $p still runs"
 done
 echo "demo ok"
