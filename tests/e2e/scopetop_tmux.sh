@@ -69,6 +69,11 @@ done
 SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once --ascii "$HPID" >"$D/once_ascii"
 LC_ALL=C grep -q '[^ -~]' "$D/once_ascii" && fail "--ascii printed non-ASCII bytes"
 grep -q '^\* running' "$D/once_ascii" || fail "--ascii lacks the '* running' glyph"
+LC_ALL=C SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once "$HPID" >"$D/once_c"
+LC_ALL=C grep -q '[^ -~]' "$D/once_c" && fail "a non-UTF-8 locale did not fall back to ASCII"
+"$BIN/scopetop" --help | grep -q -- "--socket PATH" || fail "--help lacks --socket"
+"$BIN/scopetop" --version | grep -q "^scopetop [0-9]" || fail "--version prints no version"
+"$BIN/scopetop" --interval 1 2>/dev/null && fail "--interval 1 was accepted (range 25..5000)"
 SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once 999999999 >/dev/null 2>"$D/err" && fail "--once on a bad pid succeeded"
 grep -q "scopetop:" "$D/err" || fail "no error message for a bad pid"
 
