@@ -2,6 +2,7 @@
  * column titles, the visible rows, the detail pane and the status line.
  * Each line goes through the screen's cache, so a frame writes only the
  * lines whose text or colours changed. */
+#include <ctype.h>
 #include <curses.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,28 @@ static void put(struct app *a, int y, const char *text, int role)
 	put_span(a, y, text, role, 0, 0, TA_NORMAL);
 }
 
+/* "live", "connecting", or how the process ended ("EXITED (code 3), last
+ * tree kept"; the daemon may also say "detached" when an agent went away). */
+static void proc_state(const struct app *a, char *buf, size_t len)
+{
+	const struct tm_proc *p = &a->model.proc;
+	char why[64] = "", up[16];
+	if (!p->exited && !a->exited) {
+		snprintf(buf, len, "%s", a->subscribed ? "live" : "connecting");
+		return;
+	}
+	if (p->has_exit_signal)
+		snprintf(why, sizeof why, " (signal %d)", p->exit_signal);
+	else if (p->has_exit_code)
+		snprintf(why, sizeof why, " (code %d)", p->exit_code);
+	else if (p->exit_cause[0])
+		snprintf(why, sizeof why, " (%s)", p->exit_cause);
+	snprintf(up, sizeof up, "%s", p->state[0] && strcmp(p->state, "live") ? p->state : "exited");
+	for (char *c = up; *c; c++)
+		*c = (char)toupper((unsigned char)*c);
+	snprintf(buf, len, "%s%s, last tree kept", up, why);
+}
+
 void draw_header(struct app *a)
 {
 	char h[1024], w[256] = "";
@@ -51,24 +74,8 @@ void draw_header(struct app *a)
 				snprintf(w + at, sizeof w - at, " %u %s", m->warn_count[b], tm_warn_name(b));
 			}
 	}
-	char state[128], why[64] = "";
-	if (p->has_exit_signal)
-		snprintf(why, sizeof why, " (signal %d)", p->exit_signal);
-	else if (p->has_exit_code)
-		snprintf(why, sizeof why, " (code %d)", p->exit_code);
-	else if (p->exit_cause[0])
-		snprintf(why, sizeof why, " (%s)", p->exit_cause);
-	if (p->exited || a->exited) {
-		char up[16];
-		snprintf(up, sizeof up, "%s", p->state[0] && strcmp(p->state, "live") ? p->state : "exited");
-		for (char *c = up; *c; c++)
-			*c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-		snprintf(state, sizeof state, "%s%s, last tree kept", up, why);
-	}
-	else if (!a->subscribed)
-		snprintf(state, sizeof state, "connecting");
-	else
-		snprintf(state, sizeof state, "live");
+	char state[128];
+	proc_state(a, state, sizeof state);
 	snprintf(h, sizeof h, " scopetop  %s [%lld] %s | %zu scopes %zu tasks %zu threads%s%s",
 		 p->name[0] ? p->name : "?", (long long)a->pid, state, m->scopes.n, m->tasks.n,
 		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "");
