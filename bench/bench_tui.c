@@ -44,36 +44,38 @@ static struct stat2 stats(double *v, int n)
 static json_t *make_model(double t0)
 {
 	json_t *scopes = json_array(), *tasks = json_array(), *threads = json_array();
-	json_array_append_new(scopes, json_pack("{s:i, s:s, s:i, s:s, s:s, s:f, s:{s:s, s:i, s:s}}",
-						"id", 1, "name", "server", "owner", 1, "joiner",
-						"all_successful", "state", "joining", "opened_ms", t0,
-						"site", "file", "srv.c", "line", 10, "func", "main"));
+	json_array_append_new(scopes,
+			      json_pack("{s:i, s:s, s:i, s:s, s:s, s:f, s:{s:s, s:i, s:s}}", "id",
+					1, "name", "server", "owner", 1, "joiner", "all_successful",
+					"state", "joining", "opened_ms", t0, "site", "file",
+					"srv.c", "line", 10, "func", "main"));
 	int64_t tid = 100, id = 10;
 	for (int s = 0; s < SCOPES; s++) {
 		int64_t opener = id++;
-		json_array_append_new(tasks, json_pack("{s:I, s:i, s:s, s:I, s:f, s:{s:s, s:i, s:s}}", "id",
-						       (json_int_t)opener, "scope", 1, "state", "running",
-						       "worker", (json_int_t)tid, "started_ms", t0,
-						       "site", "file", "srv.c", "line", 20, "func",
-						       "handle_conn"));
+		json_array_append_new(
+		    tasks, json_pack("{s:I, s:i, s:s, s:I, s:f, s:{s:s, s:i, s:s}}", "id",
+				     (json_int_t)opener, "scope", 1, "state", "running", "worker",
+				     (json_int_t)tid, "started_ms", t0, "site", "file", "srv.c",
+				     "line", 20, "func", "handle_conn"));
 		json_array_append_new(threads, json_pack("{s:I, s:s, s:s}", "tid", (json_int_t)tid,
 							 "name", "io", "role", "worker"));
-		json_array_append_new(scopes,
-				      json_pack("{s:i, s:s, s:i, s:I, s:I, s:s, s:s, s:f, s:f, s:{s:s, s:i, s:s}}",
-						"id", 1000 + s, "name", "handle", "parent", 1,
-						"parent_task", (json_int_t)opener, "owner",
-						(json_int_t)tid, "joiner", "any_successful", "state",
-						"open", "opened_ms", t0 + s, "deadline_ms", t0 + 60000,
-						"site", "file", "srv.c", "line", 30, "func",
-						"handle_conn"));
+		json_array_append_new(
+		    scopes,
+		    json_pack("{s:i, s:s, s:i, s:I, s:I, s:s, s:s, s:f, s:f, s:{s:s, s:i, s:s}}",
+			      "id", 1000 + s, "name", "handle", "parent", 1, "parent_task",
+			      (json_int_t)opener, "owner", (json_int_t)tid, "joiner",
+			      "any_successful", "state", "open", "opened_ms", t0 + s, "deadline_ms",
+			      t0 + 60000, "site", "file", "srv.c", "line", 30, "func",
+			      "handle_conn"));
 		tid++;
 		for (int k = 1; k < TASKS_PER; k++) {
 			json_array_append_new(
-				tasks, json_pack("{s:I, s:i, s:s, s:I, s:f, s:{s:s, s:i, s:s}}", "id",
-						 (json_int_t)id++, "scope", 1000 + s, "state",
-						 k % 7 ? "running" : "forked", "worker", (json_int_t)tid++,
-						 "started_ms", t0 + k, "site", "file", "peer.c", "line",
-						 40 + k % 5, "func", k % 2 ? "poll_peer" : "fetch_user"));
+			    tasks,
+			    json_pack("{s:I, s:i, s:s, s:I, s:f, s:{s:s, s:i, s:s}}", "id",
+				      (json_int_t)id++, "scope", 1000 + s, "state",
+				      k % 7 ? "running" : "forked", "worker", (json_int_t)tid++,
+				      "started_ms", t0 + k, "site", "file", "peer.c", "line",
+				      40 + k % 5, "func", k % 2 ? "poll_peer" : "fetch_user"));
 		}
 	}
 	return json_pack("{s:f, s:o, s:o, s:o, s:[], s:[]}", "now_ms", t0 + 5000, "threads",
@@ -87,11 +89,11 @@ static json_t *make_delta(int round, double t0)
 	for (int i = 0; i < 100; i++) {
 		int s = i % SCOPES, k = 1 + (i * 7 + round) % (TASKS_PER - 1);
 		json_int_t id = 10 + (json_int_t)s * TASKS_PER + k;
-		json_array_append_new(tasks, json_pack("{s:I, s:i, s:s, s:f, s:{s:s, s:i, s:s}}", "id", id,
-						       "scope", 1000 + s, "state",
-						       round % 2 ? "running" : "success", "started_ms", t0,
-						       "site", "file", "peer.c", "line", 40, "func",
-						       "poll_peer"));
+		json_array_append_new(tasks, json_pack("{s:I, s:i, s:s, s:f, s:{s:s, s:i, s:s}}",
+						       "id", id, "scope", 1000 + s, "state",
+						       round % 2 ? "running" : "success",
+						       "started_ms", t0, "site", "file", "peer.c",
+						       "line", 40, "func", "poll_peer"));
 	}
 	return json_pack("{s:i, s:{s:o}}", "gen", round, "upsert", "tasks", tasks);
 }
@@ -155,7 +157,8 @@ int main(void)
 	a.subscribed = true;
 	a.built_gen = (uint64_t)-1;
 	frame(&a);
-	printf("scopetop frame cost: %zu live tasks, %zu scopes, %zu rows, 160x50 screen, %d runs each\n",
+	printf("scopetop frame cost: %zu live tasks, %zu scopes, %zu rows, 160x50 screen, %d runs "
+	       "each\n",
 	       a.model.tasks.n, a.model.scopes.n, a.tree.n, ITER);
 	printf("  %-44s %7.3f ms\n", "load snapshot (once)", load_ms);
 
@@ -202,7 +205,8 @@ int main(void)
 	}
 	report("scroll one page", t, NULL);
 
-	static const char *const filters[] = {"p", "po", "pol", "poll", "poll_", "peer.c:41", "queued", ""};
+	static const char *const filters[] = {"p",     "po",	    "pol",    "poll",
+					      "poll_", "peer.c:41", "queued", ""};
 	for (int i = 0; i < ITER; i++) {
 		snprintf(a.tree.filter, sizeof a.tree.filter, "%s", filters[i % 8]);
 		a.rows_stale = true;
@@ -235,11 +239,13 @@ int main(void)
 	printf("  lines written per frame: live tick %.1f, scroll %.1f (of %d)\n", tick_lines,
 	       scroll_lines, a.scr.rows);
 	printf("  ratio baseline/cached scroll frame: %.2fx\n", naive.p50 / scroll.p50);
-	printf("  ratio full frame/target: %.2f (target < %.0f ms)\n", full.p50 / TARGET_MS, TARGET_MS);
+	printf("  ratio full frame/target: %.2f (target < %.0f ms)\n", full.p50 / TARGET_MS,
+	       TARGET_MS);
 	scr_close(&a.scr);
 	tr_free(&a.tree);
 	tm_model_free(&a.model);
 	bool ok = full.p50 < TARGET_MS && tick.p50 < TARGET_MS && filt.p50 < TARGET_MS;
-	printf("  %s\n", ok ? "PASS: every median under the target" : "FAIL: a median is over the target");
+	printf("  %s\n",
+	       ok ? "PASS: every median under the target" : "FAIL: a median is over the target");
 	return ok ? 0 : 1;
 }

@@ -26,11 +26,11 @@ struct view {
 };
 
 struct app_opts {
-	const char *socket;     /* --socket, or NULL */
+	const char *socket; /* --socket, or NULL */
 	bool ascii, color;
-	int interval_ms;        /* subscription interval */
+	int interval_ms; /* subscription interval */
 	double join_threshold_ms;
-	const char *dump_dir;   /* where `d` writes */
+	const char *dump_dir; /* where `d` writes */
 };
 
 /* Outstanding requests on the connection, matched to replies by id. */
@@ -42,7 +42,7 @@ struct app {
 	struct scr scr;
 	struct ctl *ctl;
 	char conn_err[256];
-	double reconnect_at;     /* local ms of the next connection attempt */
+	double reconnect_at; /* local ms of the next connection attempt */
 	int64_t next_id;
 	struct {
 		int64_t id;
@@ -55,17 +55,17 @@ struct app {
 	bool subscribed, exited, daemon_gone;
 	struct tm_model model;
 	struct tr_tree tree;
-	uint64_t built_gen;      /* model gen the rows were built from */
-	bool rows_stale;         /* tree options changed: rebuild */
+	uint64_t built_gen; /* model gen the rows were built from */
+	bool rows_stale;    /* tree options changed: rebuild */
 	double last_build;
 
 	/* selection in the tree */
 	uint64_t sel_key;
 	long sel, top;
-	int tree_h;              /* rows of the tree area in the last frame */
+	int tree_h; /* rows of the tree area in the last frame */
 
 	/* picker */
-	json_t *procs;           /* last `list` reply's processes (owned) */
+	json_t *procs; /* last `list` reply's processes (owned) */
 	long psel, ptop;
 	double list_next;
 
@@ -83,8 +83,8 @@ struct app {
 	char status[512];
 	double status_until;
 	bool quit;
-	bool dirty;              /* something to draw */
-	double now_local;        /* local ms at the start of this loop turn */
+	bool dirty;	  /* something to draw */
+	double now_local; /* local ms at the start of this loop turn */
 };
 
 extern const struct view app_views[V_COUNT];

@@ -36,12 +36,30 @@ static long page(const struct app *a)
 	return a->tree_h > 2 ? a->tree_h - 1 : 1;
 }
 
-static void act_up(struct app *a) { move_by(a, -1); }
-static void act_down(struct app *a) { move_by(a, 1); }
-static void act_pgup(struct app *a) { move_by(a, -page(a)); }
-static void act_pgdn(struct app *a) { move_by(a, page(a)); }
-static void act_home(struct app *a) { move_by(a, -(1L << 40)); }
-static void act_end(struct app *a) { move_by(a, 1L << 40); }
+static void act_up(struct app *a)
+{
+	move_by(a, -1);
+}
+static void act_down(struct app *a)
+{
+	move_by(a, 1);
+}
+static void act_pgup(struct app *a)
+{
+	move_by(a, -page(a));
+}
+static void act_pgdn(struct app *a)
+{
+	move_by(a, page(a));
+}
+static void act_home(struct app *a)
+{
+	move_by(a, -(1L << 40));
+}
+static void act_end(struct app *a)
+{
+	move_by(a, 1L << 40);
+}
 
 static void open_detail(struct app *a)
 {
@@ -141,8 +159,9 @@ static void act_group(struct app *a)
 	a->tree.group = !a->tree.group;
 	a->rows_stale = true;
 	a->stack_next = 0; /* grouping by stack wants every thread's stack */
-	app_status(a, "%s", a->tree.group ? "grouping identical subtasks (same site, state and stack)"
-					  : "grouping off");
+	app_status(a, "%s",
+		   a->tree.group ? "grouping identical subtasks (same site, state and stack)"
+				 : "grouping off");
 }
 
 static void act_pause(struct app *a)
@@ -156,11 +175,14 @@ static void act_pause(struct app *a)
 		src_resume(a);
 		app_rebuild(a); /* held deltas changed the model the rows point into */
 	}
-	app_status(a, "%s", a->paused ? "paused: updates are held until you press p again"
-				      : "live again");
+	app_status(a, "%s",
+		   a->paused ? "paused: updates are held until you press p again" : "live again");
 }
 
-static void act_dump(struct app *a) { src_request_dump(a); }
+static void act_dump(struct app *a)
+{
+	src_request_dump(a);
+}
 
 static void act_help(struct app *a)
 {
@@ -192,7 +214,10 @@ static void act_back(struct app *a)
 	a->dirty = true;
 }
 
-static void act_quit(struct app *a) { a->quit = true; }
+static void act_quit(struct app *a)
+{
+	a->quit = true;
+}
 
 struct binding {
 	int key;
@@ -203,32 +228,32 @@ struct binding {
 };
 
 static const struct binding table[] = {
-	{KEY_UP, "Up k", VP | VT | VD, act_up, "move up"},
-	{'k', NULL, VP | VT | VD, act_up, NULL},
-	{KEY_DOWN, "Down j", VP | VT | VD, act_down, "move down"},
-	{'j', NULL, VP | VT | VD, act_down, NULL},
-	{KEY_PPAGE, "PgUp", VP | VT, act_pgup, "page up"},
-	{KEY_NPAGE, "PgDn", VP | VT, act_pgdn, "page down"},
-	{KEY_HOME, "Home", VP | VT, act_home, "first row"},
-	{KEY_END, "End", VP | VT, act_end, "last row"},
-	{'\n', "Enter", VP | VT | VD, act_enter,
-	 "open the process; expand/collapse; on a leaf, open its detail and stack"},
-	{'\r', NULL, VP | VT | VD, act_enter, NULL},
-	{KEY_ENTER, NULL, VP | VT | VD, act_enter, NULL},
-	{' ', "Space", VT, act_toggle, "expand or collapse"},
-	{KEY_RIGHT, "Right l", VT, act_expand, "expand; on a leaf, open its detail"},
-	{'l', NULL, VT, act_expand, NULL},
-	{KEY_LEFT, "Left h", VT, act_collapse, "collapse, or go to the parent"},
-	{'h', NULL, VT, act_collapse, NULL},
-	{'/', "/", VT, act_filter, "filter by name, fork site (file:line) or state"},
-	{'s', "s", VT, act_sort, "sort: fork order, age, name, state"},
-	{'g', "g", VT, act_group, "group identical subtasks and stacks (xN)"},
-	{'p', "p", VT | VD, act_pause, "pause or resume live updates"},
-	{'d', "d", VT | VD, act_dump, "write a JSON thread dump to a file (path shown)"},
-	{'?', "?", VALL, act_help, "show or hide this help"},
-	{27, "Esc", VALL, act_back,
-	 "back: close detail or help, clear the filter, or return to the process list"},
-	{'q', "q", VALL, act_quit, "quit"},
+    {KEY_UP, "Up k", VP | VT | VD, act_up, "move up"},
+    {'k', NULL, VP | VT | VD, act_up, NULL},
+    {KEY_DOWN, "Down j", VP | VT | VD, act_down, "move down"},
+    {'j', NULL, VP | VT | VD, act_down, NULL},
+    {KEY_PPAGE, "PgUp", VP | VT, act_pgup, "page up"},
+    {KEY_NPAGE, "PgDn", VP | VT, act_pgdn, "page down"},
+    {KEY_HOME, "Home", VP | VT, act_home, "first row"},
+    {KEY_END, "End", VP | VT, act_end, "last row"},
+    {'\n', "Enter", VP | VT | VD, act_enter,
+     "open the process; expand/collapse; on a leaf, open its detail and stack"},
+    {'\r', NULL, VP | VT | VD, act_enter, NULL},
+    {KEY_ENTER, NULL, VP | VT | VD, act_enter, NULL},
+    {' ', "Space", VT, act_toggle, "expand or collapse"},
+    {KEY_RIGHT, "Right l", VT, act_expand, "expand; on a leaf, open its detail"},
+    {'l', NULL, VT, act_expand, NULL},
+    {KEY_LEFT, "Left h", VT, act_collapse, "collapse, or go to the parent"},
+    {'h', NULL, VT, act_collapse, NULL},
+    {'/', "/", VT, act_filter, "filter by name, fork site (file:line) or state"},
+    {'s', "s", VT, act_sort, "sort: fork order, age, name, state"},
+    {'g', "g", VT, act_group, "group identical subtasks and stacks (xN)"},
+    {'p', "p", VT | VD, act_pause, "pause or resume live updates"},
+    {'d', "d", VT | VD, act_dump, "write a JSON thread dump to a file (path shown)"},
+    {'?', "?", VALL, act_help, "show or hide this help"},
+    {27, "Esc", VALL, act_back,
+     "back: close detail or help, clear the filter, or return to the process list"},
+    {'q', "q", VALL, act_quit, "quit"},
 };
 
 bool keys_dispatch(struct app *a, int ch)

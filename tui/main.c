@@ -16,11 +16,20 @@
 #include "once.h"
 #include "scope.h"
 
-#define TICK_MS 250          /* the loop wakes at least this often */
+#define TICK_MS 250	     /* the loop wakes at least this often */
 #define REDRAW_EVERY_MS 1000 /* ages and deadlines move even when nothing else does */
 #define ONCE_TIMEOUT_MS 5000
 
-enum opt_id { O_SOCKET = 1, O_ONCE, O_ASCII, O_INTERVAL, O_THRESHOLD, O_DUMPDIR, O_HELP, O_VERSION };
+enum opt_id {
+	O_SOCKET = 1,
+	O_ONCE,
+	O_ASCII,
+	O_INTERVAL,
+	O_THRESHOLD,
+	O_DUMPDIR,
+	O_HELP,
+	O_VERSION
+};
 
 struct optdef {
 	const char *name;
@@ -30,16 +39,18 @@ struct optdef {
 };
 
 static const struct optdef opts[] = {
-	{"socket", O_SOCKET, 1, "PATH",
-	 "scoped's agent socket (default $SCOPED_SOCKET, else $XDG_RUNTIME_DIR/scoped/agent.sock)", 0, 0},
-	{"once", O_ONCE, 0, NULL, "print the tree of PID (or the process list) as text and exit", 0, 0},
-	{"ascii", O_ASCII, 0, NULL, "ASCII glyphs only (automatic when the locale is not UTF-8)", 0, 0},
-	{"interval", O_INTERVAL, 1, "MS", "live update interval, 25..5000 (default 250)", 25, 5000},
-	{"join-threshold", O_THRESHOLD, 1, "MS", "warn about joins waiting longer (default 1000)", 1,
-	 86400000},
-	{"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0, 0},
-	{"help", O_HELP, 0, NULL, "this help", 0, 0},
-	{"version", O_VERSION, 0, NULL, "print the version", 0, 0},
+    {"socket", O_SOCKET, 1, "PATH",
+     "scoped's agent socket (default $SCOPED_SOCKET, else $XDG_RUNTIME_DIR/scoped/agent.sock)", 0,
+     0},
+    {"once", O_ONCE, 0, NULL, "print the tree of PID (or the process list) as text and exit", 0, 0},
+    {"ascii", O_ASCII, 0, NULL, "ASCII glyphs only (automatic when the locale is not UTF-8)", 0, 0},
+    {"interval", O_INTERVAL, 1, "MS", "live update interval, 25..5000 (default 250)", 25, 5000},
+    {"join-threshold", O_THRESHOLD, 1, "MS", "warn about joins waiting longer (default 1000)", 1,
+     86400000},
+    {"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0,
+     0},
+    {"help", O_HELP, 0, NULL, "this help", 0, 0},
+    {"version", O_VERSION, 0, NULL, "print the version", 0, 0},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -63,8 +74,8 @@ static int parse_num(const struct optdef *o, const char *s, long *out)
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (errno || *end || end == s || v < o->min || v > o->max) {
-		fprintf(stderr, "scopetop: --%s wants a number from %ld to %ld, not '%s'\n", o->name,
-			o->min, o->max, s);
+		fprintf(stderr, "scopetop: --%s wants a number from %ld to %ld, not '%s'\n",
+			o->name, o->min, o->max, s);
 		return -1;
 	}
 	*out = v;
@@ -92,9 +103,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			if (opts[i].id == ch)
 				o = &opts[i];
 		switch (ch) {
-		case O_SOCKET: c->o.socket = optarg; break;
-		case O_ONCE: c->once = true; break;
-		case O_ASCII: c->o.ascii = true; break;
+		case O_SOCKET:
+			c->o.socket = optarg;
+			break;
+		case O_ONCE:
+			c->once = true;
+			break;
+		case O_ASCII:
+			c->o.ascii = true;
+			break;
 		case O_INTERVAL:
 			if (parse_num(o, optarg, &v))
 				return -1;
@@ -105,11 +122,17 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return -1;
 			c->o.join_threshold_ms = (double)v;
 			break;
-		case O_DUMPDIR: c->o.dump_dir = optarg; break;
+		case O_DUMPDIR:
+			c->o.dump_dir = optarg;
+			break;
 		case 'h':
-		case O_HELP: usage(stdout); return 1;
+		case O_HELP:
+			usage(stdout);
+			return 1;
 		case 'V':
-		case O_VERSION: printf("scopetop %s\n", SCOPE_VERSION_STRING); return 1;
+		case O_VERSION:
+			printf("scopetop %s\n", SCOPE_VERSION_STRING);
+			return 1;
 		default:
 			fprintf(stderr, "scopetop: try --help\n");
 			return -1;
@@ -119,8 +142,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		char *end;
 		long long pid = strtoll(argv[optind], &end, 10);
 		if (*end || pid <= 0 || pid > 0x7fffffff || optind + 1 < argc) {
-			fprintf(stderr, "scopetop: '%s' is not a process id; usage: scopetop [options] [PID]\n",
-				argv[optind]);
+			fprintf(
+			    stderr,
+			    "scopetop: '%s' is not a process id; usage: scopetop [options] [PID]\n",
+			    argv[optind]);
 			return -1;
 		}
 		c->pid = pid;
@@ -141,8 +166,7 @@ static int ask(struct ctl *ctl, json_t *req, json_t **reply)
 	if (!json_is_true(json_object_get(*reply, "ok"))) {
 		json_t *e = json_object_get(*reply, "error");
 		const char *m = json_string_value(json_object_get(e, "message"));
-		fprintf(stderr, "scopetop: scoped refused: %s\n",
-			m ? m : "no reason given");
+		fprintf(stderr, "scopetop: scoped refused: %s\n", m ? m : "no reason given");
 		json_decref(*reply);
 		*reply = NULL;
 		return -1;
@@ -162,7 +186,8 @@ static int run_once(const struct cli *c)
 	int rc = 1;
 	if (!c->pid) {
 		if (!ask(ctl, json_pack("{s:s}", "cmd", "list"), &reply)) {
-			rc = once_list(stdout, json_object_get(reply, "processes"), c->o.ascii) ? 1 : 0;
+			rc = once_list(stdout, json_object_get(reply, "processes"), c->o.ascii) ? 1
+												: 0;
 			json_decref(reply);
 		}
 	} else if (!ask(ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c->pid),
@@ -171,8 +196,8 @@ static int run_once(const struct cli *c)
 		tm_model_init(&m);
 		m.join_threshold_ms = c->o.join_threshold_ms;
 		double local = tm_local_ms();
-		if (tm_model_load(&m, json_object_get(reply, "model"), json_object_get(reply, "process"),
-				  local, err, sizeof err))
+		if (tm_model_load(&m, json_object_get(reply, "model"),
+				  json_object_get(reply, "process"), local, err, sizeof err))
 			fprintf(stderr, "scopetop: process %lld: %s\n", (long long)c->pid, err);
 		else
 			rc = once_tree(stdout, &m, tm_model_now(&m, local), c->o.ascii) ? 1 : 0;

@@ -13,19 +13,19 @@
 /* ---- names ------------------------------------------------------------ */
 
 static const char *const task_states[] = {
-	[TK_FORKED] = "forked",       [TK_RUNNING] = "running",
-	[TK_SUCCESS] = "success",     [TK_FAILED] = "failed",
-	[TK_CANCELLED] = "cancelled", [TK_UNAVAILABLE] = "unavailable",
+    [TK_FORKED] = "forked", [TK_RUNNING] = "running",	  [TK_SUCCESS] = "success",
+    [TK_FAILED] = "failed", [TK_CANCELLED] = "cancelled", [TK_UNAVAILABLE] = "unavailable",
 };
 static const char *const scope_states[] = {
-	[SS_OPEN] = "open",           [SS_JOINING] = "joining", [SS_JOINED] = "joined",
-	[SS_CANCELLED] = "cancelled", [SS_CLOSED] = "closed",
+    [SS_OPEN] = "open",		  [SS_JOINING] = "joining", [SS_JOINED] = "joined",
+    [SS_CANCELLED] = "cancelled", [SS_CLOSED] = "closed",
 };
 static const char *const joiners[] = {
-	[JN_NONE] = "",        [JN_ALL] = "all_successful", [JN_ANY] = "any_successful",
-	[JN_AWAIT] = "await_all", [JN_UNTIL] = "until",     [JN_CUSTOM] = "custom",
+    [JN_NONE] = "",	      [JN_ALL] = "all_successful", [JN_ANY] = "any_successful",
+    [JN_AWAIT] = "await_all", [JN_UNTIL] = "until",	   [JN_CUSTOM] = "custom",
 };
-static const char *const roles[] = {[RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker"};
+static const char *const roles[] = {
+    [RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker"};
 static const char *const warn_names[TM_W_KINDS] = {"straggler", "slow join", "past deadline",
 						   "events lost", "violation"};
 
@@ -233,10 +233,10 @@ struct kind {
 };
 
 static const struct kind kinds[] = {
-	{"threads", offsetof(struct tm_model, threads), thread_parse, thread_free},
-	{"pools", offsetof(struct tm_model, pools), pool_parse, pool_free},
-	{"scopes", offsetof(struct tm_model, scopes), scope_parse, scope_free},
-	{"tasks", offsetof(struct tm_model, tasks), task_parse, task_free},
+    {"threads", offsetof(struct tm_model, threads), thread_parse, thread_free},
+    {"pools", offsetof(struct tm_model, pools), pool_parse, pool_free},
+    {"scopes", offsetof(struct tm_model, scopes), scope_parse, scope_free},
+    {"tasks", offsetof(struct tm_model, tasks), task_parse, task_free},
 };
 
 static struct tm_table *table_of(struct tm_model *m, const struct kind *k)
@@ -261,15 +261,14 @@ static void table_free(struct tm_table *t, void (*fr)(void *))
 }
 
 /* Keeps what the model itself knows across an update of an entity. */
-static void carry_over(struct tm_model *m, const struct kind *k, void *item, void *old,
-		       double now)
+static void carry_over(struct tm_model *m, const struct kind *k, void *item, void *old, double now)
 {
 	if (k->parse == scope_parse) {
 		struct tm_scope *s = item, *o = old;
 		s->gen = m->gen;
 		if (s->state == SS_JOINING)
 			s->joining_since_ms =
-				(o && o->state == SS_JOINING) ? o->joining_since_ms : now;
+			    (o && o->state == SS_JOINING) ? o->joining_since_ms : now;
 	} else if (k->parse == task_parse) {
 		((struct tm_task *)item)->gen = m->gen;
 	} else if (k->parse == pool_parse) {
@@ -375,8 +374,8 @@ void tm_model_set_process(struct tm_model *m, json_t *p)
 	m->gen++;
 }
 
-int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double local_ms,
-		  char *err, size_t errlen)
+int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double local_ms, char *err,
+		  size_t errlen)
 {
 	if (!json_is_object(model)) {
 		snprintf(err, errlen, "the daemon sent a model that is not a JSON object");
@@ -434,8 +433,8 @@ int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, cha
 		json_array_foreach(ids, j, id)
 		{
 			if (json_is_integer(id))
-				kinds[i].free(tm_table_take(table_of(m, &kinds[i]),
-							 json_integer_value(id)));
+				kinds[i].free(
+				    tm_table_take(table_of(m, &kinds[i]), json_integer_value(id)));
 		}
 	}
 	json_t *viol = json_object_get(up, "violations");

@@ -13,11 +13,11 @@
 #include "tmap.h"
 
 /* Caps on what the daemon (a peer) can make us hold. */
-#define TM_MAX_ITEMS 500000  /* per kind: threads, pools, scopes, tasks */
-#define TM_MAX_STR 256       /* bytes kept of any string */
-#define TM_MAX_FRAMES 64     /* frames kept per stack */
+#define TM_MAX_ITEMS 500000 /* per kind: threads, pools, scopes, tasks */
+#define TM_MAX_STR 256	    /* bytes kept of any string */
+#define TM_MAX_FRAMES 64    /* frames kept per stack */
 #define TM_MAX_VIOLATIONS 256
-#define TM_MAX_VALUES 32     /* scoped values kept per scope */
+#define TM_MAX_VALUES 32 /* scoped values kept per scope */
 
 enum tm_task_state { TK_FORKED, TK_RUNNING, TK_SUCCESS, TK_FAILED, TK_CANCELLED, TK_UNAVAILABLE };
 enum tm_scope_state { SS_OPEN, SS_JOINING, SS_JOINED, SS_CANCELLED, SS_CLOSED };
@@ -29,7 +29,7 @@ enum {
 	TM_W_STRAGGLER = 1u << 0, /* task still running after its scope was cancelled */
 	TM_W_JOIN_SLOW = 1u << 1, /* a join has waited longer than the threshold */
 	TM_W_DEADLINE = 1u << 2,  /* open scope past its deadline */
-	TM_W_LOST = 1u << 3,      /* the model had a gap (events lost) */
+	TM_W_LOST = 1u << 3,	  /* the model had a gap (events lost) */
 	TM_W_VIOLATION = 1u << 4, /* structure violation */
 };
 #define TM_W_KINDS 5
@@ -65,9 +65,9 @@ struct tm_scope {
 	char *name;
 	int64_t parent, parent_task, owner, pool; /* 0: none */
 	int joiner, state;
-	char *cancel_reason, *join_result; /* NULL: none */
+	char *cancel_reason, *join_result;	  /* NULL: none */
 	double deadline_ms, opened_ms, closed_ms; /* 0: none */
-	double joining_since_ms; /* when we first saw it joining (model time) */
+	double joining_since_ms;		  /* when we first saw it joining (model time) */
 	struct tm_site site;
 	struct tm_kv *values;
 	int nvalues;
@@ -124,10 +124,10 @@ struct tm_model {
 	struct tm_violation viol[TM_MAX_VIOLATIONS];
 	int nviol;
 	double clock_offset_ms; /* model time = local realtime ms + offset */
-	double frozen_ms;       /* nonzero once the process ended: time stops there */
+	double frozen_ms;	/* nonzero once the process ended: time stops there */
 	double join_threshold_ms;
-	uint64_t gen;           /* bumps on every change: views rebuild on it */
-	int64_t delta_gen;      /* the daemon's gen of the last message applied */
+	uint64_t gen;	   /* bumps on every change: views rebuild on it */
+	int64_t delta_gen; /* the daemon's gen of the last message applied */
 	bool have_snapshot;
 	unsigned warn_count[TM_W_KINDS];
 	unsigned warn_total;
@@ -140,8 +140,8 @@ void tm_model_free(struct tm_model *m);
  * objects as in a `tree` reply or a subscribe snapshot.  local_ms is the
  * local realtime clock in ms (tm_local_ms()).  0, or -EPROTO/-ENOMEM with a
  * sentence in err.  Bad members are skipped, never trusted. */
-int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double local_ms,
-		  char *err, size_t errlen);
+int tm_model_load(struct tm_model *m, json_t *model, json_t *process, double local_ms, char *err,
+		  size_t errlen);
 
 /* Applies one `delta` message (borrowed).  0, or -EPROTO/-ENOMEM with err. */
 int tm_model_apply_delta(struct tm_model *m, json_t *delta, double local_ms, char *err,

@@ -155,4 +155,3 @@ void *tm_table_take(struct tm_table *t, int64_t id)
 	}
 	return item;
 }
-

@@ -31,7 +31,8 @@ static uint64_t hash_str(uint64_t h, const char *s)
 /* "func (file:line)", or the address and module when symbols are missing. */
 static char *frame_text(json_t *f)
 {
-	const char *func = tm_jraw(f, "func"), *file = tm_jraw(f, "file"), *addr = tm_jraw(f, "addr");
+	const char *func = tm_jraw(f, "func"), *file = tm_jraw(f, "file"),
+		   *addr = tm_jraw(f, "addr");
 	const char *mod = tm_jraw(f, "module"), *off = tm_jraw(f, "offset");
 	int64_t line = tm_jint(f, "line");
 	char b[TM_MAX_STR];
@@ -112,4 +113,3 @@ struct tm_stack *tm_stack_get(const struct tm_model *m, int64_t tid)
 {
 	return tm_table_get(&m->stacks, tid);
 }
-

@@ -51,7 +51,8 @@ int once_tree(FILE *out, const struct tm_model *m, double now, bool ascii)
 	rf_layout(&l, fixed + name_w + 1, ascii); /* +1: the name's own separator */
 
 	const struct tm_proc *p = &m->proc;
-	fprintf(out, "process %lld %s %s  scopes %zu  tasks %zu  threads %zu  pools %zu  lost %lld%s\n",
+	fprintf(out,
+		"process %lld %s %s  scopes %zu  tasks %zu  threads %zu  pools %zu  lost %lld%s\n",
 		(long long)p->pid, p->name[0] ? p->name : "?", p->exited ? "exited" : "live",
 		m->scopes.n, m->tasks.n, m->threads.n, m->pools.n, (long long)p->lost,
 		p->complete ? "" : "  (incomplete)");
@@ -86,8 +87,8 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 		ttx_pad(name, sizeof name, used, 20);
 		const char *st = json_string_value(json_object_get(p, "state"));
 		fprintf(out, "%8lld  %s %-9.9s %7lld %7lld %8lld %6lld\n",
-			(long long)json_integer_value(json_object_get(p, "pid")), name, st ? st : "?",
-			(long long)json_integer_value(json_object_get(p, "scopes")),
+			(long long)json_integer_value(json_object_get(p, "pid")), name,
+			st ? st : "?", (long long)json_integer_value(json_object_get(p, "scopes")),
 			(long long)json_integer_value(json_object_get(p, "tasks")),
 			(long long)json_integer_value(json_object_get(p, "threads")),
 			(long long)json_integer_value(json_object_get(p, "lost")));

@@ -11,9 +11,9 @@ struct glyph {
 };
 
 static const struct glyph glyphs[DS_COUNT] = {
-	[DS_NONE] = {" ", " "},    [DS_QUEUED] = {"○", "o"},  [DS_RUNNING] = {"●", "*"},
-	[DS_BLOCKED] = {"◐", "~"}, [DS_JOINING] = {"◎", "J"}, [DS_DONE] = {"✓", "+"},
-	[DS_FAILED] = {"✗", "x"},  [DS_CANCELLED] = {"⊘", "-"}, [DS_EXITED] = {"■", "#"},
+    [DS_NONE] = {" ", " "},    [DS_QUEUED] = {"○", "o"},    [DS_RUNNING] = {"●", "*"},
+    [DS_BLOCKED] = {"◐", "~"}, [DS_JOINING] = {"◎", "J"},   [DS_DONE] = {"✓", "+"},
+    [DS_FAILED] = {"✗", "x"},  [DS_CANCELLED] = {"⊘", "-"}, [DS_EXITED] = {"■", "#"},
 };
 
 /* Tree drawing pieces: vertical guide, tee, elbow, open, closed, leaf. */
@@ -29,16 +29,16 @@ const char *rf_glyph(int state, bool ascii)
 
 struct coldef {
 	const char *title;
-	int width;    /* 0: flexible (the name) */
-	int drop;     /* dropped in increasing order when the terminal is narrow */
-	bool right;   /* right-aligned */
+	int width;  /* 0: flexible (the name) */
+	int drop;   /* dropped in increasing order when the terminal is narrow */
+	bool right; /* right-aligned */
 };
 
 static const struct coldef cols[RF_NCOLS] = {
-	[RF_STATE] = {"STATE", 11, 99, false},   [RF_NAME] = {"NAME", 0, 99, false},
-	[RF_ID] = {"ID", 7, 6, true},            [RF_AGE] = {"AGE", 7, 5, true},
-	[RF_JOINER] = {"JOINER", 6, 2, false},   [RF_DEADLINE] = {"DEADLN", 7, 4, true},
-	[RF_SITE] = {"SITE", 18, 3, false},      [RF_WORKER] = {"WORKER", 7, 1, true},
+    [RF_STATE] = {"STATE", 11, 99, false}, [RF_NAME] = {"NAME", 0, 99, false},
+    [RF_ID] = {"ID", 7, 6, true},	   [RF_AGE] = {"AGE", 7, 5, true},
+    [RF_JOINER] = {"JOINER", 6, 2, false}, [RF_DEADLINE] = {"DEADLN", 7, 4, true},
+    [RF_SITE] = {"SITE", 18, 3, false},	   [RF_WORKER] = {"WORKER", 7, 1, true},
 };
 
 #define NAME_MIN 22
@@ -114,8 +114,7 @@ void rf_badges(unsigned warn, bool ascii, char *buf, size_t len)
 	}
 }
 
-void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf,
-	      size_t len)
+void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf, size_t len)
 {
 	char badges[128];
 	rf_badges(r->warn, ascii, badges, sizeof badges);
@@ -163,10 +162,11 @@ static void tree_prefix(const struct tr_row *r, bool ascii, char *buf, size_t le
 	if (r->depth > 0)
 		strncat(buf, (r->flags & TR_F_LAST) ? G(g_elbow, ascii) : G(g_tee, ascii),
 			len - strlen(buf) - 1);
-	const struct glyph *e = !(r->flags & TR_F_KIDS)      ? &g_leaf
+	const struct glyph *e = !(r->flags & TR_F_KIDS)	     ? &g_leaf
 				: (r->flags & TR_F_EXPANDED) ? &g_open
 							     : &g_closed;
-	strncat(buf, r->depth > 0 || (r->flags & TR_F_KIDS) ? G(*e, ascii) : "", len - strlen(buf) - 1);
+	strncat(buf, r->depth > 0 || (r->flags & TR_F_KIDS) ? G(*e, ascii) : "",
+		len - strlen(buf) - 1);
 }
 
 double rf_deadline(const struct tm_model *m, const struct tm_scope *s)
@@ -175,15 +175,16 @@ double rf_deadline(const struct tm_model *m, const struct tm_scope *s)
 	for (int depth = 0; s && depth < TR_MAX_DEPTH; depth++) {
 		if (s->deadline_ms > 0 && (dl == 0 || s->deadline_ms < dl))
 			dl = s->deadline_ms;
-		const struct tm_task *opener = s->parent_task ? tm_task_get(m, s->parent_task) : NULL;
+		const struct tm_task *opener =
+		    s->parent_task ? tm_task_get(m, s->parent_task) : NULL;
 		int64_t up = opener ? opener->scope : s->parent;
 		s = up && up != s->id ? tm_scope_get(m, up) : NULL;
 	}
 	return dl;
 }
 
-void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now,
-		 bool ascii, char *out, size_t len)
+void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double now, bool ascii,
+	     char *out, size_t len)
 {
 	const struct tm_scope *s = r->kind == TR_SCOPE ? r->ent : NULL;
 	const struct tm_task *t = r->kind == TR_TASK ? r->ent : NULL;
@@ -191,7 +192,8 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 	switch (col) {
 	case RF_STATE:
 		if (r->state != DS_NONE)
-			snprintf(out, len, "%s %s", rf_glyph(r->state, ascii), tr_state_name(r->state));
+			snprintf(out, len, "%s %s", rf_glyph(r->state, ascii),
+				 tr_state_name(r->state));
 		break;
 	case RF_NAME: {
 		char pre[TR_MAX_DEPTH * 8], label[512];
@@ -207,7 +209,9 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 			snprintf(out, len, "%lld", (long long)r->id);
 		break;
 	case RF_AGE: {
-		double from = s ? s->opened_ms : t ? (t->started_ms ? t->started_ms : t->forked_ms) : 0;
+		double from = s	  ? s->opened_ms
+			      : t ? (t->started_ms ? t->started_ms : t->forked_ms)
+				  : 0;
 		double to = s ? s->closed_ms : t ? t->ended_ms : 0;
 		if (from > 0)
 			ttx_duration(out, len, (to > 0 ? to : now) - from);
@@ -215,10 +219,11 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 	}
 	case RF_JOINER:
 		if (s) {
-			static const char *const short_names[] = {"", "all", "any", "await", "until",
-								  "custom"};
+			static const char *const short_names[] = {"",	   "all",   "any",
+								  "await", "until", "custom"};
 			snprintf(out, len, "%s",
-				 (s->joiner >= 0 && s->joiner <= JN_CUSTOM) ? short_names[s->joiner] : "?");
+				 (s->joiner >= 0 && s->joiner <= JN_CUSTOM) ? short_names[s->joiner]
+									    : "?");
 		}
 		break;
 	case RF_DEADLINE: {

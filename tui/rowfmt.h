@@ -10,15 +10,25 @@
 #include "model.h"
 #include "tree.h"
 
-enum rf_col { RF_STATE, RF_NAME, RF_ID, RF_AGE, RF_JOINER, RF_DEADLINE, RF_SITE, RF_WORKER, RF_NCOLS };
+enum rf_col {
+	RF_STATE,
+	RF_NAME,
+	RF_ID,
+	RF_AGE,
+	RF_JOINER,
+	RF_DEADLINE,
+	RF_SITE,
+	RF_WORKER,
+	RF_NCOLS
+};
 
 #define RF_LINE_MAX 2048
 
 struct rf_layout {
-	int n;                 /* visible columns, in order */
-	int col[RF_NCOLS];     /* enum rf_col of each */
-	int x[RF_NCOLS];       /* start column of each */
-	int width[RF_NCOLS];   /* width of each */
+	int n;		     /* visible columns, in order */
+	int col[RF_NCOLS];   /* enum rf_col of each */
+	int x[RF_NCOLS];     /* start column of each */
+	int width[RF_NCOLS]; /* width of each */
 	bool ascii;
 };
 
@@ -43,8 +53,7 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 double rf_deadline(const struct tm_model *m, const struct tm_scope *s);
 
 /* The label of a row (name or function, ×N, warning badges). */
-void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf,
-	      size_t len);
+void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf, size_t len);
 
 /* State glyph (one column) for a display state. */
 const char *rf_glyph(int state, bool ascii);

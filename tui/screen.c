@@ -74,18 +74,18 @@ struct role_def {
 };
 
 static const struct role_def roles[TA_COUNT] = {
-	[TA_NORMAL] = {-1, -1, A_NORMAL, A_NORMAL},
-	[TA_HEADER] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
-	[TA_TITLE] = {COLOR_BLACK, COLOR_GREEN, A_NORMAL, A_REVERSE},
-	[TA_SELECTED] = {COLOR_BLACK, COLOR_WHITE, A_NORMAL, A_REVERSE},
-	[TA_DIM] = {-1, -1, A_DIM, A_DIM},
-	[TA_WARN] = {COLOR_RED, -1, A_BOLD, A_BOLD},
-	[TA_GOOD] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
-	[TA_WAIT] = {COLOR_YELLOW, -1, A_NORMAL, A_NORMAL},
-	[TA_JOIN] = {COLOR_CYAN, -1, A_NORMAL, A_UNDERLINE},
-	[TA_BAD] = {COLOR_RED, -1, A_BOLD, A_BOLD},
-	[TA_CANCEL] = {COLOR_MAGENTA, -1, A_NORMAL, A_DIM},
-	[TA_MATCH] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [TA_NORMAL] = {-1, -1, A_NORMAL, A_NORMAL},
+    [TA_HEADER] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
+    [TA_TITLE] = {COLOR_BLACK, COLOR_GREEN, A_NORMAL, A_REVERSE},
+    [TA_SELECTED] = {COLOR_BLACK, COLOR_WHITE, A_NORMAL, A_REVERSE},
+    [TA_DIM] = {-1, -1, A_DIM, A_DIM},
+    [TA_WARN] = {COLOR_RED, -1, A_BOLD, A_BOLD},
+    [TA_GOOD] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
+    [TA_WAIT] = {COLOR_YELLOW, -1, A_NORMAL, A_NORMAL},
+    [TA_JOIN] = {COLOR_CYAN, -1, A_NORMAL, A_UNDERLINE},
+    [TA_BAD] = {COLOR_RED, -1, A_BOLD, A_BOLD},
+    [TA_CANCEL] = {COLOR_MAGENTA, -1, A_NORMAL, A_DIM},
+    [TA_MATCH] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
 };
 
 int scr_attr(const struct scr *t, int role)
@@ -106,7 +106,7 @@ static void close_at_exit(void)
 }
 
 int scr_open(struct scr *t, FILE *out, FILE *in, const char *termtype, bool color, char *err,
-	      size_t errlen)
+	     size_t errlen)
 {
 	static bool registered;
 	if (!registered) { /* an exit() from anywhere still gives the terminal back */
@@ -123,7 +123,9 @@ int scr_open(struct scr *t, FILE *out, FILE *in, const char *termtype, bool colo
 		snprintf(err, errlen,
 			 "cannot start the terminal (TERM=%s); set TERM to your terminal's type or "
 			 "use --once",
-			 termtype ? termtype : getenv("TERM") ? getenv("TERM") : "unset");
+			 termtype	  ? termtype
+			 : getenv("TERM") ? getenv("TERM")
+					  : "unset");
 		return -1;
 	}
 	set_term(screen);

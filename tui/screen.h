@@ -16,12 +16,12 @@ enum scr_role {
 	TA_HEADER,   /* top line */
 	TA_TITLE,    /* column titles, pane titles */
 	TA_SELECTED, /* the cursor row */
-	TA_DIM,      /* ended, kept for the retention time */
+	TA_DIM,	     /* ended, kept for the retention time */
 	TA_WARN,     /* badges and the warning count */
 	TA_GOOD,     /* running */
 	TA_WAIT,     /* queued, blocked */
 	TA_JOIN,     /* joining */
-	TA_BAD,      /* failed */
+	TA_BAD,	     /* failed */
 	TA_CANCEL,   /* cancelled */
 	TA_MATCH,    /* filter matches */
 	TA_COUNT
@@ -33,7 +33,7 @@ struct scr {
 	bool color, open;
 	int rows, cols;
 	uint64_t line_hash[SCR_MAX_LINES]; /* what each screen line shows now */
-	unsigned long repainted;            /* lines written since start (for tests, bench) */
+	unsigned long repainted;	   /* lines written since start (for tests, bench) */
 };
 
 /* Set by SIGINT, SIGTERM, SIGHUP: the signal number; the main loop exits. */
@@ -47,7 +47,7 @@ void scr_signals(void);
  * (NULL: $TERM).  color: use colours if the terminal has them.  0, or -1
  * with a sentence in err. */
 int scr_open(struct scr *t, FILE *out, FILE *in, const char *termtype, bool color, char *err,
-	      size_t errlen);
+	     size_t errlen);
 /* Restores the terminal.  Safe to call twice and at exit. */
 void scr_close(struct scr *t);
 

@@ -14,13 +14,13 @@
 #include "../dumper/jdkdump.h"
 
 #define LIST_EVERY_MS 1000
-#define STACK_EVERY_MS 1000   /* refresh of the selected thread's stack */
+#define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */
 #define GROUP_STACKS_EVERY_MS 2000
-#define STACK_SETTLE_MS 120   /* wait for the cursor to rest before fetching */
+#define STACK_SETTLE_MS 120 /* wait for the cursor to rest before fetching */
 #define RECONNECT_MS 2000
 #define REQUEST_TIMEOUT_MS 5000
-#define HELD_MAX 4096         /* messages held during a pause before resync */
-#define FIRST_ID 1000000      /* clear of ctl_request()'s own ids */
+#define HELD_MAX 4096	 /* messages held during a pause before resync */
+#define FIRST_ID 1000000 /* clear of ctl_request()'s own ids */
 
 int src_connect(struct app *a)
 {
@@ -168,8 +168,8 @@ static void write_dump(struct app *a, json_t *reply)
 	}
 	int rc = -EEXIST;
 	for (int n = 0; n < 100 && rc == -EEXIST; n++) {
-		snprintf(path, sizeof path, "%s/scopetop-%lld-%s%s%.0d.json", dir, (long long)a->pid,
-			 stamp, n ? "-" : "", n);
+		snprintf(path, sizeof path, "%s/scopetop-%lld-%s%s%.0d.json", dir,
+			 (long long)a->pid, stamp, n ? "-" : "", n);
 		rc = jdkdump_write_file(path, text, strlen(text), false, err, sizeof err);
 	}
 	free(text);
@@ -191,7 +191,8 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 		break;
 	case RQ_STACKS:
 		if (ok)
-			tm_model_set_stacks(&a->model, json_object_get(msg, "stacks"), a->now_local);
+			tm_model_set_stacks(&a->model, json_object_get(msg, "stacks"),
+					    a->now_local);
 		break;
 	case RQ_DUMP:
 		if (ok)
@@ -283,8 +284,7 @@ void src_resume(struct app *a)
 	}
 	size_t i;
 	json_t *m;
-	json_array_foreach(a->held, i, m)
-		apply(a, m);
+	json_array_foreach(a->held, i, m) apply(a, m);
 	json_array_clear(a->held);
 }
 
@@ -299,9 +299,10 @@ void src_pump(struct app *a)
 		if (rc == -EPROTO)
 			continue;
 		if (rc < 0) {
-			snprintf(a->conn_err, sizeof a->conn_err,
-				 "lost the connection to scoped (%s); showing the last data, retrying",
-				 rc == -ECONNRESET ? "it closed the socket" : strerror(-rc));
+			snprintf(
+			    a->conn_err, sizeof a->conn_err,
+			    "lost the connection to scoped (%s); showing the last data, retrying",
+			    rc == -ECONNRESET ? "it closed the socket" : strerror(-rc));
 			a->daemon_gone = true;
 			break;
 		}

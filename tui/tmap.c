@@ -28,10 +28,10 @@ static int grow(struct tmap *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 64;
 	struct tmap g = {
-		.keys = malloc(ncap * sizeof *g.keys),
-		.vals = malloc(ncap * sizeof *g.vals),
-		.used = calloc(ncap, 1),
-		.cap = ncap,
+	    .keys = malloc(ncap * sizeof *g.keys),
+	    .vals = malloc(ncap * sizeof *g.vals),
+	    .used = calloc(ncap, 1),
+	    .cap = ncap,
 	};
 	if (!g.keys || !g.vals || !g.used) {
 		tmap_free(&g);

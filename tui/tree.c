@@ -17,12 +17,12 @@ struct tr_edge {
 };
 
 static const char *const state_names[DS_COUNT] = {
-	[DS_NONE] = "",          [DS_QUEUED] = "queued", [DS_RUNNING] = "running",
-	[DS_BLOCKED] = "blocked", [DS_JOINING] = "joining", [DS_DONE] = "done",
-	[DS_FAILED] = "failed",  [DS_CANCELLED] = "cancelled", [DS_EXITED] = "exited",
+    [DS_NONE] = "",	      [DS_QUEUED] = "queued",	    [DS_RUNNING] = "running",
+    [DS_BLOCKED] = "blocked", [DS_JOINING] = "joining",	    [DS_DONE] = "done",
+    [DS_FAILED] = "failed",   [DS_CANCELLED] = "cancelled", [DS_EXITED] = "exited",
 };
 static const char *const sort_names[SORT_COUNT] = {
-	[SORT_ID] = "fork order", [SORT_AGE] = "age", [SORT_NAME] = "name", [SORT_STATE] = "state"};
+    [SORT_ID] = "fork order", [SORT_AGE] = "age", [SORT_NAME] = "name", [SORT_STATE] = "state"};
 
 const char *tr_state_name(int s)
 {
@@ -102,9 +102,10 @@ int tr_scope_state(const struct tm_scope *s)
 
 int tr_task_state(const struct tm_model *m, const struct tm_task *t, bool joining)
 {
-	static const uint8_t map[] = {[TK_FORKED] = DS_QUEUED,     [TK_RUNNING] = DS_RUNNING,
-				      [TK_SUCCESS] = DS_DONE,      [TK_FAILED] = DS_FAILED,
-				      [TK_CANCELLED] = DS_CANCELLED, [TK_UNAVAILABLE] = DS_CANCELLED};
+	static const uint8_t map[] = {
+	    [TK_FORKED] = DS_QUEUED,	   [TK_RUNNING] = DS_RUNNING,
+	    [TK_SUCCESS] = DS_DONE,	   [TK_FAILED] = DS_FAILED,
+	    [TK_CANCELLED] = DS_CANCELLED, [TK_UNAVAILABLE] = DS_CANCELLED};
 	int s = (t->state >= 0 && (size_t)t->state < sizeof map) ? map[t->state] : DS_NONE;
 	if (s != DS_RUNNING)
 		return s;
@@ -147,10 +148,17 @@ static int cmp_edge(const void *pa, const void *pb, void *ctx)
 	if (a->kind != b->kind) /* subtasks before the scopes nested beside them */
 		return a->kind == TR_TASK ? -1 : (b->kind == TR_TASK ? 1 : (int)a->kind - b->kind);
 	switch (sort) {
-	case SORT_AGE: c = cmp_num(a->t, b->t); break;
-	case SORT_NAME: c = strcmp(a->name ? a->name : "", b->name ? b->name : ""); break;
-	case SORT_STATE: c = (int)a->state - (int)b->state; break;
-	default: break;
+	case SORT_AGE:
+		c = cmp_num(a->t, b->t);
+		break;
+	case SORT_NAME:
+		c = strcmp(a->name ? a->name : "", b->name ? b->name : "");
+		break;
+	case SORT_STATE:
+		c = (int)a->state - (int)b->state;
+		break;
+	default:
+		break;
 	}
 	return c ? c : cmp_num((double)a->id, (double)b->id);
 }
@@ -178,17 +186,17 @@ static int collect(struct tr_tree *t, const struct tm_model *m)
 	}
 	for (size_t i = 0; i < m->tasks.n && !rc; i++) {
 		struct tm_task *k = m->tasks.v[i];
-		uint64_t parent = tm_scope_get(m, k->scope) ? tr_key(TR_SCOPE, k->scope)
-							    : tr_key(TR_ROOT, 0);
+		uint64_t parent =
+		    tm_scope_get(m, k->scope) ? tr_key(TR_SCOPE, k->scope) : tr_key(TR_ROOT, 0);
 		bool joining = tmap_get(&t->scratch, k->id) >= 0;
 		double age = k->started_ms ? k->started_ms : k->forked_ms;
-		rc = add_edge(t, (struct tr_edge){parent, tr_task_name(m, k), k, k->id, age, TR_TASK,
-						  (uint8_t)tr_task_state(m, k, joining)});
+		rc = add_edge(t, (struct tr_edge){parent, tr_task_name(m, k), k, k->id, age,
+						  TR_TASK, (uint8_t)tr_task_state(m, k, joining)});
 	}
 	for (size_t i = 0; i < m->pools.n && !rc; i++) {
 		struct tm_pool *p = m->pools.v[i];
-		rc = add_edge(t, (struct tr_edge){tr_key(TR_POOLS, 0), p->name, p, p->id, 0, TR_POOL,
-						  DS_NONE});
+		rc = add_edge(t, (struct tr_edge){tr_key(TR_POOLS, 0), p->name, p, p->id, 0,
+						  TR_POOL, DS_NONE});
 	}
 	if (!rc && m->pools.n)
 		rc = add_edge(t, (struct tr_edge){tr_key(TR_ROOT, 0), "pools", NULL, 0, 1e300,
@@ -290,14 +298,19 @@ static bool emit(struct walk *w, const struct tr_edge *e, int depth)
 	bool kids = first >= 0;
 	bool open = kids && (w->filtering || tr_is_expanded(t, e->kind, e->id));
 	bool self = !w->filtering || matches(t, e);
-	unsigned warn = e->kind == TR_SCOPE ? ((struct tm_scope *)e->ent)->warn
+	unsigned warn = e->kind == TR_SCOPE  ? ((struct tm_scope *)e->ent)->warn
 			: e->kind == TR_TASK ? ((struct tm_task *)e->ent)->warn
 					     : 0;
 	struct tr_row r = {
-		.ent = e->ent, .id = e->id, .group_n = 1, .kind = e->kind,
-		.depth = (uint8_t)depth, .state = e->state, .warn = warn,
-		.flags = (uint8_t)((kids ? TR_F_KIDS : 0) | (open ? TR_F_EXPANDED : 0) |
-				   (ended(e) ? TR_F_DIM : 0) | (self && w->filtering ? TR_F_MATCH : 0)),
+	    .ent = e->ent,
+	    .id = e->id,
+	    .group_n = 1,
+	    .kind = e->kind,
+	    .depth = (uint8_t)depth,
+	    .state = e->state,
+	    .warn = warn,
+	    .flags = (uint8_t)((kids ? TR_F_KIDS : 0) | (open ? TR_F_EXPANDED : 0) |
+			       (ended(e) ? TR_F_DIM : 0) | (self && w->filtering ? TR_F_MATCH : 0)),
 	};
 	size_t mark = t->n;
 	if ((w->rc = push_row(t, &r)))
@@ -364,7 +377,8 @@ int tr_build(struct tr_tree *t, const struct tm_model *m)
 		return rc;
 	tmap_clear(&t->scratch);
 	struct walk w = {.t = t, .m = m, .filtering = t->filter[0] != 0};
-	struct tr_edge root = {.name = "<root>", .kind = TR_ROOT,
+	struct tr_edge root = {.name = "<root>",
+			       .kind = TR_ROOT,
 			       .state = (uint8_t)(m->proc.exited ? DS_EXITED : DS_RUNNING)};
 	if (!emit(&w, &root, 0) && !w.rc) {
 		/* Keep the root even when nothing matches, so the view has an anchor. */

@@ -35,17 +35,17 @@ enum tr_state {
 enum tr_sort { SORT_ID, SORT_AGE, SORT_NAME, SORT_STATE, SORT_COUNT };
 
 enum {
-	TR_F_KIDS = 1u << 0,     /* has children (expandable) */
+	TR_F_KIDS = 1u << 0,	 /* has children (expandable) */
 	TR_F_EXPANDED = 1u << 1, /* children are shown */
-	TR_F_LAST = 1u << 2,     /* last of its siblings as shown */
-	TR_F_DIM = 1u << 3,      /* ended: kept only for the retention time */
-	TR_F_MATCH = 1u << 4,    /* matches the filter itself (not only a descendant) */
+	TR_F_LAST = 1u << 2,	 /* last of its siblings as shown */
+	TR_F_DIM = 1u << 3,	 /* ended: kept only for the retention time */
+	TR_F_MATCH = 1u << 4,	 /* matches the filter itself (not only a descendant) */
 };
 
 struct tr_row {
-	void *ent;       /* borrowed from the model: tm_scope, tm_task, tm_pool or NULL */
+	void *ent; /* borrowed from the model: tm_scope, tm_task, tm_pool or NULL */
 	int64_t id;
-	uint64_t guides; /* bit d: the ancestor at depth d has a later sibling */
+	uint64_t guides;  /* bit d: the ancestor at depth d has a later sibling */
 	uint32_t group_n; /* > 1: this row stands for that many identical subtasks */
 	uint8_t kind, depth, state, flags;
 	unsigned warn;
@@ -56,10 +56,10 @@ struct tr_edge;
 struct tr_tree {
 	struct tr_row *rows;
 	size_t n, cap;
-	int sort;                    /* enum tr_sort */
-	bool group;                  /* g: group identical subtasks */
-	char filter[TR_FILTER_MAX];  /* "" for none */
-	struct tmap toggled;        /* node keys whose expansion differs from the default */
+	int sort;		    /* enum tr_sort */
+	bool group;		    /* g: group identical subtasks */
+	char filter[TR_FILTER_MAX]; /* "" for none */
+	struct tmap toggled;	    /* node keys whose expansion differs from the default */
 	/* scratch kept between builds to avoid reallocating */
 	struct tr_edge *edges;
 	size_t nedges, capedges;

@@ -18,7 +18,8 @@ struct lines {
 	int n;
 };
 
-static void add(struct lines *l, int role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(struct lines *l, int role, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void add(struct lines *l, int role, const char *fmt, ...)
 {
@@ -111,8 +112,8 @@ static void stack(struct lines *l, const struct app *a, int64_t tid, const char 
 	}
 	const struct tm_stack *st = tm_stack_get(m, tid);
 	if (!st) {
-		add(l, TA_DIM, "stack of %s %lld \"%s\": %s", who, (long long)tid, thread_name(m, tid),
-		    a->exited ? "none (the process exited)" : "fetching...");
+		add(l, TA_DIM, "stack of %s %lld \"%s\": %s", who, (long long)tid,
+		    thread_name(m, tid), a->exited ? "none (the process exited)" : "fetching...");
 		return;
 	}
 	char age[32];
@@ -143,8 +144,8 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (r->group_n > 1)
 		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
 		    r->group_n);
-	add(l, TA_NORMAL, "  forked at %s:%d (in %s)   %s %s   worker %lld \"%s\"", nz(t->site.file),
-	    t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
+	add(l, TA_NORMAL, "  forked at %s:%d (in %s)   %s %s   worker %lld \"%s\"",
+	    nz(t->site.file), t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
 	    (long long)t->worker, t->worker ? thread_name(m, t->worker) : "-");
 	if (t->error)
 		add(l, TA_BAD, "  error: %s", t->error);
@@ -167,7 +168,8 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 	const struct tm_scope *s = r->ent;
 	char age[32] = "-", badges[128];
 	if (s->opened_ms > 0)
-		ttx_duration(age, sizeof age, (s->closed_ms > 0 ? s->closed_ms : now) - s->opened_ms);
+		ttx_duration(age, sizeof age,
+			     (s->closed_ms > 0 ? s->closed_ms : now) - s->opened_ms);
 	rf_badges(s->warn, a->o.ascii, badges, sizeof badges);
 	add(l, TA_TITLE, "scope %lld \"%s\"  %s (%s)", (long long)s->id, nz(s->name),
 	    tr_state_name(r->state), tm_scope_state_name(s->state));
@@ -178,8 +180,8 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 		add(l, TA_WARN, "  warnings:%s", badges);
 	for (int i = 0; i < m->nviol; i++)
 		if (m->viol[i].scope == s->id)
-			add(l, TA_WARN, "  violation: %s (error %d) on thread %lld", m->viol[i].kind,
-			    m->viol[i].error, (long long)m->viol[i].tid);
+			add(l, TA_WARN, "  violation: %s (error %d) on thread %lld",
+			    m->viol[i].kind, m->viol[i].error, (long long)m->viol[i].tid);
 	if (s->join_result)
 		add(l, TA_NORMAL, "  join result: %s", s->join_result);
 	chain(l, m, s);
@@ -199,7 +201,8 @@ static void root_lines(struct lines *l, const struct app *a)
 	add(l, TA_NORMAL, "  exe %s", p->exe[0] ? p->exe : "?");
 	add(l, TA_NORMAL, "  libscope %s   uptime %s   events %lld   lost %lld", p->version, up,
 	    (long long)p->events, (long long)p->lost);
-	add(l, p->complete ? TA_NORMAL : TA_WARN, "  model %s%s", p->complete ? "complete" : "INCOMPLETE (events lost, waiting for a repair)",
+	add(l, p->complete ? TA_NORMAL : TA_WARN, "  model %s%s",
+	    p->complete ? "complete" : "INCOMPLETE (events lost, waiting for a repair)",
 	    p->repaired ? ", repaired after a loss" : "");
 	if (p->exited && p->has_exit_code)
 		add(l, TA_WARN, "  exit code %d", p->exit_code);
@@ -275,7 +278,7 @@ void detail_draw(struct app *a, int y0, int h)
 			used = ttx_append(line, sizeof line, l.text[i], a->scr.cols, a->o.ascii);
 		ttx_pad(line, sizeof line, used, a->scr.cols);
 		int role = i < l.n ? l.role[i] : TA_NORMAL;
-		scr_line(&a->scr, y0 + i, line, scr_attr(&a->scr, role == TA_TITLE ? TA_MATCH : role), 0,
-			 0, 0);
+		scr_line(&a->scr, y0 + i, line,
+			 scr_attr(&a->scr, role == TA_TITLE ? TA_MATCH : role), 0, 0, 0);
 	}
 }

@@ -25,10 +25,10 @@ void help_draw(struct app *a)
 		put(a, y, b, TA_NORMAL);
 	}
 	static const char *const legend[] = {
-		"",
-		"  states: running, queued, blocked, joining, done, failed, cancelled; dim rows ended",
-		"  and stay for the daemon's retention time.  Warnings: straggler (runs after its",
-		"  scope was cancelled), slow join, past deadline, events lost, violation.",
+	    "",
+	    "  states: running, queued, blocked, joining, done, failed, cancelled; dim rows ended",
+	    "  and stay for the daemon's retention time.  Warnings: straggler (runs after its",
+	    "  scope was cancelled), slow join, past deadline, events lost, violation.",
 	};
 	for (size_t i = 0; i < sizeof legend / sizeof legend[0] && y < a->scr.rows - 1; i++, y++)
 		put(a, y, legend[i], i ? TA_DIM : TA_NORMAL);

@@ -42,7 +42,8 @@ void picker_draw(struct app *a)
 	char b[1024];
 	snprintf(b, sizeof b, " scopetop  instrumented processes: %zu   (Enter opens, q quits)", n);
 	put(a, 0, b, TA_HEADER);
-	put(a, 1, "      PID  NAME                  STATE      UPTIME  SCOPES   TASKS  THREADS   LOST",
+	put(a, 1,
+	    "      PID  NAME                  STATE      UPTIME  SCOPES   TASKS  THREADS   LOST",
 	    TA_TITLE);
 	int h = a->scr.rows - 3;
 	a->tree_h = h;

@@ -14,17 +14,16 @@
 static int state_role(int s)
 {
 	static const int roles[DS_COUNT] = {
-		[DS_QUEUED] = TA_WAIT,  [DS_RUNNING] = TA_GOOD, [DS_BLOCKED] = TA_WAIT,
-		[DS_JOINING] = TA_JOIN, [DS_DONE] = TA_DIM,     [DS_FAILED] = TA_BAD,
-		[DS_CANCELLED] = TA_CANCEL, [DS_EXITED] = TA_BAD,
+	    [DS_QUEUED] = TA_WAIT,	[DS_RUNNING] = TA_GOOD, [DS_BLOCKED] = TA_WAIT,
+	    [DS_JOINING] = TA_JOIN,	[DS_DONE] = TA_DIM,	[DS_FAILED] = TA_BAD,
+	    [DS_CANCELLED] = TA_CANCEL, [DS_EXITED] = TA_BAD,
 	};
 	return (s >= 0 && s < DS_COUNT) ? roles[s] : TA_NORMAL;
 }
 
 /* Fits text to the screen width, padding so the line cache sees the same
  * bytes for the same picture. */
-static void put_span(struct app *a, int y, const char *text, int role, int hx, int hw,
-		     int hrole)
+static void put_span(struct app *a, int y, const char *text, int role, int hx, int hw, int hrole)
 {
 	char line[RF_LINE_MAX];
 	line[0] = 0;
@@ -54,7 +53,8 @@ static void proc_state(const struct app *a, char *buf, size_t len)
 		snprintf(why, sizeof why, " (code %d)", p->exit_code);
 	else if (p->exit_cause[0])
 		snprintf(why, sizeof why, " (%s)", p->exit_cause);
-	snprintf(up, sizeof up, "%s", p->state[0] && strcmp(p->state, "live") ? p->state : "exited");
+	snprintf(up, sizeof up, "%s",
+		 p->state[0] && strcmp(p->state, "live") ? p->state : "exited");
 	for (char *c = up; *c; c++)
 		*c = (char)toupper((unsigned char)*c);
 	snprintf(buf, len, "%s%s, last tree kept", up, why);
@@ -71,7 +71,8 @@ void draw_header(struct app *a)
 		for (int b = 0; b < TM_W_KINDS; b++)
 			if (m->warn_count[b]) {
 				size_t at = strlen(w);
-				snprintf(w + at, sizeof w - at, " %u %s", m->warn_count[b], tm_warn_name(b));
+				snprintf(w + at, sizeof w - at, " %u %s", m->warn_count[b],
+					 tm_warn_name(b));
 			}
 	}
 	char state[128];
@@ -91,7 +92,8 @@ void draw_status(struct app *a)
 	char s[1024];
 	int y = a->scr.rows - 1;
 	if (a->filter_edit) {
-		snprintf(s, sizeof s, "filter (name, file:line or state): %s_   Enter keeps, Esc clears",
+		snprintf(s, sizeof s,
+			 "filter (name, file:line or state): %s_   Enter keeps, Esc clears",
 			 a->tree.filter);
 		put(a, y, s, TA_TITLE);
 		return;
@@ -104,9 +106,11 @@ void draw_status(struct app *a)
 		put(a, y, a->conn_err, TA_WARN);
 		return;
 	}
-	snprintf(s, sizeof s, " ?:help  Enter:expand/open  /:filter%s%s%s  s:sort(%s)  g:group  p:%s  d:dump  q:quit",
-		 a->tree.filter[0] ? "[" : "", a->tree.filter, a->tree.filter[0] ? "]" : "",
-		 tr_sort_name(a->tree.sort), a->paused ? "resume" : "pause");
+	snprintf(
+	    s, sizeof s,
+	    " ?:help  Enter:expand/open  /:filter%s%s%s  s:sort(%s)  g:group  p:%s  d:dump  q:quit",
+	    a->tree.filter[0] ? "[" : "", a->tree.filter, a->tree.filter[0] ? "]" : "",
+	    tr_sort_name(a->tree.sort), a->paused ? "resume" : "pause");
 	put(a, y, s, TA_TITLE);
 }
 
@@ -134,11 +138,11 @@ static void draw_rows(struct app *a, int y0, int h)
 		}
 		const struct tr_row *r = &a->tree.rows[at];
 		rf_line(&l, &a->model, r, now, line, sizeof line);
-		int role = at == a->sel                    ? TA_SELECTED
-			   : (r->flags & TR_F_DIM)          ? TA_DIM
-			   : r->warn                        ? TA_WARN
+		int role = at == a->sel					    ? TA_SELECTED
+			   : (r->flags & TR_F_DIM)			    ? TA_DIM
+			   : r->warn					    ? TA_WARN
 			   : (a->tree.filter[0] && (r->flags & TR_F_MATCH)) ? TA_MATCH
-									     : TA_NORMAL;
+									    : TA_NORMAL;
 		int hrole = at == a->sel ? TA_SELECTED : state_role(r->state);
 		scr_line(&a->scr, y0 + i, line, scr_attr(&a->scr, role), 0, state_w,
 			 scr_attr(&a->scr, hrole));

@@ -21,32 +21,34 @@
 #define NOW 1764441605000.0
 
 static const char *const base_model =
-	"{\"now_ms\":1764441605000,"
-	"\"threads\":[{\"tid\":100,\"name\":\"main\",\"role\":\"main\",\"state\":\"live\"},"
-	"{\"tid\":101,\"name\":\"io-1\",\"role\":\"worker\",\"pool\":1,\"task\":10,\"state\":\"live\"},"
-	"{\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"}],"
-	"\"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":2,"
-	"\"queued\":0,\"rejected\":3}],"
-	"\"scopes\":[{\"id\":1,\"name\":\"server\",\"parent\":null,\"parent_task\":null,\"owner\":100,"
-	"\"pool\":1,\"joiner\":\"all_successful\",\"state\":\"open\",\"deadline_ms\":1764441610000,"
-	"\"opened_ms\":1764441600000,\"site\":{\"file\":\"/src/demo.c\",\"line\":30,\"func\":\"main\"},"
-	"\"values\":{\"request_id\":\"r-17\"}},"
-	"{\"id\":2,\"name\":\"handle\",\"parent\":1,\"parent_task\":11,\"owner\":102,"
-	"\"joiner\":\"any_successful\",\"state\":\"open\",\"opened_ms\":1764441603000,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":52,\"func\":\"handle\"}}],"
-	"\"tasks\":[{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"fetch_user\"},\"forked_ms\":1764441601000,"
-	"\"started_ms\":1764441601000},"
-	"{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"started_ms\":1764441602000},"
-	"{\"id\":12,\"scope\":2,\"state\":\"forked\",\"site\":{\"file\":\"demo.c\",\"line\":60,"
-	"\"func\":\"query\"},\"forked_ms\":1764441604000},"
-	"{\"id\":13,\"scope\":1,\"state\":\"success\",\"worker\":101,\"site\":{\"file\":\"demo.c\","
-	"\"line\":41,\"func\":\"audit\"},\"started_ms\":1764441600500,\"ended_ms\":1764441600900}],"
-	"\"violations\":[]}";
+    "{\"now_ms\":1764441605000,"
+    "\"threads\":[{\"tid\":100,\"name\":\"main\",\"role\":\"main\",\"state\":\"live\"},"
+    "{\"tid\":101,\"name\":\"io-1\",\"role\":\"worker\",\"pool\":1,\"task\":10,\"state\":\"live\"},"
+    "{\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"}]"
+    ","
+    "\"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":2,"
+    "\"queued\":0,\"rejected\":3}],"
+    "\"scopes\":[{\"id\":1,\"name\":\"server\",\"parent\":null,\"parent_task\":null,\"owner\":100,"
+    "\"pool\":1,\"joiner\":\"all_successful\",\"state\":\"open\",\"deadline_ms\":1764441610000,"
+    "\"opened_ms\":1764441600000,\"site\":{\"file\":\"/src/demo.c\",\"line\":30,\"func\":\"main\"},"
+    "\"values\":{\"request_id\":\"r-17\"}},"
+    "{\"id\":2,\"name\":\"handle\",\"parent\":1,\"parent_task\":11,\"owner\":102,"
+    "\"joiner\":\"any_successful\",\"state\":\"open\",\"opened_ms\":1764441603000,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":52,\"func\":\"handle\"}}],"
+    "\"tasks\":[{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"fetch_user\"},\"forked_ms\":"
+    "1764441601000,"
+    "\"started_ms\":1764441601000},"
+    "{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"started_ms\":1764441602000},"
+    "{\"id\":12,\"scope\":2,\"state\":\"forked\",\"site\":{\"file\":\"demo.c\",\"line\":60,"
+    "\"func\":\"query\"},\"forked_ms\":1764441604000},"
+    "{\"id\":13,\"scope\":1,\"state\":\"success\",\"worker\":101,\"site\":{\"file\":\"demo.c\","
+    "\"line\":41,\"func\":\"audit\"},\"started_ms\":1764441600500,\"ended_ms\":1764441600900}],"
+    "\"violations\":[]}";
 
 static const char *const base_proc =
-	"{\"pid\":4242,\"uid\":0,\"name\":\"demo\",\"state\":\"live\",\"lost\":0,\"complete\":true}";
+    "{\"pid\":4242,\"uid\":0,\"name\":\"demo\",\"state\":\"live\",\"lost\":0,\"complete\":true}";
 
 struct fx {
 	struct tm_model m;
@@ -126,7 +128,7 @@ static void test_tree_shape(void **state)
 	assert_int_equal(f->m.proc.pid, 4242);
 	assert_string_equal(f->m.proc.name, "demo");
 	const struct tr_row *r = &f->t.rows[6];
-	assert_true(r->flags & TR_F_DIM);                /* ended task */
+	assert_true(r->flags & TR_F_DIM); /* ended task */
 	assert_true(r->flags & TR_F_LAST);
 	assert_false(f->t.rows[2].flags & TR_F_LAST);
 	assert_int_equal(f->t.rows[5].state, DS_QUEUED);
@@ -156,7 +158,7 @@ static void test_sort(void **state)
 	struct fx *f = *state;
 	f->t.sort = SORT_NAME; /* by thread: io-1 (10, 13; ties by id) < io-2 (11) */
 	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T13@2 T11@2 S2@3 T12@4 P0@1");
-	f->t.sort = SORT_AGE;  /* started 600.5, 601, 602 */
+	f->t.sort = SORT_AGE; /* started 600.5, 601, 602 */
 	assert_string_equal(shape(f), "R0@0 S1@1 T13@2 T10@2 T11@2 S2@3 T12@4 P0@1");
 	f->t.sort = SORT_STATE; /* running(10, 11) before done(13) */
 	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 P0@1");
@@ -197,8 +199,8 @@ static void test_group(void **state)
 	}
 	strcat(d, "]}}");
 	delta(f, d, NOW + 100);
-	assert_string_equal(shape(f),
-			    "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2 T21@2 T22@2 T23@2 T24@2 P0@1");
+	assert_string_equal(
+	    shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2 T21@2 T22@2 T23@2 T24@2 P0@1");
 	f->t.group = true;
 	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2x5 P0@1");
 	char label[256];
@@ -211,7 +213,8 @@ static void test_group(void **state)
 			   "{\"tid\":203,\"state\":\"WAITING\",\"frames\":[{\"func\":\"read\"}]}]");
 	tm_model_set_stacks(&f->m, st, NOW + 200);
 	json_decref(st);
-	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2x3 T22@2x2 P0@1");
+	assert_string_equal(shape(f),
+			    "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2x3 T22@2x2 P0@1");
 	assert_int_equal(f->t.rows[8].state, DS_BLOCKED);
 	/* A subtask with a nested scope is never folded away. */
 	assert_int_equal(f->t.rows[3].group_n, 1);
@@ -221,11 +224,12 @@ static void test_delta(void **state)
 {
 	struct fx *f = *state;
 	uint64_t gen = f->m.gen;
-	delta(f, "{\"gen\":5,\"process\":{\"pid\":4242,\"name\":\"demo\",\"state\":\"live\","
-		 "\"lost\":0},\"upsert\":{\"tasks\":[{\"id\":14,\"scope\":2,\"state\":\"running\","
-		 "\"site\":{\"func\":\"cache\"}}],\"scopes\":[{\"id\":1,\"name\":\"server\","
-		 "\"state\":\"cancelled\",\"cancel_reason\":\"explicit\",\"owner\":100}]},"
-		 "\"remove\":{\"tasks\":[13,999],\"threads\":[101]}}",
+	delta(f,
+	      "{\"gen\":5,\"process\":{\"pid\":4242,\"name\":\"demo\",\"state\":\"live\","
+	      "\"lost\":0},\"upsert\":{\"tasks\":[{\"id\":14,\"scope\":2,\"state\":\"running\","
+	      "\"site\":{\"func\":\"cache\"}}],\"scopes\":[{\"id\":1,\"name\":\"server\","
+	      "\"state\":\"cancelled\",\"cancel_reason\":\"explicit\",\"owner\":100}]},"
+	      "\"remove\":{\"tasks\":[13,999],\"threads\":[101]}}",
 	      NOW + 50);
 	assert_true(f->m.gen > gen);
 	assert_int_equal(f->m.delta_gen, 5);
@@ -246,25 +250,29 @@ static void test_delta(void **state)
 static void test_warnings(void **state)
 {
 	struct fx *f = *state;
-	delta(f, "{\"gen\":3,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
-		 "\"parent_task\":11,\"state\":\"joining\",\"deadline_ms\":1764441605500}]}}",
+	delta(f,
+	      "{\"gen\":3,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
+	      "\"parent_task\":11,\"state\":\"joining\",\"deadline_ms\":1764441605500}]}}",
 	      NOW);
 	assert_int_equal(f->m.warn_total, 0);
 	tm_model_warnings(&f->m, NOW + 600); /* past the deadline, join not yet slow */
 	assert_int_equal(f->m.warn_count[2], 1);
 	assert_int_equal(f->m.warn_count[1], 0);
 	/* A later delta keeps the time the join began. */
-	delta(f, "{\"gen\":4,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
-		 "\"parent_task\":11,\"state\":\"joining\"}]}}",
+	delta(f,
+	      "{\"gen\":4,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
+	      "\"parent_task\":11,\"state\":\"joining\"}]}}",
 	      NOW + 900);
 	tm_model_warnings(&f->m, NOW + 1500);
 	assert_int_equal(f->m.warn_count[1], 1);
 	assert_true(tm_scope_get(&f->m, 2)->warn & TM_W_JOIN_SLOW);
 	assert_int_equal(shape(f)[0], 'R');
 	assert_int_equal(f->t.rows[3].state, DS_JOINING); /* T11 joins S2 */
-	delta(f, "{\"gen\":7,\"process\":{\"pid\":4242,\"lost\":12,\"complete\":false},"
-		 "\"upsert\":{\"violations\":[{\"scope\":1,\"kind\":\"inner_open\",\"error\":-20005}]}}",
-	      NOW + 1000);
+	delta(
+	    f,
+	    "{\"gen\":7,\"process\":{\"pid\":4242,\"lost\":12,\"complete\":false},"
+	    "\"upsert\":{\"violations\":[{\"scope\":1,\"kind\":\"inner_open\",\"error\":-20005}]}}",
+	    NOW + 1000);
 	assert_int_equal(f->m.warn_count[3], 1);
 	assert_int_equal(f->m.warn_count[4], 1);
 	assert_true(tm_scope_get(&f->m, 1)->warn & TM_W_VIOLATION);
@@ -277,9 +285,10 @@ static void test_stacks(void **state)
 {
 	struct fx *f = *state;
 	json_t *st = parse(
-		"[{\"tid\":101,\"state\":\"RUNNABLE\",\"frames\":[{\"addr\":\"0x1\",\"func\":\"fetch_user\","
-		"\"file\":\"server.c\",\"line\":42},{\"addr\":\"0x7f00\",\"module\":\"/lib/libc.so.6\","
-		"\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7]");
+	    "[{\"tid\":101,\"state\":\"RUNNABLE\",\"frames\":[{\"addr\":\"0x1\",\"func\":\"fetch_"
+	    "user\","
+	    "\"file\":\"server.c\",\"line\":42},{\"addr\":\"0x7f00\",\"module\":\"/lib/libc.so.6\","
+	    "\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7]");
 	tm_model_set_stacks(&f->m, st, NOW);
 	json_decref(st);
 	const struct tm_stack *s = tm_stack_get(&f->m, 101);
@@ -348,20 +357,24 @@ static void test_bad_input(void **state)
 	memset(big, 'a', sizeof big - 1);
 	big[sizeof big - 1] = 0;
 	char doc[4096];
-	snprintf(doc, sizeof doc,
-		 "{\"scopes\":[{\"name\":\"noid\"},{\"id\":5,\"parent\":5,\"name\":\"self\\u001b[31m\"},"
-		 "{\"id\":6,\"parent_task\":7,\"name\":\"%s\"},{\"id\":8,\"parent_task\":9}],"
-		 "\"tasks\":[{\"id\":7,\"scope\":8,\"site\":7},{\"id\":9,\"scope\":6,\"state\":42},\"x\"],"
-		 "\"threads\":{}}",
-		 big);
+	snprintf(
+	    doc, sizeof doc,
+	    "{\"scopes\":[{\"name\":\"noid\"},{\"id\":5,\"parent\":5,\"name\":\"self\\u001b[31m\"},"
+	    "{\"id\":6,\"parent_task\":7,\"name\":\"%s\"},{\"id\":8,\"parent_task\":9}],"
+	    "\"tasks\":[{\"id\":7,\"scope\":8,\"site\":7},{\"id\":9,\"scope\":6,\"state\":42},"
+	    "\"x\"],"
+	    "\"threads\":{}}",
+	    big);
 	j = parse(doc);
 	assert_int_equal(tm_model_load(&f->m, j, NULL, NOW, err, sizeof err), -EPROTO);
 	json_decref(j);
-	snprintf(doc, sizeof doc,
-		 "{\"scopes\":[{\"name\":\"noid\"},{\"id\":5,\"parent\":5,\"name\":\"self\\u001b[31m\"},"
-		 "{\"id\":6,\"parent_task\":7,\"name\":\"%s\"},{\"id\":8,\"parent_task\":9}],"
-		 "\"tasks\":[{\"id\":7,\"scope\":8,\"site\":7},{\"id\":9,\"scope\":6,\"state\":42},\"x\"]}",
-		 big);
+	snprintf(
+	    doc, sizeof doc,
+	    "{\"scopes\":[{\"name\":\"noid\"},{\"id\":5,\"parent\":5,\"name\":\"self\\u001b[31m\"},"
+	    "{\"id\":6,\"parent_task\":7,\"name\":\"%s\"},{\"id\":8,\"parent_task\":9}],"
+	    "\"tasks\":[{\"id\":7,\"scope\":8,\"site\":7},{\"id\":9,\"scope\":6,\"state\":42},"
+	    "\"x\"]}",
+	    big);
 	j = parse(doc);
 	assert_int_equal(tm_model_load(&f->m, j, NULL, NOW, err, sizeof err), 0);
 	json_decref(j);
@@ -382,21 +395,30 @@ static void test_bad_input(void **state)
 static json_t *rand_value(int depth)
 {
 	switch (rand() % (depth > 2 ? 5 : 7)) {
-	case 0: return json_integer(rand() % 12 - 2);
-	case 1: return json_real((rand() % 1000) / 3.0);
-	case 2: return json_string(rand() % 2 ? "running" : "x\u00e9\x01y");
-	case 3: return json_null();
-	case 4: return json_true();
-	case 5: return json_pack("{s:o, s:o}", "file", rand_value(depth + 1), "line", rand_value(depth + 1));
-	default: return json_pack("[o]", rand_value(depth + 1));
+	case 0:
+		return json_integer(rand() % 12 - 2);
+	case 1:
+		return json_real((rand() % 1000) / 3.0);
+	case 2:
+		return json_string(rand() % 2 ? "running" : "x\u00e9\x01y");
+	case 3:
+		return json_null();
+	case 4:
+		return json_true();
+	case 5:
+		return json_pack("{s:o, s:o}", "file", rand_value(depth + 1), "line",
+				 rand_value(depth + 1));
+	default:
+		return json_pack("[o]", rand_value(depth + 1));
 	}
 }
 
 static json_t *rand_entity(void)
 {
-	static const char *const keys[] = {"id", "tid", "scope", "parent", "parent_task", "worker",
-					   "owner", "state", "name", "site", "values", "deadline_ms",
-					   "opened_ms", "started_ms", "ended_ms", "joiner", "cancel_reason"};
+	static const char *const keys[] = {
+	    "id",	 "tid",	       "scope",	   "parent", "parent_task",  "worker",
+	    "owner",	 "state",      "name",	   "site",   "values",	     "deadline_ms",
+	    "opened_ms", "started_ms", "ended_ms", "joiner", "cancel_reason"};
 	json_t *o = json_object();
 	json_object_set_new(o, "id", json_integer(rand() % 10));
 	json_object_set_new(o, "tid", json_integer(rand() % 10));
@@ -422,7 +444,8 @@ static void test_random_models(void **state)
 		for (int k = 0; k < 5; k++) {
 			json_t *arr = rand() % 8 ? json_array() : rand_value(0);
 			for (int i = 0; json_is_array(arr) && i < rand() % 12; i++)
-				json_array_append_new(arr, rand() % 10 ? rand_entity() : rand_value(0));
+				json_array_append_new(arr,
+						      rand() % 10 ? rand_entity() : rand_value(0));
 			json_object_set_new(m, arrays[k], arr);
 		}
 		if (round % 2)
@@ -501,19 +524,19 @@ static void test_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_tree_shape, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_expand_collapse, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sort, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_group, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_delta, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_warnings, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stacks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_random_models, setup, teardown),
-		cmocka_unit_test(test_idmap),
-		cmocka_unit_test(test_text),
+	    cmocka_unit_test_setup_teardown(test_tree_shape, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_expand_collapse, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sort, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_delta, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_warnings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stacks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_random_models, setup, teardown),
+	    cmocka_unit_test(test_idmap),
+	    cmocka_unit_test(test_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,21 +19,22 @@
 #define NOW 1764441605000.0
 
 static const char *const model_json =
-	"{\"now_ms\":1764441605000,"
-	"\"threads\":[{\"tid\":100,\"name\":\"main\"},{\"tid\":101,\"name\":\"io-1\"},"
-	"{\"tid\":102,\"name\":\"io-2\"},{\"tid\":103,\"name\":\"io-3\"}],"
-	"\"pools\":[{\"id\":1,\"name\":\"io\",\"size\":4,\"max\":4}],"
-	"\"scopes\":[{\"id\":1,\"name\":\"server\",\"owner\":100,\"joiner\":\"all_successful\","
-	"\"state\":\"open\",\"opened_ms\":1764441600000,\"values\":{\"request_id\":\"r-17\"},"
-	"\"site\":{\"file\":\"demo.c\",\"line\":30,\"func\":\"main\"}},"
-	"{\"id\":2,\"name\":\"handle\",\"parent\":1,\"parent_task\":11,\"owner\":102,"
-	"\"joiner\":\"await_all\",\"state\":\"joining\",\"opened_ms\":1764441603000}],"
-	"\"tasks\":[{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"main\"},\"started_ms\":1764441601000},"
-	"{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":41,\"func\":\"main\"},\"started_ms\":1764441601000},"
-	"{\"id\":12,\"scope\":2,\"state\":\"running\",\"worker\":103,"
-	"\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"started_ms\":1764441603000}]}";
+    "{\"now_ms\":1764441605000,"
+    "\"threads\":[{\"tid\":100,\"name\":\"main\"},{\"tid\":101,\"name\":\"io-1\"},"
+    "{\"tid\":102,\"name\":\"io-2\"},{\"tid\":103,\"name\":\"io-3\"}],"
+    "\"pools\":[{\"id\":1,\"name\":\"io\",\"size\":4,\"max\":4}],"
+    "\"scopes\":[{\"id\":1,\"name\":\"server\",\"owner\":100,\"joiner\":\"all_successful\","
+    "\"state\":\"open\",\"opened_ms\":1764441600000,\"values\":{\"request_id\":\"r-17\"},"
+    "\"site\":{\"file\":\"demo.c\",\"line\":30,\"func\":\"main\"}},"
+    "{\"id\":2,\"name\":\"handle\",\"parent\":1,\"parent_task\":11,\"owner\":102,"
+    "\"joiner\":\"await_all\",\"state\":\"joining\",\"opened_ms\":1764441603000}],"
+    "\"tasks\":[{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"main\"},\"started_ms\":1764441601000},"
+    "{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":41,\"func\":\"main\"},\"started_ms\":1764441601000},"
+    "{\"id\":12,\"scope\":2,\"state\":\"running\",\"worker\":103,"
+    "\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"started_ms\":1764441603000}]"
+    "}";
 
 static struct app a;
 static FILE *out, *in;
@@ -153,7 +154,7 @@ static void test_only_changed_lines(void **state)
 	scr_resize(&a.scr);
 	draw();
 	assert_true(a.scr.repainted - before >= 10); /* a resize repaints everything */
-	assert_non_null(strstr(line(1), "WORKER"));   /* room for every column now */
+	assert_non_null(strstr(line(1), "WORKER"));  /* room for every column now */
 }
 
 static void test_keys(void **state)
@@ -189,8 +190,10 @@ static void test_keys(void **state)
 	assert_true(a.paused);
 	double frozen = tm_model_now(&a.model, a.now_local);
 	assert_true(tm_model_now(&a.model, a.now_local + 5000) == frozen); /* time stands still */
-	json_t *d = json_loads("{\"type\":\"delta\",\"gen\":9,\"upsert\":{\"tasks\":[{\"id\":77,\"scope\":1,"
-			       "\"state\":\"running\"}]}}", 0, NULL);
+	json_t *d = json_loads(
+	    "{\"type\":\"delta\",\"gen\":9,\"upsert\":{\"tasks\":[{\"id\":77,\"scope\":1,"
+	    "\"state\":\"running\"}]}}",
+	    0, NULL);
 	/* A delta that arrives while paused is held, not applied. */
 	a.held = json_array();
 	json_array_append_new(a.held, d);
@@ -218,10 +221,11 @@ static void test_detail(void **state)
 {
 	(void)state;
 	char err[256];
-	json_t *st = json_loads("[{\"tid\":103,\"state\":\"WAITING\",\"frames\":[{\"func\":\"poll\","
-				"\"file\":\"poll.c\",\"line\":7},{\"func\":\"poll_peer\",\"file\":\"demo.c\","
-				"\"line\":77}]}]",
-				0, NULL);
+	json_t *st = json_loads(
+	    "[{\"tid\":103,\"state\":\"WAITING\",\"frames\":[{\"func\":\"poll\","
+	    "\"file\":\"poll.c\",\"line\":7},{\"func\":\"poll_peer\",\"file\":\"demo.c\","
+	    "\"line\":77}]}]",
+	    0, NULL);
 	tm_model_set_stacks(&a.model, st, NOW);
 	json_decref(st);
 	(void)err;
@@ -243,8 +247,8 @@ static void test_detail(void **state)
 static void test_exited(void **state)
 {
 	(void)state;
-	json_t *p = json_pack("{s:i, s:s, s:s, s:i}", "pid", 4242, "name", "demo", "state", "exited",
-			      "exit_code", 3);
+	json_t *p = json_pack("{s:i, s:s, s:s, s:i}", "pid", 4242, "name", "demo", "state",
+			      "exited", "exit_code", 3);
 	tm_model_set_process(&a.model, p);
 	json_decref(p);
 	tm_model_freeze(&a.model, NOW);
@@ -278,11 +282,12 @@ static void test_once(void **state)
 static void test_picker(void **state)
 {
 	(void)state;
-	a.procs = json_loads("[{\"pid\":11,\"name\":\"alpha\",\"state\":\"live\",\"uptime_ms\":65000,"
-			     "\"scopes\":3,\"tasks\":12,\"threads\":5,\"lost\":0},"
-			     "{\"pid\":22,\"name\":\"beta\\u001b[2J\",\"state\":\"exited\",\"scopes\":0,"
-			     "\"tasks\":0}]",
-			     0, NULL);
+	a.procs =
+	    json_loads("[{\"pid\":11,\"name\":\"alpha\",\"state\":\"live\",\"uptime_ms\":65000,"
+		       "\"scopes\":3,\"tasks\":12,\"threads\":5,\"lost\":0},"
+		       "{\"pid\":22,\"name\":\"beta\\u001b[2J\",\"state\":\"exited\",\"scopes\":0,"
+		       "\"tasks\":0}]",
+		       0, NULL);
 	a.view = V_PICKER;
 	a.pid = 0;
 	a.o.socket = "/nonexistent-scopetop-test/agent.sock";
@@ -309,13 +314,13 @@ static void test_picker(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_layout_80x24, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_only_changed_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_picker, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_layout_80x24, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_only_changed_lines, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_picker, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
