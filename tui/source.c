@@ -202,8 +202,12 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 		break;
 	case RQ_SUBSCRIBE:
 		if (!ok) {
-			app_status(a, "cannot watch process %lld: %s", (long long)a->pid,
-				   error_text(msg));
+			/* Kept on the status line (not a passing message): the view
+			 * stays empty and should say why until the user moves on. */
+			const char *why = error_text(msg);
+			snprintf(a->conn_err, sizeof a->conn_err,
+				 "cannot watch process %lld: %s; Esc for the process list",
+				 (long long)a->pid, why ? why : "refused");
 			a->exited = true;
 		}
 		break;
