@@ -24,6 +24,11 @@ struct unw_proc {
 	int memfd; /* /proc/PID/mem, for reads past the window */
 	const struct stk_rec *cur;    /* the thread being unwound */
 	const unsigned char *ustack; /* and its window */
+	/* Pages read past the window for the thread being unwound: a deep
+	 * stack costs one pread per page, not one per word. */
+	uint64_t page_addr[2];
+	unsigned char page[2][STK_PAGE_SIZE];
+	unsigned page_next;
 	uint64_t last_use;
 };
 
@@ -66,6 +71,32 @@ static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
+/* Reads a word of the target past the window, through the page cache. */
+static bool read_past_window(struct unw_proc *p, Dwarf_Addr addr, Dwarf_Word *result)
+{
+	uint64_t base = addr & ~(uint64_t)(STK_PAGE_SIZE - 1);
+	size_t off = (size_t)(addr - base);
+	unsigned slot;
+
+	if (p->memfd < 0 || addr > (Dwarf_Addr)INT64_MAX - STK_PAGE_SIZE)
+		return false;
+	if (off + sizeof(*result) > STK_PAGE_SIZE) /* straddles two pages */
+		return pread(p->memfd, result, sizeof(*result), (off_t)addr) == sizeof(*result);
+	for (slot = 0; slot < 2; slot++)
+		if (p->page_addr[slot] == base)
+			break;
+	if (slot == 2) {
+		slot = p->page_next++ & 1;
+		p->page_addr[slot] = 0;
+		if (pread(p->memfd, p->page[slot], STK_PAGE_SIZE, (off_t)base) != STK_PAGE_SIZE)
+			return pread(p->memfd, result, sizeof(*result), (off_t)addr) ==
+			       sizeof(*result);
+		p->page_addr[slot] = base;
+	}
+	memcpy(result, p->page[slot] + off, sizeof(*result));
+	return true;
+}
+
 static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct unw_proc *p = arg;
@@ -77,9 +108,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 		memcpy(result, p->ustack + (addr - h->ustack_base), sizeof(*result));
 		return true;
 	}
-	if (p->memfd < 0 || addr > (Dwarf_Addr)INT64_MAX - sizeof(*result))
-		return false;
-	return pread(p->memfd, result, sizeof(*result), (off_t)addr) == sizeof(*result);
+	return read_past_window(p, addr, result);
 }
 
 static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
@@ -231,6 +260,7 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		return err;
 	p->cur = h;
 	p->ustack = ustack;
+	p->page_addr[0] = p->page_addr[1] = 0;
 	rc = dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, frame_cb, &w);
 	if (rc == -1 && t->nframes == 0) {
 		/* Not even the first frame: start the frame-pointer walk from

@@ -30,6 +30,10 @@ struct capture {
 	struct stk_rec key;  /* the address space's identity, for perf samples */
 	pid_t busy[BPFS_PERF_MAX]; /* still on a CPU at the counters pass */
 	size_t nbusy;
+	/* Marks of records the full ring dropped, kept apart because records
+	 * are handled on the drainer thread while marks are read. */
+	struct stk_mark *dropped;
+	size_t ndropped, dropped_cap;
 	int truncated;
 	int bad_records;
 	int nomem;
@@ -277,22 +281,40 @@ static int on_record(void *ctx, void *data, size_t size)
 }
 
 /* Full pass: a thread whose record found the ring buffer full still gets
- * an entry, marked as missing its stack. */
+ * an entry (added after the pass), marked as missing its stack. */
 static void on_full_mark(void *ctx, const struct stk_mark *m)
 {
-	struct bpfstack *b = ctx;
-	struct bpfstack_thread *t;
+	struct capture *c = &((struct bpfstack *)ctx)->cur;
 
-	if (m->status != STK_MARK_DROPPED)
+	if (m->status != STK_MARK_DROPPED || c->ndropped >= MAX_THREADS)
 		return;
-	t = new_thread(&b->cur);
-	if (!t)
-		return;
-	t->tid = m->tid;
-	t->nvcsw = m->nvcsw;
-	t->nivcsw = m->nivcsw;
-	t->error = -ENOBUFS;
-	t->jstate = "RUNNABLE";
+	if (c->ndropped == c->dropped_cap) {
+		size_t ncap = c->dropped_cap ? c->dropped_cap * 2 : 16;
+		struct stk_mark *p = realloc(c->dropped, ncap * sizeof(*p));
+
+		if (!p) {
+			c->nomem = 1;
+			return;
+		}
+		c->dropped = p;
+		c->dropped_cap = ncap;
+	}
+	c->dropped[c->ndropped++] = *m;
+}
+
+static void add_dropped(struct capture *c)
+{
+	for (size_t i = 0; i < c->ndropped; i++) {
+		struct bpfstack_thread *t = new_thread(c);
+
+		if (!t)
+			return;
+		t->tid = c->dropped[i].tid;
+		t->nvcsw = c->dropped[i].nvcsw;
+		t->nivcsw = c->dropped[i].nivcsw;
+		t->error = -ENOBUFS;
+		t->jstate = "RUNNABLE";
+	}
 }
 
 static int tid_cmp(const void *a, const void *b)
@@ -359,6 +381,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	memset(c, 0, sizeof(*c));
 	c->pid = pid;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
+	add_dropped(c);
 	if (!rc && c->nomem) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
@@ -393,6 +416,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	}
 	free(c->t);
 	free(c->seen);
+	free(c->dropped);
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_unlock(&b->lock);
 	return rc;

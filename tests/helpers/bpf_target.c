@@ -116,6 +116,28 @@ __attribute__((noinline)) void bpf_target_spin(void)
 		n++;
 }
 
+/* Recurses DEEP_LEVELS times with 256-byte frames (~40 KiB, more than the
+ * captured window) before blocking, so unwinding must read past it. */
+#define DEEP_LEVELS 150
+
+__attribute__((noinline)) int bpf_target_deep_level(int n, volatile char *up)
+{
+	volatile char pad[256];
+
+	pad[0] = (char)n;
+	pad[255] = up ? up[0] : 0;
+	if (n == 0)
+		bpf_target_read();
+	else
+		bpf_target_deep_level(n - 1, pad);
+	return pad[0] + pad[255]; /* keeps the call from being a tail call */
+}
+
+__attribute__((noinline)) void bpf_target_deep(void)
+{
+	bpf_target_deep_level(DEEP_LEVELS, NULL);
+}
+
 static void *bpf_target_zalloc(void *opaque, unsigned items, unsigned size)
 {
 	(void)opaque;
@@ -153,7 +175,8 @@ static const struct role {
 	{"futex", bpf_target_wait_futex}, {"timedwait", bpf_target_timedwait},
 	{"sleep", bpf_target_sleep},      {"read", bpf_target_read},
 	{"mutex", bpf_target_lock},       {"epoll", bpf_target_epoll},
-	{"spin", bpf_target_spin},        {"extra", bpf_target_wait_futex},
+	{"deep", bpf_target_deep},        {"spin", bpf_target_spin},
+	{"extra", bpf_target_wait_futex},
 	{"zlib", bpf_target_zlib},
 };
 #define ZLIB_ROLE (sizeof(roles) / sizeof(roles[0]) - 1)

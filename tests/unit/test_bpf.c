@@ -412,6 +412,21 @@ static void test_capture_known_functions(void **state)
 		}
 	}
 	{
+		/* ~40 KiB of recursion: all but the top frames come from past
+		 * the 16 KiB window, through /proc/PID/mem. */
+		const struct bpfstack_thread *t = find_thread(th, n, bt_tid(&tg, "deep"));
+		const char *mod;
+		size_t deep = 0;
+
+		assert_non_null(t);
+		for (size_t i = 0; i < t->nframes; i++)
+			deep += strcmp(frame_name(d, t, i, &mod), "bpf_target_deep_level") == 0;
+		if (t->nframes != BPFSTACK_MAX_FRAMES || deep != BPFSTACK_MAX_FRAMES - 2)
+			print_stack(d, t);
+		assert_int_equal(t->nframes, BPFSTACK_MAX_FRAMES);
+		assert_int_equal(deep, BPFSTACK_MAX_FRAMES - 2); /* below read, bpf_target_read */
+	}
+	{
 		const struct bpfstack_thread *t = find_thread(th, n, tg.pid);
 		const char *mod;
 		bool found = false;
