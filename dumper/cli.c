@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,6 +72,11 @@ const struct dcmd *dcmd_closest(const char *name)
 {
 	const struct dcmd *best = NULL;
 	unsigned bd = UINT_MAX;
+	/* A start of a name ("Thread.dump") means that command, however far
+	 * the rest of it is by edit distance. */
+	for (size_t i = 0; *name && dcmd_table[i]; i++)
+		if (strncasecmp(dcmd_table[i]->name, name, strlen(name)) == 0)
+			return dcmd_table[i];
 	for (size_t i = 0; dcmd_table[i]; i++) {
 		unsigned d = cli_edit_distance(name, dcmd_table[i]->name);
 		if (d < bd) {

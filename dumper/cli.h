@@ -44,8 +44,8 @@ extern const struct dcmd *const dcmd_table[];
 /* The command called name, or NULL. */
 const struct dcmd *dcmd_find(const char *name);
 
-/* The command whose name is closest to name by edit distance (case
- * ignored), for "did you mean". */
+/* The command name starts with (case ignored), else the one closest to it
+ * by edit distance, for "did you mean". */
 const struct dcmd *dcmd_closest(const char *name);
 
 /* Levenshtein distance of a and b, ignoring case; capped at 255. */

@@ -415,7 +415,10 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	json_object_set_new(th, "tid", json_integer(tid));
 	json_object_set_new(th, "time", json_string(b->now_iso));
 	json_object_set_new(th, "name", jj_string_new(name));
-	json_object_set_new(th, "state", json_string(jj_thread_state(st)));
+	/* A thread gone with its process (post-mortem) or on its own has no
+	 * stack, and the JDK has a state for it. */
+	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
+	json_object_set_new(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
 	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES));
 	json_object_set_new(th, "role", jj_enum_or_null(t, "role", jj_roles));
 	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
@@ -424,7 +427,8 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (jv_is_true(jv_get(st, "approximate")))
 		json_object_set_new(th, "approximate", json_true());
 	if (!st)
-		json_object_set_new(th, "stackError", json_string("no stack captured"));
+		json_object_set_new(th, "stackError",
+				    json_string(gone ? "the thread has exited" : "no stack captured"));
 	else if (jj_str(st, "error"))
 		json_object_set_new(th, "stackError", jj_str_or_null(st, "error"));
 	return place(b, container, tid, th);

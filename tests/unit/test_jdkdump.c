@@ -352,6 +352,15 @@ static void test_odd_input(void **state)
 	/* Owner 777 is not in the dump: owner null, tid beside it. */
 	assert_int_equal(json_integer_value(json_object_get(container(d, "scope@1"), "ownerTid")), 777);
 	json_decref(d);
+	/* Post-mortem: every thread of an exited process is TERMINATED, the
+	 * exited ones included. */
+	d = build("{\"process\":{\"pid\":9,\"state\":\"exited\"},\"model\":{\"threads\":["
+		  "{\"tid\":9,\"state\":\"live\"},{\"tid\":10,\"state\":\"exited\"}]}}");
+	assert_int_equal(check_consistent(d), 2);
+	assert_string_equal(str(thread(d, 9), "state"), "TERMINATED");
+	assert_string_equal(str(thread(d, 10), "state"), "TERMINATED");
+	assert_string_equal(str(json_object_get(d, "threadDump"), "processState"), "exited");
+	json_decref(d);
 	/* Text from a non-dump tolerates it. */
 	json_t *junk = load("{\"threadDump\":{\"threadContainers\":[1,{\"threads\":[2,{}]}]}}");
 	char *s = textdump_string(junk, 3);
