@@ -36,58 +36,69 @@ void sc_interrupt_install(void)
 	pthread_once(&interrupt_once, interrupt_setup);
 }
 
-/* Threads to wake once the tree's locks are released: a woken task ends
- * by taking its scope's lock, so waking under it would only make it wait. */
-struct wakeups {
-	struct sc_thread **v;
-	size_t n, cap;
-	struct sc_thread *inline_v[64];
-	bool *signal;
-	bool inline_sig[64];
+/* Whom to wake once the tree's locks are released: a woken task ends by
+ * taking its scope's lock, so waking it under that lock only makes it wait
+ * (and a woken thread often preempts the canceller on the spot). */
+struct wakeup {
+	struct sc_thread *t; /* a thread, or NULL for a scope's cancel word */
+	_Atomic int *word;
+	bool signal;
 };
 
-static void wake_one(struct sc_thread *t, bool signal)
-{
-	int how = atomic_load(&t->in_cancellable);
+struct wakeups {
+	struct wakeup *v;
+	size_t n, cap;
+	struct wakeup inline_v[64];
+};
 
-	/* A thread parked on its context's cancel word was woken with it. */
-	if (how == SC_CWAIT_WORD)
+static void wake_one(const struct wakeup *w)
+{
+	if (w->word) {
+		/* The scope may have closed since its lock was dropped: a wake
+		 * on its word then reaches nobody (memory is not unmapped). */
+		sc_wake_word(w->word);
 		return;
-	sc_wake(t);
-	/* One in a runtime wait returns -ECANCELED from it; the signal is for
-	 * system calls outside the runtime. */
-	if (signal && how == SC_CWAIT_NONE) {
+	}
+	sc_wake(w->t);
+	if (w->signal) {
 		sc_interrupt_install();
-		(void)syscall(SYS_tgkill, getpid(), t->tid, SC_SIG_INTERRUPT);
+		(void)syscall(SYS_tgkill, getpid(), w->t->tid, SC_SIG_INTERRUPT);
 	}
 }
 
-static void wakeups_add(struct wakeups *w, struct sc_thread *t, bool signal)
+static void wakeups_add(struct wakeups *wk, struct sc_thread *t, _Atomic int *word, bool signal)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap * 2;
-		struct sc_thread **v = malloc(cap * sizeof(*v));
-		bool *sig = malloc(cap * sizeof(*sig));
+	struct wakeup w = { t, word, signal };
 
-		if (!v || !sig) {
+	if (wk->n == wk->cap) {
+		struct wakeup *v = malloc(wk->cap * 2 * sizeof(*v));
+
+		if (!v) {
 			/* Out of memory: wake now, under the lock, rather than never. */
-			free(v);
-			free(sig);
-			wake_one(t, signal);
+			wake_one(&w);
 			return;
 		}
-		memcpy(v, w->v, w->n * sizeof(*v));
-		memcpy(sig, w->signal, w->n * sizeof(*sig));
-		if (w->v != w->inline_v) {
-			free(w->v);
-			free(w->signal);
-		}
-		w->v = v;
-		w->signal = sig;
-		w->cap = cap;
+		memcpy(v, wk->v, wk->n * sizeof(*v));
+		if (wk->v != wk->inline_v)
+			free(wk->v);
+		wk->v = v;
+		wk->cap *= 2;
 	}
-	w->v[w->n] = t;
-	w->signal[w->n++] = signal;
+	wk->v[wk->n++] = w;
+}
+
+/* Decides how to reach t, as it waits now: read after the cancel flag was
+ * set, so a thread that starts waiting later sees the flag itself. */
+static void note_thread(struct wakeups *wk, struct sc_thread *t, bool signal)
+{
+	int how = atomic_load(&t->in_cancellable);
+
+	/* Parked on its context's cancel word: that word's wake reaches it. */
+	if (how == SC_CWAIT_WORD)
+		return;
+	/* In a runtime wait it returns -ECANCELED; the signal is only for
+	 * system calls outside the runtime. */
+	wakeups_add(wk, t, NULL, signal && how == SC_CWAIT_NONE);
 }
 
 /* Flags s and everything below it and notes whom to wake.  Locks go parent
@@ -105,7 +116,7 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 	atomic_store(&s->cancelled, reason);
 	/* Every thread parked in this scope's context, in one system call. */
 	if (atomic_load(&s->word_waiters))
-		sc_wake_word(&s->cancelled);
+		wakeups_add(wk, NULL, &s->cancelled, false);
 	if (sc_observed()) {
 		sc_ev_init(&ev, SC_EV_SCOPE_CANCEL);
 		ev.a = s->id;
@@ -115,10 +126,10 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 	for (size_t i = 0; i < s->ntasks; i++) {
 		struct sc_thread *w = atomic_load(&s->tasks[i]->worker);
 		if (w && w != me)
-			wakeups_add(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
+			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}
 	if (s->owner != me)
-		wakeups_add(wk, s->owner, false);
+		note_thread(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		cancel_tree(c, SC_CANCEL_PARENT, wk);
 	pthread_mutex_unlock(&s->lock);
@@ -129,18 +140,15 @@ void sc_cancel(scope_t *s, int reason)
 	struct wakeups wk;
 
 	wk.v = wk.inline_v;
-	wk.signal = wk.inline_sig;
 	wk.n = 0;
 	wk.cap = sizeof(wk.inline_v) / sizeof(wk.inline_v[0]);
 	cancel_tree(s, reason, &wk);
-	/* Records are never freed, so a thread that moved on meanwhile gets
-	 * at worst a spurious wake-up. */
+	/* Thread records are never freed, so a thread that moved on meanwhile
+	 * gets at worst a spurious wake-up. */
 	for (size_t i = 0; i < wk.n; i++)
-		wake_one(wk.v[i], wk.signal[i]);
-	if (wk.v != wk.inline_v) {
+		wake_one(&wk.v[i]);
+	if (wk.v != wk.inline_v)
 		free(wk.v);
-		free(wk.signal);
-	}
 }
 
 /* The deadline of s or an ancestor passed: cancel the outermost scope

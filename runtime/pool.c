@@ -1,6 +1,7 @@
 /* pool.c - thread pools configured like ThreadPoolExecutor: core and maximum
  * size, keep-alive, queue kinds, saturation policies, hooks, statistics. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #define HELP_SCAN_MAX 256     /* queued tasks a joining worker looks through */
 #define STATS_INTERVAL 100000000LL /* at most ~10 POOL_STATS per second */
 #define SPIN_IDLE_NS 20000         /* an idle worker's wait for the next fork */
+#define SPIN_BACKOFF_NS 200000     /* no spinning for this long after a spin found nothing */
 
 struct worker {
 	struct worker *next;      /* all workers of the pool */
@@ -24,7 +26,6 @@ struct worker {
 	pthread_t th;
 	unsigned n;
 	bool claimed;             /* woken for work while idle */
-	_Atomic bool spinning;    /* idle and spinning, so waking it is free */
 	bool exited;              /* no longer touches the pool */
 };
 
@@ -41,14 +42,18 @@ struct scope_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t gone;
 	scope_task_t *qhead, *qtail;
-	size_t queued;
+	_Atomic size_t queued;    /* written under lock; a spinning worker polls it */
 	struct worker *workers, *idle;
 	struct blocked *blocked;
-	unsigned size, active, largest, live, next_n;
-	uint64_t completed, rejected;
+	unsigned size, largest, live, next_n;
+	_Atomic unsigned active;      /* atomics: a task's end takes no pool lock */
+	_Atomic uint64_t completed;
+	uint64_t rejected;
 	bool shutdown, terminated;
 	_Atomic int users;
-	_Atomic int spinners;
+	unsigned spinners;        /* idle workers spinning on the queue (0 or 1) */
+	_Atomic uint64_t submits; /* tasks ever queued: a spinner sees forks coming */
+	int64_t spin_failed_at;   /* when a spin last found no work */
 	_Atomic int64_t last_stats;
 	scope_pool_t *next, *prev; /* global list */
 };
@@ -171,6 +176,7 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task)
 	p->qtail = task;
 	task->queued = true;
 	p->queued++;
+	atomic_fetch_add_explicit(&p->submits, 1, memory_order_relaxed);
 }
 
 static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
@@ -190,24 +196,25 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 		sc_wake(b->t);
 }
 
-/* Claims an idle worker, the spinning one if any: waking it costs no
- * system call. */
+/* Takes an idle worker off the idle list; the caller wakes the thread
+ * returned, best after dropping the lock the worker will want first. */
+static struct sc_thread *claim_idle_locked(scope_pool_t *p)
+{
+	struct worker *w = p->idle;
+
+	if (!w)
+		return NULL;
+	p->idle = w->idle_next;
+	w->claimed = true;
+	return w->t;
+}
+
 static void wake_idle_locked(scope_pool_t *p)
 {
-	struct worker **wp = &p->idle, *w;
+	struct sc_thread *t = claim_idle_locked(p);
 
-	if (!*wp)
-		return;
-	if (atomic_load(&p->spinners))
-		for (struct worker **x = &p->idle; *x; x = &(*x)->idle_next)
-			if (atomic_load(&(*x)->spinning)) {
-				wp = x;
-				break;
-			}
-	w = *wp;
-	*wp = w->idle_next;
-	w->claimed = true;
-	sc_wake(w->t);
+	if (t)
+		sc_wake(t);
 }
 
 static bool queue_accepts(const scope_pool_t *p)
@@ -224,8 +231,9 @@ static bool queue_accepts(const scope_pool_t *p)
 
 /* Tries to place the task as ThreadPoolExecutor.execute does: a new core
  * thread, an idle thread, the queue, a new non-core thread.  Returns 1 when
- * placed, 0 when saturated, or a negative error.  Caller holds p->lock. */
-static int place_locked(scope_pool_t *p, scope_task_t *task)
+ * placed, 0 when saturated, or a negative error; *wake is set to a thread
+ * the caller must wake after unlocking.  Caller holds p->lock. */
+static int place_locked(scope_pool_t *p, scope_task_t *task, struct sc_thread **wake)
 {
 	int rc;
 
@@ -238,9 +246,13 @@ static int place_locked(scope_pool_t *p, scope_task_t *task)
 			return 1;
 		p->size--;
 	}
+	if (p->queued < p->spinners) {
+		enqueue_locked(p, task); /* the spinning worker takes it */
+		return 1;
+	}
 	if (p->idle) {
 		enqueue_locked(p, task);
-		wake_idle_locked(p);
+		*wake = claim_idle_locked(p);
 		return 1;
 	}
 	if (queue_accepts(p)) {
@@ -263,7 +275,7 @@ static int place_locked(scope_pool_t *p, scope_task_t *task)
 	return 0;
 }
 
-static int block_for_room(scope_pool_t *p, scope_task_t *task)
+static int block_for_room(scope_pool_t *p, scope_task_t *task, struct sc_thread **wake)
 {
 	struct sc_thread *t = sc_self();
 	struct blocked me = { .t = t };
@@ -272,7 +284,7 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task)
 	for (;;) {
 		uint32_t seen = atomic_load(&t->seq);
 
-		rc = place_locked(p, task);
+		rc = place_locked(p, task, wake);
 		if (rc != 0)
 			break;
 		me.next = p->blocked;
@@ -296,14 +308,15 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task)
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 {
 	scope_task_t *victim = NULL;
+	struct sc_thread *wake = NULL;
 	int rc;
 
 	pthread_mutex_lock(&p->lock);
-	rc = place_locked(p, task);
+	rc = place_locked(p, task, &wake);
 	if (rc == 0) {
 		switch (p->cfg.policy) {
 		case SCOPE_POLICY_BLOCK:
-			rc = block_for_room(p, task);
+			rc = block_for_room(p, task, &wake);
 			break;
 		case SCOPE_POLICY_DISCARD_OLDEST:
 			if (p->qhead) {
@@ -331,19 +344,25 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (wake)
+		sc_wake(wake);
 	if (victim)
 		sc_task_finish(victim, SC_TASK_FAILED, SCOPE_EDISCARDED);
 	if (rc == 2)
-		sc_task_run(task, NULL);
+		sc_task_run(task, NULL, false);
 	return rc > 0 ? 0 : rc;
 }
 
-static void run_hooked(scope_pool_t *p, scope_task_t *task)
+void sc_pool_task_done(scope_pool_t *p, bool active)
 {
-	sc_task_run(task, &p->cfg.hooks);
-	pthread_mutex_lock(&p->lock);
-	p->completed++;
-	pthread_mutex_unlock(&p->lock);
+	atomic_fetch_add(&p->completed, 1);
+	if (active)
+		atomic_fetch_sub(&p->active, 1);
+}
+
+static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
+{
+	sc_task_run(task, p, active);
 	stats_event(p, false);
 }
 
@@ -374,7 +393,7 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 	pthread_mutex_unlock(&p->lock);
 	if (!task)
 		return false;
-	run_hooked(p, task);
+	run_hooked(p, task, false);
 	return true;
 }
 
@@ -398,19 +417,48 @@ void sc_pool_reclaim(scope_pool_t *p, scope_t *s)
 	}
 }
 
+/* Spins until the queue has work or forks stop coming for SPIN_IDLE_NS;
+ * true when any fork came meanwhile (even one its owner ran itself). */
+static bool spin_for_work(scope_pool_t *p)
+{
+	uint64_t seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
+	int64_t end = scope_now() + SPIN_IDLE_NS;
+	bool forks = false;
+
+	for (unsigned i = 1; !atomic_load_explicit(&p->queued, memory_order_acquire); i++) {
+		sc_cpu_relax();
+		if ((i & 63) == 0) {
+			uint64_t now_seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
+			int64_t now = scope_now();
+			/* On a busy machine the forker may wait for this core:
+			 * give it up now and then rather than spin it away. */
+			sched_yield();
+			if (now_seen != seen) {
+				seen = now_seen;
+				forks = true;
+				end = now + SPIN_IDLE_NS;
+			} else if (now >= end) {
+				return forks;
+			}
+		}
+	}
+	return true;
+}
+
 /* Next task for worker w, or NULL when it should exit (shutdown, shrink,
  * keep-alive).  Takes the exit decision under the lock that placement
  * uses, so a task is never left to a worker that is leaving. */
 static scope_task_t *take(struct worker *w)
 {
 	scope_pool_t *p = w->pool;
-	bool timed_out = false;
+	bool timed_out = false, spun = false;
 	scope_task_t *task = NULL;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		bool timed = p->cfg.allow_core_timeout || p->size > p->cfg.core_size;
 		uint32_t seen;
+		bool woke;
 
 		if (p->qhead && p->size <= p->cfg.max_size) {
 			task = p->qhead;
@@ -420,25 +468,33 @@ static scope_task_t *take(struct worker *w)
 		}
 		if (p->shutdown || p->size > p->cfg.max_size || (timed && timed_out))
 			break;
+		if (!spun && p->spinners == 0 && scope_now() - p->spin_failed_at > SPIN_BACKOFF_NS) {
+			/* One idle worker per pool spins on the queue, so a fork
+			 * finds a thread awake and wakes nobody; more spinners
+			 * would only steal cores from the rest, and after a spin
+			 * in vain nobody spins for a while (a burst of tasks
+			 * ending must not hand the core from spinner to spinner).
+			 * Placement counts on the spinner and it rechecks the
+			 * queue under the lock afterwards. */
+			p->spinners = 1;
+			spun = true;
+			pthread_mutex_unlock(&p->lock);
+			bool busy = spin_for_work(p);
+			pthread_mutex_lock(&p->lock);
+			p->spinners = 0;
+			if (busy)
+				spun = false; /* work flows: spin again if it was taken */
+			else
+				p->spin_failed_at = scope_now();
+			continue;
+		}
+		spun = false;
 		w->claimed = false;
 		w->idle_next = p->idle;
 		p->idle = w;
-		/* One idle worker per pool spins, so the next fork finds a
-		 * thread awake; more would only steal cores from the rest. */
-		bool spin = atomic_load(&p->spinners) == 0;
-		if (spin) {
-			atomic_fetch_add(&p->spinners, 1);
-			atomic_store(&w->spinning, true);
-		}
 		seen = atomic_load(&w->t->seq);
 		pthread_mutex_unlock(&p->lock);
-		bool woke = spin && sc_spin(w->t, seen, SPIN_IDLE_NS);
-		if (spin) {
-			atomic_store(&w->spinning, false);
-			atomic_fetch_sub(&p->spinners, 1);
-		}
-		if (!woke)
-			woke = sc_park(w->t, seen, timed ? scope_now() + p->cfg.keep_alive_ns : 0);
+		woke = sc_park(w->t, seen, timed ? scope_now() + p->cfg.keep_alive_ns : 0);
 		pthread_mutex_lock(&p->lock);
 		if (!w->claimed) {
 			for (struct worker **wp = &p->idle; *wp; wp = &(*wp)->idle_next)
@@ -485,12 +541,8 @@ static void *worker_main(void *arg)
 		if ((task = w->first) != NULL)
 			p->active++;
 		pthread_mutex_unlock(&p->lock);
-		for (; task || (task = take(w)) != NULL; task = NULL) {
-			run_hooked(p, task);
-			pthread_mutex_lock(&p->lock);
-			p->active--;
-			pthread_mutex_unlock(&p->lock);
-		}
+		for (; task || (task = take(w)) != NULL; task = NULL)
+			run_hooked(p, task, true);
 	} else {
 		/* No record, no worker: hand the task back and leave. */
 		pthread_mutex_lock(&p->lock);
@@ -751,4 +803,9 @@ void sc_pools_walk(void (*fn)(void *ctx, scope_pool_t *p), void *ctx)
 void sc_pool_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	pool_event_create(p, 1, emit, ctx);
+}
+
+const struct scope_pool_hooks *sc_pool_hooks(const scope_pool_t *p)
+{
+	return &p->cfg.hooks;
 }

@@ -152,7 +152,9 @@ bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns);
 /* scope.c */
 scope_t *sc_context(void);
 void sc_scope_close_frame(struct sc_thread *t, int viol);
-void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks);
+/* Runs task on the calling thread, with pool's hooks (NULL: none, as for
+ * caller-runs); active says the pool counted this run as active. */
+void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active);
 void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
@@ -192,7 +194,9 @@ void sc_pools_walk(void (*fn)(void *ctx, scope_pool_t *p), void *ctx);
 void sc_pool_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx);
 void sc_pool_info(scope_pool_t *p, struct sc_pool_info *out);
 uint64_t sc_pool_id(const scope_pool_t *p);
-void sc_pool_task_done(scope_pool_t *p);
+/* Counts a task run by the pool as done, before its scope learns it. */
+void sc_pool_task_done(scope_pool_t *p, bool active);
+const struct scope_pool_hooks *sc_pool_hooks(const scope_pool_t *p);
 
 /* values.c */
 void sc_values_snapshot(const scope_t *s, void (*emit)(void *, const struct sc_ev *), void *ctx);

@@ -383,16 +383,18 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	sc_joiner_complete(s, task, state);
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&task->worker, NULL);
-	s->pending--;
-	waiter = s->waiter;
+	/* Joiners wait for the last task (or a stop, which cancels and so
+	 * wakes them): waking them for every task would only cost switches. */
+	waiter = --s->pending == 0 ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
 	/* After the unlock the scope may be gone; the thread record is not. */
 	if (waiter)
 		sc_wake(waiter);
 }
 
-void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks)
+void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 {
+	const struct scope_pool_hooks *hooks = pool ? sc_pool_hooks(pool) : NULL;
 	struct sc_thread *t = sc_self();
 	scope_t *s = task->scope;
 	struct sc_frame saved;
@@ -407,6 +409,8 @@ void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (cancelled || sc_check(s)) {
+		if (pool)
+			sc_pool_task_done(pool, active);
 		sc_task_finish(task, SC_TASK_CANCELLED, -ECANCELED);
 		return;
 	}
@@ -427,6 +431,10 @@ void sc_task_run(scope_task_t *task, const struct scope_pool_hooks *hooks)
 		state = atomic_load(&s->cancelled) ? SC_TASK_CANCELLED : SC_TASK_FAILED;
 	if (hooks && hooks->after)
 		hooks->after(hooks->ctx, task, rc);
+	/* Statistics first: once the scope learns of the end, its owner may
+	 * read them. */
+	if (pool)
+		sc_pool_task_done(pool, active);
 	sc_task_finish(task, state, rc);
 }
 

@@ -2,6 +2,7 @@
  * park/wake primitive every runtime wait is built on. */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,7 @@ bool sc_spin(struct sc_thread *t, uint32_t seen, int64_t budget_ns)
 		sc_cpu_relax();
 		if ((i & 63) == 0) {
 			int64_t now = scope_now();
+			sched_yield(); /* the thread we wait for may need this core */
 			if (!end)
 				end = now + budget_ns;
 			else if (now >= end)
