@@ -311,6 +311,26 @@ static void test_picker(void **state)
 	a.procs = NULL;
 }
 
+static void test_tiny_terminal(void **state)
+{
+	(void)state;
+	static const int sizes[][2] = {{1, 1}, {2, 10}, {3, 20}, {5, 40}, {15, 30}, {24, 80}};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		resizeterm(sizes[i][0], sizes[i][1]);
+		scr_resize(&a.scr);
+		for (int v = 0; v < V_COUNT; v++) {
+			a.view = v;
+			draw();
+		}
+		assert_int_equal(a.scr.rows, sizes[i][0]);
+		key(KEY_NPAGE);
+		key(KEY_END);
+	}
+	a.view = V_TREE;
+	draw();
+	assert_non_null(strstr(line(0), "scopetop"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +341,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_picker, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tiny_terminal, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
