@@ -60,21 +60,63 @@ const jv *jj_array(const jv *obj, const char *key)
 	return jv_is_array(a) ? a : NULL;
 }
 
+/* Length of the valid UTF-8 sequence at s (at most avail bytes), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t avail)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xbf;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	/* The second byte's range rules out overlong forms and surrogates. */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (n > avail || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
 void jj_strcpy(char *dst, size_t len, const char *src, const char *def)
 {
 	if (!len)
 		return;
 	if (!src)
 		src = def ? def : "";
-	size_t n = strlen(src);
-	if (n >= len) {
-		n = len - 1;
-		/* Never end inside a multi-byte character: back off to its lead. */
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-			n--;
+	const unsigned char *s = (const unsigned char *)src;
+	size_t avail = strlen(src), o = 0;
+	/* Whole characters only, and '?' for bytes that are not UTF-8: the
+	 * dump must stay valid JSON whatever a peer sent. */
+	while (avail) {
+		size_t n = utf8_seq(s, avail);
+		size_t take = n ? n : 1;
+		if (o + (n ? n : 1) >= len)
+			break;
+		if (n)
+			memcpy(dst + o, s, n);
+		else
+			dst[o] = '?';
+		o += n ? n : 1;
+		s += take;
+		avail -= take;
 	}
-	memcpy(dst, src, n);
-	dst[n] = '\0';
+	dst[o] = '\0';
 }
 
 json_t *jj_string_new(const char *s)
@@ -139,12 +181,14 @@ json_t *jj_values(const jv *values)
 		return out;
 	for (size_t i = 0; i < jv_size(values) && kept < JJ_MAX_VALUES; i++) {
 		const jv *v = jv_at(values, i);
+		char key[JDKDUMP_MAX_STR + 1];
 		if (!jv_is_string(v) || strlen(v->key) > JDKDUMP_MAX_STR)
 			continue;
+		jj_strcpy(key, sizeof key, v->key, "");
 		/* A key that repeats keeps its last value, as jansson does. */
-		if (!json_object_get(out, v->key))
+		if (!json_object_get(out, key))
 			kept++;
-		json_object_set_new(out, v->key, jj_string_new(jv_string(v)));
+		json_object_set_new(out, key, jj_string_new(jv_string(v)));
 	}
 	return out;
 }

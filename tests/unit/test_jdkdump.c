@@ -412,6 +412,99 @@ static void test_deep_and_long(void **state)
 	free(big);
 }
 
+/* Replaces a random member or item somewhere inside j with a value of a
+ * random kind; returns how many containers it walked through. */
+static void mutate(json_t *j, unsigned *seed, int depth)
+{
+	size_t n = json_is_object(j) ? json_object_size(j) : json_array_size(j);
+	if (!n || depth > 12)
+		return;
+	size_t pick = (size_t)rand_r(seed) % n, i = 0;
+	json_t *child = NULL;
+	const char *key = NULL;
+	if (json_is_object(j)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(j, k, v) {
+			if (i++ == pick) {
+				key = k;
+				child = v;
+				break;
+			}
+		}
+	} else {
+		child = json_array_get(j, pick);
+	}
+	if ((json_is_object(child) || json_is_array(child)) && rand_r(seed) % 4) {
+		mutate(child, seed, depth + 1);
+		return;
+	}
+	json_t *repl;
+	switch (rand_r(seed) % 9) {
+	case 0: repl = json_null(); break;
+	case 1: repl = json_integer(rand_r(seed) % 12); break;
+	case 2: repl = json_integer(-1); break;
+	case 3: repl = json_string("closed"); break;
+	case 4: repl = json_array(); break;
+	case 5: repl = json_object(); break;
+	case 6: repl = json_real(1e300); break;
+	case 7: repl = json_true(); break;
+	default: repl = json_integer(3); break;
+	}
+	if (key)
+		json_object_set_new(j, key, repl);
+	else
+		json_array_set_new(j, pick, repl);
+}
+
+/* Thousands of randomly damaged replies (values of the wrong kind, ids
+ * pointing anywhere, members gone) all give consistent dumps; and damaged
+ * bytes never crash the reader. */
+static void test_random_damage(void **state)
+{
+	(void)state;
+	unsigned seed = 12345;
+	json_t *base = load(canned);
+	char err[256];
+	for (int round = 0; round < 2000; round++) {
+		json_t *r = json_deep_copy(base);
+		int edits = 1 + rand_r(&seed) % 6;
+		for (int e = 0; e < edits; e++)
+			mutate(r, &seed, 0);
+		json_t *d = jdkdump_build(r, err, sizeof err);
+		if (!d)
+			fail_msg("round %d: %s", round, err);
+		check_consistent(d);
+		if (round % 100 == 0)
+			save(d);
+		char *text = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+		assert_non_null(text);
+		free(text);
+		json_decref(d);
+		json_decref(r);
+	}
+	json_decref(base);
+
+	size_t len = strlen(canned);
+	char *buf = malloc(len);
+	for (int round = 0; round < 2000; round++) {
+		memcpy(buf, canned, len);
+		for (int e = 0; e < 1 + rand_r(&seed) % 4; e++)
+			buf[(size_t)rand_r(&seed) % len] = "{}[]\",:0\\ax\x80"[rand_r(&seed) % 13];
+		struct jv_doc *doc = NULL;
+		if (jv_parse(buf, len, &doc, err, sizeof err) == 0) {
+			json_t *d = jdkdump_build_doc(jv_root(doc), err, sizeof err);
+			if (jv_is_object(jv_root(doc))) {
+				assert_non_null(d);
+				check_consistent(d);
+			}
+			json_decref(d);
+			jv_free(doc);
+		}
+	}
+	free(buf);
+}
+
 static int run_validator(const char *args)
 {
 	const char *top = getenv("TOP") ? getenv("TOP") : ".";
@@ -523,7 +616,8 @@ int main(void)
 		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
 		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
 		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
-		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_validate_saved),
+		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_random_damage),
+		cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
