@@ -162,6 +162,28 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	stack(l, a, t->state == TK_RUNNING ? t->worker : 0, "worker");
 }
 
+/* How the scope's subtasks stand, by state: what a join is waiting for. */
+static void subtasks(struct lines *l, const struct tm_model *m, const struct tm_scope *s)
+{
+	unsigned count[TK_UNAVAILABLE + 1] = {0}, total = 0;
+	for (size_t i = 0; i < m->tasks.n; i++) {
+		const struct tm_task *t = m->tasks.v[i];
+		if (t->scope == s->id && t->state >= 0 && t->state <= TK_UNAVAILABLE) {
+			count[t->state]++;
+			total++;
+		}
+	}
+	char b[256] = "";
+	for (int st = 0; st <= TK_UNAVAILABLE; st++) {
+		if (!count[st])
+			continue;
+		size_t at = strlen(b);
+		snprintf(b + at, sizeof b - at, "%s%u %s", at ? ", " : "", count[st],
+			 tm_task_state_name(st));
+	}
+	add(l, TA_NORMAL, "  subtasks: %u%s%s%s", total, total ? " (" : "", b, total ? ")" : "");
+}
+
 static void scope_lines(struct lines *l, const struct app *a, const struct tr_row *r, double now)
 {
 	const struct tm_model *m = &a->model;
@@ -184,6 +206,7 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 			    m->viol[i].kind, m->viol[i].error, (long long)m->viol[i].tid);
 	if (s->join_result)
 		add(l, TA_NORMAL, "  join result: %s", s->join_result);
+	subtasks(l, m, s);
 	chain(l, m, s);
 	deadline(l, m, s, now);
 	values(l, m, s);

@@ -129,6 +129,9 @@ static void test_layout_80x24(void **state)
 	assert_non_null(strstr(line(23), "?:help"));
 	/* The pane shows the root (selected first) below the tree. */
 	assert_true(screen_has("process 4242 \"demo\"  live"));
+	key('j'); /* the server scope: its subtasks by state */
+	draw();
+	assert_true(screen_has("subtasks: 2 (2 running)"));
 }
 
 static void test_only_changed_lines(void **state)
