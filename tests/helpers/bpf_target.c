@@ -32,7 +32,7 @@ static pthread_mutex_t cv_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER; /* main holds it */
 static int quit_pipe[2];
-static atomic_int signals, eintrs, started, quitting;
+static atomic_int signals, eintrs, started, quitting, spin_tid;
 
 static void on_signal(int sig)
 {
@@ -112,6 +112,7 @@ __attribute__((noinline)) void bpf_target_spin(void)
 {
 	volatile unsigned long n = 0;
 
+	atomic_store(&spin_tid, (int)syscall(SYS_gettid));
 	while (!atomic_load(&quitting))
 		n++;
 }
@@ -190,15 +191,16 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* Whether every thread of this process but the caller is asleep, so that
- * "ready" means the threads are where their role says. */
-static int all_asleep(int nthreads)
+/* Whether every thread of this process but the caller and the spinner is
+ * asleep (a sanitizer's own threads included), so that "ready" means the
+ * threads are where their role says. */
+static int all_asleep(void)
 {
 	char path[96], buf[512];
-	int asleep = 0;
 	long self = (long)syscall(SYS_gettid);
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
+	int awake = 0;
 
 	if (!d)
 		return 0;
@@ -208,7 +210,7 @@ static int all_asleep(int nthreads)
 		ssize_t n;
 		char *p;
 
-		if (tid <= 0 || tid == self)
+		if (tid <= 0 || tid == self || tid == atomic_load(&spin_tid))
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
 		fd = open(path, O_RDONLY);
@@ -218,11 +220,11 @@ static int all_asleep(int nthreads)
 		close(fd);
 		buf[n > 0 ? n : 0] = '\0';
 		p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && p[2] == 'S')
-			asleep++;
+		if (!p || p[1] != ' ' || p[2] != 'S')
+			awake++;
 	}
 	closedir(d);
-	return asleep >= nthreads;
+	return awake == 0;
 }
 
 int main(int argc, char **argv)
@@ -277,7 +279,7 @@ int main(int argc, char **argv)
 	}
 	while (atomic_load(&started) < nthreads)
 		usleep(1000);
-	while (!all_asleep(nthreads - spin))
+	while (!all_asleep())
 		usleep(2000);
 	printf("ready\n");
 	while (fgets(line, sizeof(line), stdin) && line[0] == 'z') {
@@ -289,7 +291,7 @@ int main(int argc, char **argv)
 		nthreads++;
 		while (atomic_load(&started) < nthreads)
 			usleep(1000);
-		while (!all_asleep(nthreads - spin))
+		while (!all_asleep())
 			usleep(2000);
 		printf("ready\n");
 	}

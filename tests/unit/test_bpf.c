@@ -416,15 +416,23 @@ static void test_capture_known_functions(void **state)
 		 * the 16 KiB window, through /proc/PID/mem. */
 		const struct bpfstack_thread *t = find_thread(th, n, bt_tid(&tg, "deep"));
 		const char *mod;
-		size_t deep = 0;
+		size_t first = 0, deep = 0;
 
 		assert_non_null(t);
-		for (size_t i = 0; i < t->nframes; i++)
-			deep += strcmp(frame_name(d, t, i, &mod), "bpf_target_deep_level") == 0;
-		if (t->nframes != BPFSTACK_MAX_FRAMES || deep != BPFSTACK_MAX_FRAMES - 2)
+		for (size_t i = 0; i < t->nframes; i++) {
+			bool level = strcmp(frame_name(d, t, i, &mod), "bpf_target_deep_level") == 0;
+
+			if (level && !deep)
+				first = i;
+			deep += level;
+		}
+		/* read, maybe a sanitizer's interceptor, bpf_target_read, then
+		 * nothing but levels down to the frame cap. */
+		if (t->nframes != BPFSTACK_MAX_FRAMES || first > 3 || deep != t->nframes - first)
 			print_stack(d, t);
 		assert_int_equal(t->nframes, BPFSTACK_MAX_FRAMES);
-		assert_int_equal(deep, BPFSTACK_MAX_FRAMES - 2); /* below read, bpf_target_read */
+		assert_true(first >= 2 && first <= 3);
+		assert_int_equal(deep, t->nframes - first);
 	}
 	{
 		const struct bpfstack_thread *t = find_thread(th, n, tg.pid);
@@ -562,19 +570,22 @@ static void test_capture_bad_pids(void **state)
 
 static void test_capture_self(void **state)
 {
+	const struct bpfstack_thread *t;
 	struct bpfstack_thread *th;
 	char err[256];
 	size_t n;
 
 	(void)state;
 	NEED_BPF();
-	/* The capturing thread itself is on a CPU inside read(). */
+	/* The capturing thread itself is on a CPU inside read().  (A
+	 * sanitizer may run a thread of its own beside it.) */
 	assert_int_equal(bpfstack_capture(bs, getpid(), &th, &n, err, sizeof(err)), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(th[0].tid, (uint32_t)getpid());
-	assert_true(th[0].on_cpu);
-	assert_true(th[0].approximate);
-	assert_string_equal(th[0].jstate, "RUNNABLE");
+	assert_true(n >= 1);
+	t = find_thread(th, n, gettid());
+	assert_non_null(t);
+	assert_true(t->on_cpu);
+	assert_true(t->approximate);
+	assert_string_equal(t->jstate, "RUNNABLE");
 	free(th);
 }
 
