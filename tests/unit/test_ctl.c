@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "../../common/ctl.h"
+#include "../../common/jv.h"
 
 struct fake {
 	char dir[64];
@@ -134,6 +135,32 @@ static void test_reply_matched_and_others_queued(void **state)
 	ctl_close(c);
 }
 
+/* The fast-reader path: the same interleaving, the reply as a jv doc, the
+ * other messages still queued for ctl_read(). */
+static void test_request_doc(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(script_interleaved);
+	struct ctl *c;
+	char err[256];
+	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	json_t *req = json_pack("{s:s}", "cmd", "status");
+	struct jv_doc *doc = NULL;
+	assert_int_equal(ctl_request_doc(c, req, &doc, 2000, err, sizeof err), 0);
+	assert_string_equal(jv_string(jv_get(jv_root(doc), "version")), "0.1.0");
+	jv_free(doc);
+	json_t *m;
+	assert_int_equal(ctl_read(c, &m), 1);
+	assert_string_equal(json_string_value(json_object_get(m, "type")), "delta");
+	json_decref(m);
+	assert_int_equal(ctl_read(c, &m), 1);
+	json_decref(m);
+	assert_int_equal(ctl_read(c, &m), 0);
+	json_decref(req);
+	fake_stop(f);
+	ctl_close(c);
+}
+
 static void script_silent(int fd)
 {
 	read_request(fd, NULL, 0);
@@ -174,6 +201,7 @@ static void test_bad_line(void **state)
 	json_t *req = json_pack("{s:s}", "cmd", "list");
 	json_t *reply = NULL;
 	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), -EPROTO);
+	assert_non_null(strstr(err, "not a JSON object"));
 	json_decref(req);
 	ctl_close(c);
 	fake_stop(f);
@@ -256,6 +284,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reply_matched_and_others_queued),
+		cmocka_unit_test(test_request_doc),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_bad_line),
 		cmocka_unit_test(test_reset),
