@@ -171,7 +171,8 @@ int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, u
 		}
 		if (mode == STK_MODE_FULL && drain_batch(&d) < 0) {
 			rc = -EIO;
-			snprintf(err, errlen, "draining the BPF ring buffer for pid %d failed", (int)pid);
+			snprintf(err, errlen, "draining the BPF ring buffer for pid %d failed",
+				 (int)pid);
 			break;
 		}
 		/* A full first batch means more will come: worth a second

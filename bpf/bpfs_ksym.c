@@ -82,7 +82,8 @@ int bpfs_ksyms_load(struct bpfs_ksyms **out, const char *path, char *err, size_t
 	f = fopen(path, "re");
 	if (!f) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot read kernel symbols from %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot read kernel symbols from %s: %s", path,
+			 strerror(errno));
 		return rc;
 	}
 	ks = calloc(1, sizeof(*ks));

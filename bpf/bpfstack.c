@@ -396,8 +396,8 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	}
 	if (!rc) {
 		qsort(c->t, c->n, sizeof(*c->t), tid_cmp);
-		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b, err,
-				    errlen);
+		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b,
+				    err, errlen);
 	}
 	if (!rc && c->nbusy)
 		bpfs_perf_sample(c->busy, c->nbusy, PERF_TIMEOUT_MS, on_sample, b);

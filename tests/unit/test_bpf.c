@@ -378,7 +378,8 @@ static void test_capture_known_functions(void **state)
 
 		assert_non_null(t);
 		if (t->error || frame_below_glibc(d, t, e->fn) < 1 || !t->blocked_in ||
-		    strcmp(t->blocked_in, e->blocked_in) != 0 || strcmp(t->jstate, e->jstate) != 0) {
+		    strcmp(t->blocked_in, e->blocked_in) != 0 ||
+		    strcmp(t->jstate, e->jstate) != 0) {
 			print_stack(d, t);
 			fail_msg("role %s: want %s below glibc frames, %s/%s", e->role, e->fn,
 				 e->blocked_in, e->jstate);
@@ -420,7 +421,8 @@ static void test_capture_known_functions(void **state)
 
 		assert_non_null(t);
 		for (size_t i = 0; i < t->nframes; i++) {
-			bool level = strcmp(frame_name(d, t, i, &mod), "bpf_target_deep_level") == 0;
+			const char *name = frame_name(d, t, i, &mod);
+			bool level = strcmp(name, "bpf_target_deep_level") == 0;
 
 			if (level && !deep)
 				first = i;
