@@ -34,6 +34,7 @@ struct capture {
 	 * are handled on the drainer thread while marks are read. */
 	struct stk_mark *dropped;
 	size_t ndropped, dropped_cap;
+	int dropped_nomem; /* apart from nomem: set on the other thread */
 	int truncated;
 	int bad_records;
 	int nomem;
@@ -293,7 +294,7 @@ static void on_full_mark(void *ctx, const struct stk_mark *m)
 		struct stk_mark *p = realloc(c->dropped, ncap * sizeof(*p));
 
 		if (!p) {
-			c->nomem = 1;
+			c->dropped_nomem = 1;
 			return;
 		}
 		c->dropped = p;
@@ -382,7 +383,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	c->pid = pid;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
 	add_dropped(c);
-	if (!rc && c->nomem) {
+	if (!rc && (c->nomem || c->dropped_nomem)) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
 	}
