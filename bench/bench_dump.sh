@@ -100,7 +100,7 @@ else
 fi
 
 rc=0
-printf '\n%-34s %12s %10s %10s %14s\n' "tool" "median ms" "runs" "x faster" "max pause"
+printf '\n%-40s %10s %6s %16s %12s\n' "tool" "median ms" "runs" "vs scopecmd" "max pause"
 for mode in auto signal; do
 	start_daemon $mode || continue
 	# One run first, not counted: the daemon's symbol cache and the page
@@ -125,7 +125,7 @@ p = td.get("maxPauseNs")
 print("%s %d %s" % ("%.1f us" % (p / 1e3) if p is not None else "n/a", n, td.get("stackSource")))
 ' "$D/dump.json")
 	set -- $pause
-	printf '%-34s %12s %10s %10s %14s\n' "scopecmd ($mode: $4, $3 threads)" "$med" "$RUNS" "1.0" "$1 $2"
+	printf '%-40s %10s %6s %16s %12s\n' "scopecmd ($mode: $4, $3 threads)" "$med" "$RUNS" "-" "$1 $2"
 	eval "med_$mode=$med"
 	stop_daemon
 done
@@ -134,8 +134,8 @@ for peer in eu gdb; do
 	[ -n "$v" ] || continue
 	name=$([ $peer = eu ] && echo "eu-stack -p" || echo "gdb thread apply all bt")
 	best=${med_auto:-$med_signal}
-	printf '%-34s %12s %10s %10s %14s\n' "$name" "$v" "$([ $peer = eu ] && echo 3 || echo 1)" \
-		"$(echo "$v $best" | awk '{printf "%.1f", $1/$2}')" "whole process"
+	printf '%-40s %10s %6s %16s %12s\n' "$name" "$v" "$([ $peer = eu ] && echo 3 || echo 1)" \
+		"$(echo "$v $best" | awk '{printf "%.1fx slower", $1/$2}')" "all stopped"
 done
 if [ -n "$eu_ms" ]; then
 	for mode in auto signal; do

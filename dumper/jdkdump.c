@@ -301,6 +301,13 @@ static int add_scopes(struct builder *b)
 	return rc;
 }
 
+/* Depth of the container of the scope task t was forked into (-1: none). */
+static long task_depth(struct builder *b, const jv *t)
+{
+	long s = t ? lookup(b->scope_ref, b->nscope_ref, jv_get(t, "scope")) : -1;
+	return s >= 0 && b->si[s].container >= 0 ? b->si[s].depth : -1;
+}
+
 /* Indexes running tasks by worker tid and open scopes by owner tid (deepest
  * first), for placing threads without quadratic scans. */
 static int index_people(struct builder *b)
@@ -315,7 +322,7 @@ static int index_people(struct builder *b)
 		const jv *w = jv_get(t, "worker");
 		if (jj_str_is(t, "state", "running") && jv_is_integer(w))
 			b->worker_ref[b->nworker_ref++] =
-				(struct ref){jv_integer(w), i, -(long)i};
+				(struct ref){jv_integer(w), i, task_depth(b, t)};
 	}
 	qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
 	for (size_t i = 0; i < b->nsi; i++) {
@@ -345,14 +352,20 @@ static json_t *values_in(struct builder *b, long i)
 	return v;
 }
 
-/* The task a thread runs: its `task` member, else a running task that names
- * it as worker. */
+/* The task a thread runs now: its `task` member, or a deeper running task
+ * that names it as worker. */
 static const jv *task_of(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = lookup(b->task_ref, b->ntask_ref, jv_get(t, "task"));
-	if (k < 0)
-		k = find(b->worker_ref, b->nworker_ref, tid);
-	return k >= 0 ? jv_at(b->tasks, (size_t)k) : NULL;
+	const jv *named = k >= 0 ? jv_at(b->tasks, (size_t)k) : NULL;
+	/* A worker joining a scope may run that scope's queued tasks itself,
+	 * nested on its stack: the deepest running task it is the worker of is
+	 * the one it executes now. */
+	long w = find(b->worker_ref, b->nworker_ref, tid);
+	const jv *deepest = w >= 0 ? jv_at(b->tasks, (size_t)w) : NULL;
+	if (deepest && (!named || task_depth(b, deepest) > task_depth(b, named)))
+		return deepest;
+	return named;
 }
 
 static int place(struct builder *b, size_t container, json_int_t tid, json_t *thread)

@@ -299,6 +299,26 @@ static void test_text(void **state)
 	json_decref(d);
 }
 
+/* A worker that runs, inline while joining, a task of an inner scope is in
+ * that inner scope's container, once. */
+static void test_inline_task(void **state)
+{
+	(void)state;
+	json_t *d = build("{\"model\":{\"threads\":[{\"tid\":7,\"task\":1,\"pool\":1},{\"tid\":6}],"
+			  "\"pools\":[{\"id\":1,\"name\":\"p\"}],"
+			  "\"scopes\":[{\"id\":1,\"name\":\"outer\",\"owner\":6,\"state\":\"open\"},"
+			  "{\"id\":2,\"name\":\"inner\",\"parent\":1,\"owner\":7,\"state\":\"joining\"}],"
+			  "\"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"running\",\"worker\":7},"
+			  "{\"id\":2,\"scope\":2,\"state\":\"running\",\"worker\":7}]}}");
+	assert_int_equal(check_consistent(d), 2);
+	long long t[2];
+	assert_int_equal(tids_in(container(d, "inner@2"), t, 2), 1);
+	assert_int_equal(t[0], 7);
+	assert_int_equal(tids_in(container(d, "outer@1"), t, 2), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(thread(d, 7), "task"), "id")), 2);
+	json_decref(d);
+}
+
 /* Replies with parts missing, wrong types, unknown references and loops
  * still give a consistent dump. */
 static void test_odd_input(void **state)
@@ -615,6 +635,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
 		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
+		cmocka_unit_test(test_inline_task),
 		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
 		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_validate_saved),
