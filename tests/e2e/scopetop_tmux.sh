@@ -17,6 +17,7 @@ done
 D=$(mktemp -d /tmp/scopetop-e2e.XXXXXX)
 SOCK=$D/agent.sock
 T="tmux -L scopetop-e2e-$$ -f /dev/null"
+S=main # the session the checks look at
 DPID= HPID=
 cleanup() {
 	$T kill-server 2>/dev/null
@@ -28,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 fail() {
 	echo "FAIL: $*"
-	echo "--- screen:"; $T capture-pane -p -t main 2>/dev/null
+	echo "--- screen:"; $T capture-pane -p -t "$S" 2>/dev/null
 	echo "--- scoped log:"; tail -5 "$D/scoped.log" 2>/dev/null
 	exit 1
 }
@@ -37,7 +38,7 @@ fail() {
 wait_for() {
 	i=0
 	while [ $i -lt "$2" ]; do
-		$T capture-pane -p -t main >"$D/screen" 2>/dev/null
+		$T capture-pane -p -t "$S" >"$D/screen" 2>/dev/null
 		grep -Eq -- "$1" "$D/screen" && return 0
 		sleep 0.1; i=$((i + 1))
 	done
@@ -89,23 +90,23 @@ for want in "server" "◎ joining .*handle" "✓ done" "○ queued" "STATE +NAME
 done
 
 ESC=$(printf '\033')
-$T capture-pane -e -p -t main | grep -q "$ESC\[3[0-7]m" || fail "no colours without NO_COLOR"
+$T capture-pane -e -p -t "$S" | grep -q "$ESC\[3[0-7]m" || fail "no colours without NO_COLOR"
 
 # Collapse the server scope (row 2), then expand it again.
-$T send-keys -t main j Enter
+$T send-keys -t "$S" j Enter
 wait_for "▸ server" 30 || fail "Enter did not collapse the scope"
 gone "tui_tree.c:$FETCH_LINE" || fail "collapsed scope still shows its subtasks"
-$T send-keys -t main Space
+$T send-keys -t "$S" Space
 wait_for "tui_tree.c:$FETCH_LINE" 30 || fail "Space did not expand the scope"
 
 # Filter by fork site: only that subtask (and its ancestors) stays.
-$T send-keys -t main / "tui_tree.c:$FETCH_LINE" Enter
+$T send-keys -t "$S" / "tui_tree.c:$FETCH_LINE" Enter
 wait_for "filter\[tui_tree.c:$FETCH_LINE\]" 30 || fail "the filter is not shown"
 gone "queued" || fail "the filter kept a row that does not match"
 grep -q "server" "$D/screen" || fail "the filter dropped the matching row's parent"
 
 # Select the subtask and open its detail: the stack comes from scoped.
-$T send-keys -t main End Enter
+$T send-keys -t "$S" End Enter
 if ! wait_for "at tui_fetch_user \(tui_tree.c:[0-9]+\)" 60; then
 	# TSan defers signals in blocked threads, so signal-mode capture times
 	# out there; without BPF that build cannot show this stack.
@@ -118,34 +119,34 @@ fi
 for want in "stack of worker" "parent chain: server#" "request_id=r-17" "forked at .*tui_tree.c:$FETCH_LINE"; do
 	grep -Eq -- "$want" "$D/screen" || fail "detail lacks '$want'"
 done
-$T send-keys -t main Escape Escape
+$T send-keys -t "$S" Escape Escape
 wait_for "○ queued" 30 || fail "Esc did not clear the filter"
 
 # Help comes from the key table.
-$T send-keys -t main '?'
+$T send-keys -t "$S" '?'
 wait_for "group identical subtasks" 30 || fail "? did not show the key table"
-$T send-keys -t main x
+$T send-keys -t "$S" x
 wait_for "STATE +NAME" 30 || fail "a key did not leave help"
 
 # Group: the two identical pollers become one row.
-$T send-keys -t main g
+$T send-keys -t "$S" g
 wait_for "task ×2" 60 || fail "g did not group the two identical subtasks"
-$T send-keys -t main g
+$T send-keys -t "$S" g
 
 # Dump to a file; the path is shown and holds a JDK thread dump.
-$T send-keys -t main d
+$T send-keys -t "$S" d
 wait_for "dump written to /[^ ]+\.json" 50 || fail "d did not write a dump"
 DUMP=$(grep -Eo "/[^ ]+\.json" "$D/screen" | head -1)
 grep -q '"threadDump"' "$DUMP" || fail "the dump $DUMP is not a thread dump"
 
 # Resize: still draws, within the new width.
-$T resize-window -t main -x 80 -y 24
+$T resize-window -t "$S" -x 80 -y 24
 wait_for "server" 30 || fail "nothing drawn after resizing to 80x24"
-W=$($T capture-pane -p -t main | LC_ALL=C.UTF-8 wc -L)
+W=$($T capture-pane -p -t "$S" | LC_ALL=C.UTF-8 wc -L)
 [ "$W" -le 80 ] || fail "a line is $W columns wide after resizing to 80"
-$T resize-window -t main -x 60 -y 12
+$T resize-window -t "$S" -x 60 -y 12
 wait_for "scopetop" 30 || fail "nothing drawn at 60x12"
-$T resize-window -t main -x 100 -y 30
+$T resize-window -t "$S" -x 100 -y 30
 wait_for "pools" 30 || fail "nothing drawn after growing back"
 
 # The program dies: the view says so and keeps the last tree.
@@ -154,21 +155,24 @@ wait_for "(EXITED|DETACHED)[^,]*, last tree kept" 80 || fail "the exited state i
 grep -q "server" "$D/screen" || fail "the last tree was not kept"
 
 # q quits and leaves the terminal as it was.
-$T send-keys -t main q
+$T send-keys -t "$S" q
 wait_for "scopetop-exit=0" 30 || fail "q did not exit cleanly"
-[ "$($T display -p -t main '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after q"
+[ "$($T display -p -t "$S" '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after q"
 
 # SIGTERM restores the terminal too (picker mode, no pid, NO_COLOR).
-$T kill-session -t main
-$T new-session -d -s main -x 80 -y 24 \
+# (The new session starts before the old one ends: killing the last
+# session would take the server down under the next command.)
+$T new-session -d -s sig -x 80 -y 24 \
 	"NO_COLOR=1 SCOPED_SOCKET=$SOCK $BIN/scopetop; echo scopetop-exit=\$?; sleep 60"
+$T kill-session -t main
+S=sig
 wait_for "instrumented processes" 50 || fail "the picker is not shown"
-$T capture-pane -e -p -t main | grep -q "$ESC\[[34][0-7]m" && fail "colours despite NO_COLOR"
-SHELL_PID=$($T display -p -t main '#{pane_pid}')
+$T capture-pane -e -p -t "$S" | grep -q "$ESC\[[34][0-7]m" && fail "colours despite NO_COLOR"
+SHELL_PID=$($T display -p -t "$S" '#{pane_pid}')
 TOP_PID=$(ps -o pid= --ppid "$SHELL_PID" | head -1 | tr -d ' ')
 [ -n "$TOP_PID" ] || fail "cannot find scopetop's pid under the pane"
 kill -TERM "$TOP_PID"
 wait_for "scopetop-exit=143" 30 || fail "SIGTERM did not end scopetop with 143"
-[ "$($T display -p -t main '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after SIGTERM"
-[ "$($T display -p -t main '#{cursor_flag}')" = 1 ] || fail "the cursor is still hidden after SIGTERM"
+[ "$($T display -p -t "$S" '#{alternate_on}')" = 0 ] || fail "the alternate screen is still on after SIGTERM"
+[ "$($T display -p -t "$S" '#{cursor_flag}')" = 1 ] || fail "the cursor is still hidden after SIGTERM"
 echo "ok: scopetop in tmux"
