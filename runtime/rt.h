@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "event.h"
 #include "scope.h"
@@ -57,6 +58,9 @@ struct sc_thread {
 	struct sc_frame frame;
 	bool live;
 	scope_t *free_scopes;  /* recycled scopes, so open+close skips malloc */
+	timer_t alarm;         /* sends SC_SIG_INTERRUPT to this thread */
+	bool has_alarm;
+	int64_t alarm_at;      /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
 };
 
@@ -137,6 +141,9 @@ void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
 void sc_wake(struct sc_thread *t);
+/* Arms t's alarm (t is the calling thread) to interrupt it at deadline
+ * (0: disarm); returns the deadline it was armed for before. */
+int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline);
 /* Sleeps until woken after seq was read as seen, or until the absolute
  * deadline (0: none).  Returns false on timeout. */
 bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline);

@@ -425,10 +425,12 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
 	t->frame = saved;
 	task->result = result;
+	/* A failure once the scope is cancelled, or past its deadline (which
+	 * this check fires), is the cancellation's doing, not the task's. */
 	if (rc == 0)
 		state = SC_TASK_SUCCESS;
 	else
-		state = atomic_load(&s->cancelled) ? SC_TASK_CANCELLED : SC_TASK_FAILED;
+		state = sc_check(s) ? SC_TASK_CANCELLED : SC_TASK_FAILED;
 	if (hooks && hooks->after)
 		hooks->after(hooks->ctx, task, rc);
 	/* Statistics first: once the scope learns of the end, its owner may

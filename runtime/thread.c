@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,11 @@ void sc_thread_unregister(void)
 	pthread_setspecific(exit_key, NULL);
 	self = NULL;
 	pthread_mutex_lock(&threads_lock);
+	if (t->has_alarm) {
+		timer_delete(t->alarm);
+		t->has_alarm = false;
+		t->alarm_at = 0;
+	}
 	if (t->prev)
 		t->prev->next = t->next;
 	else
@@ -130,6 +136,35 @@ static void thread_exit(void *arg)
 {
 	(void)arg;
 	sc_thread_unregister();
+}
+
+int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline)
+{
+	struct itimerspec its = { 0 };
+	int64_t before = t->alarm_at;
+
+	if (deadline == before)
+		return before;
+	if (!t->has_alarm) {
+		struct sigevent sev = { 0 };
+
+		if (!deadline)
+			return before;
+		sc_interrupt_install();
+		sev.sigev_notify = SIGEV_THREAD_ID;
+		sev.sigev_signo = SC_SIG_INTERRUPT;
+		sev._sigev_un._tid = (pid_t)t->tid;
+		/* Without a timer a stolen task's deadline waits for someone
+		 * else to notice it, as it would without stealing at all. */
+		if (timer_create(CLOCK_MONOTONIC, &sev, &t->alarm) != 0)
+			return before;
+		t->has_alarm = true;
+	}
+	its.it_value.tv_sec = deadline / 1000000000;
+	its.it_value.tv_nsec = deadline % 1000000000;
+	if (timer_settime(t->alarm, TIMER_ABSTIME, &its, NULL) == 0)
+		t->alarm_at = deadline;
+	return before;
 }
 
 struct sc_thread *sc_self_peek(void)

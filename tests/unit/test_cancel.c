@@ -329,6 +329,54 @@ static void no_interrupt_leaves_read_alone(void **state)
 	close(p[1]);
 }
 
+static _Atomic int gate;
+
+static int gated(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	while (!atomic_load(&gate))
+		if (scope_sleep(MS / 5))
+			return -ECANCELED;
+	return 0;
+}
+
+/* The joiner runs a queued subtask itself; the subtask blocks in read():
+ * the joiner's deadline must still interrupt it. */
+static void deadline_reaches_task_run_by_joiner(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config busy_cfg = SCOPE_CONFIG_INIT, cfg = SCOPE_CONFIG_INIT;
+	scope_pool_t *pool;
+	scope_t *busy, *s;
+	int p[2];
+	(void)state;
+
+	assert_int_equal(pipe(p), 0);
+	atomic_store(&gate, 0);
+	atomic_store(&blocked_read_rc, 99);
+	pc.core_size = pc.max_size = 1;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	busy_cfg.pool = pool;
+	assert_int_equal(scope_open(&busy, &busy_cfg), 0);
+	assert_int_equal(scope_fork(busy, gated, NULL, NULL), 0); /* the only worker */
+	cfg.pool = pool;
+	cfg.timeout_ns = 50 * MS;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
+	assert_int_equal(scope_join(s), -ETIMEDOUT);
+	assert_int_equal(atomic_load(&reader_tid), (int)syscall(SYS_gettid));
+	assert_int_equal(atomic_load(&blocked_read_rc), -1);
+	assert_int_equal(atomic_load(&blocked_read_errno), EINTR);
+	assert_int_equal(scope_close(s), 0);
+	atomic_store(&gate, 1);
+	assert_int_equal(scope_join(busy), 0);
+	assert_int_equal(scope_close(busy), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+	close(p[0]);
+	close(p[1]);
+}
+
 static _Atomic int wait_fd_rc;
 
 static int wait_on_fd(void *arg, void **result)
@@ -426,6 +474,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(cancellation_three_levels_deep, setup, teardown),
 		cmocka_unit_test_setup_teardown(interrupt_wakes_blocking_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(no_interrupt_leaves_read_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(deadline_reaches_task_run_by_joiner, setup, teardown),
 		cmocka_unit_test_setup_teardown(wait_fd_ready_timeout_and_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(cancellation_is_level_triggered, setup, teardown),
 	};

@@ -418,6 +418,55 @@ static void thread_exit_closes_scopes(void **state)
 	assert_true(scope_now() - t0 < 5 * SEC);
 }
 
+static _Atomic uint64_t leaked_scope;
+
+static int return_with_open_scope(void *arg, void **result)
+{
+	scope_t *s;
+	int rc;
+	(void)arg;
+	(void)result;
+
+	rc = scope_open(&s, NULL);
+	if (rc == 0) {
+		atomic_store(&leaked_scope, scope_id(s));
+		rc = scope_fork(s, sleep_then, (void *)(intptr_t)(10 * SEC), NULL);
+	}
+	return rc; /* without closing s */
+}
+
+static void task_return_closes_its_scopes(void **state)
+{
+	scope_t *s;
+	int64_t t0 = scope_now();
+	(void)state;
+
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_fork(s, return_with_open_scope, NULL, NULL), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(atomic_load(&violations[SC_VIOL_THREAD_EXIT]), 1);
+	assert_int_equal(atomic_load(&last_violation_scope), atomic_load(&leaked_scope));
+	assert_int_equal(scope_close(s), 0);
+	assert_true(scope_now() - t0 < 5 * SEC);
+}
+
+static void close_without_join_is_reported(void **state)
+{
+	scope_t *s;
+	(void)state;
+
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_fork(s, sleep_then, (void *)(intptr_t)(10 * SEC), NULL), 0);
+	uint64_t id = scope_id(s);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&violations[SC_VIOL_NO_JOIN]), 1);
+	assert_int_equal(atomic_load(&last_violation_scope), id);
+	/* No forks, no join: nothing to report. */
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&violations[SC_VIOL_NO_JOIN]), 1);
+}
+
 static int count_threads(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -509,6 +558,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(double_join_and_fork_after_join, setup, teardown),
 		cmocka_unit_test_setup_teardown(close_outer_closes_inner_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(thread_exit_closes_scopes, setup, teardown),
+		cmocka_unit_test_setup_teardown(task_return_closes_its_scopes, setup, teardown),
+		cmocka_unit_test_setup_teardown(close_without_join_is_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(no_thread_alive_after_close, setup, teardown),
 		cmocka_unit_test(strerror_covers_codes),
 	};
