@@ -218,19 +218,54 @@ static json_t *scope_container(struct builder *b, size_t i)
 	return c;
 }
 
-/* The nearest enclosing scope that is itself a container; -1 (<root>) when
- * there is none, it is unknown, or the chain loops. */
-static long effective_parent(struct builder *b, size_t i)
+/* Effective parents of every scope: the nearest enclosing scope that is
+ * itself a container, -1 (<root>) when there is none, it is unknown, or the
+ * chain loops.  Memoized, so long chains of closed scopes stay linear. */
+static int effective_parents(struct builder *b)
 {
-	long p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[i].j, "parent"));
-	for (size_t steps = 0; p >= 0 && steps <= b->nsi; steps++) {
-		if ((size_t)p == i)
-			return -1;
-		if (b->si[p].included)
-			return p;
-		p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[p].j, "parent"));
+	enum { TODO, VISITING, DONE };
+	size_t n = b->nsi;
+	unsigned char *st = calloc(n ? n : 1, 1);
+	long *eff = calloc(n ? n : 1, sizeof *eff), *path = calloc(n ? n : 1, sizeof *path);
+	if (!st || !eff || !path) {
+		free(st);
+		free(eff);
+		free(path);
+		return -1;
 	}
-	return -1;
+	for (size_t i = 0; i < n; i++) {
+		/* Walk up until a scope whose answer is known, then unwind. */
+		size_t len = 0;
+		long cur = (long)i, ans = -1;
+		while (cur >= 0 && st[cur] == TODO) {
+			st[cur] = VISITING;
+			path[len++] = cur;
+			long p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[cur].j, "parent"));
+			if (p >= 0 && st[p] == VISITING) {
+				ans = -1; /* a loop: cut here */
+				cur = -1;
+				break;
+			}
+			if (p >= 0 && b->si[p].included) {
+				ans = p;
+				cur = -1;
+				break;
+			}
+			cur = p;
+		}
+		if (cur >= 0) /* reached a scope already done */
+			ans = eff[cur];
+		while (len--) {
+			eff[path[len]] = ans;
+			st[path[len]] = DONE;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		b->si[i].parent = b->si[i].included && eff[i] != (long)i ? eff[i] : -1;
+	free(st);
+	free(eff);
+	free(path);
+	return 0;
 }
 
 /* Emits top (a top-level scope) and everything below it in pre-order, with
@@ -276,8 +311,10 @@ static int add_scopes(struct builder *b)
 		b->scope_ref[r].at = r; /* from here ids map to si[] */
 	}
 	b->nsi = n;
-	for (size_t i = 0; i < n; i++)
-		b->si[i].parent = b->si[i].included ? effective_parent(b, i) : -1;
+	if (effective_parents(b) < 0) {
+		free(stack);
+		return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		long p = b->si[i].parent;
 		if (b->si[i].included && p >= 0) {

@@ -592,6 +592,29 @@ static void test_validate_saved(void **state)
 	assert_int_equal(system(args), 0);
 }
 
+/* 20,000 closed scopes in a chain above open ones: each open scope hangs on
+ * the nearest open ancestor, found in linear time. */
+static void test_closed_chain(void **state)
+{
+	(void)state;
+	json_t *scopes = json_array();
+	for (int i = 1; i <= 20000; i++)
+		json_array_append_new(scopes, json_pack("{s:i,s:i,s:s,s:s}", "id", i, "parent", i - 1,
+							"name", "c", "state",
+							i == 1 || i % 5000 ? "closed" : "open"));
+	json_t *r = json_pack("{s:{s:o}}", "model", "scopes", scopes);
+	char err[256];
+	json_t *d = jdkdump_build(r, err, sizeof err);
+	assert_non_null(d);
+	/* <root>, then c@5000, c@10000, c@15000, c@20000 each under the last. */
+	assert_int_equal(json_array_size(containers(d)), 5);
+	assert_string_equal(str(container(d, "c@5000"), "parent"), "<root>");
+	assert_string_equal(str(container(d, "c@10000"), "parent"), "c@5000");
+	assert_string_equal(str(container(d, "c@20000"), "parent"), "c@15000");
+	json_decref(d);
+	json_decref(r);
+}
+
 static void test_iso_time(void **state)
 {
 	(void)state;
@@ -635,7 +658,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
 		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
-		cmocka_unit_test(test_inline_task),
+		cmocka_unit_test(test_inline_task),   cmocka_unit_test(test_closed_chain),
 		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
 		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_validate_saved),
