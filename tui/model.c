@@ -456,6 +456,9 @@ void tm_model_warnings(struct tm_model *m, double now)
 			w |= TM_W_JOIN_SLOW;
 		if (live && s->deadline_ms > 0 && now > s->deadline_ms)
 			w |= TM_W_DEADLINE;
+		/* Deltas carry no violation list, but the scope they cancel says so. */
+		if (s->cancel_reason && !strcmp(s->cancel_reason, "violation"))
+			w |= TM_W_VIOLATION;
 		s->warn = w;
 	}
 	for (int i = 0; i < m->nviol; i++) {

@@ -276,6 +276,13 @@ static void test_warnings(void **state)
 	assert_int_equal(f->m.warn_count[3], 1);
 	assert_int_equal(f->m.warn_count[4], 1);
 	assert_true(tm_scope_get(&f->m, 1)->warn & TM_W_VIOLATION);
+	/* A violation seen only through a delta: the scope's cancel reason. */
+	delta(f,
+	      "{\"gen\":8,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
+	      "\"parent_task\":11,\"state\":\"cancelled\",\"cancel_reason\":\"violation\"}]}}",
+	      NOW + 1100);
+	assert_true(tm_scope_get(&f->m, 2)->warn & TM_W_VIOLATION);
+	assert_int_equal(f->m.warn_count[4], 2);
 	char b[128];
 	rf_badges(TM_W_STRAGGLER | TM_W_VIOLATION, true, b, sizeof b);
 	assert_string_equal(b, " !straggler !violation");
