@@ -144,18 +144,18 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 static long count_syscalls(void (*op)(void), int n)
 {
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 3, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 2, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
 	long count = -1;
 	int pfd[2], status;
 	pid_t pid;
@@ -337,8 +337,8 @@ int main(int argc, char **argv)
 	printf("%-46s %10.1f %10.1f %7.1fx  (baseline/op; target >= 10x)\n",
 	       "open+fork+join+close, empty task, warm pool", fj.op_ns, fj.base_ns, fj.ratio);
 	printf("  baseline: pthread_create+pthread_join\n");
-	printf("%-46s %10.1f %10.1f %7.2fx  (target < 200 ns)\n", "open+close, no forks",
-	       oc.op_ns, oc.base_ns, oc.ratio);
+	printf("%-46s %10.1f %10.1f %7.2fx  (target < 200 ns)\n", "open+close, no forks", oc.op_ns,
+	       oc.base_ns, oc.ratio);
 	printf("  baseline: malloc+free of 320 bytes; for scale, mutex lock+unlock: %.1f ns\n",
 	       mx.op_ns);
 	if (sys_oc >= 0)

@@ -25,7 +25,7 @@ static void on_interrupt(int sig)
 
 static void interrupt_setup(void)
 {
-	struct sigaction sa = { .sa_handler = on_interrupt };
+	struct sigaction sa = {.sa_handler = on_interrupt};
 
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(SC_SIG_INTERRUPT, &sa, NULL);
@@ -68,7 +68,7 @@ static void wake_one(const struct wakeup *w)
 
 static void wakeups_add(struct wakeups *wk, struct sc_thread *t, _Atomic int *word, bool signal)
 {
-	struct wakeup w = { t, word, signal };
+	struct wakeup w = {t, word, signal};
 
 	if (wk->n == wk->cap) {
 		struct wakeup *v = malloc(wk->cap * 2 * sizeof(*v));
@@ -246,7 +246,7 @@ int64_t scope_deadline(void)
 
 int scope_sleep_until(int64_t deadline_ns)
 {
-	struct sc_wait w = { .ctx = sc_context(), .deadline = deadline_ns };
+	struct sc_wait w = {.ctx = sc_context(), .deadline = deadline_ns};
 	int rc;
 
 	if (deadline_ns <= 0)
@@ -310,8 +310,8 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 			ts.tv_nsec = left % 1000000000;
 			tp = &ts;
 		}
-		p[0] = (struct pollfd){ .fd = fd, .events = events };
-		p[1] = (struct pollfd){ .fd = t->evfd, .events = POLLIN };
+		p[0] = (struct pollfd){.fd = fd, .events = events};
+		p[1] = (struct pollfd){.fd = t->evfd, .events = POLLIN};
 		r = ppoll(p, 2, tp, NULL);
 		atomic_store(&t->polling, 0);
 		atomic_store(&t->in_cancellable, SC_CWAIT_NONE);

@@ -6,14 +6,14 @@
 #include "rt.h"
 
 static const char *const scope_messages[] = {
-	[-SCOPE_EFAILED - SCOPE_EBASE] = "a subtask failed (scope_failure() tells which and why)",
-	[-SCOPE_ENOFORKS - SCOPE_EBASE] = "nothing was forked, so no subtask could succeed",
-	[-SCOPE_EREJECTED - SCOPE_EBASE] = "the pool rejected the task (saturated, abort policy)",
-	[-SCOPE_EDISCARDED - SCOPE_EBASE] = "the pool discarded the task (saturated, discard policy)",
-	[-SCOPE_ESTRUCTURE - SCOPE_EBASE] =
-		"structure violation: inner scopes were still open and have been closed",
-	[-SCOPE_EJOINED - SCOPE_EBASE] = "the scope was already joined (join once, fork before join)",
-	[-SCOPE_ESHUTDOWN - SCOPE_EBASE] = "the pool is shut down and takes no new tasks",
+    [-SCOPE_EFAILED - SCOPE_EBASE] = "a subtask failed (scope_failure() tells which and why)",
+    [-SCOPE_ENOFORKS - SCOPE_EBASE] = "nothing was forked, so no subtask could succeed",
+    [-SCOPE_EREJECTED - SCOPE_EBASE] = "the pool rejected the task (saturated, abort policy)",
+    [-SCOPE_EDISCARDED - SCOPE_EBASE] = "the pool discarded the task (saturated, discard policy)",
+    [-SCOPE_ESTRUCTURE - SCOPE_EBASE] =
+	"structure violation: inner scopes were still open and have been closed",
+    [-SCOPE_EJOINED - SCOPE_EBASE] = "the scope was already joined (join once, fork before join)",
+    [-SCOPE_ESHUTDOWN - SCOPE_EBASE] = "the pool is shut down and takes no new tasks",
 };
 
 const char *scope_strerror(int err)

@@ -97,11 +97,11 @@ static int custom_result(scope_t *s)
 }
 
 static const struct joiner_kind kinds[] = {
-	[SCOPE_JOIN_ALL_SUCCESSFUL] = { all_complete, all_result },
-	[SCOPE_JOIN_ANY_SUCCESSFUL] = { any_complete, any_result },
-	[SCOPE_JOIN_AWAIT_ALL] = { await_complete, zero_result },
-	[SCOPE_JOIN_UNTIL] = { until_complete, zero_result },
-	[SCOPE_JOIN_CUSTOM] = { custom_complete, custom_result },
+    [SCOPE_JOIN_ALL_SUCCESSFUL] = {all_complete, all_result},
+    [SCOPE_JOIN_ANY_SUCCESSFUL] = {any_complete, any_result},
+    [SCOPE_JOIN_AWAIT_ALL] = {await_complete, zero_result},
+    [SCOPE_JOIN_UNTIL] = {until_complete, zero_result},
+    [SCOPE_JOIN_CUSTOM] = {custom_complete, custom_result},
 };
 
 void sc_joiner_complete(scope_t *s, scope_task_t *task, int state)

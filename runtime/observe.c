@@ -149,7 +149,7 @@ static void snap_roots(void *arg, struct sc_thread *t)
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)
 {
-	struct snap sn = { emit, ctx };
+	struct snap sn = {emit, ctx};
 
 	if (!emit)
 		return;

@@ -12,21 +12,21 @@
 #define DEFAULT_KEEP_ALIVE 60000000000LL /* 60 s, as ThreadPoolExecutor's examples */
 #define DEFAULT_QUEUE_CAP 64
 #define DEFAULT_POOL_MAX 256
-#define HELP_SCAN_MAX 256     /* queued tasks a joining worker looks through */
+#define HELP_SCAN_MAX 256	   /* queued tasks a joining worker looks through */
 #define STATS_INTERVAL 100000000LL /* at most ~10 POOL_STATS per second */
-#define SPIN_IDLE_NS 20000         /* an idle worker's wait for the next fork */
-#define SPIN_BACKOFF_NS 200000     /* no spinning for this long after a spin found nothing */
+#define SPIN_IDLE_NS 20000	   /* an idle worker's wait for the next fork */
+#define SPIN_BACKOFF_NS 200000	   /* no spinning for this long after a spin found nothing */
 
 struct worker {
-	struct worker *next;      /* all workers of the pool */
+	struct worker *next;	  /* all workers of the pool */
 	struct worker *idle_next; /* idle stack */
 	scope_pool_t *pool;
 	struct sc_thread *t;
 	scope_task_t *first;
 	pthread_t th;
 	unsigned n;
-	bool claimed;             /* woken for work while idle */
-	bool exited;              /* no longer touches the pool */
+	bool claimed; /* woken for work while idle */
+	bool exited;  /* no longer touches the pool */
 };
 
 /* A forker waiting for room under the BLOCK policy. */
@@ -42,18 +42,18 @@ struct scope_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t gone;
 	scope_task_t *qhead, *qtail;
-	_Atomic size_t queued;    /* written under lock; a spinning worker polls it */
+	_Atomic size_t queued; /* written under lock; a spinning worker polls it */
 	struct worker *workers, *idle;
 	struct blocked *blocked;
 	unsigned size, largest, live, next_n;
-	_Atomic unsigned active;      /* atomics: a task's end takes no pool lock */
+	_Atomic unsigned active; /* atomics: a task's end takes no pool lock */
 	_Atomic uint64_t completed;
 	uint64_t rejected;
 	bool shutdown, terminated;
 	_Atomic int users;
-	unsigned spinners;        /* idle workers spinning on the queue (0 or 1) */
+	unsigned spinners;	  /* idle workers spinning on the queue (0 or 1) */
 	_Atomic uint64_t submits; /* tasks ever queued: a spinner sees forks coming */
-	int64_t spin_failed_at;   /* when a spin last found no work */
+	int64_t spin_failed_at;	  /* when a spin last found no work */
 	_Atomic int64_t last_stats;
 	scope_pool_t *next, *prev; /* global list */
 };
@@ -78,11 +78,18 @@ const char *scope_pool_name(const scope_pool_t *p)
 static void info_locked(scope_pool_t *p, struct sc_pool_info *o)
 {
 	*o = (struct sc_pool_info){
-		.core = p->cfg.core_size, .max = p->cfg.max_size, .size = p->size,
-		.active = p->active, .largest = p->largest, .queue_kind = p->cfg.queue,
-		.policy = p->cfg.policy, .queue_capacity = p->cfg.queue_capacity,
-		.queued = p->queued, .completed = p->completed, .rejected = p->rejected,
-		.keep_alive_ns = p->cfg.keep_alive_ns,
+	    .core = p->cfg.core_size,
+	    .max = p->cfg.max_size,
+	    .size = p->size,
+	    .active = p->active,
+	    .largest = p->largest,
+	    .queue_kind = p->cfg.queue,
+	    .policy = p->cfg.policy,
+	    .queue_capacity = p->cfg.queue_capacity,
+	    .queued = p->queued,
+	    .completed = p->completed,
+	    .rejected = p->rejected,
+	    .keep_alive_ns = p->cfg.keep_alive_ns,
 	};
 }
 
@@ -278,7 +285,7 @@ static int place_locked(scope_pool_t *p, scope_task_t *task, struct sc_thread **
 static int block_for_room(scope_pool_t *p, scope_task_t *task, struct sc_thread **wake)
 {
 	struct sc_thread *t = sc_self();
-	struct blocked me = { .t = t };
+	struct blocked me = {.t = t};
 	int rc;
 
 	for (;;) {
@@ -476,7 +483,8 @@ static scope_task_t *take(struct worker *w)
 		}
 		if (p->shutdown || p->size > p->cfg.max_size || (timed && timed_out))
 			break;
-		if (!spun && p->spinners == 0 && scope_now() - p->spin_failed_at > SPIN_BACKOFF_NS) {
+		if (!spun && p->spinners == 0 &&
+		    scope_now() - p->spin_failed_at > SPIN_BACKOFF_NS) {
 			/* One idle worker per pool spins on the queue, so a fork
 			 * finds a thread awake and wakes nobody; more spinners
 			 * would only steal cores from the rest, and after a spin
@@ -606,8 +614,8 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 		return -EINVAL;
 	if (!cfg)
 		cfg = &defaults;
-	if ((unsigned)cfg->queue > SCOPE_QUEUE_DIRECT || (unsigned)cfg->policy > SCOPE_POLICY_BLOCK ||
-	    cfg->keep_alive_ns < 0)
+	if ((unsigned)cfg->queue > SCOPE_QUEUE_DIRECT ||
+	    (unsigned)cfg->policy > SCOPE_POLICY_BLOCK || cfg->keep_alive_ns < 0)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -717,9 +725,14 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
 	*out = (struct scope_pool_stats){
-		.core_size = p->cfg.core_size, .max_size = p->cfg.max_size, .size = p->size,
-		.active = p->active, .largest = p->largest, .queued = p->queued,
-		.completed = p->completed, .rejected = p->rejected,
+	    .core_size = p->cfg.core_size,
+	    .max_size = p->cfg.max_size,
+	    .size = p->size,
+	    .active = p->active,
+	    .largest = p->largest,
+	    .queued = p->queued,
+	    .completed = p->completed,
+	    .rejected = p->rejected,
 	};
 	pthread_mutex_unlock(&p->lock);
 	return 0;

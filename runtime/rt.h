@@ -13,9 +13,9 @@
 #include "event.h"
 #include "scope.h"
 
-#define SC_NAME_MAX 64     /* scope and pool names are cut to 63 bytes */
-#define SC_THREAD_NAME 16  /* Linux's comm: 15 bytes and the NUL */
-#define SC_MAX_DEPTH 1024  /* nesting the snapshot walk follows */
+#define SC_NAME_MAX 64	  /* scope and pool names are cut to 63 bytes */
+#define SC_THREAD_NAME 16 /* Linux's comm: 15 bytes and the NUL */
+#define SC_MAX_DEPTH 1024 /* nesting the snapshot walk follows */
 
 struct sc_value {
 	struct sc_value *next;
@@ -38,9 +38,9 @@ struct sc_thread {
 	struct sc_thread *next, *prev; /* global list (sc_threads_lock) */
 	struct sc_thread *free_next;
 	uint32_t tid;
-	int role;            /* enum sc_thread_role */
+	int role; /* enum sc_thread_role */
 	uint64_t pool_id;
-	scope_pool_t *pool;  /* pool the thread works for, or NULL */
+	scope_pool_t *pool; /* pool the thread works for, or NULL */
 	pthread_t self;
 	char name[SC_THREAD_NAME];
 
@@ -52,15 +52,15 @@ struct sc_thread {
 	_Atomic int in_cancellable; /* enum sc_cwait: how a canceller reaches it */
 	int evfd;
 
-	pthread_mutex_t lock;  /* guards roots */
-	scope_t *roots;        /* scopes this thread opened that have no parent */
+	pthread_mutex_t lock; /* guards roots */
+	scope_t *roots;	      /* scopes this thread opened that have no parent */
 
 	struct sc_frame frame;
 	bool live;
-	scope_t *free_scopes;  /* recycled scopes, so open+close skips malloc */
-	timer_t alarm;         /* sends SC_SIG_INTERRUPT to this thread */
+	scope_t *free_scopes; /* recycled scopes, so open+close skips malloc */
+	timer_t alarm;	      /* sends SC_SIG_INTERRUPT to this thread */
 	bool has_alarm;
-	int64_t alarm_at;      /* armed for (absolute), 0: disarmed */
+	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
 };
 
@@ -77,9 +77,9 @@ static inline void sc_cpu_relax(void)
 
 /* How a thread waits, as a canceller needs to know it. */
 enum sc_cwait {
-	SC_CWAIT_NONE = 0,   /* running, or in an uncancellable wait: wake and signal */
-	SC_CWAIT_WORD = 1,   /* parked on its context's cancel word: that wake suffices */
-	SC_CWAIT_WAKE = 2,   /* in a runtime wait: wake it, no signal needed */
+	SC_CWAIT_NONE = 0, /* running, or in an uncancellable wait: wake and signal */
+	SC_CWAIT_WORD = 1, /* parked on its context's cancel word: that wake suffices */
+	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
 struct scope_task {
@@ -90,10 +90,10 @@ struct scope_task {
 	void *arg;
 	void *result;
 	int error;
-	_Atomic int state;                /* enum sc_task_state */
+	_Atomic int state;		  /* enum sc_task_state */
 	struct sc_thread *_Atomic worker; /* while running */
 	struct sc_site site;
-	scope_task_t *qnext, *qprev;      /* pool queue (pool lock) */
+	scope_task_t *qnext, *qprev; /* pool queue (pool lock) */
 	bool queued;
 };
 
@@ -104,31 +104,31 @@ struct scope {
 	uint32_t owner_tid;
 	scope_t *parent;
 	scope_task_t *parent_task;
-	scope_t *outer;  /* enclosing scope in the owner's frame */
-	scope_pool_t *pool;   /* NULL: default pool, resolved at first fork */
+	scope_t *outer;	    /* enclosing scope in the owner's frame */
+	scope_pool_t *pool; /* NULL: default pool, resolved at first fork */
 	bool own_pool_ref;
 	scope_joiner_kind_t joiner;
 	scope_until_fn until;
 	void *until_ctx;
 	const struct scope_joiner_ops *ops;
 	unsigned flags;
-	int64_t deadline;      /* own, absolute; 0 none */
-	int64_t eff_deadline;  /* min over ancestors */
+	int64_t deadline;     /* own, absolute; 0 none */
+	int64_t eff_deadline; /* min over ancestors */
 	struct sc_site site;
 
 	pthread_mutex_t lock;
-	_Atomic int cancelled;  /* 0, or enum sc_cancel_reason; also a futex word */
+	_Atomic int cancelled;	  /* 0, or enum sc_cancel_reason; also a futex word */
 	_Atomic int word_waiters; /* threads parked on cancelled */
-	_Atomic int stop;       /* the joiner decided */
+	_Atomic int stop;	  /* the joiner decided */
 	bool joined, joining;
-	size_t pending;         /* forked, not ended */
+	size_t pending; /* forked, not ended */
 	scope_task_t **tasks;
 	size_t ntasks, cap;
 	scope_task_t *failure, *winner;
-	struct sc_thread *waiter;  /* owner while it waits for tasks */
+	struct sc_thread *waiter; /* owner while it waits for tasks */
 
-	scope_t *children;  /* child scopes (this lock) */
-	scope_t *sib_next, *sib_prev;  /* in parent's children or owner's roots */
+	scope_t *children;	      /* child scopes (this lock) */
+	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
 	struct sc_value *_Atomic values;
 	scope_t *free_next;
 };
@@ -175,12 +175,12 @@ int sc_check(scope_t *s);
 
 /* One runtime wait: until done(arg), the deadline, or cancellation of ctx. */
 struct sc_wait {
-	scope_t *ctx;            /* cancellation context; NULL: not cancellable */
+	scope_t *ctx;		 /* cancellation context; NULL: not cancellable */
 	bool (*done)(void *arg); /* NULL: never */
 	void *arg;
-	int64_t deadline;        /* absolute; 0: none */
-	bool spin;               /* spin briefly before sleeping (short waits) */
-	scope_t *help;           /* run help's queued subtasks while waiting */
+	int64_t deadline; /* absolute; 0: none */
+	bool spin;	  /* spin briefly before sleeping (short waits) */
+	scope_t *help;	  /* run help's queued subtasks while waiting */
 };
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);

@@ -483,7 +483,11 @@ int scope_join(scope_t *s)
 		rc = SCOPE_ENOFORKS;
 	} else {
 		struct sc_wait w = {
-			.ctx = s, .done = join_done, .arg = s, .spin = true, .help = s,
+		    .ctx = s,
+		    .done = join_done,
+		    .arg = s,
+		    .spin = true,
+		    .help = s,
 		};
 		(void)sc_wait(&w);
 		if (atomic_load(&s->stop))
@@ -515,7 +519,7 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		pthread_mutex_lock(&s->lock);
 		s->waiter = t;
 		pthread_mutex_unlock(&s->lock);
-		struct sc_wait w = { .done = all_done, .arg = s, .spin = true, .help = s };
+		struct sc_wait w = {.done = all_done, .arg = s, .spin = true, .help = s};
 		(void)sc_wait(&w);
 	}
 	scope_unlink(s);
@@ -584,12 +588,12 @@ scope_task_t *scope_task_at(const scope_t *s, size_t i)
 scope_task_state_t scope_task_state(const scope_task_t *task)
 {
 	static const scope_task_state_t public_state[] = {
-		[SC_TASK_FORKED] = SCOPE_TASK_UNAVAILABLE,
-		[SC_TASK_RUNNING] = SCOPE_TASK_UNAVAILABLE,
-		[SC_TASK_SUCCESS] = SCOPE_TASK_SUCCESS,
-		[SC_TASK_FAILED] = SCOPE_TASK_FAILED,
-		[SC_TASK_CANCELLED] = SCOPE_TASK_UNAVAILABLE,
-		[SC_TASK_UNAVAILABLE] = SCOPE_TASK_UNAVAILABLE,
+	    [SC_TASK_FORKED] = SCOPE_TASK_UNAVAILABLE,
+	    [SC_TASK_RUNNING] = SCOPE_TASK_UNAVAILABLE,
+	    [SC_TASK_SUCCESS] = SCOPE_TASK_SUCCESS,
+	    [SC_TASK_FAILED] = SCOPE_TASK_FAILED,
+	    [SC_TASK_CANCELLED] = SCOPE_TASK_UNAVAILABLE,
+	    [SC_TASK_UNAVAILABLE] = SCOPE_TASK_UNAVAILABLE,
 	};
 
 	if (!task)

@@ -140,13 +140,13 @@ static void thread_exit(void *arg)
 
 int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 	int64_t before = t->alarm_at;
 
 	if (deadline == before)
 		return before;
 	if (!t->has_alarm) {
-		struct sigevent sev = { 0 };
+		struct sigevent sev = {0};
 
 		if (!deadline)
 			return before;
@@ -267,11 +267,11 @@ static pthread_once_t waitv_once = PTHREAD_ONCE_INIT;
 static void waitv_probe(void)
 {
 	uint32_t word = 0;
-	struct futex_waitv w = { .val = 1, .uaddr = (uintptr_t)&word,
-				 .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
+	struct futex_waitv w = {
+	    .val = 1, .uaddr = (uintptr_t)&word, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG};
 
-	waitv_ok = !(syscall(SYS_futex_waitv, &w, 1, 0, NULL, CLOCK_MONOTONIC) < 0 &&
-		     errno == ENOSYS);
+	waitv_ok =
+	    !(syscall(SYS_futex_waitv, &w, 1, 0, NULL, CLOCK_MONOTONIC) < 0 && errno == ENOSYS);
 }
 
 bool sc_park_word_supported(void)
@@ -283,8 +283,8 @@ bool sc_park_word_supported(void)
 bool sc_park_word(struct sc_thread *t, uint32_t seen, _Atomic int *word, int64_t deadline)
 {
 	struct futex_waitv w[2] = {
-		{ .val = seen, .uaddr = (uintptr_t)&t->seq, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG },
-		{ .val = 0, .uaddr = (uintptr_t)word, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG },
+	    {.val = seen, .uaddr = (uintptr_t)&t->seq, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+	    {.val = 0, .uaddr = (uintptr_t)word, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
 	};
 	struct timespec ts, *tp = NULL;
 

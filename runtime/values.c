@@ -6,8 +6,8 @@
 
 #include "rt.h"
 
-#define SC_VALUE_KEY_MAX 256    /* bytes of a key */
-#define SC_VALUE_MAX 1024       /* bytes of a value (the wire's string cap) */
+#define SC_VALUE_KEY_MAX 256 /* bytes of a key */
+#define SC_VALUE_MAX 1024    /* bytes of a value (the wire's string cap) */
 
 static void emit_bind(const scope_t *s, const struct sc_value *v, int snapshot,
 		      void (*emit)(void *, const struct sc_ev *), void *ctx)
@@ -63,8 +63,8 @@ int scope_value_bind(scope_t *s, const char *key, const char *value)
 
 static const struct sc_value *lookup(const scope_t *s, const char *key)
 {
-	for (const struct sc_value *v = atomic_load_explicit(&s->values, memory_order_acquire);
-	     v; v = v->next)
+	for (const struct sc_value *v = atomic_load_explicit(&s->values, memory_order_acquire); v;
+	     v = v->next)
 		if (strcmp(v->key, key) == 0)
 			return v;
 	return NULL;
@@ -86,8 +86,8 @@ const char *scope_value_get(const char *key)
 
 void sc_values_snapshot(const scope_t *s, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
-	for (const struct sc_value *v = atomic_load_explicit(&s->values, memory_order_acquire);
-	     v; v = v->next)
+	for (const struct sc_value *v = atomic_load_explicit(&s->values, memory_order_acquire); v;
+	     v = v->next)
 		if (lookup(s, v->key) == v) /* shadowed bindings are history */
 			emit_bind(s, v, 1, emit, ctx);
 }

@@ -76,7 +76,7 @@ static void wait_started(int n)
 		if (scope_now() > give_up)
 			fail_msg("only %d of %d subtasks started", atomic_load(&started), n);
 		/* Plain nanosleep: the caller's context may be cancelled. */
-		struct timespec ts = { 0, 250000 };
+		struct timespec ts = {0, 250000};
 		nanosleep(&ts, NULL);
 	}
 }
@@ -165,7 +165,7 @@ static void cancel_wakes_64_blocked_subtasks(void **state)
 {
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	struct canceller c = { .wait_for = 64 };
+	struct canceller c = {.wait_for = 64};
 	scope_pool_t *pool;
 	pthread_t th;
 	int64_t t0;
@@ -219,7 +219,7 @@ static int level(void *arg, void **result)
 
 static void cancellation_three_levels_deep(void **state)
 {
-	struct canceller c = { .wait_for = 1 };
+	struct canceller c = {.wait_for = 1};
 	pthread_t th;
 	(void)state;
 
@@ -260,7 +260,7 @@ static void wait_reader_blocked(void)
 			return;
 		if (scope_now() > give_up)
 			fail_msg("the reader never blocked");
-		struct timespec ts = { 0, 500000 };
+		struct timespec ts = {0, 500000};
 		nanosleep(&ts, NULL);
 	}
 }
@@ -468,15 +468,15 @@ static void cancellation_is_level_triggered(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(join_times_out, setup, teardown),
-		cmocka_unit_test_setup_teardown(effective_deadline_is_earliest, setup, teardown),
-		cmocka_unit_test_setup_teardown(cancel_wakes_64_blocked_subtasks, setup, teardown),
-		cmocka_unit_test_setup_teardown(cancellation_three_levels_deep, setup, teardown),
-		cmocka_unit_test_setup_teardown(interrupt_wakes_blocking_read, setup, teardown),
-		cmocka_unit_test_setup_teardown(no_interrupt_leaves_read_alone, setup, teardown),
-		cmocka_unit_test_setup_teardown(deadline_reaches_task_run_by_joiner, setup, teardown),
-		cmocka_unit_test_setup_teardown(wait_fd_ready_timeout_and_cancel, setup, teardown),
-		cmocka_unit_test_setup_teardown(cancellation_is_level_triggered, setup, teardown),
+	    cmocka_unit_test_setup_teardown(join_times_out, setup, teardown),
+	    cmocka_unit_test_setup_teardown(effective_deadline_is_earliest, setup, teardown),
+	    cmocka_unit_test_setup_teardown(cancel_wakes_64_blocked_subtasks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(cancellation_three_levels_deep, setup, teardown),
+	    cmocka_unit_test_setup_teardown(interrupt_wakes_blocking_read, setup, teardown),
+	    cmocka_unit_test_setup_teardown(no_interrupt_leaves_read_alone, setup, teardown),
+	    cmocka_unit_test_setup_teardown(deadline_reaches_task_run_by_joiner, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wait_fd_ready_timeout_and_cancel, setup, teardown),
+	    cmocka_unit_test_setup_teardown(cancellation_is_level_triggered, setup, teardown),
 	};
 
 	/* These tests install their own observer, so the agent stays off. */

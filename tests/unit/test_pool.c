@@ -263,7 +263,7 @@ static int maybe_fail(void *arg, void **result)
 
 static void hooks_and_statistics(void **state)
 {
-	struct hooks_seen h = { 0 };
+	struct hooks_seen h = {0};
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	struct scope_pool_stats st;
@@ -275,8 +275,8 @@ static void hooks_and_statistics(void **state)
 	pc.core_size = 2;
 	pc.max_size = 4;
 	pc.prestart = true;
-	pc.hooks = (struct scope_pool_hooks){ count_factory, count_before, count_after,
-					      count_terminated, &h };
+	pc.hooks = (struct scope_pool_hooks){count_factory, count_before, count_after,
+					     count_terminated, &h};
 	assert_int_equal(scope_pool_create(&pool, &pc), 0);
 	assert_int_equal(scope_pool_stats(pool, &st), 0);
 	assert_int_equal(st.size, 2); /* prestarted */
@@ -287,7 +287,8 @@ static void hooks_and_statistics(void **state)
 	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	for (intptr_t i = 0; i < 10; i++)
-		assert_int_equal(scope_fork(s, maybe_fail, (void *)(intptr_t)(i < 3 ? -EIO : 0), NULL), 0);
+		assert_int_equal(
+		    scope_fork(s, maybe_fail, (void *)(intptr_t)(i < 3 ? -EIO : 0), NULL), 0);
 	assert_int_equal(scope_join(s), 0);
 	assert_int_equal(scope_close(s), 0);
 	assert_int_equal(atomic_load(&h.before), 10);
@@ -370,8 +371,8 @@ static void thread_names(void **state)
 	static const struct {
 		const char *pool, *worker;
 	} cases[] = {
-		{ "px", "px-1" },
-		{ "averyveryverylongpoolname", "averyveryvery-1" }, /* the number survives */
+	    {"px", "px-1"},
+	    {"averyveryverylongpoolname", "averyveryvery-1"}, /* the number survives */
 	};
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	scope_pool_t *pool;
@@ -434,8 +435,8 @@ static void nested_join_does_not_starve(void **state)
 		scope_queue_kind_t queue;
 		int depth, width;
 	} cases[] = {
-		{ 1, SCOPE_QUEUE_UNBOUNDED, 3, 3 },
-		{ 2, SCOPE_QUEUE_BOUNDED, 4, 2 },
+	    {1, SCOPE_QUEUE_UNBOUNDED, 3, 3},
+	    {2, SCOPE_QUEUE_BOUNDED, 4, 2},
 	};
 	(void)state;
 
@@ -448,7 +449,7 @@ static void nested_join_does_not_starve(void **state)
 		pc.queue = cases[i].queue;
 		pc.queue_capacity = 256;
 		assert_int_equal(scope_pool_create(&pool, &pc), 0);
-		struct nest top = { pool, cases[i].depth, cases[i].width };
+		struct nest top = {pool, cases[i].depth, cases[i].width};
 		for (int d = 0; d < top.depth; d++)
 			expect *= top.width;
 		atomic_store(&leaves, 0);
@@ -517,19 +518,19 @@ static void size_for_formula(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(policy_abort),
-		cmocka_unit_test(policy_caller_runs),
-		cmocka_unit_test(policy_discard),
-		cmocka_unit_test(policy_discard_oldest),
-		cmocka_unit_test(policy_block_waits_for_room),
-		cmocka_unit_test(policy_block_is_cancellable),
-		cmocka_unit_test(direct_handoff_grows_then_rejects),
-		cmocka_unit_test(hooks_and_statistics),
-		cmocka_unit_test(factory_error_reported),
-		cmocka_unit_test(thread_names),
-		cmocka_unit_test(nested_join_does_not_starve),
-		cmocka_unit_test(keep_alive_and_resize),
-		cmocka_unit_test(size_for_formula),
+	    cmocka_unit_test(policy_abort),
+	    cmocka_unit_test(policy_caller_runs),
+	    cmocka_unit_test(policy_discard),
+	    cmocka_unit_test(policy_discard_oldest),
+	    cmocka_unit_test(policy_block_waits_for_room),
+	    cmocka_unit_test(policy_block_is_cancellable),
+	    cmocka_unit_test(direct_handoff_grows_then_rejects),
+	    cmocka_unit_test(hooks_and_statistics),
+	    cmocka_unit_test(factory_error_reported),
+	    cmocka_unit_test(thread_names),
+	    cmocka_unit_test(nested_join_does_not_starve),
+	    cmocka_unit_test(keep_alive_and_resize),
+	    cmocka_unit_test(size_for_formula),
 	};
 
 	/* Thread counts and names here are the runtime's alone: no agent. */

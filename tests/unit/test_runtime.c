@@ -426,12 +426,12 @@ static void tid_is_cached_kernel_tid(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(observer_sees_lifecycle_in_order),
-		cmocka_unit_test(nested_open_names_parent_scope_and_task),
-		cmocka_unit_test(cancel_and_violation_events),
-		cmocka_unit_test(pool_and_thread_events),
-		cmocka_unit_test(snapshot_of_known_state),
-		cmocka_unit_test(tid_is_cached_kernel_tid),
+	    cmocka_unit_test(observer_sees_lifecycle_in_order),
+	    cmocka_unit_test(nested_open_names_parent_scope_and_task),
+	    cmocka_unit_test(cancel_and_violation_events),
+	    cmocka_unit_test(pool_and_thread_events),
+	    cmocka_unit_test(snapshot_of_known_state),
+	    cmocka_unit_test(tid_is_cached_kernel_tid),
 	};
 
 	/* The test is the observer here, so the agent stays off. */

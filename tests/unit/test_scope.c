@@ -102,7 +102,8 @@ static void all_successful_one_failure_cancels_others(void **state)
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_string_equal(scope_name(s), "one-fails");
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(scope_fork(s, sleep_then, (void *)(intptr_t)(10 * SEC), &slow[i]), 0);
+		assert_int_equal(scope_fork(s, sleep_then, (void *)(intptr_t)(10 * SEC), &slow[i]),
+				 0);
 	assert_int_equal(scope_fork(s, fail_with, (void *)(intptr_t)-EIO, &bad), 0);
 	assert_int_equal(scope_join(s), SCOPE_EFAILED);
 	assert_ptr_equal(scope_failure(s), bad);
@@ -145,7 +146,7 @@ static void any_successful_all_fail(void **state)
 	cfg.joiner = SCOPE_JOIN_ANY_SUCCESSFUL;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(scope_fork(s, fail_with, (void *)(intptr_t)-(EIO + i), NULL), 0);
+		assert_int_equal(scope_fork(s, fail_with, (void *)(intptr_t) - (EIO + i), NULL), 0);
 	assert_int_equal(scope_join(s), SCOPE_EFAILED);
 	assert_null(scope_winner(s));
 	assert_non_null(scope_failure(s));
@@ -260,8 +261,8 @@ static int custom_result(void *ctx, scope_t *scope)
 
 static void custom_joiner_callbacks(void **state)
 {
-	struct custom_ctx c = { 0 };
-	const struct scope_joiner_ops ops = { custom_on_fork, custom_on_complete, custom_result, &c };
+	struct custom_ctx c = {0};
+	const struct scope_joiner_ops ops = {custom_on_fork, custom_on_complete, custom_result, &c};
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_task_t *refused;
 	scope_t *s;
@@ -340,7 +341,7 @@ static void *foreign_thread(void *arg)
 
 static void non_owner_gets_eperm(void **state)
 {
-	struct foreign f = { 0 };
+	struct foreign f = {0};
 	pthread_t th;
 	(void)state;
 
@@ -509,7 +510,8 @@ static void no_thread_alive_after_close(void **state)
 	cfg.pool = pool;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	for (int i = 0; i < 8; i++)
-		assert_int_equal(scope_fork(s, counted_sleep, (void *)(intptr_t)(10 * SEC), NULL), 0);
+		assert_int_equal(scope_fork(s, counted_sleep, (void *)(intptr_t)(10 * SEC), NULL),
+				 0);
 	while (atomic_load(&running_bodies) < 4)
 		scope_sleep(MS);
 	assert_true(count_threads() >= before + 4);
@@ -523,9 +525,9 @@ static void no_thread_alive_after_close(void **state)
 
 static void strerror_covers_codes(void **state)
 {
-	static const int codes[] = { SCOPE_EFAILED,  SCOPE_ENOFORKS,   SCOPE_EREJECTED,
-				     SCOPE_EDISCARDED, SCOPE_ESTRUCTURE, SCOPE_EJOINED,
-				     SCOPE_ESHUTDOWN };
+	static const int codes[] = {SCOPE_EFAILED,    SCOPE_ENOFORKS,	SCOPE_EREJECTED,
+				    SCOPE_EDISCARDED, SCOPE_ESTRUCTURE, SCOPE_EJOINED,
+				    SCOPE_ESHUTDOWN};
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -544,24 +546,25 @@ static void strerror_covers_codes(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(all_successful_results_in_fork_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(all_successful_one_failure_cancels_others, setup, teardown),
-		cmocka_unit_test_setup_teardown(any_successful_first_success_wins, setup, teardown),
-		cmocka_unit_test_setup_teardown(any_successful_all_fail, setup, teardown),
-		cmocka_unit_test_setup_teardown(any_successful_no_forks, setup, teardown),
-		cmocka_unit_test_setup_teardown(await_all_mixed_results, setup, teardown),
-		cmocka_unit_test_setup_teardown(until_predicate_stops, setup, teardown),
-		cmocka_unit_test_setup_teardown(custom_joiner_callbacks, setup, teardown),
-		cmocka_unit_test_setup_teardown(bad_configs_rejected, setup, teardown),
-		cmocka_unit_test_setup_teardown(fork_after_cancel_is_unavailable, setup, teardown),
-		cmocka_unit_test_setup_teardown(non_owner_gets_eperm, setup, teardown),
-		cmocka_unit_test_setup_teardown(double_join_and_fork_after_join, setup, teardown),
-		cmocka_unit_test_setup_teardown(close_outer_closes_inner_first, setup, teardown),
-		cmocka_unit_test_setup_teardown(thread_exit_closes_scopes, setup, teardown),
-		cmocka_unit_test_setup_teardown(task_return_closes_its_scopes, setup, teardown),
-		cmocka_unit_test_setup_teardown(close_without_join_is_reported, setup, teardown),
-		cmocka_unit_test_setup_teardown(no_thread_alive_after_close, setup, teardown),
-		cmocka_unit_test(strerror_covers_codes),
+	    cmocka_unit_test_setup_teardown(all_successful_results_in_fork_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(all_successful_one_failure_cancels_others, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(any_successful_first_success_wins, setup, teardown),
+	    cmocka_unit_test_setup_teardown(any_successful_all_fail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(any_successful_no_forks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(await_all_mixed_results, setup, teardown),
+	    cmocka_unit_test_setup_teardown(until_predicate_stops, setup, teardown),
+	    cmocka_unit_test_setup_teardown(custom_joiner_callbacks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_configs_rejected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(fork_after_cancel_is_unavailable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(non_owner_gets_eperm, setup, teardown),
+	    cmocka_unit_test_setup_teardown(double_join_and_fork_after_join, setup, teardown),
+	    cmocka_unit_test_setup_teardown(close_outer_closes_inner_first, setup, teardown),
+	    cmocka_unit_test_setup_teardown(thread_exit_closes_scopes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(task_return_closes_its_scopes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(close_without_join_is_reported, setup, teardown),
+	    cmocka_unit_test_setup_teardown(no_thread_alive_after_close, setup, teardown),
+	    cmocka_unit_test(strerror_covers_codes),
 	};
 
 	/* The reporting agent starts in a constructor; these tests install

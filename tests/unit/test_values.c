@@ -75,8 +75,9 @@ static int shadow_then_read(void *arg, void **result)
 
 static void inherited_by_forks_and_nested_scopes(void **state)
 {
-	struct seen direct = { .key = "request.id" }, nested = { .key = "request.id" }, missing = { .key = "nope" };
-	struct seen shadowed = { .key = "request.id" };
+	struct seen direct = {.key = "request.id"}, nested = {.key = "request.id"},
+		    missing = {.key = "nope"};
+	struct seen shadowed = {.key = "request.id"};
 	scope_t *s;
 	(void)state;
 
@@ -144,9 +145,9 @@ static void bad_bindings_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(inherited_by_forks_and_nested_scopes),
-		cmocka_unit_test(rebinding_and_inner_scopes),
-		cmocka_unit_test(bad_bindings_refused),
+	    cmocka_unit_test(inherited_by_forks_and_nested_scopes),
+	    cmocka_unit_test(rebinding_and_inner_scopes),
+	    cmocka_unit_test(bad_bindings_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
