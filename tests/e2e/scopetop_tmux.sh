@@ -91,6 +91,8 @@ done
 
 ESC=$(printf '\033')
 $T capture-pane -e -p -t "$S" | grep -q "$ESC\[3[0-7]m" || fail "no colours without NO_COLOR"
+$T capture-pane -e -p -t "$S" | grep "done" | grep -Eq "$ESC\[([0-9]+;)*2m" ||
+	fail "the ended subtask is not dimmed"
 
 # Collapse the server scope (row 2), then expand it again.
 $T send-keys -t "$S" j Enter
