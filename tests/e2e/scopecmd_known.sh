@@ -23,7 +23,17 @@ cleanup() {
 	rm -rf "$D"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$D/log" ] && tail -5 "$D/log"; exit 1; }
+fail() {
+	echo "FAIL: $*"
+	[ -f "$D/log" ] && tail -5 "$D/log"
+	# Where everything was, to tell a placement bug from a model that lagged.
+	[ -f "$D/d.json" ] && $PY -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["threadDump"]["threadContainers"]:
+    print("  %s <- %s owner %s: %s" % (c["container"], c["parent"], c["owner"],
+          [(t["tid"], (t["task"] or {}).get("id")) for t in c["threads"]]))' "$D/d.json"
+	exit 1
+}
 
 "$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" 2>"$D/log" &
 dpid=$!

@@ -50,11 +50,10 @@ static int task_d(void *arg, void **res)
 	return known_wait_d();
 }
 
-/* Opens a scope, forks fn and joins once fn runs on a thread of its own
- * (a join that found it still queued could run it inline, and the test
- * wants one thread per task). */
+/* Opens a scope, forks fn and joins once all four tasks run on threads of
+ * their own: a join that found a task still queued would run it inline. */
 static int open_fork_join(const char *name, scope_joiner_kind_t joiner, int64_t timeout,
-			  scope_fn fn, _Atomic int *started)
+			  scope_fn fn)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_t *s;
@@ -67,7 +66,7 @@ static int open_fork_join(const char *name, scope_joiner_kind_t joiner, int64_t 
 		return rc;
 	scope_value_bind(s, "level", name);
 	rc = scope_fork(s, fn, NULL, NULL);
-	while (rc == 0 && !*started)
+	while (rc == 0 && blocked < 4)
 		usleep(1000);
 	if (rc == 0)
 		rc = scope_join(s);
@@ -80,7 +79,7 @@ static int __attribute__((noinline)) known_task_c(void *arg, void **res)
 	(void)arg, (void)res;
 	tid_c = gettid();
 	blocked++;
-	int rc = open_fork_join("inner", SCOPE_JOIN_AWAIT_ALL, 0, task_d, &tid_d);
+	int rc = open_fork_join("inner", SCOPE_JOIN_AWAIT_ALL, 0, task_d);
 	KEEP_FRAME();
 	return rc;
 }
@@ -91,7 +90,7 @@ static int __attribute__((noinline)) known_task_b(void *arg, void **res)
 	tid_b = gettid();
 	blocked++;
 	int rc = open_fork_join("middle", SCOPE_JOIN_ANY_SUCCESSFUL, 3600LL * 1000000000,
-				known_task_c, &tid_c);
+				known_task_c);
 	KEEP_FRAME();
 	return rc;
 }
@@ -138,7 +137,10 @@ int main(int argc, char **argv)
 	scope_value_bind(outer, "request_id", "rq-1");
 	scope_fork(outer, task_a, NULL, NULL);
 	scope_fork(outer, known_task_b, NULL, NULL);
-	while (!tid_a || !tid_b)
+	/* Join only once every task runs on a pool thread: a joiner helps run
+	 * queued tasks of the pool itself, and the test wants one thread per
+	 * task, each where the structure puts it. */
+	while (blocked < 4)
 		usleep(1000);
 	int rc = scope_join(outer);
 	KEEP_FRAME();

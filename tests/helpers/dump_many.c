@@ -12,6 +12,7 @@
 
 static scope_pool_t *pool;
 static _Atomic int started;
+static int total; /* tasks in the whole tree */
 static int fan[3] = {10, 10, 9};
 
 struct level {
@@ -28,8 +29,10 @@ static int __attribute__((noinline)) many_leaf_wait(void)
 
 static int task(void *arg, void **res);
 
-/* Opens a scope at depth, forks its fan-out and joins once every child runs
- * on a thread of its own (so the process holds one thread per task). */
+/* Opens a scope at depth, forks its fan-out and joins once every task of
+ * the tree runs on a thread of its own: a join that found a task still
+ * queued would run it inline, and the process is to hold one thread per
+ * task. */
 static int __attribute__((noinline)) many_open_level(int depth)
 {
 	static const char *const names[] = {"top", "mid", "leaf"};
@@ -50,7 +53,7 @@ static int __attribute__((noinline)) many_open_level(int depth)
 	}
 	for (int i = 0; i < fan[depth] && rc == 0; i++)
 		rc = scope_fork(s, task, lv, NULL);
-	while (rc == 0 && up < fan[depth])
+	while (rc == 0 && (up < fan[depth] || started < total))
 		usleep(1000);
 	rc = scope_join(s);
 	KEEP_FRAME();
@@ -72,7 +75,7 @@ static int task(void *arg, void **res)
 
 static void *report(void *arg)
 {
-	int total = *(int *)arg;
+	(void)arg;
 	while (started < total)
 		usleep(1000);
 	usleep(50000); /* let the last ones reach their waits */
@@ -83,7 +86,6 @@ static void *report(void *arg)
 
 int main(void)
 {
-	static int total;
 	total = fan[0] + fan[0] * fan[1] + fan[0] * fan[1] * fan[2];
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	pc.name = "many";
@@ -98,7 +100,7 @@ int main(void)
 	}
 	scope_thread_name("many-main");
 	pthread_t th;
-	pthread_create(&th, NULL, report, &total);
+	pthread_create(&th, NULL, report, NULL);
 	pthread_detach(th);
 	return many_open_level(0) == 0 ? 0 : 1;
 }
