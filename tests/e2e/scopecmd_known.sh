@@ -131,4 +131,20 @@ grep -Eq '^  kp@[0-9]+: [0-9]+ threads \(core 6, max 8' "$D/info" || fail "no po
 grep -q '^Events: ' "$D/info" || fail "no event counts"
 
 "$BIN/scopecmd" --no-start -l | grep -qx "$hpid dump_known" || fail "-l does not list '$hpid dump_known'"
+
+# A name that matches two processes, and 0, target both, each under its pid.
+"$HELPER" >"$D/known2" &
+h2=$!
+i=0
+until "$BIN/scopecmd" --no-start -l 2>/dev/null | grep -q "^$h2 "; do
+	i=$((i + 1)); [ $i -gt 100 ] && { kill $h2; fail "the second dump_known did not register"; }
+	sleep 0.05
+done
+"$BIN/scopecmd" --no-start known Runtime.info >"$D/two" || { kill $h2; fail "name target over two processes failed"; }
+"$BIN/scopecmd" --no-start 0 Runtime.info >"$D/all" || { kill $h2; fail "target 0 failed"; }
+kill $h2
+for f in "$D/two" "$D/all"; do
+	grep -qx "$hpid:" "$f" && grep -qx "$h2:" "$f" || fail "$(basename "$f"): not both <pid>: headers"
+	[ "$(grep -c '^Runtime: ' "$f")" -eq 2 ] || fail "$(basename "$f"): not two reports"
+done
 echo "ok"
