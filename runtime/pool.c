@@ -634,7 +634,7 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	if (p->cfg.queue == SCOPE_QUEUE_BOUNDED && !p->cfg.queue_capacity)
 		p->cfg.queue_capacity = DEFAULT_QUEUE_CAP;
 	p->id = atomic_fetch_add(&next_pool_id, 1);
-	pthread_mutex_init(&p->lock, NULL);
+	sc_mutex_init(&p->lock);
 	pthread_cond_init(&p->gone, NULL);
 	sc_interrupt_install();
 	pthread_mutex_lock(&pools_lock);

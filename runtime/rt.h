@@ -141,6 +141,7 @@ void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
 void sc_wake(struct sc_thread *t);
+void sc_mutex_init(pthread_mutex_t *m);
 /* Arms t's alarm (t is the calling thread) to interrupt it at deadline
  * (0: disarm); returns the deadline it was armed for before. */
 int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline);

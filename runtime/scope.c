@@ -97,7 +97,7 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	}
 	s = malloc(sizeof(*s));
 	if (s)
-		pthread_mutex_init(&s->lock, NULL);
+		sc_mutex_init(&s->lock);
 	return s;
 }
 

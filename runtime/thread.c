@@ -44,7 +44,7 @@ static struct sc_thread *record_get(void)
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return NULL;
-		pthread_mutex_init(&t->lock, NULL);
+		sc_mutex_init(&t->lock);
 		t->evfd = -1;
 	}
 	return t;
@@ -165,6 +165,18 @@ int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline)
 	if (timer_settime(t->alarm, TIMER_ABSTIME, &its, NULL) == 0)
 		t->alarm_at = deadline;
 	return before;
+}
+
+void sc_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	/* The runtime's critical sections are a few loads and stores: under
+	 * contention a short spin beats sleeping in the kernel. */
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
 }
 
 struct sc_thread *sc_self_peek(void)
