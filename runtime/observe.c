@@ -160,9 +160,5 @@ void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void 
 
 __attribute__((constructor)) static void sc_library_init(void)
 {
-	/* The main thread is known from the start, so the first snapshot
-	 * names it even before it opens a scope. */
-	if (sc_gettid() == (uint32_t)getpid())
-		(void)sc_self();
 	sc_agent_init();
 }
