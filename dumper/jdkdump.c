@@ -55,6 +55,7 @@ struct builder {
 	size_t nplaced, capplaced;
 	json_t *names; /* container names in use */
 	json_t *tids;  /* tids placed */
+	json_t *frames; /* frame strings by address */
 };
 
 static int ref_cmp(const void *a, const void *b)
@@ -469,7 +470,7 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	 * stack, and the JDK has a state for it. */
 	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
 	json_object_set_new(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
-	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES));
+	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames));
 	json_object_set_new(th, "role", jj_enum_or_null(t, "role", jj_roles));
 	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
 	json_object_set_new(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
@@ -603,6 +604,7 @@ static void builder_free(struct builder *b)
 	free(b->owner_ref);
 	json_decref(b->names);
 	json_decref(b->tids);
+	json_decref(b->frames);
 }
 
 json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
@@ -633,13 +635,14 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 
 	b.names = json_object();
 	b.tids = json_object();
+	b.frames = json_object();
 	b.scope_ref = index_by(b.scopes, "id", &b.nscope_ref);
 	b.task_ref = index_by(b.tasks, "id", &b.ntask_ref);
 	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
 
 	json_t *out = NULL;
-	if (b.names && b.tids && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
+	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
 	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
 	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
 	    add_threads(&b) == 0) {

@@ -7,7 +7,8 @@
 
 #include "jdkdump.h"
 
-#define JJ_MAX_VALUES 64 /* scoped values kept per scope */
+#define JJ_MAX_VALUES 64      /* scoped values kept per scope */
+#define JJ_MAX_CACHED 100000 /* distinct frame addresses remembered per dump */
 
 const char *const jj_joiners[] = {"all_successful", "any_successful", "await_all", "until",
 				  "custom", NULL};
@@ -226,7 +227,7 @@ static json_t *frame_string(const jv *f)
 	return jj_string_new(buf);
 }
 
-json_t *jj_stack(const jv *stack, size_t max)
+json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
 {
 	json_t *out = json_array();
 	const jv *frames = jj_array(stack, "frames");
@@ -234,8 +235,18 @@ json_t *jj_stack(const jv *stack, size_t max)
 
 	for (size_t i = 0; i < n && i < max; i++) {
 		const jv *f = jv_at(frames, i);
-		if (jv_is_object(f))
-			json_array_append_new(out, frame_string(f));
+		const char *addr = jj_str(f, "addr");
+		json_t *hit = cache && addr ? json_object_get(cache, addr) : NULL;
+		if (hit) {
+			json_array_append(out, hit);
+		} else if (jv_is_object(f)) {
+			json_t *str = frame_string(f);
+			/* Threads blocked alike share most frames: format each
+			 * address once per dump. */
+			if (cache && addr && json_object_size(cache) < JJ_MAX_CACHED)
+				json_object_set(cache, addr, str);
+			json_array_append_new(out, str);
+		}
 		else if (jv_is_string(f))
 			json_array_append_new(out, jj_string_new(jv_string(f)));
 	}

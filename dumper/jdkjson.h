@@ -55,8 +55,10 @@ json_t *jj_values(const jv *values);
 const char *jj_thread_state(const jv *stack);
 
 /* The frames of a stack entry as JDK frame strings, top first, at most max:
- * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr". */
-json_t *jj_stack(const jv *stack, size_t max);
+ * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr".
+ * cache (an object, or NULL) maps addresses already formatted in this dump
+ * to their strings: one address means one symbol within a process. */
+json_t *jj_stack(const jv *stack, size_t max, json_t *cache);
 
 /* {"id","state","forkSite","forkedAt"} of a model task. */
 json_t *jj_task(const jv *task);
