@@ -93,6 +93,11 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	if (s) {
 		t->free_scopes = s->free_next;
 		t->nfree--;
+		/* A fresh lock for a fresh scope: a recycled one may sit at
+		 * another place in the tree, and lock-order checkers (TSan)
+		 * would otherwise join its old life's order to the new one. */
+		pthread_mutex_destroy(&s->lock);
+		sc_mutex_init(&s->lock);
 		return s;
 	}
 	s = malloc(sizeof(*s));
