@@ -30,11 +30,11 @@ struct capture {
 	struct stk_rec key;  /* the address space's identity, for perf samples */
 	pid_t busy[BPFS_PERF_MAX]; /* still on a CPU at the counters pass */
 	size_t nbusy;
-	/* Marks of records the full ring dropped, kept apart because records
-	 * are handled on the drainer thread while marks are read. */
+	/* Marks of records the full ring dropped, added once the pass is
+	 * over so that every entry of t comes from one place at a time. */
 	struct stk_mark *dropped;
 	size_t ndropped, dropped_cap;
-	int dropped_nomem; /* apart from nomem: set on the other thread */
+	int dropped_nomem;
 	int truncated;
 	int bad_records;
 	int nomem;

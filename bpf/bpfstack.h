@@ -43,8 +43,7 @@ int bpfstack_open(struct bpfstack **out, char *err, size_t errlen);
  * sorted by tid (free() it).  Returns 0 or a negative errno with the reason
  * in err (-ESRCH: no such process).  A process with more than 32768 threads
  * is captured in part: 0 is returned and err says so.  Captures on one
- * struct bpfstack are serialised; a large one drains the kernel's records
- * on a short-lived second thread.  Threads still on a CPU get a perf
+ * struct bpfstack are serialised.  Threads still on a CPU get a perf
  * sample, which can add up to 10 ms. */
 int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		     char *err, size_t errlen);
