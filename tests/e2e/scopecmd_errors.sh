@@ -11,9 +11,9 @@ done
 D=$(mktemp -d /tmp/scopecmd-err.XXXXXX)
 chmod 755 "$D"
 export SCOPED_SOCKET=$D/s/agent.sock
-spid= npid= hpid= nspid=
+spid= npid= hpid= nspid= stpid=
 cleanup() {
-	for p in $spid $npid $hpid $nspid; do kill "$p" 2>/dev/null; done
+	for p in $spid $npid $hpid $nspid $stpid; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$D"
 }
@@ -56,7 +56,16 @@ grep -q 'waiting up to 2000 ms for programs to register' "$D/err" || { echo "FAI
 [ -S "$D/s/control.sock" ] || { echo "FAIL: the started daemon has no control socket"; fails=$((fails + 1)); }
 spid=$(daemon_pid "$D/s/control.sock")
 [ -n "$spid" ] && [ -d "/proc/$spid" ] || { echo "FAIL: the started daemon is not running"; fails=$((fails + 1)); }
-# From here on that daemon answers.
+# Sockets left by a daemon that died (nothing listens): one is started too.
+mkdir -m 700 "$D/st"
+/usr/bin/python3 -c '
+import socket, sys
+for n in ("agent.sock", "control.sock"):
+    socket.socket(socket.AF_UNIX).bind(sys.argv[1] + "/" + n)' "$D/st"
+expect 0 'starting .*/scoped in the background' env SCOPED_SOCKET="$D/st/agent.sock" "$BIN/scopecmd" -l
+stpid=$(daemon_pid "$D/st/control.sock")
+[ -n "$stpid" ] || { echo "FAIL: no daemon answers on the stale socket's path"; fails=$((fails + 1)); }
+# From here on the first daemon answers.
 
 # Usage errors: exit 2.
 expect 2 "unknown command 'Thread.prnt'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" 1 Thread.prnt
