@@ -13,7 +13,8 @@ for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
 	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "skip: BPF stacks need root (CAP_BPF and CAP_PERFMON)"; exit 77; }
-$PY -c 'import jsonschema' 2>/dev/null || { echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
+$PY -c 'import jsonschema' 2>/dev/null ||
+	{ echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
 
 D=$(mktemp -d /tmp/bpf-vs-signal.XXXXXX)
 export SCOPED_SOCKET=$D/agent.sock
@@ -104,7 +105,7 @@ wait_registered "$bpid"
 cat "$D/a.out"
 
 # BPF: every role thread's switch counters stay put across the capture.
-$PY - "$D/a.out" "$apid" "$D/control.sock" >"$D/bpf.json" <<'PYEOF' || fail "the BPF capture woke the target or failed"
+$PY - "$D/a.out" "$apid" "$D/control.sock" >"$D/bpf.json" <<'PYEOF' || fail "BPF woke it or failed"
 import json, socket, sys
 roles = dict(l.split() for l in open(sys.argv[1]) if len(l.split()) == 2)
 pid = int(sys.argv[2])
@@ -121,7 +122,8 @@ s.sendall((json.dumps({"id": 7, "cmd": "stacks", "pid": pid}) + "\n").encode())
 f = s.makefile()
 reply = json.loads(f.readline())
 after = switches()
-assert reply["ok"] and reply["source"] == "bpf", {k: reply.get(k) for k in ("ok", "source", "error")}
+assert reply["ok"] and reply["source"] == "bpf", \
+	{k: reply.get(k) for k in ("ok", "source", "error")}
 assert reply["max_pause_ns"] == 0, reply["max_pause_ns"]
 woken = [r for r in roles if before[r] != after[r]]
 assert not woken, "BPF capture woke %r" % woken
@@ -131,7 +133,8 @@ PYEOF
 # A 1,000-thread process dumped through the BPF source.
 "$BIN/scopecmd" --no-start "$bpid" Thread.dump_to_file -format=json "$D/big.json" >/dev/null ||
 	fail "the 1000-thread dump failed"
-$PY "$TOP/tests/validate_dump.py" --pid "$bpid" "$D/big.json" || fail "the 1000-thread dump does not validate"
+$PY "$TOP/tests/validate_dump.py" --pid "$bpid" "$D/big.json" ||
+	fail "the 1000-thread dump does not validate"
 $PY - "$D/big.json" <<'PYEOF' || fail "the 1000-thread dump is incomplete"
 import json, sys
 td = json.load(open(sys.argv[1]))["threadDump"]
@@ -170,7 +173,8 @@ bad = 0
 for role, fn in want.items():
 	tid = int(roles[role])
 	b, s = funcs(bpf[tid]), funcs(sig[tid])
-	libc = [f for f in bpf[tid]["frames"][:b.index(fn)] if "libc.so" in (f["module"] or "")] if fn in b else []
+	above = bpf[tid]["frames"][:b.index(fn)] if fn in b else []
+	libc = [f for f in above if "libc.so" in (f["module"] or "")]
 	if b != s or not libc:
 		bad += 1
 		print("%s (tid %d):\n  bpf:    %s\n  signal: %s" % (role, tid, b, s))
