@@ -37,6 +37,10 @@ struct dcmd {
 	 * errors on cli->err. */
 	int (*run)(struct cli *cli, pid_t pid, int argc, char **argv);
 	bool local; /* needs no daemon (help) */
+	/* Whether these arguments make the command write data meant for a
+	 * program to standard output (then the "<pid>:" line goes to standard
+	 * error, so that `... - | jq` works).  NULL: never. */
+	bool (*raw_stdout)(int argc, char **argv);
 };
 
 extern const struct dcmd *const dcmd_table[];

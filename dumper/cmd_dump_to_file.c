@@ -105,6 +105,14 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	return rc;
 }
 
+static bool to_stdout(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "-"))
+			return true;
+	return false;
+}
+
 const struct dcmd dcmd_dump_to_file = {
 	.name = "Thread.dump_to_file",
 	.usage = "[-overwrite] [-format=json|text] <file>",
@@ -121,4 +129,5 @@ const struct dcmd dcmd_dump_to_file = {
 	.impact = "Low: as Thread.print; the file is written by scopecmd, never by the daemon",
 	.options = opts,
 	.run = run,
+	.raw_stdout = to_stdout,
 };

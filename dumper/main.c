@@ -318,7 +318,8 @@ int main(int argc, char **argv)
 			rc = resolve(&cli, args[0], &pids, &n);
 	}
 	for (size_t i = 0; rc != CLI_USAGE && i < n; i++) {
-		printf("%d:\n", (int)pids[i]);
+		bool raw = cmd->raw_stdout && cmd->raw_stdout(rest - 2, args + 2);
+		fprintf(raw ? stderr : stdout, "%d:\n", (int)pids[i]);
 		fflush(stdout);
 		int r = cmd->run(&cli, pids[i], rest - 2, args + 2);
 		fflush(stdout);

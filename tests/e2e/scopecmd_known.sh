@@ -103,6 +103,13 @@ assert td["processId"] == who["pid"] and td["formatVersion"] == 2
 print("structure ok: %d containers, %d threads" % (len(cs), len(threads)))
 PYEOF
 
+# "-" writes the JSON to standard output, and only the JSON: the "<pid>:"
+# line goes to standard error there.
+"$BIN/scopecmd" --no-start "$hpid" Thread.dump_to_file -format=json - 2>"$D/hdr" >"$D/stdout.json" ||
+	fail "dump_to_file - failed"
+grep -qx "$hpid:" "$D/hdr" || fail "no '$hpid:' line on standard error"
+$PY "$TOP/tests/validate_dump.py" --pid "$hpid" - <"$D/stdout.json" || fail "the dump on standard output does not validate"
+
 # The text dump shows the same tree, indented, with frames.
 "$BIN/scopecmd" --no-start "$hpid" Thread.print -l -e >"$D/t.txt" || fail "Thread.print failed"
 head -1 "$D/t.txt" | grep -qx "$hpid:" || fail "Thread.print output does not start with '$hpid:'"
