@@ -7,7 +7,8 @@
  * wait on a condition variable)
  * stdout: "<role> <tid>" per thread, then "ready".  stdin: "z" starts a
  * thread blocked inside libz, loaded only then (its role line, "ready");
- * any other line or EOF: "signals N eintr N" and exit. */
+ * "c" starts a thread that creates and joins threads without pause (its
+ * role line, "ready"); any other line or EOF: "signals N eintr N", exit. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -169,18 +170,37 @@ __attribute__((noinline)) void bpf_target_zlib(void)
 	init(&z, ZLIB_VERSION, (int)sizeof(z));
 }
 
+static void *churn_child(void *arg)
+{
+	return arg;
+}
+
+/* Threads appear and exit all through a capture. */
+__attribute__((noinline)) void bpf_target_churn(void)
+{
+	while (!atomic_load(&quitting)) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, churn_child, NULL) == 0)
+			pthread_join(t, NULL);
+	}
+}
+
+/* Roles started at once (copies: 1, or -s / EXTRA), then those started by
+ * a command on stdin. */
 static const struct role {
 	const char *name;
 	void (*fn)(void);
+	char command;
 } roles[] = {
-	{"futex", bpf_target_wait_futex}, {"timedwait", bpf_target_timedwait},
-	{"sleep", bpf_target_sleep},      {"read", bpf_target_read},
-	{"mutex", bpf_target_lock},       {"epoll", bpf_target_epoll},
-	{"deep", bpf_target_deep},        {"spin", bpf_target_spin},
-	{"extra", bpf_target_wait_futex},
-	{"zlib", bpf_target_zlib},
+	{"futex", bpf_target_wait_futex, 0}, {"timedwait", bpf_target_timedwait, 0},
+	{"sleep", bpf_target_sleep, 0},      {"read", bpf_target_read, 0},
+	{"mutex", bpf_target_lock, 0},       {"epoll", bpf_target_epoll, 0},
+	{"deep", bpf_target_deep, 0},        {"spin", bpf_target_spin, 0},
+	{"extra", bpf_target_wait_futex, 0}, {"zlib", bpf_target_zlib, 'z'},
+	{"churn", bpf_target_churn, 'c'},
 };
-#define ZLIB_ROLE (sizeof(roles) / sizeof(roles[0]) - 1)
+#define NROLES (sizeof(roles) / sizeof(roles[0]))
 
 static void *thread_main(void *arg)
 {
@@ -261,8 +281,9 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&held);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	for (size_t i = 0; i < ZLIB_ROLE; i++) {
-		int copies = roles[i].fn == bpf_target_spin ? spin
+	for (size_t i = 0; i < NROLES; i++) {
+		int copies = roles[i].command ? 0
+			     : roles[i].fn == bpf_target_spin ? spin
 			     : strcmp(roles[i].name, "extra") == 0 ? extra
 								   : 1;
 
@@ -282,16 +303,21 @@ int main(int argc, char **argv)
 	while (!all_asleep())
 		usleep(2000);
 	printf("ready\n");
-	while (fgets(line, sizeof(line), stdin) && line[0] == 'z') {
+	while (fgets(line, sizeof(line), stdin)) {
+		const struct role *r = NULL;
 		pthread_t t;
 
-		if (pthread_create(&t, &attr, thread_main, (void *)&roles[ZLIB_ROLE]) != 0)
+		for (size_t i = 0; i < NROLES; i++)
+			if (roles[i].command && roles[i].command == line[0])
+				r = &roles[i];
+		if (!r || pthread_create(&t, &attr, thread_main, (void *)r) != 0)
 			break;
 		pthread_detach(t);
 		nthreads++;
 		while (atomic_load(&started) < nthreads)
 			usleep(1000);
-		while (!all_asleep())
+		/* The churner never sleeps: once it runs, it is where it should be. */
+		while (r->fn != bpf_target_churn && !all_asleep())
 			usleep(2000);
 		printf("ready\n");
 	}

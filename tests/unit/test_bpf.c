@@ -538,6 +538,50 @@ static void test_capture_after_dlopen(void **state)
 	assert_int_equal(tg.signals, 0);
 }
 
+/* Threads created and exiting all through the captures: every capture
+ * succeeds, the steady threads keep their stacks, and what the churn leaves
+ * behind is either a stack, an error or a flag, never garbage. */
+static void test_capture_churn(void **state)
+{
+	struct bt_target tg;
+	size_t transient = 0;
+	char err[256];
+	Dwfl *d;
+
+	(void)state;
+	NEED_BPF();
+	assert_int_equal(bt_start(&tg, NULL), 0);
+	assert_int_equal(bt_command(&tg, "c"), 0);
+	d = target_dwfl(tg.pid);
+	for (int round = 0; round < 30; round++) {
+		struct bpfstack_thread *th;
+		const struct bpfstack_thread *t;
+		size_t n;
+
+		assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+		t = find_thread(th, n, bt_tid(&tg, "futex"));
+		assert_non_null(t);
+		assert_true(frame_below_glibc(d, t, "bpf_target_wait_futex") >= 1);
+		for (size_t i = 0; i < n; i++) {
+			bool known = (pid_t)th[i].tid == tg.pid;
+
+			for (int r = 0; r < tg.nroles; r++)
+				known |= (pid_t)th[i].tid == tg.roles[r].tid;
+			transient += !known;
+			assert_true(th[i].nframes <= BPFSTACK_MAX_FRAMES);
+			assert_true(th[i].nkframes <= BPFSTACK_MAX_KFRAMES);
+			assert_non_null(th[i].jstate);
+			if (th[i].error == 0 && !known && th[i].nframes == 0)
+				assert_true(th[i].ran_during_capture || th[i].sched_state != 'S');
+		}
+		free(th);
+	}
+	dwfl_end(d);
+	bt_stop(&tg);
+	assert_int_equal(tg.signals, 0);
+	print_message("churn: %zu short-lived threads caught in 30 captures\n", transient);
+}
+
 static void test_capture_bad_pids(void **state)
 {
 	struct bpfstack_thread *th = (void *)1;
@@ -671,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_capture_known_functions),
 		cmocka_unit_test(test_capture_1000_threads),
 		cmocka_unit_test(test_capture_after_dlopen),
+		cmocka_unit_test(test_capture_churn),
 		cmocka_unit_test(test_capture_bad_pids),
 		cmocka_unit_test(test_capture_self),
 		cmocka_unit_test(test_perf_sample_on_cpu),
