@@ -30,11 +30,8 @@ uint32_t sc_gettid(void)
 
 void sc_thread_mark_agent(void)
 {
-	struct sc_thread *t = sc_self_peek();
-
 	is_agent = true;
-	if (t)
-		t->role = SC_ROLE_AGENT;
+	sc_thread_set_role(SC_ROLE_AGENT);
 }
 
 bool sc_thread_is_agent(void)

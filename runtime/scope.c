@@ -156,7 +156,8 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
 		s->parent_task = t->frame.task;
 	s->outer = t->frame.top;
-	s->pool = cfg->pool;
+	/* Resolved now so the open event names the pool. */
+	s->pool = cfg->pool ? cfg->pool : scope_pool_default();
 	s->joiner = cfg->joiner;
 	s->until = cfg->until;
 	s->until_ctx = cfg->until_ctx;
@@ -250,7 +251,7 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 		scope_free(t, s);
 		return rc;
 	}
-	if (s->pool) {
+	if (cfg->pool) {
 		sc_pool_user(s->pool, 1);
 		s->own_pool_ref = true;
 	}

@@ -179,6 +179,15 @@ void sc_mutex_init(pthread_mutex_t *m)
 	pthread_mutexattr_destroy(&a);
 }
 
+void sc_thread_set_role(int role)
+{
+	if (!self)
+		return;
+	pthread_mutex_lock(&threads_lock); /* the snapshot reads it */
+	self->role = role;
+	pthread_mutex_unlock(&threads_lock);
+}
+
 struct sc_thread *sc_self_peek(void)
 {
 	return self;
