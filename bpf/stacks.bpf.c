@@ -152,7 +152,11 @@ int capture(struct bpf_iter__task *ctx)
 	s->rec.nvcsw = t->nvcsw;
 	s->rec.nivcsw = t->nivcsw;
 	s->rec.leader_start_ns = BPF_CORE_READ(t, group_leader, start_time);
-	s->rec.kstack_len = bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
+	/* A task running on another CPU has no saved kernel stack to walk:
+	 * what the walk would find is stale. */
+	if (!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf())
+		s->rec.kstack_len =
+			bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
 
 	mm = t->mm;
 	if (!mm) {
