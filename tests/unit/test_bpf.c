@@ -229,6 +229,17 @@ static int teardown_bpf(void **state)
 		}                                                                    \
 	} while (0)
 
+static void start_target(struct bt_target *tg, const char *const *args)
+{
+	char path[PATH_MAX];
+
+	if (bt_helper_path(path, sizeof(path), "bpf_target") != 0)
+		fail_msg("tests/helpers/bpf_target is not built beside this test "
+			 "(make test builds it)");
+	if (bt_start(tg, args) != 0)
+		fail_msg("%s did not report its threads ready", path);
+}
+
 static const struct bpfstack_thread *find_thread(const struct bpfstack_thread *th, size_t n,
 						 pid_t tid)
 {
@@ -358,7 +369,7 @@ static void test_capture_known_functions(void **state)
 
 	(void)state;
 	NEED_BPF();
-	assert_int_equal(bt_start(&tg, args), 0);
+	start_target(&tg, args);
 	for (size_t i = 0; i < NROLES; i++)
 		before[i] = proc_counter(tg.pid, bt_tid(&tg, role_expects[i].role),
 					 "voluntary_ctxt_switches");
@@ -473,7 +484,7 @@ static void test_capture_1000_threads(void **state)
 
 	(void)state;
 	NEED_BPF();
-	assert_int_equal(bt_start(&tg, args), 0);
+	start_target(&tg, args);
 	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
 	assert_int_equal(n, proc_threads(tg.pid));
 	assert_true(n >= 1000 + NROLES + 1);
@@ -511,7 +522,7 @@ static void test_capture_after_dlopen(void **state)
 
 	(void)state;
 	NEED_BPF();
-	assert_int_equal(bt_start(&tg, NULL), 0);
+	start_target(&tg, NULL);
 	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
 	free(th);
 	assert_int_equal(bt_command(&tg, "z"), 0);
@@ -550,7 +561,7 @@ static void test_capture_churn(void **state)
 
 	(void)state;
 	NEED_BPF();
-	assert_int_equal(bt_start(&tg, NULL), 0);
+	start_target(&tg, NULL);
 	assert_int_equal(bt_command(&tg, "c"), 0);
 	d = target_dwfl(tg.pid);
 	for (int round = 0; round < 30; round++) {
