@@ -192,7 +192,9 @@ static void await_all_mixed_results(void **state)
 			assert_ptr_equal(scope_task_result(t[i]), (void *)(i * MS));
 		}
 	}
-	assert_ptr_equal(scope_failure(s), t[1]);
+	/* The first to fail in time, which may be any of the failing ones. */
+	scope_task_t *f = scope_failure(s);
+	assert_true(f == t[1] || f == t[3] || f == t[5]);
 	assert_int_equal(scope_close(s), 0);
 }
 
