@@ -47,6 +47,7 @@ struct bpfstack {
 	struct bpfs_unwinder *unw;
 	struct bpfs_kcache kcache;
 	struct capture cur;
+	size_t last_n; /* threads in the last capture: the next one's first guess */
 	pthread_mutex_t lock; /* one pass at a time: the BPF side has one scratch slot */
 };
 
@@ -381,6 +382,10 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	c = &b->cur;
 	memset(c, 0, sizeof(*c));
 	c->pid = pid;
+	/* Sized from the last capture, the array rarely grows (and is copied)
+	 * during this one. */
+	if (b->last_n > 0 && (c->t = malloc((b->last_n + 16) * sizeof(*c->t))))
+		c->cap = b->last_n + 16;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
 	add_dropped(c);
 	if (!rc && (c->nomem || c->dropped_nomem)) {
@@ -413,6 +418,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 				 (int)pid, MAX_THREADS, MAX_THREADS);
 		*threads = c->t;
 		*n = c->n;
+		b->last_n = c->n;
 		c->t = NULL;
 	}
 	free(c->t);
