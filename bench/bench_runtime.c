@@ -2,7 +2,9 @@
  * the same process: fork+join vs pthread_create+join, open+close (and its
  * system calls), cancel-to-return latency of 64 blocked subtasks. */
 #include <errno.h>
+#include <limits.h>
 #include <linux/audit.h>
+#include <linux/futex.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -307,9 +309,51 @@ static int broadcast_latency(int64_t *lat)
 	return (int)n;
 }
 
+/* Floor: 64 threads in FUTEX_WAIT on one word, one FUTEX_WAKE for all of
+ * them, nothing else: what the kernel and scheduler alone cost. */
+static _Atomic int floor_word, floor_waiting;
+
+static void *floor_waiter(void *arg)
+{
+	int slot = (int)(intptr_t)arg;
+
+	atomic_fetch_add(&floor_waiting, 1);
+	while (!atomic_load(&floor_word))
+		syscall(SYS_futex, &floor_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	atomic_store(&returned_at[slot], scope_now());
+	return NULL;
+}
+
+static int futex_floor_latency(int64_t *lat)
+{
+	size_t n = 0;
+
+	for (int r = 0; r < ROUNDS; r++) {
+		pthread_t th[NBLOCKED];
+		int64_t t0;
+
+		atomic_store(&floor_word, 0);
+		atomic_store(&floor_waiting, 0);
+		for (int i = 0; i < NBLOCKED; i++)
+			if (pthread_create(&th[i], NULL, floor_waiter, (void *)(intptr_t)i))
+				return -1;
+		while (atomic_load(&floor_waiting) < NBLOCKED)
+			scope_sleep(100000);
+		scope_sleep(2000000);
+		t0 = scope_now();
+		atomic_store(&floor_word, 1);
+		syscall(SYS_futex, &floor_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+		for (int i = 0; i < NBLOCKED; i++)
+			pthread_join(th[i], NULL);
+		for (int i = 0; i < NBLOCKED; i++)
+			lat[n++] = atomic_load(&returned_at[i]) - t0;
+	}
+	return (int)n;
+}
+
 int main(int argc, char **argv)
 {
-	static int64_t lat[NBLOCKED * ROUNDS], base[NBLOCKED * ROUNDS];
+	static int64_t lat[NBLOCKED * ROUNDS], base[NBLOCKED * ROUNDS], fl[NBLOCKED * ROUNDS];
 	int64_t join_lat[ROUNDS];
 	struct pair fj, oc, mx;
 	long sys_oc, sys_base;
@@ -351,7 +395,8 @@ int main(int argc, char **argv)
 
 	n = cancel_latency(lat, join_lat);
 	nb = broadcast_latency(base);
-	if (n <= 0 || nb <= 0) {
+	int nf = futex_floor_latency(fl);
+	if (n <= 0 || nb <= 0 || nf <= 0) {
 		fprintf(stderr, "bench_runtime: could not start 64 threads for the cancel test\n");
 		return 1;
 	}
@@ -365,6 +410,10 @@ int main(int argc, char **argv)
 	printf("%-46s %7.1f us %7.1f us %7.2fx\n", "cancel -> 64 blocked subtasks return, p50", p50,
 	       b50, p50 / b50);
 	printf("%-46s %7.1f us\n", "cancel -> owner's join returns, p50", j50);
+	printf("%-46s %7.1f us %7.1f us  (p50, p99: the kernel's floor on this machine)\n",
+	       "  floor: one FUTEX_WAKE to 64 bare waiters",
+	       (double)pct(fl, (size_t)nf, 0.5) / 1000.0,
+	       (double)pct(fl, (size_t)nf, 0.99) / 1000.0);
 	printf("  baseline: pthread_cond_broadcast to 64 waiters (%d rounds, %d samples each)\n",
 	       ROUNDS, n);
 	ok &= p99 < 100.0;
