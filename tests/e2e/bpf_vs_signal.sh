@@ -157,8 +157,12 @@ start_daemon signal || fail "scoped --stacks=signal did not start"
 wait_registered "$apid"
 query "$apid" >"$D/sig.json"
 
+# ThreadSanitizer holds signals back while a thread blocks in some of the
+# calls it intercepts (read, mutex lock): there, signal mode cannot answer.
+case $BUILD in *tsan*) DEFERRED=1 ;; *) DEFERRED=0 ;; esac
+export DEFERRED
 $PY - "$D/a.out" "$D/bpf.json" "$D/sig.json" <<'PYEOF' || fail "BPF and signal-mode stacks differ"
-import json, sys
+import json, os, sys
 roles = dict(l.split() for l in open(sys.argv[1]) if len(l.split()) == 2)
 bpf = {t["tid"]: t for t in json.load(open(sys.argv[2]))["stacks"]}
 sig = json.load(open(sys.argv[3]))
@@ -169,19 +173,24 @@ want = {"futex": "bpf_target_wait_futex", "timedwait": "bpf_target_timedwait",
         "epoll": "bpf_target_epoll"}
 def funcs(t):
 	return [f["func"] or f["addr"] for f in t["frames"]]
-bad = 0
+bad = compared = 0
 for role, fn in want.items():
 	tid = int(roles[role])
 	b, s = funcs(bpf[tid]), funcs(sig[tid])
 	above = bpf[tid]["frames"][:b.index(fn)] if fn in b else []
 	libc = [f for f in above if "libc.so" in (f["module"] or "")]
+	if not s and os.environ["DEFERRED"] == "1" and libc:
+		print("%-9s signal mode got no stack under TSan (error %s); bpf: %s" %
+		      (role, sig[tid].get("error"), " <- ".join(b)))
+		continue
+	compared += 1
 	if b != s or not libc:
 		bad += 1
 		print("%s (tid %d):\n  bpf:    %s\n  signal: %s" % (role, tid, b, s))
 	else:
 		print("%-9s same %d frames: %s" % (role, len(b), " <- ".join(b)))
 	assert bpf[tid]["state"] in ("WAITING", "TIMED_WAITING", "BLOCKED"), bpf[tid]["state"]
-sys.exit(1 if bad else 0)
+sys.exit(1 if bad or compared < 3 else 0)
 PYEOF
 
 # The signal-mode capture interrupted the target's sleeps; BPF did not.
