@@ -32,8 +32,7 @@ void client_close(struct client *c)
 	free(c);
 }
 
-/* Writes what it can; a client whose unsent output passes the cap is marked
- * dead (closed by its handler or the housekeeper, never mid-command). */
+/* Writes what it can without blocking; the rest waits for LOOP_WRITE. */
 void client_flush(struct client *c)
 {
 	if (c->dead)
@@ -55,14 +54,23 @@ void client_flush(struct client *c)
 		}
 		jb_consume(&c->out, (size_t)n);
 	}
-	if (c->out.len > CLIENT_MAX_UNSENT) {
-		log_warn("control client pid %d does not read its replies (%zu bytes unsent, cap "
-			 "%u); dropping it",
-			 (int)c->pid, c->out.len, CLIENT_MAX_UNSENT);
-		c->dead = true;
-		return;
-	}
 	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
+}
+
+/* One reply may be larger than the cap (a big tree); a client that lets
+ * output pile up past it before more is added does not read, and goes.  It is
+ * closed by its handler or the housekeeper, never mid-command. */
+bool client_room(struct client *c)
+{
+	if (c->dead)
+		return false;
+	if (c->out.len <= CLIENT_MAX_UNSENT)
+		return true;
+	log_warn("control client pid %d does not read its replies (%zu bytes unsent, cap %u); "
+		 "dropping it",
+		 (int)c->pid, c->out.len, CLIENT_MAX_UNSENT);
+	c->dead = true;
+	return false;
 }
 
 void client_accept(struct daemon *d)
@@ -172,6 +180,51 @@ void client_resume(struct client *c)
 		client_close(c);
 }
 
+/* Makes room for more input; false when the buffer is at its cap. */
+static bool grow_input(struct client *c)
+{
+	if (c->inlen < c->incap)
+		return true;
+	if (c->incap >= CLIENT_MAX_LINE)
+		return false;
+	size_t cap = c->incap ? c->incap * 2 : 4096;
+	if (cap > CLIENT_MAX_LINE)
+		cap = CLIENT_MAX_LINE;
+	char *in = realloc(c->in, cap);
+	if (!in) {
+		c->dead = true;
+		return false;
+	}
+	c->in = in;
+	c->incap = cap;
+	return true;
+}
+
+static void read_input(struct client *c)
+{
+	if (!grow_input(c)) {
+		/* Pipelined requests wait behind an async one: stop reading. */
+		if (c->waiting && !c->dead)
+			loop_mod(c->d->loop, c->fd, c->out.len ? LOOP_WRITE : 0);
+		return;
+	}
+	ssize_t n = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		c->dead = true;
+		return;
+	}
+	if (n < 0)
+		return;
+	c->inlen += (size_t)n;
+	run_lines(c);
+	/* What is left is one unfinished line: at the cap it can never end. */
+	if (!c->dead && !c->waiting && c->inlen >= CLIENT_MAX_LINE) {
+		reply_error(c, NULL, "too_large", "a request line is over %u bytes; closing",
+			    CLIENT_MAX_LINE);
+		c->dead = true;
+	}
+}
+
 static void on_client(struct loop *l, int fd, unsigned events, void *ctx)
 {
 	(void)l;
@@ -179,40 +232,8 @@ static void on_client(struct loop *l, int fd, unsigned events, void *ctx)
 	struct client *c = ctx;
 	if (events & LOOP_WRITE)
 		client_flush(c);
-	if ((events & LOOP_READ) && !c->dead) {
-		if (c->inlen == c->incap) {
-			if (c->incap >= CLIENT_MAX_LINE && !c->waiting) {
-				reply_error(c, NULL, "too_large",
-					    "a request line is over %u bytes; closing", CLIENT_MAX_LINE);
-				c->dead = true;
-			} else {
-				size_t cap = c->incap ? c->incap * 2 : 4096;
-				if (cap > CLIENT_MAX_LINE + 1)
-					cap = CLIENT_MAX_LINE + 1;
-				char *in = realloc(c->in, cap);
-				if (!in)
-					c->dead = true;
-				else {
-					c->in = in;
-					c->incap = cap;
-				}
-			}
-		}
-		if (!c->dead && c->waiting && c->inlen == c->incap) {
-			/* Pipelined requests wait behind an async one: stop reading. */
-			loop_mod(c->d->loop, c->fd, c->out.len ? LOOP_WRITE : 0);
-			return;
-		}
-		if (!c->dead) {
-			ssize_t n = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
-			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-				c->dead = true;
-			else if (n > 0) {
-				c->inlen += (size_t)n;
-				run_lines(c);
-			}
-		}
-	}
+	if ((events & LOOP_READ) && !c->dead)
+		read_input(c);
 	if (c->dead)
 		client_close(c);
 }

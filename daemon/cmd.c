@@ -43,6 +43,7 @@ static void id_member(struct jbuf *b, json_t *id)
 struct jbuf *reply_begin(struct client *c, json_t *id)
 {
 	struct jbuf *b = &c->out;
+	client_room(c);
 	line_start(b);
 	jb_obj(b);
 	id_member(b, id);
@@ -61,6 +62,7 @@ void reply_end(struct client *c)
 void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
 {
 	char msg[512];
+	client_room(c);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);

@@ -170,7 +170,7 @@ static void write_exited(struct client *c, struct sub *s)
 void subs_tick(struct daemon *d, int64_t now_ns)
 {
 	for (struct client *c = d->clients; c; c = c->next) {
-		if (c->dead)
+		if (!c->subs || !client_room(c))
 			continue;
 		bool wrote = false;
 		for (struct sub *s = c->subs, *next; s; s = next) {

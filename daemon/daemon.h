@@ -162,6 +162,8 @@ void agents_housekeep(struct daemon *d, int64_t now_ns);
 /* client.c */
 void client_accept(struct daemon *d);
 void client_flush(struct client *c);
+/* False (and the client marked dead) when its unsent output is over the cap. */
+bool client_room(struct client *c);
 /* Reads and runs the lines that wait, after an async reply finished. */
 void client_resume(struct client *c);
 void client_close(struct client *c);

@@ -17,6 +17,7 @@
 #define BUF_MAX (PROTO_MAX_FRAME + 65536u)
 #define HELLO_MAX 4096u     /* a HELLO fits: three strings of PROTO_MAX_STR */
 #define READS_PER_WAKE 8    /* then let the other peers have a turn */
+#define PENDING_PER_PID 4   /* connections one process may hold before its HELLO */
 
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
 
@@ -90,6 +91,29 @@ static void send_error(struct daemon *d, struct aconn *a, int code, const char *
 		aconn_send(d, a, buf, (size_t)n);
 }
 
+static size_t pending_of(const struct daemon *d, pid_t pid)
+{
+	size_t n = 0;
+	for (const struct aconn *a = d->conns; a; a = a->next)
+		n += !a->proc && a->pid == pid;
+	return n;
+}
+
+/* Closes the oldest connection still without HELLO (of pid, or of anyone). */
+static void evict_oldest_pending(struct daemon *d, pid_t pid)
+{
+	struct aconn *old = NULL;
+	for (struct aconn *a = d->conns; a; a = a->next)
+		if (!a->proc && (!pid || a->pid == pid) &&
+		    (!old || a->accepted_ns <= old->accepted_ns))
+			old = a;
+	if (old) {
+		log_debug("closing a silent agent connection from pid %d to make room",
+			  (int)old->pid);
+		aconn_close(d, old);
+	}
+}
+
 void agent_accept(struct daemon *d)
 {
 	for (int i = 0; i < 64; i++) {
@@ -102,15 +126,16 @@ void agent_accept(struct daemon *d)
 		}
 		struct ucred cred;
 		socklen_t clen = sizeof cred;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
-		    d->npending >= DAEMON_MAX_PENDING) {
-			/* Closing at once keeps a connect flood from holding memory. */
-			log_debug("refusing an agent connection: %s",
-				  d->npending >= DAEMON_MAX_PENDING ? "too many pending handshakes"
-								    : strerror(errno));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 			close(fd);
 			continue;
 		}
+		/* A real agent says HELLO at once, so under a connect flood the
+		 * oldest silent connections go, and the newcomer gets its chance. */
+		if (pending_of(d, cred.pid) >= PENDING_PER_PID)
+			evict_oldest_pending(d, cred.pid);
+		if (d->npending >= DAEMON_MAX_PENDING)
+			evict_oldest_pending(d, 0);
 		struct aconn *a = calloc(1, sizeof *a);
 		if (!a || !(a->buf = malloc(BUF_START))) {
 			free(a);

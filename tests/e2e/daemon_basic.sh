@@ -1,0 +1,217 @@
+#!/bin/sh
+# daemon_basic.sh - scoped against its fake agent on a private socket: options,
+# socket rules, the tree and signal-mode stacks of a registered peer, stack
+# timeouts, misbehaving peers, caps, a subscriber that never reads, shutdown.
+command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+exec python3 - <<'PY'
+import json, os, select, shutil, signal, socket, stat, subprocess, sys, tempfile, time
+
+TOP = os.environ.get("TOP", "."); BUILD = os.environ.get("BUILD", "build")
+SCOPED = os.path.join(TOP, BUILD, "bin/scoped")
+FAKE = os.path.join(TOP, BUILD, "tests/helpers/daemon_fake_agent")
+for p in (SCOPED, FAKE):
+    if not os.access(p, os.X_OK):
+        print("skip: %s is not built" % p); sys.exit(77)
+tmp = tempfile.mkdtemp(prefix="scoped-e2e-")
+SOCKDIR = tmp + "/run"
+SOCK = SOCKDIR + "/agent.sock"; CTL = SOCKDIR + "/control.sock"
+LOG = tmp + "/scoped.log"
+children = []
+
+def cleanup():
+    for p in children:
+        if p.poll() is None:
+            p.kill(); p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+def fail(msg):
+    print("FAIL: " + msg)
+    if os.path.exists(LOG):
+        print("--- scoped log (last 30 lines)"); print("".join(open(LOG).readlines()[-30:]))
+    cleanup(); sys.exit(1)
+
+def check(cond, msg):
+    if not cond: fail(msg)
+    print("ok - " + msg)
+
+def wait_until(fn, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v: return v
+        time.sleep(0.02)
+    fail("timed out waiting for " + what)
+
+class Ctl:
+    def __init__(self, path=CTL):
+        self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.buf = b""; self.n = 0
+    def send(self, obj):
+        self.s.sendall((json.dumps(obj) + "\n").encode())
+    def line(self, timeout=5):
+        end = time.time() + timeout
+        while b"\n" not in self.buf:
+            left = end - time.time()
+            if left <= 0 or not select.select([self.s], [], [], left)[0]: return None
+            d = self.s.recv(1 << 20)
+            if not d: return None
+            self.buf += d
+        l, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(l)
+    def req(self, obj, timeout=5):
+        self.n += 1; obj = dict(obj, id=self.n); self.send(obj)
+        while True:
+            r = self.line(timeout)
+            if r is None: fail("no reply to %s" % obj)
+            if r.get("id") == self.n: return r
+
+def start_daemon(*args, sock=SOCK):
+    p = subprocess.Popen([SCOPED, "--foreground", "--socket", sock, "--log-level", "debug"] + list(args),
+                         stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
+    children.append(p)
+    ctl = os.path.join(os.path.dirname(sock), "control.sock")
+    def up():
+        try: Ctl(ctl); return True
+        except OSError: return False
+    wait_until(up, 5, "scoped to listen on " + ctl)
+    return p
+
+def fake(mode, n=0, sock=SOCK):
+    p = subprocess.Popen([FAKE, sock, mode, str(n)], stdout=subprocess.PIPE,
+                         stderr=open(tmp + "/fake.log", "a"), env=dict(os.environ, SCOPED_DISABLE="1"))
+    children.append(p)
+    if not select.select([p.stdout], [], [], 5)[0] or p.stdout.readline().strip() != b"ready":
+        fail("fake agent %s did not get ready" % mode)
+    return p
+
+def rss_kb(pid):
+    for l in open("/proc/%d/status" % pid):
+        if l.startswith("VmRSS:"): return int(l.split()[1])
+    return 0
+
+def main():
+    # --- options
+    out = subprocess.run([SCOPED, "--help"], capture_output=True, text=True)
+    check(out.returncode == 0 and "--max-processes N" in out.stdout and "--stacks MODE" in out.stdout,
+          "--help lists the options")
+    out = subprocess.run([SCOPED, "--version"], capture_output=True, text=True)
+    check(out.returncode == 0 and out.stdout.startswith("scoped "), "--version")
+    out = subprocess.run([SCOPED, "--retain", "lots"], capture_output=True, text=True)
+    check(out.returncode == 2 and "--retain" in out.stderr, "a bad option value is named")
+
+    # --- sockets
+    d = start_daemon("--stacks=signal")
+    check(stat.S_IMODE(os.stat(SOCKDIR).st_mode) == 0o700, "socket directory is 0700")
+    check(stat.S_IMODE(os.stat(SOCK).st_mode) == 0o600 and stat.S_IMODE(os.stat(CTL).st_mode) == 0o600,
+          "sockets are 0600")
+    out = subprocess.run([SCOPED, "--foreground", "--socket", SOCK], capture_output=True, text=True, timeout=10)
+    check(out.returncode == 1 and ("a daemon already listens on %s (pid %d)" % (SOCK, d.pid)) in out.stderr,
+          "a second daemon on the same socket is refused with the first one's pid")
+
+    # --- a well-behaved peer: tree, pid from SO_PEERCRED, stacks symbolized
+    c = Ctl()
+    good = fake("good", 10)
+    tree = wait_until(lambda: (lambda r: r if r["ok"] and r["process"]["complete"] else None)(
+        c.req({"cmd": "tree", "pid": good.pid})), 5, "the fake agent's tree")
+    m = tree["model"]
+    names = sorted(s["name"] for s in m["scopes"])
+    check(names == ["fake-child", "fake-root"] and len(m["tasks"]) == 10, "tree holds the peer's scopes and tasks")
+    child = [s for s in m["scopes"] if s["name"] == "fake-child"][0]
+    check(child["parent"] == 1 and child["site"] == {"file": "fake.c", "line": 77, "func": "fake_main"},
+          "scope parent and open site")
+    check(tree["process"]["pid"] == good.pid and tree["process"]["name"] == "fake-agent",
+          "the pid comes from SO_PEERCRED, not from HELLO")
+    r = c.req({"cmd": "stacks", "pid": good.pid})
+    check(r["ok"] and r["source"] == "signal" and len(r["stacks"]) == 1, "stacks reply says its source")
+    top = r["stacks"][0]["frames"][0]
+    check(top["func"] == "fake_stack_frame" and top["file"] == "daemon_fake_agent.c" and top["line"],
+          "stack addresses are symbolized to function and file:line")
+    check(r["stacks"][0]["state"] in ("RUNNABLE", "WAITING") and r["capture_ns"] == 20000,
+          "thread state from /proc and capture time from the agent")
+    r = c.req({"cmd": "dump", "pid": good.pid})
+    check(r["ok"] and "model" in r and "process" in r and r["source"] == "signal", "dump holds tree and stacks")
+    r = c.req({"cmd": "stacks", "pid": good.pid, "tids": "x"})
+    check(not r["ok"] and r["error"]["code"] == "bad_request", "a bad tids field is a bad_request")
+
+    # --- a peer that never answers stacks: timeout, while others are served
+    mute = fake("mute", 2)
+    wait_until(lambda: c.req({"cmd": "tree", "pid": mute.pid})["ok"], 5, "the mute agent's tree")
+    c2 = Ctl()
+    t0 = time.time(); c.send({"cmd": "stacks", "pid": mute.pid, "id": 900})
+    st = c2.req({"cmd": "status"})
+    check(st["ok"] and time.time() - t0 < 1, "other clients are served while a capture waits")
+    r = c.line(5)
+    check(r and r["id"] == 900 and r["error"]["code"] == "timeout" and 1.5 < time.time() - t0 < 4,
+          "a capture the agent never answers times out after about 2 s")
+
+    # --- misbehaving peers
+    base_rss = rss_kb(d.pid)
+    bad = [fake("random", 6000), fake("oversize"), fake("half"), fake("flood", 300)]
+    time.sleep(0.5)
+    log = open(LOG).read()
+    check("malformed frame" in log and str(bad[1].pid) in log, "a malformed peer is logged by pid with the decoder's reason")
+    r = c.req({"cmd": "tree", "pid": good.pid})
+    check(r["ok"] and len(r["model"]["tasks"]) == 10, "the good peer is still served after random bytes, oversize and half frames and a connect flood")
+    r = c.req({"cmd": "stacks", "pid": good.pid})
+    check(r["ok"] and r["stacks"][0]["frames"][0]["func"] == "fake_stack_frame", "stacks still work for the good peer")
+    for _ in range(3):
+        for p in bad[-1:]:
+            p.kill(); p.wait()
+        bad[-1:] = [fake("flood", 300)]
+    check(rss_kb(d.pid) < base_rss + 32 * 1024, "RSS stays bounded under misbehaving peers (%d -> %d kB)" % (base_rss, rss_kb(d.pid)))
+
+    # --- a subscriber that never reads is dropped, others are not
+    big = fake("flood-tasks", 30000)
+    wait_until(lambda: len(c.req({"cmd": "tree", "pid": big.pid})["model"]["tasks"]) == 30000, 10, "30000 tasks")
+    sub = Ctl()
+    sub.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for i in range(3):
+        sub.send({"cmd": "subscribe", "pid": big.pid, "interval_ms": 25, "id": i})
+    wait_until(lambda: "does not read" in open(LOG).read(), 5, "the slow subscriber to be dropped")
+    check(c.req({"cmd": "status"})["ok"], "a slow subscriber is dropped and the daemon serves the rest")
+
+    # --- subscribe: snapshot, then deltas
+    s = Ctl()
+    r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 25})
+    check(r["ok"] and r["type"] == "snapshot" and len(r["model"]["tasks"]) == 10, "subscribe starts with a snapshot")
+    r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 1})
+    check(not r["ok"] and r["error"]["code"] == "bad_request", "interval_ms below 25 is refused")
+
+    # --- the entity cap drops only the offender and keeps its model
+    SOCK2 = tmp + "/run2/agent.sock"
+    start_daemon("--max-entities", "1000", "--stacks=signal", sock=SOCK2)
+    c3 = Ctl(tmp + "/run2/control.sock")
+    hog = fake("flood-tasks", 5000, sock=SOCK2)
+    r = wait_until(lambda: (lambda r: r if r["ok"] and r["process"]["state"] != "live" else None)(
+        c3.req({"cmd": "tree", "pid": hog.pid})), 5, "the hog to be dropped")
+    check(r["process"]["exit_cause"] == "dropped" and len(r["model"]["tasks"]) == 999,
+          "past --max-entities the peer is dropped and what it sent is kept")
+    check("the cap (--max-entities)" in open(LOG).read(), "the cap is named in the log")
+
+    # --- bad control input
+    raw = socket.socket(socket.AF_UNIX); raw.connect(CTL)
+    raw.sendall(b"this is not json\n")
+    check(b"bad_request" in raw.recv(4096), "a line that is not JSON gets bad_request")
+    raw.sendall(b"x" * (1 << 20))  # exactly the cap, no newline: all of it is read
+    data = b""
+    while True:
+        chunk = raw.recv(4096)
+        if not chunk: break
+        data += chunk
+    check(b"too_large" in data, "a request line over 1 MiB gets too_large and the connection closes")
+
+    # --- clean shutdown
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(5) == 0 and not os.path.exists(SOCK) and not os.path.exists(CTL),
+          "SIGTERM: exit 0 and both sockets removed")
+    cleanup()
+    print("all daemon_basic checks passed")
+
+try:
+    main()
+except SystemExit:
+    raise
+except BaseException as e:
+    import traceback; traceback.print_exc(); fail("the test itself broke: %r" % e)
+finally:
+    cleanup()
+PY
