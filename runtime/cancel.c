@@ -42,6 +42,7 @@ void sc_interrupt_install(void)
 struct wakeup {
 	struct sc_thread *t; /* a thread, or NULL for a scope's cancel word */
 	_Atomic int *word;
+	uint32_t tid; /* read under the lock: the record may serve another thread later */
 	bool signal;
 };
 
@@ -62,13 +63,13 @@ static void wake_one(const struct wakeup *w)
 	sc_wake(w->t);
 	if (w->signal) {
 		sc_interrupt_install();
-		(void)syscall(SYS_tgkill, getpid(), w->t->tid, SC_SIG_INTERRUPT);
+		(void)syscall(SYS_tgkill, getpid(), w->tid, SC_SIG_INTERRUPT);
 	}
 }
 
 static void wakeups_add(struct wakeups *wk, struct sc_thread *t, _Atomic int *word, bool signal)
 {
-	struct wakeup w = {t, word, signal};
+	struct wakeup w = {t, word, t ? t->tid : 0, signal};
 
 	if (wk->n == wk->cap) {
 		struct wakeup *v = malloc(wk->cap * 2 * sizeof(*v));

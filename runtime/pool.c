@@ -12,7 +12,7 @@
 #define DEFAULT_KEEP_ALIVE 60000000000LL /* 60 s, as ThreadPoolExecutor's examples */
 #define DEFAULT_QUEUE_CAP 64
 #define DEFAULT_POOL_MAX 256
-#define HELP_SCAN_MAX 256	   /* queued tasks a joining worker looks through */
+#define HELP_SCAN_MAX 256	   /* queued tasks a joiner looks through for its own */
 #define STATS_INTERVAL 100000000LL /* at most ~10 POOL_STATS per second */
 #define SPIN_IDLE_NS 20000	   /* an idle worker's wait for the next fork */
 #define SPIN_BACKOFF_NS 200000	   /* no spinning for this long after a spin found nothing */

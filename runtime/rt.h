@@ -35,7 +35,7 @@ struct sc_frame {
 /* One thread the runtime knows.  Records are recycled, never freed, so a
  * late wake-up aimed at an exited thread lands on a harmless record. */
 struct sc_thread {
-	struct sc_thread *next, *prev; /* global list (sc_threads_lock) */
+	struct sc_thread *next, *prev; /* registry list (thread.c's lock) */
 	struct sc_thread *free_next;
 	uint32_t tid;
 	int role; /* enum sc_thread_role */
