@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Processes whose module maps stay loaded; the least recently used goes. */
 #define UNW_PROCS 8
 /* A frame-pointer step longer than this is taken as garbage, not a frame. */
 #define FP_MAX_STEP (1u << 20)
+/* A map rebuilt because unwinding reached unknown code is not rebuilt
+ * again for this long (JIT code would otherwise cost a rebuild a thread). */
+#define REBUILD_MIN_NS 1000000000LL
 
 struct unw_proc {
 	pid_t pid;
@@ -29,6 +33,7 @@ struct unw_proc {
 	uint64_t page_addr[2];
 	unsigned char page[2][STK_PAGE_SIZE];
 	unsigned page_next;
+	int64_t built_ns;
 	uint64_t last_use;
 };
 
@@ -161,6 +166,14 @@ void bpfs_unwinder_free(struct bpfs_unwinder *u)
 	free(u);
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Builds p's module map from /proc/PID/maps and attaches the callbacks. */
 static int proc_build(struct unw_proc *p, pid_t pid, const struct stk_rec *h)
 {
@@ -180,6 +193,7 @@ static int proc_build(struct unw_proc *p, pid_t pid, const struct stk_rec *h)
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
 	p->memfd = open(path, O_RDONLY | O_CLOEXEC);
 	p->pid = pid;
+	p->built_ns = mono_ns();
 	p->exec_vm = h->exec_vm;
 	p->start_code = h->start_code;
 	p->leader_start_ns = h->leader_start_ns;
@@ -247,19 +261,15 @@ static void fp_walk(struct unw_proc *p, struct walk *w)
 	}
 }
 
-int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
-		const unsigned char *ustack, struct bpfstack_thread *t)
+/* One unwind of the thread into t; returns whether it stopped at a frame
+ * that lies in no module of the map. */
+static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfstack_thread *t)
 {
 	struct walk w = {.t = t};
-	struct unw_proc *p;
-	int err, rc;
+	Dwarf_Addr last;
+	int rc;
 
 	t->nframes = 0;
-	p = proc_get(u, pid, h, &err);
-	if (!p)
-		return err;
-	p->cur = h;
-	p->ustack = ustack;
 	p->page_addr[0] = p->page_addr[1] = 0;
 	rc = dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, frame_cb, &w);
 	if (rc == -1 && t->nframes == 0) {
@@ -269,9 +279,38 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		w.bp = h->regs[STK_REG_BP];
 		w.have_bp = true;
 	}
-	if (rc == -1 && w.have_bp)
+	if (rc != -1)
+		return false;
+	last = t->frames[t->nframes - 1] - (t->nframes > 1);
+	if (w.have_bp)
 		fp_walk(p, &w);
-	p->cur = NULL;
-	p->ustack = NULL;
-	return 0;
+	return !dwfl_addrmodule(p->dwfl, last);
+}
+
+int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+		const unsigned char *ustack, struct bpfstack_thread *t)
+{
+	struct unw_proc *p;
+	int err = 0;
+
+	p = proc_get(u, pid, h, &err);
+	if (!p)
+		return err;
+	p->cur = h;
+	p->ustack = ustack;
+	/* Code mapped without moving exec_vm (a library swapped for one of the
+	 * same size): the map is stale, rebuild it and try once more. */
+	if (unwind_once(p, h, t) && mono_ns() - p->built_ns > REBUILD_MIN_NS) {
+		err = proc_build(p, pid, h);
+		if (!err) {
+			p->cur = h;
+			p->ustack = ustack;
+			unwind_once(p, h, t);
+		}
+	}
+	if (!err) {
+		p->cur = NULL;
+		p->ustack = NULL;
+	}
+	return err;
 }
