@@ -1,0 +1,396 @@
+/* bench_daemon.c - scoped's speed and memory targets, each against a baseline
+ * measured in the same run: ingest rate (decoder + model, in memory and over a
+ * socketpair), heap bytes per live task, and a whole-tree query of 10,000 tasks. */
+#include "../daemon/jbuf.h"
+#include "../daemon/model.h"
+#include "event.h"
+
+#include <jansson.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUNS 5
+#define TASKS_PER_SCOPE 8
+#define RETAIN_NS 50000000ll /* 50 ms of the bench's fake clock: steady state, not a heap of history */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return v[n / 2];
+}
+
+struct stream {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t events;
+};
+
+static void emit(struct stream *s, const struct proto_msg *m)
+{
+	if (s->cap - s->len < PROTO_MAX_FRAME) {
+		s->cap = s->cap ? s->cap * 2 : (1u << 24);
+		s->buf = realloc(s->buf, s->cap);
+		if (!s->buf) {
+			fprintf(stderr, "bench_daemon: out of memory building the stream\n");
+			exit(1);
+		}
+	}
+	int n = proto_encode(s->buf + s->len, s->cap - s->len, m, NULL, NULL);
+	if (n < 0) {
+		fprintf(stderr, "bench_daemon: encode failed: %s\n", proto_strerror(n));
+		exit(1);
+	}
+	s->len += (size_t)n;
+	s->events++;
+}
+
+/* A request-serving program's stream: scopes of 8 forks that start, end,
+ * join and close, on 16 worker threads. */
+static void build_stream(struct stream *s, size_t min_events)
+{
+	struct proto_msg m;
+	for (uint32_t t = 0; t < 16; t++) {
+		memset(&m, 0, sizeof m);
+		m.type = PROTO_EV_THREAD_START;
+		m.tid = 1000 + t;
+		m.role = SC_ROLE_WORKER;
+		m.name = (struct proto_str){"worker", 6};
+		emit(s, &m);
+	}
+	uint64_t scope = 1, task = 1;
+	int64_t ts = 1;
+	while (s->events < min_events) {
+		memset(&m, 0, sizeof m);
+		m.type = PROTO_EV_SCOPE_OPEN;
+		m.ts = ts++;
+		m.scope = scope;
+		m.tid = 1000;
+		m.name = (struct proto_str){"handle", 6};
+		m.file = (struct proto_str){"server.c", 8};
+		m.func = (struct proto_str){"handle", 6};
+		m.line = 42;
+		emit(s, &m);
+		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START,
+						  PROTO_EV_TASK_END};
+		for (int ph = 0; ph < 3; ph++)
+			for (int k = 0; k < TASKS_PER_SCOPE; k++) {
+				memset(&m, 0, sizeof m);
+				m.type = phases[ph];
+				m.ts = ts++;
+				m.task = task + (uint64_t)k;
+				m.scope = scope;
+				m.tid = 1000 + (uint32_t)(k % 16);
+				m.state = ph == 2 ? SC_TASK_SUCCESS : SC_TASK_FORKED;
+				if (ph == 0) {
+					m.file = (struct proto_str){"server.c", 8};
+					m.func = (struct proto_str){"fetch", 5};
+					m.line = 40;
+				}
+				emit(s, &m);
+			}
+		static const uint16_t tail[] = {PROTO_EV_JOIN_BEGIN, PROTO_EV_JOIN_END,
+						PROTO_EV_SCOPE_CLOSE};
+		for (int k = 0; k < 3; k++) {
+			memset(&m, 0, sizeof m);
+			m.type = tail[k];
+			m.ts = ts++;
+			m.scope = scope;
+			m.tid = 1000;
+			emit(s, &m);
+		}
+		scope++;
+		task += TASKS_PER_SCOPE;
+	}
+}
+
+/* Decodes buf and applies each event (model != NULL) the way the daemon's
+ * reader does, with a fake clock of 500 ns per event and periodic sweeps.
+ * Returns the events handled. */
+static size_t consume(struct model *model, const uint8_t *buf, size_t len, size_t *off_io)
+{
+	size_t off = *off_io, n = 0;
+	for (;;) {
+		struct proto_msg m;
+		size_t used;
+		int rc = proto_decode(buf + off, len - off, &m, &used);
+		if (rc == PROTO_EAGAIN)
+			break;
+		if (rc < 0) {
+			fprintf(stderr, "bench_daemon: decode failed: %s\n", proto_strerror(rc));
+			exit(1);
+		}
+		off += used;
+		if (model) {
+			int64_t fake_now = (int64_t)model->events * 500;
+			if (model_apply(model, &m, fake_now) < 0) {
+				fprintf(stderr, "bench_daemon: apply failed: %s\n", model->err);
+				exit(1);
+			}
+			if ((model->events & 4095) == 0)
+				model_sweep(model, fake_now);
+		}
+		n++;
+	}
+	*off_io = off;
+	return n;
+}
+
+static void new_model(struct model *m)
+{
+	struct model_limits lim = {.max_entities = 2000000, .retain_ns = RETAIN_NS};
+	model_init(m, &lim);
+}
+
+struct writer {
+	int fd;
+	const struct stream *s;
+};
+
+static void *write_all(void *arg)
+{
+	struct writer *w = arg;
+	size_t off = 0;
+	while (off < w->s->len) {
+		ssize_t n = write(w->fd, w->s->buf + off, w->s->len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(w->fd);
+	return NULL;
+}
+
+/* The daemon's read path over a real socket: read into a bounded buffer,
+ * decode whole frames, keep the partial tail.  Returns events per second and
+ * sets *got to the events applied. */
+static double socket_run(const struct stream *s, size_t *got)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		return 0;
+	struct writer w = {sv[1], s};
+	pthread_t th;
+	struct model m;
+	new_model(&m);
+	size_t cap = PROTO_MAX_FRAME + 65536, len = 0, total = 0;
+	uint8_t *buf = malloc(cap);
+	int64_t t0 = now_ns();
+	pthread_create(&th, NULL, write_all, &w);
+	for (;;) {
+		ssize_t n = read(sv[0], buf + len, cap - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		size_t off = 0;
+		total += consume(&m, buf, len, &off);
+		memmove(buf, buf + off, len - off);
+		len -= off;
+	}
+	double secs = (double)(now_ns() - t0) / 1e9;
+	pthread_join(th, NULL);
+	close(sv[0]);
+	free(buf);
+	model_free(&m);
+	*got = total;
+	return (double)total / secs;
+}
+
+static void bench_ingest(int *missed)
+{
+	struct stream s = {0};
+	build_stream(&s, 2000000);
+	double full[RUNS], decode[RUNS], sock[RUNS];
+	size_t lost = 0;
+	for (int r = 0; r < RUNS; r++) {
+		size_t off = 0;
+		int64_t t0 = now_ns();
+		size_t n = consume(NULL, s.buf, s.len, &off);
+		decode[r] = (double)n / ((double)(now_ns() - t0) / 1e9);
+
+		struct model m;
+		new_model(&m);
+		off = 0;
+		t0 = now_ns();
+		n = consume(&m, s.buf, s.len, &off);
+		full[r] = (double)n / ((double)(now_ns() - t0) / 1e9);
+		if (m.events != s.events)
+			lost += s.events - m.events;
+		model_free(&m);
+
+		size_t got = 0;
+		sock[r] = socket_run(&s, &got);
+		if (got != s.events)
+			lost += s.events - got;
+	}
+	double f = median(full, RUNS), d = median(decode, RUNS), k = median(sock, RUNS);
+	printf("%-40s %12.2f M/s  %-10s  decode alone %8.2f M/s    %6.2f  %s\n",
+	       "ingest, decode+model (events/s)", f / 1e6, ">= 2 M/s", d / 1e6, f / d,
+	       f >= 2e6 ? "ok" : "MISSED");
+	printf("%-40s %12.2f M/s  %-10s  in memory    %8.2f M/s    %6.2f  %s\n",
+	       "ingest over a socketpair (events/s)", k / 1e6, ">= 2 M/s", f / 1e6, k / f,
+	       k >= 2e6 ? "ok" : "MISSED");
+	printf("%-40s %12zu      %-10s  of %zu events x %d runs x 2 paths  %s\n", "events lost",
+	       lost, "0", s.events, RUNS, lost ? "MISSED" : "ok");
+	*missed += f < 2e6 || k < 2e6 || lost;
+	free(s.buf);
+}
+
+static void add_tasks(struct model *m, size_t ntasks, size_t per_scope)
+{
+	struct proto_msg msg;
+	for (uint32_t t = 0; t < 16; t++) {
+		memset(&msg, 0, sizeof msg);
+		msg.type = PROTO_EV_THREAD_START;
+		msg.tid = 1000 + t;
+		msg.role = SC_ROLE_WORKER;
+		msg.name = (struct proto_str){"worker", 6};
+		model_apply(m, &msg, 0);
+	}
+	for (size_t i = 0; i < ntasks; i++) {
+		uint64_t scope = 1 + i / per_scope;
+		if (i % per_scope == 0) {
+			memset(&msg, 0, sizeof msg);
+			msg.type = PROTO_EV_SCOPE_OPEN;
+			msg.scope = scope;
+			msg.parent = scope > 1 ? 1 : 0;
+			msg.tid = 1000;
+			msg.ts = 5;
+			msg.name = (struct proto_str){"handle", 6};
+			msg.file = (struct proto_str){"server.c", 8};
+			msg.func = (struct proto_str){"handle", 6};
+			model_apply(m, &msg, 0);
+		}
+		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START};
+		for (int ph = 0; ph < 2; ph++) {
+			memset(&msg, 0, sizeof msg);
+			msg.type = phases[ph];
+			msg.task = 100000 + i;
+			msg.scope = scope;
+			msg.tid = 1000 + (uint32_t)(i % 16);
+			msg.ts = 7;
+			msg.file = (struct proto_str){"server.c", 8};
+			msg.func = (struct proto_str){"fetch", 5};
+			msg.line = 40;
+			if (model_apply(m, &msg, 0) < 0) {
+				fprintf(stderr, "bench_daemon: %s\n", m->err);
+				exit(1);
+			}
+		}
+	}
+}
+
+/* Heap in use, mmapped chunks (the id maps' large tables) included. */
+static size_t heap_used(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return mi.uordblks + mi.hblkhd;
+}
+
+static void bench_memory(int *missed)
+{
+	enum { N = 100000 };
+	struct model m;
+	struct model_limits lim = {.max_entities = 2000000, .retain_ns = 5000000000ll};
+	malloc_trim(0);
+	size_t before = heap_used();
+	model_init(&m, &lim);
+	add_tasks(&m, N, 1000);
+	size_t after = heap_used();
+	double per = (double)(after - before) / N;
+	printf("%-40s %12.1f B    %-10s  struct m_task %3zu B            %6.2f  %s\n",
+	       "heap per live task (bytes, 100k tasks)", per, "<= 256", sizeof(struct m_task),
+	       per / (double)sizeof(struct m_task), per <= 256 ? "ok" : "MISSED");
+	*missed += per > 256;
+	model_free(&m);
+}
+
+/* The same tree built with jansson objects, then serialized: what the
+ * straightforward implementation would cost. */
+static double jansson_render(const struct model *m)
+{
+	int64_t t0 = now_ns();
+	json_t *root = json_object(), *tasks = json_array();
+	for (size_t i = 0; i < m->ents[ENT_TASK].cap; i++) {
+		const struct m_task *t = m->ents[ENT_TASK].slots[i];
+		if (!t)
+			continue;
+		json_t *site = json_pack("{s:s,s:i,s:s}", "file", t->file, "line", t->line, "func",
+					 t->func);
+		json_array_append_new(
+			tasks, json_pack("{s:I,s:I,s:s,s:I,s:n,s:o,s:f,s:f,s:n}", "id", (json_int_t)t->id,
+					 "scope", (json_int_t)t->scope, "state", "running", "worker",
+					 (json_int_t)t->worker, "error", "site", site, "forked_ms",
+					 t->forked / 1e6, "started_ms", t->started / 1e6, "ended_ms"));
+	}
+	json_object_set_new(root, "tasks", tasks);
+	char *text = json_dumps(root, JSON_COMPACT);
+	double ms = (double)(now_ns() - t0) / 1e6;
+	free(text);
+	json_decref(root);
+	return ms;
+}
+
+static void bench_tree(int *missed)
+{
+	enum { N = 10000, Q = 21 };
+	struct model m;
+	struct model_limits lim = {.max_entities = 2000000, .retain_ns = 5000000000ll};
+	model_init(&m, &lim);
+	add_tasks(&m, N, 10);
+	struct clockref clk = {0, 1764441600000000000ll};
+	struct jbuf b;
+	jb_init(&b);
+	double ours[Q], base[Q];
+	for (int q = 0; q < Q; q++) {
+		jb_reset(&b);
+		int64_t t0 = now_ns();
+		model_render(&m, &clk, 1764441600000000000ll, &b);
+		ours[q] = (double)(now_ns() - t0) / 1e6;
+		base[q] = jansson_render(&m);
+	}
+	jb_raw(&b, "", 1);
+	json_t *check = json_loads(b.p, 0, NULL);
+	size_t ntasks = json_array_size(json_object_get(check, "tasks"));
+	json_decref(check);
+	double o = median(ours, Q), j = median(base, Q);
+	printf("%-40s %12.2f ms   %-10s  jansson, tasks only %6.2f ms  %6.2f  %s\n",
+	       "tree query, 10,000 live tasks (median)", o, "< 20 ms", j, o / j,
+	       o < 20 && ntasks == N ? "ok" : "MISSED");
+	printf("%-40s %12zu B    (%zu tasks, %zu scopes in the reply; it parses)\n",
+	       "  reply size", b.len, ntasks, model_count(&m, ENT_SCOPE));
+	*missed += o >= 20 || ntasks != N;
+	jb_free(&b);
+	model_free(&m);
+}
+
+int main(void)
+{
+	int missed = 0;
+	printf("%-40s %16s  %-10s  %-28s %6s\n", "metric", "value", "target", "baseline (same run)",
+	       "ratio");
+	bench_ingest(&missed);
+	bench_memory(&missed);
+	bench_tree(&missed);
+	if (missed)
+		printf("bench_daemon: %d target(s) missed\n", missed);
+	return missed ? 1 : 0;
+}
