@@ -260,7 +260,7 @@ int scope_sleep(int64_t ns)
 {
 	if (ns < 0)
 		return -EINVAL;
-	return scope_sleep_until(scope_now() + ns);
+	return scope_sleep_until(sc_after(ns));
 }
 
 static int64_t min_deadline(int64_t a, int64_t b)

@@ -12,6 +12,7 @@
 #define DEFAULT_KEEP_ALIVE 60000000000LL /* 60 s, as ThreadPoolExecutor's examples */
 #define DEFAULT_QUEUE_CAP 64
 #define DEFAULT_POOL_MAX 256
+#define POOL_THREADS_MAX 32768	   /* more is a mistake, not a configuration */
 #define HELP_SCAN_MAX 256	   /* queued tasks a joiner looks through for its own */
 #define STATS_INTERVAL 100000000LL /* at most ~10 POOL_STATS per second */
 #define SPIN_IDLE_NS 20000	   /* an idle worker's wait for the next fork */
@@ -510,7 +511,7 @@ static scope_task_t *take(struct worker *w)
 		p->idle = w;
 		seen = atomic_load(&w->t->seq);
 		pthread_mutex_unlock(&p->lock);
-		woke = sc_park(w->t, seen, timed ? scope_now() + p->cfg.keep_alive_ns : 0);
+		woke = sc_park(w->t, seen, timed ? sc_after(p->cfg.keep_alive_ns) : 0);
 		pthread_mutex_lock(&p->lock);
 		if (!w->claimed) {
 			for (struct worker **wp = &p->idle; *wp; wp = &(*wp)->idle_next)
@@ -615,7 +616,8 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	if (!cfg)
 		cfg = &defaults;
 	if ((unsigned)cfg->queue > SCOPE_QUEUE_DIRECT ||
-	    (unsigned)cfg->policy > SCOPE_POLICY_BLOCK || cfg->keep_alive_ns < 0)
+	    (unsigned)cfg->policy > SCOPE_POLICY_BLOCK || cfg->keep_alive_ns < 0 ||
+	    cfg->core_size > POOL_THREADS_MAX || cfg->max_size > POOL_THREADS_MAX)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -740,7 +742,7 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 
 int scope_pool_set_size(scope_pool_t *p, unsigned core, unsigned max)
 {
-	if (!p)
+	if (!p || core > POOL_THREADS_MAX || max > POOL_THREADS_MAX)
 		return -EINVAL;
 	if (!core)
 		core = 1;

@@ -64,6 +64,15 @@ struct sc_thread {
 	unsigned nfree;
 };
 
+/* now + ns for ns >= 0, saturating: a huge timeout means "never", not a
+ * deadline in the past. */
+static inline int64_t sc_after(int64_t ns)
+{
+	int64_t now = scope_now();
+
+	return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+}
+
 /* Tells the core a spin loop is waiting (x86 pause; a compiler barrier
  * elsewhere). */
 static inline void sc_cpu_relax(void)

@@ -165,7 +165,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	s->flags = cfg->flags;
 	s->deadline = cfg->deadline_ns;
 	if (cfg->timeout_ns > 0) {
-		int64_t d = scope_now() + cfg->timeout_ns;
+		int64_t d = sc_after(cfg->timeout_ns);
 		if (!s->deadline || d < s->deadline)
 			s->deadline = d;
 	}

@@ -2,6 +2,7 @@
  * tree, waking blocked waiters, and interrupting system calls. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -79,6 +80,41 @@ static void wait_started(int n)
 		struct timespec ts = {0, 250000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+static _Atomic int forever_rc = 99;
+
+static int sleep_forever(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	atomic_fetch_add(&started, 1);
+	atomic_store(&forever_rc, scope_sleep(INT64_MAX));
+	return 0;
+}
+
+/* Huge timeouts mean "never", not a deadline in the past. */
+static void huge_timeouts_do_not_wrap(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	(void)state;
+
+	atomic_store(&started, 0);
+	cfg.timeout_ns = INT64_MAX;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_true(scope_deadline() > scope_now());
+	assert_int_equal(scope_cancelled(), 0);
+	assert_int_equal(scope_fork(s, sleep_forever, NULL, NULL), 0);
+	wait_started(1);
+	struct timespec ts = {0, 20000000};
+	nanosleep(&ts, NULL);
+	assert_int_equal(atomic_load(&forever_rc), 99); /* still asleep */
+	assert_int_equal(scope_cancel(s), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&forever_rc), -ECANCELED);
 }
 
 static void join_times_out(void **state)
@@ -468,6 +504,7 @@ static void cancellation_is_level_triggered(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(huge_timeouts_do_not_wrap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(join_times_out, setup, teardown),
 	    cmocka_unit_test_setup_teardown(effective_deadline_is_earliest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(cancel_wakes_64_blocked_subtasks, setup, teardown),

@@ -331,6 +331,15 @@ static void factory_error_reported(void **state)
 	assert_null(pool);
 	pc.queue = (scope_queue_kind_t)7;
 	assert_int_equal(scope_pool_create(&pool, &pc), -EINVAL);
+	pc.queue = SCOPE_QUEUE_UNBOUNDED;
+	pc.hooks.thread_factory = NULL;
+	pc.core_size = 1000000; /* a mistake, not a pool */
+	assert_int_equal(scope_pool_create(&pool, &pc), -EINVAL);
+	pc.core_size = 1;
+	pc.prestart = false;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	assert_int_equal(scope_pool_set_size(pool, 1, 1000000), -EINVAL);
+	assert_int_equal(scope_pool_destroy(pool), 0);
 	assert_int_equal(scope_pool_destroy(scope_pool_default()), -EBUSY);
 }
 
