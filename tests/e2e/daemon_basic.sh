@@ -42,10 +42,29 @@ def wait_until(fn, timeout, what):
         time.sleep(0.02)
     fail("timed out waiting for " + what)
 
+# Every request sent and every line received is checked against the schemas.
+try:
+    from jsonschema import Draft202012Validator
+    SCHEMAS = os.path.join(TOP, "schemas")
+    REQ_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-request.schema.json")))
+    REP_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-reply.schema.json")))
+except ImportError:
+    REQ_V = REP_V = None
+    print("note: python3-jsonschema is missing; replies are not validated")
+validated = [0]
+
+def valid(v, obj, what):
+    if v is None: return
+    errs = sorted(v.iter_errors(obj), key=lambda e: e.path)
+    if errs:
+        fail("%s does not match its schema: %s: %s" % (what, json.dumps(obj)[:300], errs[0].message[:300]))
+    validated[0] += 1
+
 class Ctl:
     def __init__(self, path=CTL):
         self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.buf = b""; self.n = 0
-    def send(self, obj):
+    def send(self, obj, raw=False):
+        if not raw: valid(REQ_V, obj, "request")
         self.s.sendall((json.dumps(obj) + "\n").encode())
     def line(self, timeout=5):
         end = time.time() + timeout
@@ -56,9 +75,11 @@ class Ctl:
             if not d: return None
             self.buf += d
         l, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(l)
-    def req(self, obj, timeout=5):
-        self.n += 1; obj = dict(obj, id=self.n); self.send(obj)
+        obj = json.loads(l)
+        valid(REP_V, obj, "reply")
+        return obj
+    def req(self, obj, timeout=5, raw=False):
+        self.n += 1; obj = dict(obj, id=self.n); self.send(obj, raw)
         while True:
             r = self.line(timeout)
             if r is None: fail("no reply to %s" % obj)
@@ -129,7 +150,7 @@ def main():
           "thread state from /proc and capture time from the agent")
     r = c.req({"cmd": "dump", "pid": good.pid})
     check(r["ok"] and "model" in r and "process" in r and r["source"] == "signal", "dump holds tree and stacks")
-    r = c.req({"cmd": "stacks", "pid": good.pid, "tids": "x"})
+    r = c.req({"cmd": "stacks", "pid": good.pid, "tids": "x"}, raw=True)
     check(not r["ok"] and r["error"]["code"] == "bad_request", "a bad tids field is a bad_request")
 
     # --- a peer that never answers stacks: timeout, while others are served
@@ -173,7 +194,7 @@ def main():
     s = Ctl()
     r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 25})
     check(r["ok"] and r["type"] == "snapshot" and len(r["model"]["tasks"]) == 10, "subscribe starts with a snapshot")
-    r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 1})
+    r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 1}, raw=True)
     check(not r["ok"] and r["error"]["code"] == "bad_request", "interval_ms below 25 is refused")
 
     # --- the entity cap drops only the offender and keeps its model
@@ -204,6 +225,7 @@ def main():
     check(d.wait(5) == 0 and not os.path.exists(SOCK) and not os.path.exists(CTL),
           "SIGTERM: exit 0 and both sockets removed")
     cleanup()
+    check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
     print("all daemon_basic checks passed")
 
 try:

@@ -43,10 +43,29 @@ def wait_until(fn, timeout, what):
         time.sleep(0.02)
     fail("timed out waiting for " + what)
 
+# Every request sent and every line received is checked against the schemas.
+try:
+    from jsonschema import Draft202012Validator
+    SCHEMAS = os.path.join(TOP, "schemas")
+    REQ_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-request.schema.json")))
+    REP_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-reply.schema.json")))
+except ImportError:
+    REQ_V = REP_V = None
+    print("note: python3-jsonschema is missing; replies are not validated")
+validated = [0]
+
+def valid(v, obj, what):
+    if v is None: return
+    errs = sorted(v.iter_errors(obj), key=lambda e: e.path)
+    if errs:
+        fail("%s does not match its schema: %s: %s" % (what, json.dumps(obj)[:300], errs[0].message[:300]))
+    validated[0] += 1
+
 class Ctl:
     def __init__(self, path=CTL):
         self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.buf = b""; self.n = 0
-    def send(self, obj):
+    def send(self, obj, raw=False):
+        if not raw: valid(REQ_V, obj, "request")
         self.s.sendall((json.dumps(obj) + "\n").encode())
     def line(self, timeout=5):
         end = time.time() + timeout
@@ -57,9 +76,11 @@ class Ctl:
             if not d: return None
             self.buf += d
         l, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(l)
-    def req(self, obj, timeout=5):
-        self.n += 1; obj = dict(obj, id=self.n); self.send(obj)
+        obj = json.loads(l)
+        valid(REP_V, obj, "reply")
+        return obj
+    def req(self, obj, timeout=5, raw=False):
+        self.n += 1; obj = dict(obj, id=self.n); self.send(obj, raw)
         while True:
             r = self.line(timeout)
             if r is None: fail("no reply to %s" % obj)
@@ -185,6 +206,7 @@ for req in [{"id": 1, "cmd": "list"}, {"id": 2, "cmd": "tree", "pid": int(sys.ar
     out = subprocess.run([py, "-c", probe, CTL, str(progs[0].pid)], capture_output=True,
                          text=True, preexec_fn=as_nobody, timeout=10, cwd="/")
     check(out.returncode != 0 and "Permission" in out.stderr, "with the default 0700 directory another uid cannot even connect")
+    check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
     print("all daemon_programs checks passed")
 
 try:
