@@ -206,6 +206,8 @@ for req in [{"id": 1, "cmd": "list"}, {"id": 2, "cmd": "tree", "pid": int(sys.ar
     out = subprocess.run([py, "-c", probe, CTL, str(progs[0].pid)], capture_output=True,
                          text=True, preexec_fn=as_nobody, timeout=10, cwd="/")
     check(out.returncode != 0 and "Permission" in out.stderr, "with the default 0700 directory another uid cannot even connect")
+    log = open(LOG).read()
+    check("Sanitizer" not in log and "runtime error:" not in log, "no sanitizer report in the daemon's log")
     check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
     print("all daemon_programs checks passed")
 
