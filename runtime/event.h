@@ -15,6 +15,11 @@
  *    __FILE__/__func__ and are valid forever.
  *  - ts is scope_now() at the event; tid is the emitting thread's kernel tid.
  *  - Ids (scope, task, pool) are 64-bit, nonzero, never reused in a process.
+ *  - The registry changes before the event is emitted (linked before
+ *    THREAD_START/SCOPE_OPEN/TASK_FORK, unlinked or marked ended before
+ *    THREAD_EXIT/SCOPE_CLOSE/TASK_END/POOL_DESTROY): a snapshot walk racing
+ *    with an event then sees the new state, so the agent's repair (discard
+ *    the buffered events, walk, resume) leaves no ghosts.
  */
 #ifndef SC_EVENT_H
 #define SC_EVENT_H
