@@ -3,6 +3,7 @@
  * that starts the agent. */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -114,13 +115,52 @@ static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32
 	sn->emit(sn->ctx, &ev);
 }
 
-/* One scope and everything below it, under its lock so nothing below can
- * close meanwhile (closing unlinks under the parent's lock). */
+/* Scopes pinned for the walk: each list is pinned under the lock that
+ * guards it, then walked with no lock of its owner held. */
+struct pinned {
+	scope_t **v;
+	size_t n, cap;
+};
+
+static bool pin(struct pinned *pl, scope_t *s)
+{
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? pl->cap * 2 : 16;
+		scope_t **v = realloc(pl->v, cap * sizeof(*v));
+		if (!v)
+			return false; /* the snapshot misses it; the live stream does not */
+		pl->v = v;
+		pl->cap = cap;
+	}
+	atomic_fetch_add(&s->pins, 1);
+	pl->v[pl->n++] = s;
+	return true;
+}
+
+static void snap_scope(struct snap *sn, scope_t *s, int depth);
+
+static void snap_pinned(struct snap *sn, struct pinned *pl, int depth)
+{
+	for (size_t i = 0; i < pl->n; i++) {
+		if (depth < SC_MAX_DEPTH)
+			snap_scope(sn, pl->v[i], depth);
+		atomic_fetch_sub(&pl->v[i]->pins, 1);
+	}
+	free(pl->v);
+}
+
+/* One scope, then (pinned, its lock released) everything below it: the
+ * scope's lock is held only while its own events are emitted. */
 static void snap_scope(struct snap *sn, scope_t *s, int depth)
 {
+	struct pinned kids = {0};
 	int cancelled;
 
 	pthread_mutex_lock(&s->lock);
+	if (s->closing) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	sc_emit_open(s, 1, sn->emit, sn->ctx);
 	sc_values_snapshot(s, sn->emit, sn->ctx);
 	if (s->joining)
@@ -130,29 +170,33 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled);
 	for (size_t i = 0; i < s->ntasks; i++)
 		snap_task(sn, s, s->tasks[i]);
-	if (depth < SC_MAX_DEPTH)
-		for (scope_t *c = s->children; c; c = c->sib_next)
-			snap_scope(sn, c, depth + 1);
+	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
+		;
 	pthread_mutex_unlock(&s->lock);
+	snap_pinned(sn, &kids, depth + 1);
 }
 
-static void snap_roots(void *arg, struct sc_thread *t)
+static void pin_roots(void *arg, struct sc_thread *t)
 {
+	struct pinned *roots = arg;
+
 	pthread_mutex_lock(&t->lock);
-	for (scope_t *s = t->roots; s; s = s->sib_next)
-		snap_scope(arg, s, 0);
+	for (scope_t *s = t->roots; s && pin(roots, s); s = s->sib_next)
+		;
 	pthread_mutex_unlock(&t->lock);
 }
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)
 {
 	struct snap sn = {emit, ctx};
+	struct pinned roots = {0};
 
 	if (!emit)
 		return;
 	sc_threads_walk(snap_thread, &sn);
 	sc_pools_walk(snap_pool, &sn);
-	sc_threads_walk(snap_roots, &sn);
+	sc_threads_walk(pin_roots, &roots);
+	snap_pinned(&sn, &roots, 0);
 }
 
 __attribute__((constructor)) static void sc_library_init(void)

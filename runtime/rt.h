@@ -138,6 +138,11 @@ struct scope {
 
 	scope_t *children;	      /* child scopes (this lock) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
+	/* A snapshot walking below this scope holds a pin instead of its lock;
+	 * close waits for the pins before freeing.  Pins are taken only while
+	 * the scope is linked (under the lock of the list it is linked in). */
+	_Atomic int pins;
+	bool closing; /* unlinked or about to be: the walk skips it (this lock) */
 	struct sc_value *_Atomic values;
 	scope_t *free_next;
 };

@@ -1,6 +1,7 @@
 /* scope.c - scopes and subtasks: open, fork, join, close, the structure rules
  * they enforce, and running a subtask on whichever thread picks it up. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -528,11 +529,17 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		struct sc_wait w = {.done = all_done, .arg = s, .spin = true, .help = s};
 		(void)sc_wait(&w);
 	}
+	pthread_mutex_lock(&s->lock);
+	s->closing = true;
+	pthread_mutex_unlock(&s->lock);
 	scope_unlink(s);
 	t->frame.top = s->outer;
 	emit_scope(SC_EV_SCOPE_CLOSE, s, result);
 	if (s->own_pool_ref)
 		sc_pool_user(s->pool, -1);
+	/* Unlinked, so no new pin: only a snapshot already here remains. */
+	while (atomic_load(&s->pins))
+		sched_yield();
 	scope_free(t, s);
 }
 
