@@ -208,6 +208,22 @@ def main():
           "past --max-entities the peer is dropped and what it sent is kept")
     check("the cap (--max-entities)" in open(LOG).read(), "the cap is named in the log")
 
+    # --- --max-processes: an ended process makes room, a live one does not
+    SOCK3 = tmp + "/run3/agent.sock"
+    start_daemon("--max-processes", "1", "--stacks=signal", sock=SOCK3)
+    c4 = Ctl(tmp + "/run3/control.sock")
+    first = fake("flood-tasks", 5, sock=SOCK3)
+    wait_until(lambda: c4.req({"cmd": "tree", "pid": first.pid})["ok"], 5, "the first process")
+    second = fake("flood-tasks", 5, sock=SOCK3)
+    wait_until(lambda: "refusing process %d" % second.pid in open(LOG).read(), 5, "the refusal")
+    r = c4.req({"cmd": "list"})
+    check([x["pid"] for x in r["processes"]] == [first.pid], "past --max-processes a new process is refused and the held one stays")
+    first.kill(); first.wait()
+    third = fake("flood-tasks", 5, sock=SOCK3)
+    wait_until(lambda: c4.req({"cmd": "tree", "pid": third.pid})["ok"], 5, "the third process")
+    r = c4.req({"cmd": "list"})
+    check([x["pid"] for x in r["processes"]] == [third.pid], "an exited process gives its slot to a new one")
+
     # --- bad control input
     raw = socket.socket(socket.AF_UNIX); raw.connect(CTL)
     raw.sendall(b"this is not json\n")
