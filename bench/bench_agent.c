@@ -232,6 +232,25 @@ static void empty_observer(const struct sc_ev *ev)
 	(void)ev;
 }
 
+static int64_t sink_cpu_ns(void)
+{
+	clockid_t cid;
+	struct timespec ts;
+	if (clock_getcpuclockid(sink_pid, &cid) || clock_gettime(cid, &ts))
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t agent_cpu_ns(void)
+{
+	struct sc_agent_stats st;
+	sc_agent_get_stats(&st);
+	return st.cpu_ns > 0 ? st.cpu_ns : 0;
+}
+
+/* CPU the agent thread and the sink spent per fork, agent connected. */
+static double agent_cpu_per_fork, sink_cpu_per_fork;
+
 /* Interleaves the modes REPS times so drift on a shared machine hits
  * all of them alike; medians per mode. */
 static void fork_bench(long nscopes, double med[NMODES], int64_t worst[NMODES],
@@ -250,7 +269,12 @@ static void fork_bench(long nscopes, double med[NMODES], int64_t worst[NMODES],
 			if (m == M_STOPPED)
 				kill(sink_pid, SIGSTOP);
 			atomic_store(&worst_fork, 0);
+			int64_t a0 = agent_cpu_ns(), s0 = sink_cpu_ns();
 			v[m][r] = fork_rate(nscopes);
+			if (m == M_ON) {
+				agent_cpu_per_fork += (double)(agent_cpu_ns() - a0) / (nscopes * 8.0 * REPS);
+				sink_cpu_per_fork += (double)(sink_cpu_ns() - s0) / (nscopes * 8.0 * REPS);
+			}
 			if (atomic_load(&worst_fork) > worst[m])
 				worst[m] = atomic_load(&worst_fork);
 			if (m == M_STOPPED) {
@@ -425,11 +449,16 @@ int main(int argc, char **argv)
 		       : ratio < 1.10		  ? "< 1.10: ok"
 						  : "< 1.10: MISSED");
 	}
+	printf("%-44s %12.0f %14.0f %8.3f  (the agent's own share)\n",
+	       "forks/s, agent connected vs empty observer", rate[M_ON], rate[M_EMPTY],
+	       rate[M_EMPTY] / rate[M_ON]);
 	for (int m = 0; m < NMODES; m++) {
 		char name[64];
 		snprintf(name, sizeof name, "  slowest single fork, %s", mode_names[m]);
 		printf("%-44s %9.1f us\n", name, worst[m] / 1e3);
 	}
+	printf("%-44s %9.1f ns %11.1f ns\n", "  CPU per fork, connected: agent thread / sink",
+	       agent_cpu_per_fork, sink_cpu_per_fork);
 	printf("%-44s %12llu\n", "  events dropped while SIGSTOPped (counted)",
 	       (unsigned long long)lost_stopped);
 	printf("%-44s %9.2f ms %8.2f ms (%d thr)\n", "stack capture, all threads: total",

@@ -493,6 +493,12 @@ void sc_agent_get_stats(struct sc_agent_stats *st)
 	st->lost = atomic_load(&ag.lost);
 	st->lost_msgs = atomic_load(&ag.lost_msgs);
 	st->stack_reqs = atomic_load(&ag.stack_reqs);
+	st->cpu_ns = -1;
+	clockid_t cid;
+	struct timespec ts;
+	if (ag.running && pthread_getcpuclockid(ag.thread, &cid) == 0 &&
+	    clock_gettime(cid, &ts) == 0)
+		st->cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* In a fork child the agent thread does not exist and the rings belong to

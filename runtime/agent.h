@@ -117,6 +117,7 @@ struct sc_agent_stats {
 	uint64_t lost;       /* events dropped */
 	uint64_t lost_msgs;  /* LOST messages sent */
 	uint64_t stack_reqs; /* STACK_REQUESTs answered */
+	int64_t cpu_ns;      /* CPU time the agent thread used so far (-1: unknown) */
 };
 SC_HIDDEN void sc_agent_get_stats(struct sc_agent_stats *st);
 
