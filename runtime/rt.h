@@ -56,7 +56,6 @@ struct sc_thread {
 	scope_t *roots;	      /* scopes this thread opened that have no parent */
 
 	struct sc_frame frame;
-	bool live;
 	scope_t *free_scopes; /* recycled scopes, so open+close skips malloc */
 	timer_t alarm;	      /* sends SC_SIG_INTERRUPT to this thread */
 	bool has_alarm;

@@ -95,7 +95,6 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	if (threads)
 		threads->prev = t;
 	threads = t;
-	t->live = true;
 	pthread_mutex_unlock(&threads_lock);
 	self = t;
 	emit_thread(SC_EV_THREAD_START, t);
@@ -126,7 +125,6 @@ void sc_thread_unregister(void)
 		threads = t->next;
 	if (t->next)
 		t->next->prev = t->prev;
-	t->live = false;
 	t->free_next = free_records;
 	free_records = t;
 	pthread_mutex_unlock(&threads_lock);
