@@ -269,6 +269,16 @@ static void handle_msg(const struct proto_msg *m)
 	/* Everything else from the daemon needs no answer. */
 }
 
+/* Handles every whole message waiting in ag.in; -1 on garbage. */
+static int handle_input(uint8_t *frame)
+{
+	struct proto_msg m;
+	int got;
+	while ((got = next_msg(&m, frame)) == 1)
+		handle_msg(&m);
+	return got;
+}
+
 /* Sends what is left and PROCESS_EXIT, within FINAL_NS. */
 static void final_flush(void)
 {
@@ -372,18 +382,13 @@ static void session(void)
 				/* Nothing to read after all: a spurious wake. */
 			}
 		}
-		if (p[0].revents & POLLIN) {
-			if (read_in() < 0)
-				break;
-			struct proto_msg m;
-			int got;
-			while ((got = next_msg(&m, frame)) == 1)
-				handle_msg(&m);
-			if (got < 0)
-				break; /* a daemon that sends garbage is not one we talk to */
-		} else if (p[0].revents & (POLLERR | POLLHUP)) {
+		if ((p[0].revents & POLLIN) && read_in() < 0)
 			break;
-		}
+		if (!(p[0].revents & POLLIN) && (p[0].revents & (POLLERR | POLLHUP)))
+			break;
+		/* Also what arrived with HELLO_ACK, before this loop polled. */
+		if (handle_input(frame) < 0)
+			break; /* a daemon that sends garbage is not one we talk to */
 	}
 	atomic_store(&sc_agent_streaming, 0);
 	atomic_store(&ag.connected, 0);

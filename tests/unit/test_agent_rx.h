@@ -19,6 +19,9 @@
 #include "agent.h"
 #include "proto.h"
 
+/* Every helper here is static; each test file uses only some of them. */
+#define RX_FN __attribute__((unused))
+
 /* A receiver process and its two sockets in a private directory. */
 struct rx {
 	char dir[40], sock[100], ctl[100];
@@ -31,7 +34,7 @@ struct truth {
 	size_t len, cap;
 };
 
-static void rx_send_all(int fd, const void *p, size_t n)
+RX_FN static void rx_send_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;
 	while (n > 0) {
@@ -45,7 +48,7 @@ static void rx_send_all(int fd, const void *p, size_t n)
 	}
 }
 
-static void rx_start(struct rx *rx)
+RX_FN static void rx_start(struct rx *rx)
 {
 	if (!rx->dir[0]) {
 		snprintf(rx->dir, sizeof rx->dir, "/tmp/scoped-agent-test.XXXXXX");
@@ -76,7 +79,7 @@ static void rx_start(struct rx *rx)
 	fail_msg("receiver %s did not start", self);
 }
 
-static void rx_kill(struct rx *rx, int sig)
+RX_FN static void rx_kill(struct rx *rx, int sig)
 {
 	if (rx->pid > 0) {
 		kill(rx->pid, sig);
@@ -87,7 +90,7 @@ static void rx_kill(struct rx *rx, int sig)
 	}
 }
 
-static void rx_cleanup(struct rx *rx)
+RX_FN static void rx_cleanup(struct rx *rx)
 {
 	rx_kill(rx, SIGKILL);
 	unlink(rx->sock);
@@ -97,7 +100,7 @@ static void rx_cleanup(struct rx *rx)
 }
 
 /* Sends cmd (and extra bytes), returns the reply up to "end\n" (new). */
-static char *rx_cmd(struct rx *rx, const char *cmd, const void *extra, size_t nextra)
+RX_FN static char *rx_cmd(struct rx *rx, const char *cmd, const void *extra, size_t nextra)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -123,7 +126,7 @@ static char *rx_cmd(struct rx *rx, const char *cmd, const void *extra, size_t ne
 }
 
 /* A number from the receiver's stats line ("key=N"). */
-static long long rx_stat(struct rx *rx, const char *key)
+RX_FN static long long rx_stat(struct rx *rx, const char *key)
 {
 	char *s = rx_cmd(rx, "stats", NULL, 0), pat[64];
 	snprintf(pat, sizeof pat, " %s=", key);
@@ -135,7 +138,7 @@ static long long rx_stat(struct rx *rx, const char *key)
 
 /* Waits (up to ms) until the agent has a session whose snapshot the
  * receiver holds. */
-static int rx_wait_session(struct rx *rx, long long sessions, int ms)
+RX_FN static int rx_wait_session(struct rx *rx, long long sessions, int ms)
 {
 	for (int i = 0; i < ms / 5; i++) {
 		struct sc_agent_stats st;
@@ -149,7 +152,7 @@ static int rx_wait_session(struct rx *rx, long long sessions, int ms)
 }
 
 /* Frames of the truth: encodes each event as the agent would. */
-static void truth_add(struct truth *t, const struct sc_ev *ev)
+RX_FN static void truth_add(struct truth *t, const struct sc_ev *ev)
 {
 	struct sc_enc e;
 	if (!sc_enc_measure(ev, &e))
@@ -164,7 +167,7 @@ static void truth_add(struct truth *t, const struct sc_ev *ev)
 
 /* Asks the receiver to compare its model with the truth; fails with the
  * diff when they differ.  Returns the number of records compared. */
-__attribute__((unused)) static size_t rx_compare(struct rx *rx, const struct truth *t)
+RX_FN static size_t rx_compare(struct rx *rx, const struct truth *t)
 {
 	char cmd[64];
 	snprintf(cmd, sizeof cmd, "compare %zu", t->len);
@@ -183,7 +186,7 @@ __attribute__((unused)) static size_t rx_compare(struct rx *rx, const struct tru
 /* Re-executes the test with SCOPED_DISABLE=1 so that the library
  * constructor's agent stays off: each test starts its own on a private
  * socket.  Returns only when the variable is already set. */
-static void rx_reexec_disabled(char **argv)
+RX_FN static void rx_reexec_disabled(char **argv)
 {
 	if (getenv("SCOPED_DISABLE"))
 		return;
