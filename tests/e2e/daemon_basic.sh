@@ -197,6 +197,47 @@ def main():
     r = s.req({"cmd": "subscribe", "pid": good.pid, "interval_ms": 1}, raw=True)
     check(not r["ok"] and r["error"]["code"] == "bad_request", "interval_ms below 25 is refused")
 
+    # --- deltas applied to the snapshot give the model (with removals: --retain 1)
+    SOCK4 = tmp + "/run4/agent.sock"
+    start_daemon("--retain", "1", "--stacks=signal", sock=SOCK4)
+    c5 = Ctl(tmp + "/run4/control.sock")
+    ch = fake("churn", 4, sock=SOCK4)
+    wait_until(lambda: c5.req({"cmd": "tree", "pid": ch.pid})["process"]["complete"], 5, "the churning tree")
+    sub = Ctl(tmp + "/run4/control.sock")
+    snap = sub.req({"cmd": "subscribe", "pid": ch.pid, "interval_ms": 50})
+    held = {k: {(e["tid"] if k == "threads" else e["id"]): e for e in snap["model"][k]}
+            for k in ("threads", "pools", "scopes", "tasks")}
+    deltas = removed = 0
+    exited = False
+    killed_at = time.time() + 2
+    end = time.time() + 6
+    while time.time() < end and not exited:
+        if ch.poll() is None and time.time() > killed_at:
+            ch.kill(); ch.wait()  # the model freezes; the last delta and "exited" follow
+        msg = sub.line(0.2)
+        if msg is None: continue
+        if msg.get("type") == "snapshot":
+            held = {k: {(e["tid"] if k == "threads" else e["id"]): e for e in msg["model"][k]}
+                    for k in ("threads", "pools", "scopes", "tasks")}
+            continue
+        if msg.get("type") == "exited":
+            exited = True
+            continue
+        check(msg.get("type") == "delta", "a subscription message is a delta") if deltas == 0 else None
+        deltas += 1
+        for k, items in msg["upsert"].items():
+            for e in items: held[k][e["tid"] if k == "threads" else e["id"]] = e
+        for k, ids in msg["remove"].items():
+            for i in ids: held[k].pop(i, None); removed += 1
+    check(exited, "a subscriber is told once the process exited")
+    truth = c5.req({"cmd": "tree", "pid": ch.pid})["model"]
+    want = {k: {(e["tid"] if k == "threads" else e["id"]): e for e in truth[k]}
+            for k in ("threads", "pools", "scopes", "tasks")}
+    got = held
+    check(deltas >= 10 and removed > 0, "deltas flow at the chosen rate, with removals (%d deltas, %d removals)" % (deltas, removed))
+    check(got == want, "applying the deltas to the snapshot gives the model, field for field (%d tasks)"
+          % len(want["tasks"]))
+
     # --- the entity cap drops only the offender and keeps its model
     SOCK2 = tmp + "/run2/agent.sock"
     start_daemon("--max-entities", "1000", "--stacks=signal", sock=SOCK2)

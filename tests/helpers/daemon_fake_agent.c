@@ -10,9 +10,12 @@
  *   daemon_fake_agent SOCKET half          HELLO, then half a frame, then silence
  *   daemon_fake_agent SOCKET flood N       N connections held open, saying nothing
  *   daemon_fake_agent SOCKET flood-tasks N register and fork N tasks in one scope
+ *   daemon_fake_agent SOCKET churn N       the tree of good, then every 20 ms a task
+ *                                          forked, started and ended in scope 1
  *
  * Prints "ready" on stdout once its part is sent. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -203,6 +206,24 @@ static uint32_t rd32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+static int churn;
+static uint64_t churn_next = 100000;
+
+/* One short-lived task: what a busy program shows between two deltas. */
+static void churn_once(void)
+{
+	uint64_t id = churn_next++;
+	task_fork(id, 1, 0);
+	struct frame f;
+	begin_ev(&f, 0x0122, 0, (uint32_t)getpid());
+	u64(&f, id);
+	u64(&f, 1);
+	u64(&f, 0);
+	u32(&f, 2); /* success */
+	u32(&f, 0);
+	send_frame(&f);
+}
+
 /* Reads frames; answers STACK_REQUEST with one thread whose top frame is
  * fake_stack_frame, unless mute. */
 static void serve(int mute)
@@ -210,6 +231,13 @@ static void serve(int mute)
 	uint8_t in[1 << 17];
 	size_t len = 0;
 	for (;;) {
+		if (churn) {
+			struct pollfd p = {.fd = sock, .events = POLLIN};
+			if (poll(&p, 1, 20) == 0) {
+				churn_once();
+				continue;
+			}
+		}
 		ssize_t n = read(sock, in + len, sizeof in - len);
 		if (n <= 0)
 			exit(0);
@@ -283,7 +311,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	sock = connect_to(argv[1]);
-	if (strcmp(mode, "good") == 0 || strcmp(mode, "mute") == 0) {
+	if (strcmp(mode, "churn") == 0) {
+		churn = 1;
+		tree((int)n);
+		ready();
+		serve(0);
+	} else if (strcmp(mode, "good") == 0 || strcmp(mode, "mute") == 0) {
 		tree((int)n);
 		ready();
 		serve(strcmp(mode, "mute") == 0);
