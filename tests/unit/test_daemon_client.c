@@ -1,0 +1,335 @@
+/* test_daemon_client.c - scoped's connection handling in one process: control
+ * requests (a table of bad ones and their error codes, permissions, ids) and
+ * agent frames (a table of bad streams, each dropping only its peer). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../daemon/daemon.h"
+#include "../../daemon/log.h"
+#include "../../daemon/loop.h"
+#include "../../daemon/sock.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct fixture {
+	struct daemon d;
+	char dir[64];
+	ino_t ino[2];
+};
+
+static void on_agent_listen(struct loop *l, int fd, unsigned ev, void *ctx)
+{
+	(void)l, (void)fd, (void)ev;
+	agent_accept(ctx);
+}
+
+static void on_ctl_listen(struct loop *l, int fd, unsigned ev, void *ctx)
+{
+	(void)l, (void)fd, (void)ev;
+	client_accept(ctx);
+}
+
+static int64_t stop_cb(struct loop *l, void *ctx)
+{
+	(void)ctx;
+	loop_stop(l);
+	return -1;
+}
+
+/* Runs the daemon's loop for about ms milliseconds. */
+static void pump(struct fixture *f, int ms)
+{
+	loop_timer_add(f->d.loop, ms, stop_cb, NULL);
+	loop_run(f->d.loop);
+}
+
+static struct fixture *start(void)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	log_setup(LOG_LVL_ERROR, 0); /* the drops below are expected */
+	char *argv[] = {"scoped", "--stacks=signal", NULL};
+	char err[256];
+	assert_int_equal(options_parse(&f->d.opt, 2, argv, err, sizeof err), 0);
+	snprintf(f->dir, sizeof f->dir, "/tmp/scoped-unit-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->d.agent_path, sizeof f->d.agent_path, "%s/agent.sock", f->dir);
+	snprintf(f->d.ctl_path, sizeof f->d.ctl_path, "%s/control.sock", f->dir);
+	pid_t other;
+	f->d.agent_fd = sock_listen(f->d.agent_path, &other, &f->ino[0], err, sizeof err);
+	f->d.ctl_fd = sock_listen(f->d.ctl_path, &other, &f->ino[1], err, sizeof err);
+	assert_true(f->d.agent_fd >= 0 && f->d.ctl_fd >= 0);
+	f->d.loop = loop_new();
+	loop_add(f->d.loop, f->d.agent_fd, LOOP_READ, on_agent_listen, &f->d);
+	loop_add(f->d.loop, f->d.ctl_fd, LOOP_READ, on_ctl_listen, &f->d);
+	f->d.started_ns = loop_now_ns();
+	return f;
+}
+
+static void stop(struct fixture *f)
+{
+	while (f->d.clients)
+		client_close(f->d.clients);
+	while (f->d.conns)
+		aconn_close(&f->d, f->d.conns);
+	while (f->d.procs)
+		proc_free(&f->d, f->d.procs);
+	sock_remove(f->d.agent_path, f->ino[0]);
+	sock_remove(f->d.ctl_path, f->ino[1]);
+	close(f->d.agent_fd);
+	close(f->d.ctl_fd);
+	loop_free(f->d.loop);
+	rmdir(f->dir);
+	free(f);
+}
+
+static int dial(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	return fd;
+}
+
+/* Sends line, lets the daemon answer, returns the reply parsed (new). */
+static json_t *ask(struct fixture *f, int fd, const char *line)
+{
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	pump(f, 20);
+	char buf[65536];
+	ssize_t n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+	if (n <= 0)
+		fail_msg("no reply to %s", line);
+	buf[n] = '\0';
+	json_error_t err;
+	json_t *j = json_loads(buf, JSON_DISABLE_EOF_CHECK, &err);
+	if (!j)
+		fail_msg("reply is not JSON: %s", buf);
+	return j;
+}
+
+static const char *code_of(json_t *r)
+{
+	return json_string_value(json_object_get(json_object_get(r, "error"), "code"));
+}
+
+static void send_frame(int fd, const struct proto_msg *m)
+{
+	uint8_t buf[4096];
+	int n = proto_encode(buf, sizeof buf, m, NULL, NULL);
+	assert_true(n > 0);
+	assert_int_equal(write(fd, buf, (size_t)n), n);
+}
+
+static struct proto_msg hello(void)
+{
+	struct proto_msg m = {.type = PROTO_HELLO, .version = PROTO_VERSION, .pid = 1};
+	m.program = (struct proto_str){"unit", 4};
+	m.runtime_version = (struct proto_str){"0.1.0", 5};
+	return m;
+}
+
+static struct proto_msg scope_open(uint64_t id)
+{
+	struct proto_msg m = {.type = PROTO_EV_SCOPE_OPEN, .scope = id, .ts = 10};
+	m.name = (struct proto_str){"s", 1};
+	return m;
+}
+
+/* A registered agent connection: returns its fd; the process is this one. */
+static int register_agent(struct fixture *f)
+{
+	int fd = dial(f->d.agent_path);
+	struct proto_msg h = hello(), o = scope_open(1);
+	send_frame(fd, &h);
+	send_frame(fd, &o);
+	pump(f, 20);
+	return fd;
+}
+
+static const struct {
+	const char *line, *code;
+} bad_requests[] = {
+	{"nope\n", "bad_request"},
+	{"[1,2]\n", "bad_request"},
+	{"{\"cmd\":5}\n", "bad_request"},
+	{"{\"id\":\"x\",\"cmd\":\"list\"}\n", "bad_request"},
+	{"{\"cmd\":\"list\",\"cmd\":\"status\"}\n", "bad_request"},
+	{"{\"cmd\":\"frobnicate\"}\n", "unknown_command"},
+	{"{\"cmd\":\"tree\"}\n", "bad_request"},
+	{"{\"cmd\":\"tree\",\"pid\":-4}\n", "bad_request"},
+	{"{\"cmd\":\"tree\",\"pid\":\"12\"}\n", "bad_request"},
+	{"{\"cmd\":\"tree\",\"pid\":4294967297}\n", "bad_request"},
+	{"{\"cmd\":\"tree\",\"pid\":4194999}\n", "no_such_process"},
+	{"{\"cmd\":\"tree\",\"pid\":1}\n", "not_instrumented"},
+	{"{\"cmd\":\"stacks\",\"pid\":SELF,\"max_frames\":0}\n", "bad_request"},
+	{"{\"cmd\":\"stacks\",\"pid\":SELF,\"tids\":[0]}\n", "bad_request"},
+	{"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":6000}\n", "bad_request"},
+	{"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":true}\n", "bad_request"},
+};
+
+static void test_bad_requests(void **state)
+{
+	(void)state;
+	struct fixture *f = start();
+	int agent = register_agent(f);
+	int c = dial(f->d.ctl_path);
+	pump(f, 10);
+	for (size_t i = 0; i < sizeof bad_requests / sizeof bad_requests[0]; i++) {
+		char line[256], self[16];
+		snprintf(self, sizeof self, "%d", (int)getpid());
+		const char *at = strstr(bad_requests[i].line, "SELF");
+		if (at)
+			snprintf(line, sizeof line, "%.*s%s%s", (int)(at - bad_requests[i].line),
+				 bad_requests[i].line, self, at + 4);
+		else
+			snprintf(line, sizeof line, "%s", bad_requests[i].line);
+		json_t *r = ask(f, c, line);
+		assert_true(json_is_false(json_object_get(r, "ok")));
+		if (strcmp(code_of(r), bad_requests[i].code) != 0)
+			fail_msg("%s: got %s, want %s", line, code_of(r), bad_requests[i].code);
+		json_decref(r);
+	}
+	/* The connection survived every one of them. */
+	json_t *r = ask(f, c, "{\"id\":7,\"cmd\":\"list\"}\n");
+	assert_int_equal(json_integer_value(json_object_get(r, "id")), 7);
+	assert_int_equal(json_array_size(json_object_get(r, "processes")), 1);
+	json_decref(r);
+	close(c);
+	close(agent);
+	stop(f);
+}
+
+static void test_other_uid(void **state)
+{
+	(void)state;
+	struct fixture *f = start();
+	int agent = register_agent(f);
+	int c = dial(f->d.ctl_path);
+	pump(f, 10);
+	f->d.clients->uid = 4242; /* as if another user had connected */
+	char line[128];
+	snprintf(line, sizeof line, "{\"cmd\":\"tree\",\"pid\":%d}\n", (int)getpid());
+	json_t *r = ask(f, c, line);
+	assert_string_equal(code_of(r), "permission_denied");
+	json_decref(r);
+	r = ask(f, c, "{\"cmd\":\"list\"}\n");
+	assert_int_equal(json_array_size(json_object_get(r, "processes")), 0);
+	json_decref(r);
+	close(c);
+	close(agent);
+	stop(f);
+}
+
+/* Whether the daemon closed its side of fd. */
+static bool closed_by_daemon(int fd)
+{
+	char b[256];
+	for (;;) {
+		ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return true;
+		if (n < 0)
+			return false;
+	}
+}
+
+enum after { DROPPED_NO_PROC, DROPPED_PROC_KEPT, SERVED };
+
+static const struct {
+	const char *name;
+	uint8_t bytes[24];
+	size_t len;
+	bool hello_first;
+	enum after want;
+} bad_streams[] = {
+	{"length below the header", {3, 0, 0, 0, 0x10, 1, 0, 0}, 8, true, DROPPED_PROC_KEPT},
+	{"length over the cap", {0, 0, 2, 0, 0x10, 1, 0, 0}, 8, true, DROPPED_PROC_KEPT},
+	{"type in no range", {8, 0, 0, 0, 0x00, 0x7f, 0, 0}, 8, true, DROPPED_PROC_KEPT},
+	{"short SCOPE_OPEN", {12, 0, 0, 0, 0x10, 1, 0, 0, 1, 2, 3, 4}, 12, true, DROPPED_PROC_KEPT},
+	{"event before HELLO", {24, 0, 0, 0, 0x01, 1, 0, 0}, 24, false, DROPPED_NO_PROC},
+	{"half a frame", {100, 0, 0, 0, 0x10, 1, 0, 0, 1}, 9, true, SERVED},
+};
+
+static void test_bad_streams(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof bad_streams / sizeof bad_streams[0]; i++) {
+		struct fixture *f = start();
+		int fd = dial(f->d.agent_path);
+		if (bad_streams[i].hello_first) {
+			struct proto_msg h = hello();
+			send_frame(fd, &h);
+		}
+		assert_int_equal(write(fd, bad_streams[i].bytes, bad_streams[i].len),
+				 (ssize_t)bad_streams[i].len);
+		pump(f, 20);
+		struct proc *p = proc_find(&f->d, getpid());
+		bool closed = closed_by_daemon(fd);
+		switch (bad_streams[i].want) {
+		case DROPPED_NO_PROC:
+			if (!closed || p)
+				fail_msg("%s: want the peer dropped before registering", bad_streams[i].name);
+			break;
+		case DROPPED_PROC_KEPT:
+			if (!closed || !p || p->state == PROC_LIVE)
+				fail_msg("%s: want the peer dropped and its process kept", bad_streams[i].name);
+			assert_string_equal(p->exit_cause, "dropped");
+			break;
+		case SERVED:
+			if (closed || !p || p->state != PROC_LIVE)
+				fail_msg("%s: want the peer still served", bad_streams[i].name);
+			break;
+		}
+		close(fd);
+		stop(f);
+	}
+}
+
+static void test_second_hello_and_reconnect(void **state)
+{
+	(void)state;
+	struct fixture *f = start();
+	int a = register_agent(f);
+	struct proc *p = proc_find(&f->d, getpid());
+	assert_non_null(p);
+	assert_int_equal(model_count(&p->model, ENT_SCOPE), 1);
+	/* A new connection from the same process takes over and keeps the model. */
+	int b = dial(f->d.agent_path);
+	struct proto_msg h = hello();
+	send_frame(b, &h);
+	pump(f, 20);
+	assert_true(closed_by_daemon(a));
+	assert_ptr_equal(proc_find(&f->d, getpid()), p);
+	assert_int_equal(p->state, PROC_LIVE);
+	assert_int_equal(model_count(&p->model, ENT_SCOPE), 1);
+	assert_int_equal(f->d.nprocs, 1);
+	/* A second HELLO on a registered connection is a protocol error. */
+	send_frame(b, &h);
+	pump(f, 20);
+	assert_true(closed_by_daemon(b));
+	assert_int_equal(p->state, PROC_DETACHED);
+	close(a);
+	close(b);
+	stop(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_other_uid),
+		cmocka_unit_test(test_bad_streams),
+		cmocka_unit_test(test_second_hello_and_reconnect),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
