@@ -19,6 +19,9 @@ static scope_pool_t *pools;
 static _Atomic uint64_t next_pool_id = 1;
 static scope_pool_t *default_pool;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_setup(void);
 
 uint64_t sc_pool_id(const scope_pool_t *p)
 {
@@ -135,6 +138,7 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	sc_mutex_init(&p->lock);
 	pthread_cond_init(&p->gone, NULL);
 	sc_interrupt_install();
+	pthread_once(&atfork_once, atfork_setup);
 	pthread_mutex_lock(&pools_lock);
 	p->next = pools;
 	if (pools)
@@ -282,6 +286,31 @@ unsigned scope_pool_size_for(double utilization, double wait_compute_ratio)
 	if (n > 65536.0)
 		n = 65536.0;
 	return n < 1.0 ? 1u : (unsigned)(n + 0.5);
+}
+
+/* In a fork child no worker came along: each pool starts over with no
+ * threads and without the parent's queued subtasks, which are not the
+ * child's to run. */
+static void pools_after_fork(void)
+{
+	pthread_mutex_init(&pools_lock, NULL);
+	for (scope_pool_t *p = pools; p; p = p->next) {
+		sc_mutex_init(&p->lock);
+		pthread_cond_init(&p->gone, NULL);
+		p->qhead = p->qtail = NULL;
+		atomic_store(&p->queued, 0);
+		p->workers = p->idle = NULL;
+		p->blocked = NULL;
+		p->size = p->live = p->spinners = 0;
+		atomic_store(&p->active, 0);
+		p->terminated = false;
+	}
+	sc_threads_after_fork();
+}
+
+static void atfork_setup(void)
+{
+	(void)pthread_atfork(NULL, NULL, pools_after_fork);
 }
 
 static void default_create(void)

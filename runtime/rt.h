@@ -152,6 +152,8 @@ struct sc_thread *sc_self_peek(void);
 struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);
 void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);
+/* In a fork child: the registry keeps only the calling thread. */
+void sc_threads_after_fork(void);
 /* Changes the calling thread's role (if it has a record). */
 void sc_thread_set_role(int role);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);

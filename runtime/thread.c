@@ -186,6 +186,32 @@ void sc_thread_set_role(int role)
 	pthread_mutex_unlock(&threads_lock);
 }
 
+void sc_threads_after_fork(void)
+{
+	struct sc_thread *t, *next;
+
+	/* Only the forking thread lives on in the child; its lock may have
+	 * been held by a thread that did not come along. */
+	pthread_mutex_init(&threads_lock, NULL);
+	for (t = threads; t; t = next) {
+		next = t->next;
+		if (t == self)
+			continue;
+		sc_mutex_init(&t->lock);
+		t->has_alarm = false; /* timers are not inherited */
+		t->alarm_at = 0;
+		t->free_next = free_records;
+		free_records = t;
+	}
+	threads = self;
+	if (self) {
+		self->next = self->prev = NULL;
+		self->has_alarm = false;
+		self->alarm_at = 0;
+		sc_mutex_init(&self->lock);
+	}
+}
+
 struct sc_thread *sc_self_peek(void)
 {
 	return self;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -510,6 +511,56 @@ static void keep_alive_and_resize(void **state)
 	assert_int_equal(scope_pool_destroy(pool), 0);
 }
 
+static _Atomic int child_workers;
+
+static int note_worker(void *arg, void **result)
+{
+	(void)result;
+	if ((pid_t)syscall(SYS_gettid) != (pid_t)(intptr_t)arg)
+		atomic_fetch_add(&child_workers, 1);
+	return scope_sleep(MS); /* so the owner cannot run them all itself */
+}
+
+/* A fork child gets pools without the parent's threads and queue, and
+ * starts its own workers. */
+static void fork_child_gets_fresh_pools(void **state)
+{
+	struct scope_pool_stats st;
+	pid_t pid;
+	int status;
+	(void)state;
+
+#if defined(__SANITIZE_THREAD__)
+	print_message("skipped: ThreadSanitizer does not allow threads after a fork\n");
+	skip();
+#endif
+	run_on(scope_pool_default(), read_comm); /* the parent's workers exist */
+	assert_int_equal(scope_pool_stats(scope_pool_default(), &st), 0);
+	assert_true(st.size > 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		scope_t *s;
+		int rc;
+
+		/* None of the parent's workers came along. */
+		if (scope_pool_stats(scope_pool_default(), &st) != 0 || st.size != 0 ||
+		    st.queued != 0 || st.active != 0)
+			_exit(4);
+		rc = scope_open(&s, NULL);
+		for (int i = 0; i < 8 && rc == 0; i++)
+			rc = scope_fork(s, note_worker, (void *)(intptr_t)getpid(), NULL);
+		if (rc == 0)
+			rc = scope_join(s);
+		if (scope_close(s) != 0 || rc != 0)
+			_exit(2);
+		_exit(atomic_load(&child_workers) > 0 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void size_for_formula(void **state)
 {
 	unsigned ncpu = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
@@ -539,6 +590,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(thread_names),
 	    cmocka_unit_test(nested_join_does_not_starve),
 	    cmocka_unit_test(keep_alive_and_resize),
+	    cmocka_unit_test(fork_child_gets_fresh_pools),
 	    cmocka_unit_test(size_for_formula),
 	};
 
