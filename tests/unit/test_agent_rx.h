@@ -1,5 +1,5 @@
 /* test_agent_rx.h - the test side of the agent tests' receiving endpoint
- * (the receiver itself is `test_agent --receiver`): start and stop it, ask
+ * (the receiver itself is `test_agent_recv --receiver`): start and stop it, ask
  * it for its model, and compare that model with the truth.  Header-only so
  * that test_agent.c and test_agent_workload.c share it. */
 #ifndef TEST_AGENT_RX_H
@@ -60,9 +60,9 @@ RX_FN static void rx_start(struct rx *rx)
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	assert_true(n > 0);
 	self[n] = 0;
-	/* The workload test binary borrows test_agent's receiver. */
+	/* The receiver is test_agent_recv, beside this test binary. */
 	char *slash = strrchr(self, '/');
-	snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "test_agent");
+	snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "test_agent_recv");
 	unlink(rx->ctl);
 	rx->pid = fork();
 	assert_true(rx->pid >= 0);

@@ -1,7 +1,7 @@
 /* test_agent_workload.c - the agent under the real runtime: randomized
  * workloads, late connect, receiver restart and SIGSTOP, each checked by
  * comparing the receiver's model with the runtime's own registry at
- * quiescent points (the receiver is test_agent --receiver). */
+ * quiescent points (the receiver is test_agent_recv --receiver). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
