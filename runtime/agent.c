@@ -158,7 +158,7 @@ static void snap_emit(void *ctx, const struct sc_ev *ev)
 static void send_snapshot(void)
 {
 	uint64_t count = 0;
-	atomic_store(&sc_agent_streaming, 1);
+	sc_agent_set_streaming(1);
 	sc_rings_discard();
 	ag.lost_base = sc_rings_dropped();
 	ag.out.overflow = 0;
@@ -390,7 +390,7 @@ static void session(void)
 		if (handle_input(frame) < 0)
 			break; /* a daemon that sends garbage is not one we talk to */
 	}
-	atomic_store(&sc_agent_streaming, 0);
+	sc_agent_set_streaming(0);
 	atomic_store(&ag.connected, 0);
 	atomic_store(&sc_exit_fd, -1);
 }
@@ -510,7 +510,7 @@ void sc_agent_get_stats(struct sc_agent_stats *st)
  * threads that do not either: the child runs unreported. */
 static void atfork_child(void)
 {
-	atomic_store(&sc_agent_streaming, 0);
+	sc_agent_set_streaming(0);
 	sc_observer_set(NULL);
 	sc_rings_forget();
 	if (ag.fd >= 0)
@@ -587,7 +587,7 @@ void sc_agent_stop(void)
 	pthread_join(ag.thread, NULL);
 	ag.running = 0;
 	sc_observer_set(NULL);
-	atomic_store(&sc_agent_streaming, 0);
+	sc_agent_set_streaming(0);
 	close(ag.wake_fd);
 	ag.wake_fd = -1;
 	sc_buf_free(&ag.out);

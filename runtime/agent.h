@@ -59,7 +59,7 @@ SC_HIDDEN void sc_buf_free(struct sc_buf *b);
 
 /* Set while a daemon session streams events; the observer does nothing when
  * it is 0, so an absent daemon costs the app one load and a branch. */
-extern _Atomic int sc_agent_streaming SC_HIDDEN;
+SC_HIDDEN void sc_agent_set_streaming(int on);
 
 /* The observer installed with sc_observer_set(). */
 SC_HIDDEN void sc_ring_observe(const struct sc_ev *ev);
