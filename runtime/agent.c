@@ -26,8 +26,8 @@
 #define HELLO_WAIT_MS 1000
 #define BATCH_BYTES (256u * 1024)  /* events moved per batch */
 #define OUT_MAX (64u << 20)        /* cap of the output buffer (snapshots) */
-#define DRAIN_MS 1                 /* drain period while events flow */
-#define IDLE_MS 5                  /* poll period when nothing flowed */
+#define DRAIN_MS 1                 /* drain period while rings fill fast */
+#define IDLE_MS 4                  /* drain period while they stay nearly empty */
 #define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
 #define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
 #define REAP_NS 50000000           /* how often exited threads' rings are freed */
@@ -313,6 +313,21 @@ static void final_flush(void)
 	atomic_store(&ag.exit_done, 1);
 }
 
+/* The next drain period: longer while the rings stay nearly empty (fewer
+ * wake-ups stealing a core from the application), short again as soon as
+ * one fills up. */
+static int next_period(int period, size_t moved)
+{
+	unsigned fill = sc_rings_last_fill();
+	if (fill >= 25)
+		return DRAIN_MS;
+	if (fill >= 12)
+		return period > DRAIN_MS ? period / 2 : DRAIN_MS;
+	if (!moved)
+		return IDLE_MS;
+	return period * 2 > IDLE_MS ? IDLE_MS : period * 2;
+}
+
 /* One connected session, until the daemon goes away or we are told to stop. */
 static void session(void)
 {
@@ -362,7 +377,7 @@ static void session(void)
 			drained_gen = freq;
 			if (n == 0)
 				atomic_store(&ag.flush_done, freq);
-			period = n ? DRAIN_MS : IDLE_MS;
+			period = next_period(period, n);
 		} else {
 			int64_t now = now_ns();
 			if (!blocked_since)

@@ -68,6 +68,8 @@ SC_HIDDEN int sc_rings_init(size_t ring_bytes);
 /* Moves pending events with ts < horizon into out, merged by ts, until out
  * holds max_bytes.  Returns the number of events moved. */
 SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon);
+/* How full the fullest ring was (percent) when the last drain began. */
+SC_HIDDEN unsigned sc_rings_last_fill(void);
 /* Throws away every pending event (a snapshot follows and covers them). */
 SC_HIDDEN void sc_rings_discard(void);
 /* Frees the rings of exited threads; with discard, also those that still

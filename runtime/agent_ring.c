@@ -246,15 +246,26 @@ static int cursors_fit(size_t n)
 	return 0;
 }
 
+static unsigned last_fill_pct;
+
+unsigned sc_rings_last_fill(void)
+{
+	return last_fill_pct;
+}
+
 size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 {
 	size_t nc = 0, nheap = 0, moved = 0;
+	unsigned fill = 0;
 
 	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
 		uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
 		uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (pos == end)
 			continue;
+		unsigned pct = (unsigned)((end - pos) * 100 / (r->mask + 1));
+		if (pct > fill)
+			fill = pct;
 		if (cursors_fit(nc + 1))
 			break; /* out of memory: drain the rings we have now */
 		cursors[nc] = (struct cursor){r, pos, end, 0};
@@ -281,6 +292,7 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 	}
 	for (size_t i = 0; i < nc; i++)
 		atomic_store_explicit(&cursors[i].r->tail, cursors[i].pos, memory_order_release);
+	last_fill_pct = fill;
 	return moved;
 }
 
