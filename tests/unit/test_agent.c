@@ -390,7 +390,14 @@ static void test_stack_request_named_threads(void **state)
 {
 	(void)state;
 	char cmd[64];
-	unsigned self = sc_gettid(), gone = 0x7ffffff0u;
+	pthread_t th;
+	/* A parked thread, not this one: this one waits in read() for the
+	 * answer, where TSan would hold the signal back. */
+	pthread_barrier_init(&park_barrier, NULL, 2);
+	atomic_store(&park_go, 0);
+	pthread_create(&th, NULL, parked, (void *)0);
+	pthread_barrier_wait(&park_barrier);
+	unsigned self = atomic_load(&parked_tids[0]), gone = 0x7ffffff0u;
 	snprintf(cmd, sizeof cmd, "stacks %u %u", self, gone);
 	char *r = rx_cmd(&rx, cmd, NULL, 0);
 	unsigned tid, nf, n;
@@ -405,6 +412,9 @@ static void test_stack_request_named_threads(void **state)
 			done = (int)n;
 	}
 	free(r);
+	atomic_store(&park_go, 1);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&park_barrier);
 	assert_int_equal(replies, 2);
 	assert_int_equal(done, 2);
 	assert_int_equal(self_ok, 1);
