@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define SCOPED_VERSION "0.1.0"
 
 static uint64_t rss_bytes(void)
 {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define SCOPED_VERSION "0.1.0"
 #define DAEMON_MAX_PENDING 64           /* agent connections that have not said HELLO */
 #define DAEMON_HELLO_TIMEOUT_NS 5000000000ll
 #define DAEMON_STACK_TIMEOUT_NS 2000000000ll

@@ -68,9 +68,11 @@ static void flush_out(struct daemon *d, struct aconn *a)
 
 bool aconn_send(struct daemon *d, struct aconn *a, const void *frame, size_t len)
 {
+	if (a->dead)
+		return false;
 	if (a->out.len + len > AGENT_MAX_UNSENT) {
-		log_warn("process %d: its agent stopped reading (%zu bytes unsent); dropping it",
-			 (int)a->pid, a->out.len);
+		/* Closed by the housekeeper: the caller may still hold it. */
+		a->dead = true;
 		return false;
 	}
 	jb_raw(&a->out, frame, len);
@@ -341,6 +343,14 @@ void agents_housekeep(struct daemon *d, int64_t now_ns)
 	struct aconn *next;
 	for (struct aconn *a = d->conns; a; a = next) {
 		next = a->next;
+		if (a->dead) {
+			char why[96];
+			snprintf(why, sizeof why, "its agent stopped reading (%zu bytes unsent)",
+				 a->out.len);
+			drop(d, a, why);
+			next = d->conns; /* dropping may have failed requests and changed the list */
+			continue;
+		}
 		if (!a->proc && now_ns - a->accepted_ns > DAEMON_HELLO_TIMEOUT_NS) {
 			log_warn("agent pid %d said nothing valid within 5 s; dropping it",
 				 (int)a->pid);

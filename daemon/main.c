@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #define TICK_MS 25
-#define SCOPED_VERSION "0.1.0"
 
 static ino_t agent_ino, ctl_ino;
 

@@ -22,8 +22,6 @@ struct stacks {
 	struct bpfstack *bpf;
 };
 
-static struct stacks *the_stacks; /* the BPF source needs its handle */
-
 static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
 {
 	struct proc *p = r->proc;
@@ -77,11 +75,10 @@ static struct stack_thread *add_thread(struct stack_req *r)
 
 static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
 {
-	(void)d;
 	struct bpfstack_thread *th = NULL;
 	size_t n = 0;
 	int64_t t0 = loop_now_ns();
-	int rc = bpfstack_capture(the_stacks->bpf, r->proc->pid, &th, &n, err, errlen);
+	int rc = bpfstack_capture(d->stacks->bpf, r->proc->pid, &th, &n, err, errlen);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
@@ -133,7 +130,6 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 				 err);
 		}
 	}
-	the_stacks = s;
 	*out = s;
 	return 0;
 }
@@ -144,8 +140,6 @@ void stacks_close(struct stacks *s)
 		return;
 	if (s->bpf)
 		bpfstack_close(s->bpf);
-	if (the_stacks == s)
-		the_stacks = NULL;
 	free(s);
 }
 

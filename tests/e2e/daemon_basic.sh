@@ -182,7 +182,8 @@ def main():
 
     # --- a subscriber that never reads is dropped, others are not
     big = fake("flood-tasks", 30000)
-    wait_until(lambda: len(c.req({"cmd": "tree", "pid": big.pid})["model"]["tasks"]) == 30000, 10, "30000 tasks")
+    wait_until(lambda: (lambda r: r["ok"] and len(r["model"]["tasks"]) == 30000)(c.req({"cmd": "tree", "pid": big.pid})),
+               10, "30000 tasks")
     sub = Ctl()
     sub.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     for i in range(3):
@@ -202,7 +203,8 @@ def main():
     start_daemon("--retain", "1", "--stacks=signal", sock=SOCK4)
     c5 = Ctl(tmp + "/run4/control.sock")
     ch = fake("churn", 4, sock=SOCK4)
-    wait_until(lambda: c5.req({"cmd": "tree", "pid": ch.pid})["process"]["complete"], 5, "the churning tree")
+    wait_until(lambda: (lambda r: r["ok"] and r["process"]["complete"])(c5.req({"cmd": "tree", "pid": ch.pid})),
+               5, "the churning tree")
     sub = Ctl(tmp + "/run4/control.sock")
     snap = sub.req({"cmd": "subscribe", "pid": ch.pid, "interval_ms": 50})
     held = {k: {(e["tid"] if k == "threads" else e["id"]): e for e in snap["model"][k]}
