@@ -73,6 +73,19 @@ bool client_room(struct client *c)
 	return false;
 }
 
+void client_trim(struct client *c)
+{
+	if (!c->out.len && c->out.cap > (64u << 10))
+		jb_free(&c->out);
+	if (!c->waiting && c->incap > 4096 && c->inlen <= 4096) {
+		char *in = realloc(c->in, 4096);
+		if (in) {
+			c->in = in;
+			c->incap = 4096;
+		}
+	}
+}
+
 void client_accept(struct daemon *d)
 {
 	for (int i = 0; i < 64; i++) {

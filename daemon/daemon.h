@@ -168,6 +168,8 @@ bool client_room(struct client *c);
 /* Reads and runs the lines that wait, after an async reply finished. */
 void client_resume(struct client *c);
 void client_close(struct client *c);
+/* Gives back buffer memory a big request or reply left behind. */
+void client_trim(struct client *c);
 
 /* cmd_subscribe.c */
 void subs_tick(struct daemon *d, int64_t now_ns);

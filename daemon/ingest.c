@@ -351,6 +351,16 @@ void agents_housekeep(struct daemon *d, int64_t now_ns)
 			next = d->conns; /* dropping may have failed requests and changed the list */
 			continue;
 		}
+		/* Give back what a burst made the buffers grow to. */
+		if (a->cap > BUF_START && a->len <= BUF_START) {
+			uint8_t *b = realloc(a->buf, BUF_START);
+			if (b) {
+				a->buf = b;
+				a->cap = BUF_START;
+			}
+		}
+		if (!a->out.len && a->out.cap > BUF_START)
+			jb_free(&a->out);
 		if (!a->proc && now_ns - a->accepted_ns > DAEMON_HELLO_TIMEOUT_NS) {
 			log_warn("agent pid %d said nothing valid within 5 s; dropping it",
 				 (int)a->pid);

@@ -67,6 +67,8 @@ static int64_t tick(struct loop *l, void *ctx)
 		next = c->next;
 		if (c->dead)
 			client_close(c);
+		else if (n % 40 == 0)
+			client_trim(c);
 	}
 	return TICK_MS;
 }
