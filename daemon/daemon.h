@@ -81,6 +81,7 @@ struct client {
 
 struct stack_thread {
 	uint32_t tid;
+	char comm[16]; /* the kernel's name (BPF source), for threads the model lacks */
 	int error; /* negative errno from the source, or 0 */
 	const char *state;      /* JDK state, static */
 	const char *blocked_in; /* static or NULL */

@@ -89,6 +89,8 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 			break;
 		size_t nf = th[i].nframes < (size_t)r->max_frames ? th[i].nframes : (size_t)r->max_frames;
 		t->tid = th[i].tid;
+		memcpy(t->comm, th[i].comm, sizeof t->comm);
+		t->comm[sizeof t->comm - 1] = '\0';
 		t->error = th[i].error;
 		t->state = th[i].jstate;
 		t->blocked_in = th[i].blocked_in;
@@ -182,10 +184,12 @@ static const char *proc_thread_state(pid_t pid, uint32_t tid)
 	return p && p[1] == ' ' && p[2] == 'R' ? "RUNNABLE" : "WAITING";
 }
 
-static const char *thread_name(const struct proc *p, uint32_t tid)
+static const char *thread_name(const struct proc *p, const struct stack_thread *st)
 {
-	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], tid);
-	return t ? t->name : NULL;
+	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], st->tid);
+	if (t && t->name)
+		return t->name;
+	return st->comm[0] ? st->comm : NULL;
 }
 
 static void frame_json(struct daemon *d, struct jbuf *b, const struct proc *p, uint64_t addr,
@@ -233,7 +237,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_key(b, "tid");
 		jb_u64(b, t->tid);
 		jb_key(b, "name");
-		jb_str(b, thread_name(p, t->tid));
+		jb_str(b, thread_name(p, t));
 		jb_key(b, "error");
 		jb_str(b, t->error ? strerror(-t->error) : NULL);
 		jb_key(b, "state");
