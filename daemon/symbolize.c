@@ -309,6 +309,14 @@ bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, u
 	GElf_Off symoff;
 	GElf_Sym sym;
 	const char *func = dwfl_module_addrinfo(mod, a, &symoff, &sym, NULL, NULL, NULL);
+	/* "__libc_start_main@@GLIBC_2.34": the version is noise in a stack. */
+	char plain[256];
+	const char *at = func ? strchr(func, '@') : NULL;
+	if (at && at > func && (size_t)(at - func) < sizeof plain) {
+		memcpy(plain, func, (size_t)(at - func));
+		plain[at - func] = '\0';
+		func = plain;
+	}
 	const char *file = NULL;
 	int line = 0;
 	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
