@@ -460,6 +460,74 @@ static void test_wire_round_trip(void **state)
 	model_free(&m);
 }
 
+/* Random events in random order with small ids (so they collide) never break
+ * the model: the cap holds, sweeps work, and the JSON always parses. */
+static void test_random_streams(void **state)
+{
+	(void)state;
+	static const uint16_t types[] = {
+		PROTO_SNAPSHOT_BEGIN, PROTO_SNAPSHOT_END,    PROTO_LOST,
+		PROTO_EV_THREAD_START, PROTO_EV_THREAD_EXIT, PROTO_EV_THREAD_NAME,
+		PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
+		PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE,
+		PROTO_EV_TASK_FORK,    PROTO_EV_TASK_START,  PROTO_EV_TASK_END,
+		PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,  PROTO_EV_POOL_CREATE,
+		PROTO_EV_POOL_STATS,   PROTO_EV_POOL_DESTROY, 0x01ff,
+	};
+	static const char *const strs[] = {"", "a", "x\"y\\z\n", "\x01\x7f", "name"};
+	srand(12345);
+	for (int round = 0; round < 20; round++) {
+		struct model m;
+		init(&m, 200);
+		m.track_removals = round % 2;
+		for (int i = 0; i < 5000; i++) {
+			struct proto_msg msg = ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
+			msg.flags = (uint16_t)(rand() % 2);
+			msg.tid = (uint32_t)(rand() % 8);
+			msg.scope = (uint64_t)(rand() % 40);
+			msg.task = (uint64_t)(rand() % 300);
+			msg.pool_id = (uint64_t)(rand() % 4);
+			msg.parent = (uint64_t)(rand() % 40);
+			msg.state = (uint32_t)(rand() % 9);
+			msg.reason = (uint32_t)(rand() % 9);
+			msg.joiner = (uint32_t)(rand() % 9);
+			msg.kind = (uint32_t)(rand() % 9);
+			msg.role = (uint32_t)(rand() % 9);
+			msg.pool.queue_kind = (uint32_t)(rand() % 5);
+			msg.pool.policy = (uint32_t)(rand() % 7);
+			msg.seq = (uint64_t)(rand() % 3);
+			msg.ts = rand();
+			msg.name = S(strs[rand() % 5]);
+			msg.file = S(strs[rand() % 5]);
+			msg.func = S(strs[rand() % 5]);
+			msg.key = S(strs[rand() % 5]);
+			msg.value = S(strs[rand() % 5]);
+			int rc = model_apply(&m, &msg, (int64_t)i * 1000000);
+			assert_true(rc == 0 || rc == -ENOSPC);
+			size_t held = 0;
+			for (int k = 0; k < ENT_KINDS; k++)
+				held += model_count(&m, k);
+			assert_true(held <= 200);
+			if (i % 500 == 0)
+				model_sweep(&m, (int64_t)i * 1000000);
+		}
+		json_t *j = render_json(&m); /* fails the test if it does not parse */
+		json_decref(j);
+		struct jbuf b;
+		jb_init(&b);
+		struct clockref clk = {0, 0};
+		jb_obj(&b);
+		model_render_delta(&m, &clk, m.gen / 2, &b);
+		jb_obj_end(&b);
+		jb_raw(&b, "", 1);
+		j = json_loads(b.p, 0, NULL);
+		assert_non_null(j);
+		json_decref(j);
+		jb_free(&b);
+		model_free(&m);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_thread_reuse_and_exit),
 		cmocka_unit_test(test_wire_round_trip),
+		cmocka_unit_test(test_random_streams),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
