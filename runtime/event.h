@@ -46,7 +46,8 @@ enum sc_ev_kind {
 	SC_EV_SCOPE_CLOSE = 0x114,  /* a = scope; i = close's return value */
 
 	SC_EV_TASK_FORK = 0x120,    /* a = task; b = scope; site = fork site; tid = forker;
-				     * u = initial state (enum sc_task_state) */
+				     * u = initial state (enum sc_task_state);
+				     * d = the body's address (scope_fork's fn) */
 	SC_EV_TASK_START = 0x121,   /* a = task; b = scope; tid = worker */
 	SC_EV_TASK_END = 0x122,     /* a = task; b = scope; u = enum sc_task_state; i = error */
 

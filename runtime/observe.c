@@ -91,6 +91,7 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 	ev.b = s->id;
 	ev.u = SC_TASK_FORKED;
 	ev.site = task->site;
+	ev.d = (uint64_t)(uintptr_t)task->fn;
 	sn->emit(sn->ctx, &ev);
 	if (state == SC_TASK_RUNNING && w) {
 		sc_ev_init(&ev, SC_EV_TASK_START);

@@ -60,8 +60,10 @@ static void emit_task(int kind, const scope_task_t *task, int state, int err)
 	ev.b = task->scope->id;
 	ev.u = (uint32_t)state;
 	ev.i = err;
-	if (kind == SC_EV_TASK_FORK)
+	if (kind == SC_EV_TASK_FORK) {
 		ev.site = task->site;
+		ev.d = (uint64_t)(uintptr_t)task->fn;
+	}
 	sc_emit(&ev);
 }
 
