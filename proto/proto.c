@@ -78,7 +78,7 @@ static const struct layout layouts[] = {
 	 {COMMON, X64(scope), U32(reason), PAD32}, {0}},
 	{PROTO_EV_SCOPE_CLOSE, "SCOPE_CLOSE", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
 	{PROTO_EV_TASK_FORK, "TASK_FORK", A_NONE, 0,
-	 {COMMON, X64(task), X64(scope), U32(state), I32(line)}, {O(file), O(func)}},
+	 {COMMON, X64(task), X64(scope), X64(fn), U32(state), I32(line)}, {O(file), O(func)}},
 	{PROTO_EV_TASK_START, "TASK_START", A_NONE, 0, {COMMON, X64(task), X64(scope)}, {0}},
 	{PROTO_EV_TASK_END, "TASK_END", A_NONE, 0,
 	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32}, {0}},

@@ -71,8 +71,9 @@ enum proto_type {
 	PROTO_EV_JOIN_END = 0x0112,     /* u64 scope, i64 result */
 	PROTO_EV_SCOPE_CANCEL = 0x0113, /* u64 scope, u32 reason, u32 reserved */
 	PROTO_EV_SCOPE_CLOSE = 0x0114,  /* u64 scope, i64 result */
-	PROTO_EV_TASK_FORK = 0x0120,    /* u64 task, u64 scope, u32 state, i32 line;
-					 * strings: file, func */
+	PROTO_EV_TASK_FORK = 0x0120,    /* u64 task, u64 scope, u64 fn, u32 state, i32 line;
+					 * strings: file, func.  fn is the body's address
+					 * in the target (0 unknown); file/func the fork site */
 	PROTO_EV_TASK_START = 0x0121,   /* u64 task, u64 scope */
 	PROTO_EV_TASK_END = 0x0122,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved */
 	PROTO_EV_VIOLATION = 0x0130,    /* u64 scope, i64 error, u32 kind, u32 reserved */
@@ -137,7 +138,7 @@ struct proto_msg {
 	int64_t ts;
 	uint32_t tid;
 	/* events: ids and values (names as in enum proto_type) */
-	uint64_t scope, parent, parent_task, task, pool_id;
+	uint64_t scope, parent, parent_task, task, pool_id, fn;
 	int64_t deadline, result, error;
 	uint32_t joiner, reason, state, role, kind, how;
 	int32_t line;

@@ -29,7 +29,7 @@ SEEDS = {
     'process_exit': frame(0x0103, common() + struct.pack('<Ii', 2, 11)),
     'scope_open': frame(0x0110, common() + struct.pack('<4QqIi', 7, 3, 12, 1, 0, 0, 42) + s('handle') + s('demo.c')
                         + s('serve')),
-    'task_life': frame(0x0120, common() + struct.pack('<QQIi', 12, 7, 0, 40) + s('demo.c')
+    'task_life': frame(0x0120, common() + struct.pack('<QQQIi', 12, 7, 0x401136, 0, 40) + s('demo.c')
                        + s('serve'))
                  + frame(0x0121, common() + struct.pack('<QQ', 12, 7))
                  + frame(0x0122, common() + struct.pack('<QQqII', 12, 7, -125, 4, 0)),

@@ -274,6 +274,31 @@ static void bad_leftover_after_string(struct fb *f)
 	fb_u32(f, 0);
 	fb_done(f);
 }
+/* A TASK_FORK as it was before fn joined it (task, scope, state, line). */
+static void task_fork_without_fn(struct fb *f, int strings)
+{
+	fb_common(f, PROTO_EV_TASK_FORK);
+	fb_u64(f, 12);
+	fb_u64(f, 7);
+	fb_u32(f, 0);
+	fb_u32(f, 40);
+	if (strings) {
+		fb_str(f, "demo.c");
+		fb_str(f, "serve");
+	}
+	fb_done(f);
+}
+static void bad_fork_without_fn(struct fb *f)
+{
+	task_fork_without_fn(f, 0);
+}
+/* Its state, line and the start of its file string land in fn, state and
+ * line; the next "length" read is file's NUL and func's length byte (1280),
+ * over PROTO_MAX_STR. */
+static void bad_fork_without_fn_strings(struct fb *f)
+{
+	task_fork_without_fn(f, 1);
+}
 static void bad_exit_how(struct fb *f)
 {
 	fb_common(f, PROTO_EV_PROCESS_EXIT);
@@ -315,6 +340,8 @@ static const struct bad_case bad_cases[] = {
 	{"a byte left over", bad_leftover, PROTO_ELONG},
 	{"bytes left over after a string", bad_leftover_after_string, PROTO_ELONG},
 	{"PROCESS_EXIT with how 3", bad_exit_how, PROTO_EVALUE},
+	{"TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT},
+	{"TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ESTR},
 };
 
 static void test_bad_frames(void **state)
@@ -357,6 +384,7 @@ static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *a
 	m->parent_task = 3;
 	m->task = 0xfedcba9876543210ull;
 	m->pool_id = 5;
+	m->fn = 0x00005566778899abull;
 	m->deadline = 1234567890123;
 	m->result = -20001;
 	m->error = -110;
@@ -469,6 +497,31 @@ static void test_field_values(void **state)
 	assert_string_equal(d.name.p, "handle");
 	assert_string_equal(d.func.p, "serve");
 	assert_int_equal(d.version, 0);
+
+	/* fn sits right after scope, and only TASK_FORK carries it. */
+	fill(&m, PROTO_EV_TASK_FORK, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(n, 8 + 16 + 3 * 8 + 8 + (2 + 6 + 1) + (2 + 5 + 1));
+	uint64_t wire_fn = 0;
+	for (int i = 7; i >= 0; i--)
+		wire_fn = wire_fn << 8 | a[8 + 16 + 16 + i];
+	assert_true(wire_fn == 0x00005566778899abull);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.fn == 0x00005566778899abull);
+	assert_true(d.task == 0xfedcba9876543210ull);
+	assert_true(d.scope == 0x1122334455667788ull);
+	assert_int_equal(d.state, 2);
+	assert_int_equal(d.line, -1);
+	assert_string_equal(d.file.p, "demo.c");
+	assert_string_equal(d.func.p, "serve");
+	m.fn = 0; /* unknown */
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.fn == 0);
+	fill(&m, PROTO_EV_TASK_START, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.fn == 0);
 
 	fill(&m, PROTO_STACK_REPLY, tids, addrs);
 	n = proto_encode(a, sizeof a, &m, NULL, addrs);
