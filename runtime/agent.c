@@ -33,6 +33,7 @@
 #define REAP_NS 50000000           /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
 #define DEFAULT_RING_KB 128
+#define AGENT_NAME "scoped-agent"
 
 struct agent {
 	/* Set by sc_agent_start, read-only afterwards. */
@@ -46,7 +47,7 @@ struct agent {
 
 	/* The agent thread's own. */
 	int fd;
-	uint32_t tid;
+	_Atomic uint32_t tid; /* read by sc_agent_get_stats */
 	struct sc_buf out;
 	uint8_t in[IN_CAP];
 	size_t in_len;
@@ -279,10 +280,10 @@ static int handle_input(uint8_t *frame)
 	return got;
 }
 
-/* Sends what is left and PROCESS_EXIT, within FINAL_NS. */
-static void final_flush(void)
+/* Drains every ring onto the socket until both are empty or the deadline
+ * passes. */
+static void flush_all(int64_t deadline)
 {
-	int64_t deadline = now_ns() + FINAL_NS;
 	for (;;) {
 		int fr = sc_buf_flush(&ag.out, ag.fd);
 		if (fr < 0)
@@ -297,6 +298,13 @@ static void final_flush(void)
 			(void)poll(&p, 1, (int)(left / 1000000) + 1);
 		}
 	}
+}
+
+/* Sends what is left and PROCESS_EXIT, within FINAL_NS. */
+static void final_flush(void)
+{
+	int64_t deadline = now_ns() + FINAL_NS;
+	flush_all(deadline);
 	struct sc_ev ev;
 	memset(&ev, 0, sizeof ev);
 	ev.kind = SC_EV_PROCESS_EXIT;
@@ -405,6 +413,12 @@ static void session(void)
 		if (handle_input(frame) < 0)
 			break; /* a daemon that sends garbage is not one we talk to */
 	}
+	if (atomic_load(&ag.stop) && !ag.finished) {
+		/* The agent thread ends with the stop: the daemon must not keep
+		 * it as live.  Its THREAD_EXIT goes out with what the rings hold. */
+		sc_thread_agent_exit();
+		flush_all(now_ns() + FINAL_NS);
+	}
 	sc_agent_set_streaming(0);
 	atomic_store(&ag.connected, 0);
 	atomic_store(&sc_exit_fd, -1);
@@ -429,9 +443,11 @@ static void *agent_main(void *arg)
 	(void)arg;
 	int backoff = BACKOFF_MIN_MS;
 
+	/* Named before it is registered: the registry takes the name from
+	 * the kernel. */
+	prctl(PR_SET_NAME, AGENT_NAME);
 	sc_thread_mark_agent();
-	prctl(PR_SET_NAME, "scoped-agent");
-	ag.tid = sc_gettid();
+	atomic_store(&ag.tid, sc_gettid());
 	while (!atomic_load(&ag.stop)) {
 		if (atomic_load(&ag.exit_req)) {
 			atomic_store(&ag.exit_done, 1); /* no daemon: nothing to tell */
@@ -466,6 +482,7 @@ static void *agent_main(void *arg)
 		}
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
+	sc_thread_agent_exit(); /* when no session said it already */
 	return NULL;
 }
 
@@ -513,6 +530,7 @@ void sc_agent_get_stats(struct sc_agent_stats *st)
 	st->lost = atomic_load(&ag.lost);
 	st->lost_msgs = atomic_load(&ag.lost_msgs);
 	st->stack_reqs = atomic_load(&ag.stack_reqs);
+	st->tid = ag.running ? atomic_load(&ag.tid) : 0;
 	st->cpu_ns = -1;
 	clockid_t cid;
 	struct timespec ts;
@@ -574,6 +592,7 @@ int sc_agent_start(const char *path)
 	atomic_store(&ag.exit_req, 0);
 	atomic_store(&ag.exit_done, 0);
 	ag.finished = 0;
+	atomic_store(&ag.tid, 0);
 	sc_observer_set(sc_ring_observe);
 
 	/* The agent thread takes no asynchronous signals: they belong to the

@@ -120,6 +120,7 @@ struct sc_agent_stats {
 	uint64_t lost_msgs;  /* LOST messages sent */
 	uint64_t stack_reqs; /* STACK_REQUESTs answered */
 	int64_t cpu_ns;      /* CPU time the agent thread used so far (-1: unknown) */
+	uint32_t tid;        /* the agent thread's (0: not running or not started yet) */
 };
 SC_HIDDEN void sc_agent_get_stats(struct sc_agent_stats *st);
 

@@ -150,9 +150,14 @@ SC_HIDDEN void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *
 /* The kernel tid of the calling thread (cached). */
 SC_HIDDEN uint32_t sc_gettid(void);
 
-/* Marks the calling thread as the agent's (role AGENT, never reported as an
- * application thread, never interrupted by cancellation). */
+/* Marks the calling thread as the agent's: role AGENT (reported with that
+ * role in THREAD_START and in snapshots, never interrupted by cancellation),
+ * registering it first if the runtime does not know it yet. */
 SC_HIDDEN void sc_thread_mark_agent(void);
+
+/* The agent thread leaves the registry before it ends (registry first, then
+ * THREAD_EXIT), so that it can still send that event itself. */
+SC_HIDDEN void sc_thread_agent_exit(void);
 
 /* Called once by the runtime when the library is first used (constructor):
  * starts the agent unless SCOPED_DISABLE=1.  Defined by the agent. */

@@ -32,7 +32,17 @@ uint32_t sc_gettid(void)
 void sc_thread_mark_agent(void)
 {
 	is_agent = true;
-	sc_thread_set_role(SC_ROLE_AGENT);
+	/* Registered, so that dumps name the thread whose stack replies they
+	 * hold; a thread the runtime already knew just changes role. */
+	if (sc_self_peek())
+		sc_thread_set_role(SC_ROLE_AGENT);
+	else
+		(void)sc_thread_register(SC_ROLE_AGENT, NULL, NULL);
+}
+
+void sc_thread_agent_exit(void)
+{
+	sc_thread_unregister();
 }
 
 bool sc_thread_is_agent(void)
@@ -58,8 +68,6 @@ static void snap_thread(void *arg, struct sc_thread *t)
 	struct snap *sn = arg;
 	struct sc_ev ev;
 
-	if (t->role == SC_ROLE_AGENT)
-		return;
 	sc_ev_init(&ev, SC_EV_THREAD_START);
 	ev.snapshot = 1;
 	ev.tid = t->tid;

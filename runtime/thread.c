@@ -50,17 +50,19 @@ static struct sc_thread *record_get(void)
 	return t;
 }
 
-static void emit_thread(int kind, struct sc_thread *t)
+/* Takes the record's fields as they are when called: for THREAD_EXIT the
+ * record is already back on the free list and may be reused. */
+static void emit_thread(int kind, uint32_t tid, const char *name, uint64_t pool_id, int role)
 {
 	struct sc_ev ev;
 
-	if (!sc_observed() || t->role == SC_ROLE_AGENT)
+	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
-	ev.tid = t->tid;
-	ev.s1 = t->name;
-	ev.a = t->pool_id;
-	ev.i = t->role;
+	ev.tid = tid;
+	ev.s1 = name;
+	ev.a = pool_id;
+	ev.i = role;
 	sc_emit(&ev);
 }
 
@@ -97,20 +99,23 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	threads = t;
 	pthread_mutex_unlock(&threads_lock);
 	self = t;
-	emit_thread(SC_EV_THREAD_START, t);
+	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role);
 	return t;
 }
 
 void sc_thread_unregister(void)
 {
 	struct sc_thread *t = self;
+	char name[SC_THREAD_NAME];
+	uint32_t tid;
+	uint64_t pool_id;
+	int role;
 
 	if (!t)
 		return;
 	/* Scopes a thread leaves open would outlive their owner: close them,
 	 * innermost first, and say so. */
 	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
-	emit_thread(SC_EV_THREAD_EXIT, t);
 	pthread_setspecific(exit_key, NULL);
 	self = NULL;
 	pthread_mutex_lock(&threads_lock);
@@ -125,9 +130,16 @@ void sc_thread_unregister(void)
 		threads = t->next;
 	if (t->next)
 		t->next->prev = t->prev;
+	tid = t->tid;
+	pool_id = t->pool_id;
+	role = t->role;
+	memcpy(name, t->name, sizeof(name));
 	t->free_next = free_records;
 	free_records = t;
 	pthread_mutex_unlock(&threads_lock);
+	/* Unlinked first: a snapshot racing with this event must not list a
+	 * thread whose exit the daemon may already have applied. */
+	emit_thread(SC_EV_THREAD_EXIT, tid, name, pool_id, role);
 }
 
 static void thread_exit(void *arg)

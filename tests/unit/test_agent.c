@@ -56,6 +56,19 @@ static struct sc_ev mk(uint16_t kind, uint64_t a, uint64_t b)
 	return e;
 }
 
+/* The agent's own thread, as every snapshot lists it. */
+static void truth_add_agent(struct truth *t)
+{
+	struct sc_agent_stats st;
+	sc_agent_get_stats(&st);
+	assert_int_not_equal(st.tid, 0);
+	struct sc_ev ev = mk(SC_EV_THREAD_START, 0, 0);
+	ev.tid = st.tid;
+	ev.s1 = "scoped-agent";
+	ev.i = SC_ROLE_AGENT;
+	truth_add(t, &ev);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -216,6 +229,7 @@ static void test_events_reach_receiver(void **state)
 	assert_int_equal(sc_agent_flush(5000), 0);
 
 	struct truth all = {0};
+	truth_add_agent(&all);
 	for (int i = 0; i < NT; i++) {
 		all.p = realloc(all.p, all.len + truths[i].len);
 		memcpy(all.p + all.len, truths[i].p, truths[i].len);
@@ -223,7 +237,7 @@ static void test_events_reach_receiver(void **state)
 		free(truths[i].p);
 	}
 	size_t n = rx_compare(&rx, &all);
-	assert_int_equal(n, NT * 300 * 3); /* 300 open scopes x (scope + 2 tasks) */
+	assert_int_equal(n, NT * 300 * 3 + 1); /* 300 open scopes x (scope + 2 tasks), agent */
 	free(all.p);
 	assert_true(rx_stat(&rx, "events") >= NT * 600 * 8);
 	assert_int_equal(rx_stat(&rx, "lost_msgs"), 0);
@@ -282,7 +296,8 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 	struct truth t = {0};
 	ev.snapshot = 1;
 	truth_add(&t, &ev);
-	assert_int_equal(rx_compare(&rx, &t), 1);
+	truth_add_agent(&t);
+	assert_int_equal(rx_compare(&rx, &t), 2);
 	free(t.p);
 }
 
@@ -309,7 +324,8 @@ static void test_receiver_restart(void **state)
 	assert_int_equal(sc_agent_flush(5000), 0);
 	struct truth t = {0};
 	truth_add(&t, &ev);
-	assert_int_equal(rx_compare(&rx, &t), 1);
+	truth_add_agent(&t);
+	assert_int_equal(rx_compare(&rx, &t), 2);
 	free(t.p);
 }
 
@@ -441,9 +457,51 @@ static void test_fork_child_unreported(void **state)
 	assert_int_equal(sc_agent_flush(5000), 0);
 	struct truth t = {0};
 	truth_add(&t, &ev);
-	assert_int_equal(rx_compare(&rx, &t), 1);
+	truth_add_agent(&t);
+	assert_int_equal(rx_compare(&rx, &t), 2);
 	free(t.p);
 	assert_int_equal(rx_stat(&rx, "sessions"), 1);
+}
+
+/* The agent's own thread is in every snapshot under its name and role, so
+ * dumps name the thread that answers stack requests; when the agent stops,
+ * its THREAD_EXIT reaches the daemon before the socket closes. */
+static void test_agent_thread_reported(void **state)
+{
+	(void)state;
+	struct sc_agent_stats st;
+	sc_agent_get_stats(&st);
+	char want[96];
+	snprintf(want, sizeof want, "thread %u role=%d pool=0 name=scoped-agent\n", st.tid,
+		 SC_ROLE_AGENT);
+	char *dump = rx_cmd(&rx, "dump", NULL, 0);
+	if (!strstr(dump, want))
+		fail_msg("the first snapshot lacks \"%.*s\": %s", (int)strlen(want) - 1, want, dump);
+	free(dump);
+
+	/* A repair snapshot lists it again. */
+	rx_kill(&rx, SIGKILL);
+	rx_start(&rx);
+	if (rx_wait_session(&rx, 1, 10000))
+		fail_msg("the agent did not reconnect");
+	dump = rx_cmd(&rx, "dump", NULL, 0);
+	if (!strstr(dump, want))
+		fail_msg("the snapshot after a reconnect lacks the agent thread: %s", dump);
+	free(dump);
+
+	sc_agent_stop();
+	dump = NULL;
+	for (int i = 0; i < 200; i++) {
+		free(dump);
+		dump = rx_cmd(&rx, "dump", NULL, 0);
+		if (!strstr(dump, want))
+			break;
+		usleep(5000);
+	}
+	if (strstr(dump, want))
+		fail_msg("the agent stopped but the receiver still holds its thread: %s", dump);
+	assert_non_null(strstr(dump, " connected=0 "));
+	free(dump);
 }
 
 /* exit() and a fatal signal each end with PROCESS_EXIT. */
@@ -514,6 +572,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_unreported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_thread_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_exit_reported, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

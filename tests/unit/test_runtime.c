@@ -355,18 +355,24 @@ static void snapshot_of_known_state(void **state)
 	for (i = 0; i < nrecs; i++)
 		assert_int_equal(recs[i].ev.snapshot, 1);
 
-	/* Threads: this one (main role), two workers, never the agent. */
-	int me = -1, workers = 0;
+	/* Threads: this one (main role), two workers, and the agent with its
+	 * own role (a dump must name the thread that answers stack requests). */
+	int me = -1, workers = 0, agent_seen = 0;
 	for (i = 0; i < nrecs; i++) {
 		if (recs[i].ev.kind != SC_EV_THREAD_START)
 			continue;
-		assert_int_not_equal(recs[i].ev.tid, atomic_load(&agent_tid));
+		if (recs[i].ev.tid == atomic_load(&agent_tid)) {
+			agent_seen++;
+			assert_int_equal(recs[i].ev.i, SC_ROLE_AGENT);
+			assert_string_equal(recs[i].s1, "not-an-app");
+		}
 		if (recs[i].ev.tid == my_tid())
 			me = i;
 		if (strncmp(recs[i].s1, "snap-", 5) == 0)
 			workers++;
 	}
 	assert_true(me >= 0);
+	assert_int_equal(agent_seen, 1);
 	assert_int_equal(at(me)->ev.i, SC_ROLE_MAIN);
 	assert_int_equal(workers, 2);
 	int pc_i = find(SC_EV_POOL_CREATE, 0, 0);
@@ -416,6 +422,110 @@ static void snapshot_of_known_state(void **state)
 			assert_string_not_equal(recs[i].s1, "snap"); /* destroyed */
 }
 
+/* What a snapshot taken at an event must show of the event's subject. */
+enum presence { P_SKIP, P_LIVE, P_GONE };
+
+static _Atomic int order_checked[8], order_wrong[8];
+
+struct lookup {
+	int kind; /* the snapshot event kind that names the subject */
+	uint64_t id;
+	bool tid; /* match ev.tid instead of ev.a */
+	bool found;
+};
+
+static void look(void *ctx, const struct sc_ev *ev)
+{
+	struct lookup *l = ctx;
+
+	if (ev->kind == l->kind && (l->tid ? ev->tid == l->id : ev->a == l->id))
+		l->found = true;
+}
+
+/* An observer that, inside each creating or ending event, walks the
+ * registry as the agent's repair would at that instant. */
+static void snapshot_at_event(const struct sc_ev *ev)
+{
+	static const struct {
+		int kind, slot, snap_kind;
+		bool tid;
+		enum presence want;
+	} rules[] = {
+	    {SC_EV_THREAD_START, 0, SC_EV_THREAD_START, true, P_LIVE},
+	    {SC_EV_THREAD_EXIT, 1, SC_EV_THREAD_START, true, P_GONE},
+	    {SC_EV_SCOPE_OPEN, 2, SC_EV_SCOPE_OPEN, false, P_LIVE},
+	    {SC_EV_SCOPE_CLOSE, 3, SC_EV_SCOPE_OPEN, false, P_GONE},
+	    {SC_EV_TASK_FORK, 4, SC_EV_TASK_FORK, false, P_LIVE},
+	    {SC_EV_TASK_END, 5, SC_EV_TASK_FORK, false, P_GONE},
+	};
+
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		struct lookup l = {rules[i].snap_kind, rules[i].tid ? ev->tid : ev->a,
+				   rules[i].tid, false};
+
+		if (rules[i].kind != ev->kind)
+			continue;
+		if (ev->kind == SC_EV_TASK_FORK && ev->u != SC_TASK_FORKED)
+			return; /* refused forks are never live */
+		sc_registry_snapshot(look, &l);
+		atomic_fetch_add(&order_checked[rules[i].slot], 1);
+		if (l.found != (rules[i].want == P_LIVE))
+			atomic_fetch_add(&order_wrong[rules[i].slot], 1);
+		return;
+	}
+}
+
+static void *named_thread(void *arg)
+{
+	(void)arg;
+	(void)scope_thread_name("short-lived");
+	return NULL;
+}
+
+/* The runtime changes its registry before it emits: a snapshot taken at a
+ * THREAD_EXIT, SCOPE_CLOSE or TASK_END no longer lists the subject, and one
+ * taken at a THREAD_START, SCOPE_OPEN or TASK_FORK already does. */
+static void registry_changes_before_each_event(void **state)
+{
+	static const char *const names[] = {"THREAD_START", "THREAD_EXIT", "SCOPE_OPEN",
+					    "SCOPE_CLOSE",  "TASK_FORK",   "TASK_END"};
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_pool_t *pool;
+	scope_t *s;
+	pthread_t th;
+	(void)state;
+
+	for (int i = 0; i < 8; i++) {
+		atomic_store(&order_checked[i], 0);
+		atomic_store(&order_wrong[i], 0);
+	}
+	sc_observer_set(snapshot_at_event);
+	assert_int_equal(pthread_create(&th, NULL, named_thread, NULL), 0);
+	pthread_join(th, NULL);
+	pc.name = "order";
+	pc.core_size = 2;
+	pc.keep_alive_ns = MS;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	cfg.pool = pool;
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(scope_open(&s, &cfg), 0);
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(scope_fork(s, ret_arg, NULL, NULL), 0);
+		assert_int_equal(scope_join(s), 0);
+		assert_int_equal(scope_close(s), 0);
+	}
+	assert_int_equal(scope_pool_destroy(pool), 0); /* its workers exit */
+	sc_observer_set(NULL);
+	for (int i = 0; i < 6; i++) {
+		if (atomic_load(&order_wrong[i]))
+			fail_msg("%d of %d snapshots taken at %s showed the subject %s",
+				 atomic_load(&order_wrong[i]), atomic_load(&order_checked[i]), names[i],
+				 i % 2 ? "still live" : "missing");
+		assert_true(atomic_load(&order_checked[i]) > 0);
+	}
+}
+
 static void tid_is_cached_kernel_tid(void **state)
 {
 	(void)state;
@@ -432,6 +542,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(pool_and_thread_events),
 	    cmocka_unit_test(snapshot_of_known_state),
 	    cmocka_unit_test(tid_is_cached_kernel_tid),
+	    cmocka_unit_test(registry_changes_before_each_event),
 	};
 
 	/* The test is the observer here, so the agent stays off. */
