@@ -4,110 +4,15 @@
 # timeouts, misbehaving peers, caps, a subscriber that never reads, shutdown.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
-import json, os, select, shutil, signal, socket, stat, subprocess, sys, tempfile, time
-
-TOP = os.environ.get("TOP", "."); BUILD = os.environ.get("BUILD", "build")
-SCOPED = os.path.join(TOP, BUILD, "bin/scoped")
-FAKE = os.path.join(TOP, BUILD, "tests/helpers/daemon_fake_agent")
-for p in (SCOPED, FAKE):
-    if not os.access(p, os.X_OK):
-        print("skip: %s is not built" % p); sys.exit(77)
-tmp = tempfile.mkdtemp(prefix="scoped-e2e-")
-SOCKDIR = tmp + "/run"
-SOCK = SOCKDIR + "/agent.sock"; CTL = SOCKDIR + "/control.sock"
-LOG = tmp + "/scoped.log"
-children = []
-
-def cleanup():
-    for p in children:
-        if p.poll() is None:
-            p.kill(); p.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
-
-def fail(msg):
-    print("FAIL: " + msg)
-    if os.path.exists(LOG):
-        print("--- scoped log (last 30 lines)"); print("".join(open(LOG).readlines()[-30:]))
-    cleanup(); sys.exit(1)
-
-def check(cond, msg):
-    if not cond: fail(msg)
-    print("ok - " + msg)
-
-def wait_until(fn, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v: return v
-        time.sleep(0.02)
-    fail("timed out waiting for " + what)
-
-# Every request sent and every line received is checked against the schemas.
-try:
-    from jsonschema import Draft202012Validator
-    SCHEMAS = os.path.join(TOP, "schemas")
-    REQ_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-request.schema.json")))
-    REP_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-reply.schema.json")))
-except ImportError:
-    REQ_V = REP_V = None
-    print("note: python3-jsonschema is missing; replies are not validated")
-validated = [0]
-
-def valid(v, obj, what):
-    if v is None: return
-    errs = sorted(v.iter_errors(obj), key=lambda e: e.path)
-    if errs:
-        fail("%s does not match its schema: %s: %s" % (what, json.dumps(obj)[:300], errs[0].message[:300]))
-    validated[0] += 1
-
-class Ctl:
-    def __init__(self, path=CTL):
-        self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.buf = b""; self.n = 0
-    def send(self, obj, raw=False):
-        if not raw: valid(REQ_V, obj, "request")
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-    def line(self, timeout=5):
-        end = time.time() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.time()
-            if left <= 0 or not select.select([self.s], [], [], left)[0]: return None
-            d = self.s.recv(1 << 20)
-            if not d: return None
-            self.buf += d
-        l, self.buf = self.buf.split(b"\n", 1)
-        obj = json.loads(l)
-        valid(REP_V, obj, "reply")
-        return obj
-    def req(self, obj, timeout=5, raw=False):
-        self.n += 1; obj = dict(obj, id=self.n); self.send(obj, raw)
-        while True:
-            r = self.line(timeout)
-            if r is None: fail("no reply to %s" % obj)
-            if r.get("id") == self.n: return r
-
-def start_daemon(*args, sock=SOCK):
-    p = subprocess.Popen([SCOPED, "--foreground", "--socket", sock, "--log-level", "debug"] + list(args),
-                         stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
-    children.append(p)
-    ctl = os.path.join(os.path.dirname(sock), "control.sock")
-    def up():
-        try: Ctl(ctl); return True
-        except OSError: return False
-    wait_until(up, 5, "scoped to listen on " + ctl)
-    return p
+import os, signal, socket, stat, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
+import daemon_e2e
+FAKE = daemon_e2e.setup("tests/helpers/daemon_fake_agent")
+from daemon_e2e import *
 
 def fake(mode, n=0, sock=SOCK):
-    p = subprocess.Popen([FAKE, sock, mode, str(n)], stdout=subprocess.PIPE,
-                         stderr=open(tmp + "/fake.log", "a"), env=dict(os.environ, SCOPED_DISABLE="1"))
-    children.append(p)
-    if not select.select([p.stdout], [], [], 5)[0] or p.stdout.readline().strip() != b"ready":
-        fail("fake agent %s did not get ready" % mode)
-    return p
-
-def rss_kb(pid):
-    for l in open("/proc/%d/status" % pid):
-        if l.startswith("VmRSS:"): return int(l.split()[1])
-    return 0
+    return spawn_ready([FAKE, sock, mode, str(n)], tmp + "/fake.log", {"SCOPED_DISABLE": "1"}, 5,
+                       lambda l: l.strip() == b"ready", "fake agent %s" % mode)
 
 def main():
     # --- options
@@ -283,17 +188,9 @@ def main():
     d.send_signal(signal.SIGTERM)
     check(d.wait(5) == 0 and not os.path.exists(SOCK) and not os.path.exists(CTL),
           "SIGTERM: exit 0 and both sockets removed")
-    log = open(LOG).read()
-    check("Sanitizer" not in log and "runtime error:" not in log, "no sanitizer report in the daemon's log")
+    check(log_is_clean(), "no sanitizer report in the daemon's log")
     check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
     print("all daemon_basic checks passed")
 
-try:
-    main()
-except SystemExit:
-    raise
-except BaseException as e:
-    import traceback; traceback.print_exc(); fail("the test itself broke: %r" % e)
-finally:
-    cleanup()
+run(main)
 PY

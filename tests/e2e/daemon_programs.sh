@@ -5,105 +5,15 @@
 # client of another uid that must not see or dump what it does not own.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
-import json, os, select, shutil, signal, socket, stat, subprocess, sys, tempfile, time
-
-TOP = os.environ.get("TOP", "."); BUILD = os.environ.get("BUILD", "build")
-SCOPED = os.path.join(TOP, BUILD, "bin/scoped")
-TREE = os.path.join(TOP, BUILD, "tests/helpers/daemon_tree")
-for p in (SCOPED, TREE):
-    if not os.access(p, os.X_OK):
-        print("skip: %s is not built" % p); sys.exit(77)
-tmp = tempfile.mkdtemp(prefix="scoped-e2e-")
-SOCKDIR = tmp + "/run"
-SOCK = SOCKDIR + "/agent.sock"; CTL = SOCKDIR + "/control.sock"
-LOG = tmp + "/scoped.log"
-children = []
-
-def cleanup():
-    for p in children:
-        if p.poll() is None:
-            p.kill(); p.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
-
-def fail(msg):
-    print("FAIL: " + msg)
-    if os.path.exists(LOG):
-        print("--- scoped log (last 30 lines)"); print("".join(open(LOG).readlines()[-30:]))
-    cleanup(); sys.exit(1)
-
-def check(cond, msg):
-    if not cond: fail(msg)
-    print("ok - " + msg)
-
-def wait_until(fn, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v: return v
-        time.sleep(0.02)
-    fail("timed out waiting for " + what)
-
-# Every request sent and every line received is checked against the schemas.
-try:
-    from jsonschema import Draft202012Validator
-    SCHEMAS = os.path.join(TOP, "schemas")
-    REQ_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-request.schema.json")))
-    REP_V = Draft202012Validator(json.load(open(SCHEMAS + "/control-reply.schema.json")))
-except ImportError:
-    REQ_V = REP_V = None
-    print("note: python3-jsonschema is missing; replies are not validated")
-validated = [0]
-
-def valid(v, obj, what):
-    if v is None: return
-    errs = sorted(v.iter_errors(obj), key=lambda e: e.path)
-    if errs:
-        fail("%s does not match its schema: %s: %s" % (what, json.dumps(obj)[:300], errs[0].message[:300]))
-    validated[0] += 1
-
-class Ctl:
-    def __init__(self, path=CTL):
-        self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.buf = b""; self.n = 0
-    def send(self, obj, raw=False):
-        if not raw: valid(REQ_V, obj, "request")
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-    def line(self, timeout=5):
-        end = time.time() + timeout
-        while b"\n" not in self.buf:
-            left = end - time.time()
-            if left <= 0 or not select.select([self.s], [], [], left)[0]: return None
-            d = self.s.recv(1 << 20)
-            if not d: return None
-            self.buf += d
-        l, self.buf = self.buf.split(b"\n", 1)
-        obj = json.loads(l)
-        valid(REP_V, obj, "reply")
-        return obj
-    def req(self, obj, timeout=5, raw=False):
-        self.n += 1; obj = dict(obj, id=self.n); self.send(obj, raw)
-        while True:
-            r = self.line(timeout)
-            if r is None: fail("no reply to %s" % obj)
-            if r.get("id") == self.n: return r
-
-def start_daemon(*args, sock=SOCK):
-    p = subprocess.Popen([SCOPED, "--foreground", "--socket", sock, "--log-level", "debug"] + list(args),
-                         stdout=subprocess.DEVNULL, stderr=open(LOG, "a"))
-    children.append(p)
-    ctl = os.path.join(os.path.dirname(sock), "control.sock")
-    def up():
-        try: Ctl(ctl); return True
-        except OSError: return False
-    wait_until(up, 5, "scoped to listen on " + ctl)
-    return p
+import json, os, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
+import daemon_e2e
+TREE = daemon_e2e.setup("tests/helpers/daemon_tree")
+from daemon_e2e import *
 
 def program(*args):
-    p = subprocess.Popen([TREE] + list(args), stdout=subprocess.PIPE,
-                         stderr=open(tmp + "/programs.log", "a"), env=dict(os.environ, SCOPED_SOCKET=SOCK))
-    children.append(p)
-    if not select.select([p.stdout], [], [], 10)[0] or not p.stdout.readline().startswith(b"ready"):
-        fail("daemon_tree %s did not get ready" % " ".join(args))
-    return p
+    return spawn_ready([TREE] + list(args), tmp + "/programs.log", {"SCOPED_SOCKET": SOCK}, 10,
+                       lambda l: l.startswith(b"ready"), "daemon_tree %s" % " ".join(args))
 
 def tree_ok(m):
     """The tree daemon_tree builds: outer with 3 tasks, each opening an inner with 2."""
@@ -125,11 +35,6 @@ def tree_ok(m):
         if n != 2:
             return "inner %d has %d running tasks" % (s["id"], n)
     return None
-
-def rss_kb(pid):
-    for l in open("/proc/%d/status" % pid):
-        if l.startswith("VmRSS:"): return int(l.split()[1])
-    return 0
 
 def main():
     d = start_daemon()
@@ -209,17 +114,9 @@ for req in [{"id": 1, "cmd": "list"}, {"id": 2, "cmd": "tree", "pid": int(sys.ar
     out = subprocess.run([py, "-c", probe, CTL, str(progs[0].pid)], capture_output=True,
                          text=True, preexec_fn=as_nobody, timeout=10, cwd="/")
     check(out.returncode != 0 and "Permission" in out.stderr, "with the default 0700 directory another uid cannot even connect")
-    log = open(LOG).read()
-    check("Sanitizer" not in log and "runtime error:" not in log, "no sanitizer report in the daemon's log")
+    check(log_is_clean(), "no sanitizer report in the daemon's log")
     check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
     print("all daemon_programs checks passed")
 
-try:
-    main()
-except SystemExit:
-    raise
-except BaseException as e:
-    import traceback; traceback.print_exc(); fail("the test itself broke: %r" % e)
-finally:
-    cleanup()
+run(main)
 PY
