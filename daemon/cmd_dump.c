@@ -5,7 +5,11 @@
 static int cmd_dump(struct cmd_ctx *x)
 {
 	struct proc *p = cmd_proc(x);
-	return p ? stacks_start(x, p, true) : CMD_DONE;
+	if (!p)
+		return CMD_DONE;
+	/* The dump's tree names task bodies with the symbolizer its stacks use. */
+	model_set_symbolizer(&p->model, x->d->sym, p->pid, p->starttime);
+	return stacks_start(x, p, true);
 }
 
 const struct cmd_entry cmd_dump_entry = {"dump", cmd_dump};

@@ -422,6 +422,8 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	touch(m, t, &t->seen);
 	if (!t->scope)
 		t->scope = msg->scope;
+	if (!t->fn)
+		t->fn = msg->fn;
 	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
 		t->state = (uint8_t)msg->state;
 		if (task_rank(msg->state) == 2) {

@@ -10,6 +10,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+struct symbolizer;
 
 enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
 
@@ -59,6 +62,7 @@ struct m_scope {
 struct m_task {
 	uint64_t id, gen;
 	uint64_t scope;
+	uint64_t fn; /* the body's address in the target, 0 unknown */
 	int64_t forked, started, ended, error;
 	const char *file, *func; /* interned */
 	int32_t line;
@@ -114,6 +118,10 @@ struct model {
 	struct m_expiry *exp;
 	size_t exp_head, exp_n, exp_cap;
 	char err[192]; /* why model_apply failed */
+	/* Names task bodies when rendering (NULL: every func is null). */
+	struct symbolizer *sym;
+	pid_t sym_pid;
+	unsigned long long sym_starttime;
 };
 
 void model_init(struct model *m, const struct model_limits *lim);
@@ -142,6 +150,12 @@ void model_trim_removals(struct model *m, uint64_t gen);
 struct clockref {
 	int64_t mono, real;
 };
+
+/* Lets rendering name each task's body (tasks[].func) through sym, the
+ * symbolizer of process pid/starttime (borrowed: it must outlive the model or
+ * be unset with NULL first). */
+void model_set_symbolizer(struct model *m, struct symbolizer *sym, pid_t pid,
+			  unsigned long long starttime);
 
 /* Writes the model object of schemas/control.md.  since = 0: everything.
  * With since > 0 writes the delta members "upsert" and "remove" (into the

@@ -2,8 +2,10 @@
 #include "model.h"
 
 #include "event.h"
+#include "symbolize.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const task_states[] = {
 	[SC_TASK_FORKED] = "forked",	   [SC_TASK_RUNNING] = "running",
@@ -29,6 +31,54 @@ static const char *const violations[] = {
 };
 
 #define NAME(tab, i) ((size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : NULL)
+
+/* Task bodies named during one render.  A program forks few distinct bodies,
+ * so a handful of entries spares the symbolizer a lookup per task (and an
+ * unsymbolizable process a failed attach per task). */
+#define FN_MEMO 16
+
+struct render {
+	const struct model *m;
+	const struct clockref *clk;
+	struct {
+		uint64_t addr;
+		char *name; /* NULL: no name for addr */
+	} memo[FN_MEMO];
+	unsigned nmemo, next;
+};
+
+void model_set_symbolizer(struct model *m, struct symbolizer *sym, pid_t pid,
+			  unsigned long long starttime)
+{
+	m->sym = sym;
+	m->sym_pid = pid;
+	m->sym_starttime = starttime;
+}
+
+/* The function at addr in the model's process, or NULL. */
+static const char *fn_name(struct render *r, uint64_t addr)
+{
+	if (!addr || !r->m->sym)
+		return NULL;
+	for (unsigned i = 0; i < r->nmemo; i++)
+		if (r->memo[i].addr == addr)
+			return r->memo[i].name;
+	struct sym_frame f;
+	sym_lookup(r->m->sym, r->m->sym_pid, r->m->sym_starttime, addr, false, &f);
+	/* The symbolizer's strings live only until its next miss: keep a copy. */
+	char *name = f.func ? strdup(f.func) : NULL;
+	unsigned slot = r->nmemo < FN_MEMO ? r->nmemo++ : r->next++ % FN_MEMO;
+	free(r->memo[slot].name);
+	r->memo[slot].addr = addr;
+	r->memo[slot].name = name;
+	return name;
+}
+
+static void render_done(struct render *r)
+{
+	for (unsigned i = 0; i < r->nmemo; i++)
+		free(r->memo[i].name);
+}
 
 const char *model_task_state_name(unsigned state)
 {
@@ -91,8 +141,9 @@ static void site(struct jbuf *b, const char *file, int32_t line, const char *fun
 	jb_obj_end(b);
 }
 
-static void thread_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+static void thread_json(struct jbuf *b, struct render *r, const void *ent)
 {
+	const struct clockref *clk = r->clk;
 	const struct m_thread *t = ent;
 	jb_obj(b);
 	jb_key(b, "tid");
@@ -109,8 +160,9 @@ static void thread_json(struct jbuf *b, const struct clockref *clk, const void *
 	jb_obj_end(b);
 }
 
-static void pool_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+static void pool_json(struct jbuf *b, struct render *r, const void *ent)
 {
+	const struct clockref *clk = r->clk;
 	const struct m_pool *p = ent;
 	(void)clk;
 	const struct proto_pool *c = &p->cfg;
@@ -140,8 +192,9 @@ static void pool_json(struct jbuf *b, const struct clockref *clk, const void *en
 	jb_obj_end(b);
 }
 
-static void scope_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+static void scope_json(struct jbuf *b, struct render *r, const void *ent)
 {
+	const struct clockref *clk = r->clk;
 	const struct m_scope *s = ent;
 	jb_obj(b);
 	jb_key(b, "id");
@@ -175,8 +228,9 @@ static void scope_json(struct jbuf *b, const struct clockref *clk, const void *e
 	jb_obj_end(b);
 }
 
-static void task_json(struct jbuf *b, const struct clockref *clk, const void *ent)
+static void task_json(struct jbuf *b, struct render *r, const void *ent)
 {
+	const struct clockref *clk = r->clk;
 	const struct m_task *t = ent;
 	jb_obj(b);
 	jb_key(b, "id");
@@ -190,13 +244,15 @@ static void task_json(struct jbuf *b, const struct clockref *clk, const void *en
 	else
 		jb_null(b);
 	site(b, t->file, t->line, t->func);
+	jb_key(b, "func");
+	jb_str(b, fn_name(r, t->fn));
 	time_ms(b, "forked_ms", clk, t->forked);
 	time_ms(b, "started_ms", clk, t->started);
 	time_ms(b, "ended_ms", clk, t->ended);
 	jb_obj_end(b);
 }
 
-typedef void (*ent_json_fn)(struct jbuf *b, const struct clockref *clk, const void *e);
+typedef void (*ent_json_fn)(struct jbuf *b, struct render *r, const void *e);
 
 static const struct {
 	const char *key;
@@ -216,10 +272,9 @@ static int by_id(const void *a, const void *b)
 
 /* Writes key: [entities changed after since], in id order (parents, opened
  * first, come first). */
-static void ent_array(struct jbuf *b, const struct model *m, enum ent_kind k,
-		      const struct clockref *clk, uint64_t since)
+static void ent_array(struct jbuf *b, struct render *r, enum ent_kind k, uint64_t since)
 {
-	const struct idmap *map = &m->ents[k];
+	const struct idmap *map = &r->m->ents[k];
 	jb_key(b, kinds[k].key);
 	jb_arr(b);
 	const void **list = malloc((map->n ? map->n : 1) * sizeof *list);
@@ -236,7 +291,7 @@ static void ent_array(struct jbuf *b, const struct model *m, enum ent_kind k,
 	}
 	qsort(list, n, sizeof *list, by_id);
 	for (size_t i = 0; i < n; i++)
-		kinds[k].fn(b, clk, list[i]);
+		kinds[k].fn(b, r, list[i]);
 	free(list);
 	jb_arr_end(b);
 }
@@ -264,23 +319,27 @@ static void violations_json(struct jbuf *b, const struct model *m, const struct 
 void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
 		  struct jbuf *b)
 {
+	struct render r = {.m = m, .clk = clk};
 	jb_obj(b);
 	jb_key(b, "now_ms");
 	jb_ms(b, now_real_ns);
 	for (int k = 0; k < ENT_KINDS; k++)
-		ent_array(b, m, k, clk, 0);
+		ent_array(b, &r, k, 0);
 	violations_json(b, m, clk);
 	jb_obj_end(b);
+	render_done(&r);
 }
 
 void model_render_delta(const struct model *m, const struct clockref *clk, uint64_t since,
 			struct jbuf *b)
 {
+	struct render r = {.m = m, .clk = clk};
 	jb_key(b, "upsert");
 	jb_obj(b);
 	for (int k = 0; k < ENT_KINDS; k++)
-		ent_array(b, m, k, clk, since);
+		ent_array(b, &r, k, since);
 	jb_obj_end(b);
+	render_done(&r);
 	jb_key(b, "remove");
 	jb_obj(b);
 	for (int k = 0; k < ENT_KINDS; k++) {

@@ -177,6 +177,7 @@ static void task_fork(uint64_t id, uint64_t scope, int snap)
 	begin_ev(&f, 0x0120, snap, (uint32_t)getpid());
 	u64(&f, id);
 	u64(&f, scope);
+	u64(&f, 0); /* fn: unknown */
 	u32(&f, 1); /* running */
 	u32(&f, 88);
 	str(&f, "fake.c");

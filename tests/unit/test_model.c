@@ -6,12 +6,27 @@
 #include <cmocka.h>
 
 #include "../../daemon/model.h"
+#include "../../daemon/symbolize.h"
 #include "event.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+unsigned long long proc_starttime(pid_t pid);
+
+/* A task body of this binary for the symbolizer to name: not static, not
+ * inlined, and long enough that addresses inside it can stand for distinct
+ * bodies. */
+__attribute__((noinline)) int model_body_fetch_user(int n)
+{
+	volatile int acc = 0;
+	for (int i = 0; i < n; i++)
+		acc += i * 7 + (acc >> 3);
+	return acc;
+}
 
 #define SEC 1000000000ll
 
@@ -64,6 +79,13 @@ static struct proto_msg task(uint16_t type, uint64_t id, uint64_t scope, uint32_
 		m.func = S("serve");
 		m.line = 40;
 	}
+	return m;
+}
+
+static struct proto_msg fork_fn(uint64_t id, uint64_t fn)
+{
+	struct proto_msg m = task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED);
+	m.fn = fn;
 	return m;
 }
 
@@ -457,6 +479,86 @@ static void test_wire_round_trip(void **state)
 	const struct m_scope *s = idmap_get(&m.ents[ENT_SCOPE], 4);
 	assert_string_equal(s->name, "wired");
 	assert_string_equal(s->func, "handle");
+	struct proto_msg fk = fork_fn(9, 0x401136);
+	n = proto_encode(buf, sizeof buf, &fk, NULL, NULL);
+	assert_true(n > 0);
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_OK);
+	assert_int_equal(model_apply(&m, &out, 0), 0);
+	const struct m_task *t = idmap_get(&m.ents[ENT_TASK], 9);
+	assert_true(t->fn == 0x401136);
+	model_free(&m);
+}
+
+/* tasks[].func names the body through the symbolizer, null when the address
+ * is 0, names nothing, or no symbolizer is set; the agent thread's role. */
+static void test_task_function(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	m.track_removals = true;
+	uint64_t body = (uint64_t)(uintptr_t)&model_body_fetch_user;
+	struct proto_msg msgs[] = {
+		thread_start(99, "scoped-agent", SC_ROLE_AGENT),
+		scope_open(1, 0, "root"),
+		fork_fn(20, body),
+		fork_fn(21, 0),
+		fork_fn(22, 16),
+		fork_fn(20, body + 5), /* a repeat (snapshot) keeps the first address */
+	};
+	apply_all(&m, msgs, sizeof msgs / sizeof msgs[0], 0);
+	const struct m_task *t20 = idmap_get(&m.ents[ENT_TASK], 20);
+	assert_true(t20->fn == body);
+
+	json_t *j = render_json(&m);
+	json_t *tasks = json_object_get(j, "tasks");
+	for (uint64_t id = 20; id <= 22; id++) {
+		json_t *f = json_object_get(find_id(tasks, "id", id), "func");
+		assert_non_null(f); /* the member is always there */
+		assert_true(json_is_null(f));
+	}
+	assert_string_equal(str_at(find_id(json_object_get(j, "threads"), "tid", 99), "role"),
+			    "agent");
+	json_decref(j);
+
+	struct symbolizer *sym = sym_new(0);
+	assert_non_null(sym);
+	model_set_symbolizer(&m, sym, getpid(), proc_starttime(getpid()));
+	uint64_t g = m.gen;
+	/* More distinct addresses than one render remembers, all inside the body. */
+	for (uint64_t i = 0; i < 20; i++) {
+		struct proto_msg f = fork_fn(30 + i, body + i);
+		assert_int_equal(model_apply(&m, &f, 0), 0);
+	}
+	j = render_json(&m);
+	tasks = json_object_get(j, "tasks");
+	assert_string_equal(str_at(find_id(tasks, "id", 20), "func"), "model_body_fetch_user");
+	assert_true(json_is_null(json_object_get(find_id(tasks, "id", 21), "func")));
+	assert_true(json_is_null(json_object_get(find_id(tasks, "id", 22), "func")));
+	for (uint64_t i = 0; i < 20; i++)
+		assert_string_equal(str_at(find_id(tasks, "id", 30 + i), "func"),
+				    "model_body_fetch_user");
+	/* The fork site stays the forker's, beside the body's name. */
+	assert_string_equal(str_at(json_object_get(find_id(tasks, "id", 20), "site"), "func"),
+			    "serve");
+	json_decref(j);
+
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 0};
+	jb_obj(&b);
+	model_render_delta(&m, &clk, g, &b);
+	jb_obj_end(&b);
+	jb_raw(&b, "", 1);
+	j = json_loads(b.p, 0, NULL);
+	assert_non_null(j);
+	json_t *up = json_object_get(json_object_get(j, "upsert"), "tasks");
+	assert_int_equal(json_array_size(up), 20);
+	assert_string_equal(str_at(json_array_get(up, 19), "func"), "model_body_fetch_user");
+	json_decref(j);
+	jb_free(&b);
+	model_set_symbolizer(&m, NULL, 0, 0);
+	sym_free(sym);
 	model_free(&m);
 }
 
@@ -544,6 +646,7 @@ int main(void)
 		cmocka_unit_test(test_thread_reuse_and_exit),
 		cmocka_unit_test(test_wire_round_trip),
 		cmocka_unit_test(test_random_streams),
+		cmocka_unit_test(test_task_function),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
