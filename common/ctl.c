@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "jv.h"
+#include "writeall.h"
 #include "sockpath.h"
 
 /* A whole dump of a large process is one line; anything past this is a
@@ -108,21 +109,6 @@ int ctl_fd(const struct ctl *c)
 	return c->fd;
 }
 
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int ctl_send(struct ctl *c, json_t *req)
 {
 	if (!c || !json_is_object(req))
@@ -138,7 +124,7 @@ int ctl_send(struct ctl *c, json_t *req)
 	}
 	line[n] = '\n';
 	line[n + 1] = '\0';
-	int rc = send_all(c->fd, line, n + 1);
+	int rc = write_all(c->fd, line, n + 1, true);
 	free(line);
 	return rc;
 }

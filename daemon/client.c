@@ -3,6 +3,7 @@
 #include "daemon.h"
 
 #include "cmd.h"
+#include "conn.h"
 #include "log.h"
 #include "loop.h"
 
@@ -43,17 +44,8 @@ void client_flush(struct client *c)
 		c->dead = true;
 		return;
 	}
-	while (c->out.len) {
-		ssize_t n = send(c->fd, c->out.p, c->out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				c->dead = true;
-			break;
-		}
-		jb_consume(&c->out, (size_t)n);
-	}
+	if (conn_write(c->fd, &c->out) < 0)
+		c->dead = true;
 	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
 }
 
@@ -75,33 +67,20 @@ bool client_room(struct client *c)
 
 void client_trim(struct client *c)
 {
-	if (!c->out.len && c->out.cap > (64u << 10))
-		jb_free(&c->out);
-	if (!c->waiting && c->incap > 4096 && c->inlen <= 4096) {
-		char *in = realloc(c->in, 4096);
-		if (in) {
-			c->in = in;
-			c->incap = 4096;
-		}
-	}
+	conn_out_trim(&c->out, 64u << 10);
+	if (!c->waiting)
+		c->in = conn_shrink(c->in, &c->incap, c->inlen, 4096);
 }
 
 void client_accept(struct daemon *d)
 {
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("accepting a client on %s failed: %s", d->ctl_path,
-					 strerror(errno));
-			return;
-		}
 		struct ucred cred;
-		socklen_t clen = sizeof cred;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-			close(fd);
+		int fd = conn_accept(d->ctl_fd, "a client", d->ctl_path, &cred);
+		if (fd == CONN_DONE)
+			return;
+		if (fd == CONN_SKIP)
 			continue;
-		}
 		if (d->nclients >= (size_t)d->opt.max_clients) {
 			static const char busy[] =
 				"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
@@ -200,16 +179,12 @@ static bool grow_input(struct client *c)
 		return true;
 	if (c->incap >= CLIENT_MAX_LINE)
 		return false;
-	size_t cap = c->incap ? c->incap * 2 : 4096;
-	if (cap > CLIENT_MAX_LINE)
-		cap = CLIENT_MAX_LINE;
-	char *in = realloc(c->in, cap);
+	char *in = conn_grow(c->in, &c->incap, 4096, CLIENT_MAX_LINE);
 	if (!in) {
 		c->dead = true;
 		return false;
 	}
 	c->in = in;
-	c->incap = cap;
 	return true;
 }
 

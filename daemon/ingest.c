@@ -2,6 +2,7 @@
  * bounded non-blocking reads, and decoded frames into the process model. */
 #include "daemon.h"
 
+#include "conn.h"
 #include "log.h"
 #include "loop.h"
 #include "symbolize.h"
@@ -52,17 +53,10 @@ static void drop(struct daemon *d, struct aconn *a, const char *why)
 
 static void flush_out(struct daemon *d, struct aconn *a)
 {
-	while (a->out.len) {
-		ssize_t n = send(a->fd, a->out.p, a->out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				a->out.len = 0;
-			break;
-		}
-		jb_consume(&a->out, (size_t)n);
-	}
+	/* A peer gone for good: what it would have been sent is dropped, and
+	 * the read side sees the end. */
+	if (conn_write(a->fd, &a->out) < 0)
+		a->out.len = 0;
 	loop_mod(d->loop, a->fd, LOOP_READ | (a->out.len ? LOOP_WRITE : 0));
 }
 
@@ -119,19 +113,12 @@ static void evict_oldest_pending(struct daemon *d, pid_t pid)
 void agent_accept(struct daemon *d)
 {
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(d->agent_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("accepting an agent on %s failed: %s", d->agent_path,
-					 strerror(errno));
-			return;
-		}
 		struct ucred cred;
-		socklen_t clen = sizeof cred;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-			close(fd);
+		int fd = conn_accept(d->agent_fd, "an agent", d->agent_path, &cred);
+		if (fd == CONN_DONE)
+			return;
+		if (fd == CONN_SKIP)
 			continue;
-		}
 		/* A real agent says HELLO at once, so under a connect flood the
 		 * oldest silent connections go, and the newcomer gets its chance. */
 		if (pending_of(d, cred.pid) >= PENDING_PER_PID)
@@ -284,14 +271,12 @@ static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 	for (int round = 0; round < READS_PER_WAKE; round++) {
 		size_t limit = a->proc ? BUF_MAX : HELLO_MAX;
 		if (a->len == a->cap && a->cap < limit) {
-			size_t cap = a->cap * 2 > limit ? limit : a->cap * 2;
-			uint8_t *b = realloc(a->buf, cap);
+			uint8_t *b = conn_grow(a->buf, &a->cap, BUF_START, limit);
 			if (!b) {
 				drop(d, a, "out of memory for its buffer");
 				return;
 			}
 			a->buf = b;
-			a->cap = cap;
 		}
 		if (a->len == a->cap) {
 			drop(d, a, "its first frame is too large for a HELLO");
@@ -352,15 +337,8 @@ void agents_housekeep(struct daemon *d, int64_t now_ns)
 			continue;
 		}
 		/* Give back what a burst made the buffers grow to. */
-		if (a->cap > BUF_START && a->len <= BUF_START) {
-			uint8_t *b = realloc(a->buf, BUF_START);
-			if (b) {
-				a->buf = b;
-				a->cap = BUF_START;
-			}
-		}
-		if (!a->out.len && a->out.cap > BUF_START)
-			jb_free(&a->out);
+		a->buf = conn_shrink(a->buf, &a->cap, a->len, BUF_START);
+		conn_out_trim(&a->out, BUF_START);
 		if (!a->proc && now_ns - a->accepted_ns > DAEMON_HELLO_TIMEOUT_NS) {
 			log_warn("agent pid %d said nothing valid within 5 s; dropping it",
 				 (int)a->pid);

@@ -10,28 +10,14 @@
 #include <unistd.h>
 
 #include "jdkdump.h"
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
+#include "../common/writeall.h"
 
 /* Writes and closes fd in every case.  No fsync: a dump is a diagnostic
  * that is read right away, and waiting for the disk would be most of the
  * time a dump takes. */
 static int finish(int fd, const char *data, size_t len)
 {
-	int rc = write_all(fd, data, len);
+	int rc = write_all(fd, data, len, false);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	return rc;
