@@ -548,6 +548,14 @@ static void fill_containers(struct builder *b)
 	}
 }
 
+/* A duration the daemon reported, or null: a negative one is not a duration
+ * (the schema says so), whatever a damaged reply claims. */
+static json_t *duration_or_null(const jv *obj, const char *key)
+{
+	const jv *v = jv_get(obj, key);
+	return jv_is_integer(v) && jv_integer(v) >= 0 ? json_integer(jv_integer(v)) : json_null();
+}
+
 static json_t *assemble(struct builder *b)
 {
 	const jv *pid = jv_get(b->process, "pid");
@@ -581,8 +589,8 @@ static json_t *assemble(struct builder *b)
 						 ? jv_integer(lost)
 						 : 0));
 	json_object_set_new(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
-	json_object_set_new(td, "captureNs", jj_int_or_null(b->reply, "capture_ns"));
-	json_object_set_new(td, "maxPauseNs", jj_int_or_null(b->reply, "max_pause_ns"));
+	json_object_set_new(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	json_object_set_new(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);
 }
 

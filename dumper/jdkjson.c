@@ -17,7 +17,7 @@ const char *const jj_cancel_reasons[] = {"joiner", "timeout",   "explicit", "par
 					 "violation", "close", NULL};
 const char *const jj_task_states[] = {"forked",    "running",     "success", "failed",
 				      "cancelled", "unavailable", NULL};
-const char *const jj_roles[] = {"main", "worker", "other", NULL};
+const char *const jj_roles[] = {"main", "worker", "agent", "other", NULL};
 const char *const jj_sources[] = {"bpf", "signal", NULL};
 const char *const jj_proc_states[] = {"live", "exited", NULL};
 static const char *const jj_queues[] = {"unbounded", "bounded", "direct", NULL};
@@ -261,6 +261,7 @@ json_t *jj_task(const jv *task)
 
 	json_object_set_new(t, "id", jj_int_or_null(task, "id"));
 	json_object_set_new(t, "state", jj_enum_or_null(task, "state", jj_task_states));
+	json_object_set_new(t, "function", jj_str_or_null(task, "func"));
 	json_object_set_new(t, "forkSite", jj_site(jv_get(task, "site")));
 	json_object_set_new(t, "forkedAt",
 			    jv_is_number(forked)

@@ -60,7 +60,7 @@ const char *jj_thread_state(const jv *stack);
  * to their strings: one address means one symbol within a process. */
 json_t *jj_stack(const jv *stack, size_t max, json_t *cache);
 
-/* {"id","state","forkSite","forkedAt"} of a model task. */
+/* {"id","state","function","forkSite","forkedAt"} of a model task. */
 json_t *jj_task(const jv *task);
 
 /* The statistics block of a model pool. */

@@ -89,9 +89,11 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 	if (flags & TEXTDUMP_EXTENDED) {
 		const json_t *task = json_object_get(t, "task");
 		const json_t *id = json_object_get(task, "id");
+		const char *fn = jt_str(task, "function");
 		if (json_is_object(task))
-			fprintf(out, "%*s  task %lld %s, forked at %s by %s\n", ind, "",
+			fprintf(out, "%*s  task %lld%s%s%s %s, forked at %s by %s\n", ind, "",
 				json_is_integer(id) ? (long long)json_integer_value(id) : -1LL,
+				fn ? " " : "", fn ? fn : "", fn ? "()" : "",
 				str_or(task, "state", "?"), str_or(task, "forkedAt", "?"),
 				str_or(task, "forkSite", "?"));
 		if (json_object_size(json_object_get(t, "scopedValues"))) {

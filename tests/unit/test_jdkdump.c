@@ -18,8 +18,9 @@
 
 /* main 100 owns request@3; io workers 101 and 102 run its tasks 10 and 11;
  * 101 owns fetch@5 (task 10's scope) where 103 runs task 12; 104 idles in
- * the pool; 105 only the stacks know; 106 exited; closed scope 4 has an
- * open child 6 that must hang under request@3. */
+ * the pool; 105 only the stacks know; 106 exited; 107 is the agent's own
+ * thread; closed scope 4 has an open child 6 that must hang under request@3.
+ * Task 10's body is named, 11's is unknown, 12's is not a string. */
 static const char *canned =
 	"{\"ok\":true,\"source\":\"signal\",\"capture_ns\":1500,\"max_pause_ns\":900,"
 	"\"process\":{\"pid\":4242,\"name\":\"demo\",\"runtime_version\":\"0.1.0\","
@@ -31,7 +32,8 @@ static const char *canned =
 	"  {\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"},"
 	"  {\"tid\":103,\"name\":\"io-3\",\"role\":\"worker\",\"pool\":1,\"task\":12,\"state\":\"live\"},"
 	"  {\"tid\":104,\"name\":\"io-4\",\"role\":\"worker\",\"pool\":1,\"task\":null,\"state\":\"live\"},"
-	"  {\"tid\":106,\"name\":\"gone\",\"role\":\"other\",\"pool\":null,\"task\":null,\"state\":\"exited\"}],"
+	"  {\"tid\":106,\"name\":\"gone\",\"role\":\"other\",\"pool\":null,\"task\":null,\"state\":\"exited\"},"
+	"  {\"tid\":107,\"name\":\"scoped-agent\",\"role\":\"agent\",\"pool\":null,\"task\":null,\"state\":\"live\"}],"
 	" \"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":3,"
 	"   \"largest\":4,\"queued\":0,\"completed\":7,\"rejected\":0,\"queue\":\"bounded\","
 	"   \"policy\":\"caller_runs\"}],"
@@ -47,9 +49,10 @@ static const char *canned =
 	"   \"values\":{\"user\":\"u1\",\"request_id\":\"inner\"}}],"
 	" \"tasks\":["
 	"  {\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":101,"
-	"   \"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"forked_ms\":1764441605100},"
-	"  {\"id\":11,\"scope\":3,\"state\":\"running\",\"worker\":102},"
-	"  {\"id\":12,\"scope\":5,\"state\":\"running\",\"worker\":103}]},"
+	"   \"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"func\":\"load_profile\","
+	"   \"forked_ms\":1764441605100},"
+	"  {\"id\":11,\"scope\":3,\"state\":\"running\",\"worker\":102,\"func\":null},"
+	"  {\"id\":12,\"scope\":5,\"state\":\"running\",\"worker\":103,\"func\":17}]},"
 	"\"stacks\":["
 	" {\"tid\":101,\"state\":\"WAITING\",\"blocked_in\":\"futex\",\"frames\":["
 	"   {\"addr\":\"0x1\",\"func\":\"fetch_user\",\"file\":\"/src/server.c\",\"line\":42},"
@@ -191,9 +194,11 @@ static void test_structure(void **state)
 	assert_int_equal(json_integer_value(json_object_get(container(d, "fetch@5"), "owner")), 101);
 
 	long long t[8];
-	assert_int_equal(tids_in(container(d, "<root>"), t, 8), 2);
+	/* The agent's thread sits in <root> under its own name. */
+	assert_int_equal(tids_in(container(d, "<root>"), t, 8), 3);
 	assert_int_equal(t[0], 100);
 	assert_int_equal(t[1], 105);
+	assert_int_equal(t[2], 107);
 	assert_int_equal(tids_in(container(d, "pool:io@1"), t, 8), 1);
 	assert_int_equal(t[0], 104);
 	/* 101 owns fetch@5 but appears once, in the scope of the task it runs. */
@@ -203,7 +208,7 @@ static void test_structure(void **state)
 	assert_int_equal(tids_in(container(d, "fetch@5"), t, 8), 1);
 	assert_int_equal(t[0], 103);
 	assert_int_equal(tids_in(container(d, "orphan@6"), t, 8), 0);
-	assert_int_equal(check_consistent(d), 6);
+	assert_int_equal(check_consistent(d), 7);
 	json_decref(d);
 }
 
@@ -247,8 +252,17 @@ static void test_extras_and_frames(void **state)
 	const json_t *task = json_object_get(w, "task");
 	assert_int_equal(json_integer_value(json_object_get(task, "id")), 10);
 	assert_string_equal(str(task, "state"), "running");
+	assert_string_equal(str(task, "function"), "load_profile");
 	assert_string_equal(str(task, "forkSite"), "handle (demo.c:50)");
 	assert_string_equal(str(task, "forkedAt"), "2025-11-29T18:40:05.100Z");
+	for (long long tid = 102; tid <= 103; tid++) {
+		const json_t *other = json_object_get(thread(d, tid), "task");
+		assert_non_null(json_object_get(other, "function"));
+		assert_true(json_is_null(json_object_get(other, "function")));
+	}
+	assert_string_equal(str(thread(d, 107), "name"), "scoped-agent");
+	assert_string_equal(str(thread(d, 107), "role"), "agent");
+	assert_true(json_is_null(json_object_get(thread(d, 107), "task")));
 	/* 101 owns fetch@5: inner bindings win over request@3's. */
 	const json_t *sv = json_object_get(w, "scopedValues");
 	assert_string_equal(str(sv, "request_id"), "inner");
@@ -290,9 +304,11 @@ static void test_text(void **state)
 	free(s);
 
 	s = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
-	assert_non_null(strstr(s, "    #101 \"io-1\" WAITING\n      task 10 running, forked at "
+	assert_non_null(strstr(s, "    #101 \"io-1\" WAITING\n      task 10 load_profile() running, forked at "
 				  "2025-11-29T18:40:05.100Z by handle (demo.c:50)\n"
 				  "      scoped values: "));
+	assert_non_null(strstr(s, "    #102 \"io-2\" UNKNOWN\n      task 11 running, forked at ? by ?\n"));
+	assert_non_null(strstr(s, "\n  #107 \"scoped-agent\" UNKNOWN\n"));
 	assert_non_null(strstr(s, "      - blocked in futex\n"));
 	assert_non_null(strstr(s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
 	free(s);
