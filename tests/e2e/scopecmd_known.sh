@@ -99,6 +99,13 @@ d = threads[who["d"]]
 assert d["scopedValues"].get("request_id") == "rq-1" and d["scopedValues"].get("level") == "inner", d["scopedValues"]
 assert d["task"]["state"] == "running" and d["task"]["forkSite"].startswith("open_fork_join (dump_known.c:"), d["task"]
 assert threads[who["a"]]["task"]["forkSite"].startswith("main (dump_known.c:")
+# Each subtask names the body it runs, beside the forker's site.
+bodies = {"a": "task_a", "b": "known_task_b", "c": "known_task_c", "d": "task_d"}
+for k, fn in bodies.items():
+    assert threads[who[k]]["task"]["function"] == fn, "%s runs %r, want %s" % (k, threads[who[k]]["task"], fn)
+# libscope's own reporting thread sits in <root> under its name.
+agents = [t for t in by["<root>"]["threads"] if t.get("role") == "agent"]
+assert [t["name"] for t in agents] == ["scoped-agent"], by["<root>"]["threads"]
 assert td["processId"] == who["pid"] and td["formatVersion"] == 2
 print("structure ok: %d containers, %d threads" % (len(cs), len(threads)))
 PYEOF
@@ -120,6 +127,8 @@ a=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["a"])' "$D/known
 grep -Eq "^    #$a \"kp-[0-9]+\" [A-Z_]+\$" "$D/t.txt" || fail "thread a is not listed in outer"
 grep -Eq '^ +at known_wait_a \(dump_known\.c:[0-9]+\)$' "$D/t.txt" || fail "no 'at known_wait_a (dump_known.c:N)' line"
 grep -q 'scoped values: ' "$D/t.txt" || fail "-e did not add scoped values"
+grep -Eq '^ +task [0-9]+ known_task_c\(\) running, forked at .* by open_fork_join \(dump_known\.c:[0-9]+\)$' "$D/t.txt" ||
+	fail "-e does not name task c's body (known_task_c)"
 
 # The text file form, by name target.
 out=$("$BIN/scopecmd" --no-start dump_kno Thread.dump_to_file -format=text "$D/d.txt") || fail "dump by name failed"
