@@ -593,7 +593,6 @@ int sc_agent_start(const char *path)
 	atomic_store(&ag.exit_done, 0);
 	ag.finished = 0;
 	atomic_store(&ag.tid, 0);
-	sc_observer_set(sc_ring_observe);
 
 	/* The agent thread takes no asynchronous signals: they belong to the
 	 * application's threads. */

@@ -57,8 +57,9 @@ SC_HIDDEN void sc_buf_free(struct sc_buf *b);
 
 /* ---- per-thread rings (agent_ring.c) ---- */
 
-/* Set while a daemon session streams events; the observer does nothing when
- * it is 0, so an absent daemon costs the app one load and a branch. */
+/* Set while a daemon session streams events, and installs the observer
+ * (sc_ring_observe) for that time only: an absent daemon costs the app the
+ * runtime's one predictable branch per event. */
 SC_HIDDEN void sc_agent_set_streaming(int on);
 
 /* The observer installed with sc_observer_set(). */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "scope.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the agent writes frames with native stores; port put64/put32 for big-endian"
@@ -143,7 +144,9 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 
 	put32(p, e->size);
 	put32(p + 4, (uint32_t)ev->kind | (uint32_t)flags << 16);
-	put64(p + 8, (uint64_t)ev->ts);
+	/* Stamped here when the runtime left it to us: after the ring had
+	 * room, so a dropped event reads no clock. */
+	put64(p + 8, (uint64_t)(ev->ts ? ev->ts : scope_now()));
 	put32(p + 16, ev->tid);
 	put32(p + 20, 0);
 	p += PROTO_HDR_SIZE + EV_COMMON;

@@ -37,6 +37,10 @@ static struct {
 void sc_agent_set_streaming(int on)
 {
 	atomic_store(&streaming.on, on);
+	/* Installed only while a session streams: with the daemon absent the
+	 * runtime's sc_observed() is false, so it builds no event at all
+	 * (each would cost a clock read for nothing). */
+	sc_observer_set(on ? sc_ring_observe : NULL);
 }
 
 static __thread struct sc_ring *my_ring __attribute__((tls_model("initial-exec")));

@@ -13,7 +13,11 @@
  *  - Strings in sc_ev are borrowed for the duration of the call only: the
  *    observer copies what it keeps.  Site strings (file, func) come from
  *    __FILE__/__func__ and are valid forever.
- *  - ts is scope_now() at the event; tid is the emitting thread's kernel tid.
+ *  - ts is scope_now() at the event, or 0 when the runtime leaves the stamp
+ *    to the observer: it then reads scope_now() itself during the call (same
+ *    thread, still before the event is published), and only for the events
+ *    it keeps, so dropping or ignoring one costs no clock read.  tid is the
+ *    emitting thread's kernel tid.
  *  - Ids (scope, task, pool) are 64-bit, nonzero, never reused in a process.
  *  - The registry changes before the event is emitted (linked before
  *    THREAD_START/SCOPE_OPEN/TASK_FORK, unlinked or marked ended before
@@ -106,7 +110,7 @@ struct sc_ev {
 	uint16_t kind;     /* enum sc_ev_kind */
 	uint16_t snapshot; /* 1 when synthesized by sc_registry_snapshot() */
 	uint32_t tid;      /* emitting thread (owner for scope events) */
-	int64_t ts;        /* scope_now() */
+	int64_t ts;        /* scope_now(), or 0: the observer stamps it */
 	uint64_t a, b, c, d;
 	int64_t i;
 	uint32_t u;

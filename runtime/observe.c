@@ -52,10 +52,11 @@ bool sc_thread_is_agent(void)
 
 void sc_ev_init(struct sc_ev *ev, int kind)
 {
+	/* ts stays 0: the observer stamps the event when it keeps it (see
+	 * event.h), so one that drops or ignores it reads no clock. */
 	memset(ev, 0, sizeof(*ev));
 	ev->kind = (uint16_t)kind;
 	ev->tid = sc_gettid();
-	ev->ts = scope_now();
 }
 
 struct snap {

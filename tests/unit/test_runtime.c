@@ -145,9 +145,10 @@ static void observer_sees_lifecycle_in_order(void **state)
 	assert_true(bind > open);
 	assert_string_equal(at(bind)->s1, "req");
 	assert_string_equal(at(bind)->s2, "7");
+	/* The runtime reads no clock for an observer: it stamps what it keeps. */
 	for (int i = 0; i < nrecs; i++) {
 		assert_int_equal(recs[i].ev.snapshot, 0);
-		assert_true(recs[i].ev.ts > 0);
+		assert_int_equal(recs[i].ev.ts, 0);
 	}
 }
 
