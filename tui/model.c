@@ -25,7 +25,7 @@ static const char *const joiners[] = {
     [JN_AWAIT] = "await_all", [JN_UNTIL] = "until",	   [JN_CUSTOM] = "custom",
 };
 static const char *const roles[] = {
-    [RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker"};
+    [RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker", [RL_AGENT] = "agent"};
 static const char *const warn_names[TM_W_KINDS] = {"straggler", "slow join", "past deadline",
 						   "events lost", "violation"};
 
@@ -117,6 +117,7 @@ static void task_free(void *p)
 	struct tm_task *t = p;
 	if (t) {
 		free(t->error);
+		free(t->func);
 		tm_site_free(&t->site);
 	}
 	free(t);
@@ -217,6 +218,7 @@ static void *task_parse(json_t *o)
 	t->worker = tm_jint(o, "worker");
 	t->state = name_index(task_states, NELEM(task_states), tm_jraw(o, "state"), TK_FORKED);
 	t->error = tm_jtext(o, "error");
+	t->func = tm_jstr(o, "func");
 	tm_site_read(&t->site, o);
 	t->forked_ms = tm_jnum(o, "forked_ms");
 	t->started_ms = tm_jnum(o, "started_ms");

@@ -22,7 +22,7 @@
 enum tm_task_state { TK_FORKED, TK_RUNNING, TK_SUCCESS, TK_FAILED, TK_CANCELLED, TK_UNAVAILABLE };
 enum tm_scope_state { SS_OPEN, SS_JOINING, SS_JOINED, SS_CANCELLED, SS_CLOSED };
 enum tm_joiner { JN_NONE, JN_ALL, JN_ANY, JN_AWAIT, JN_UNTIL, JN_CUSTOM };
-enum tm_role { RL_OTHER, RL_MAIN, RL_WORKER };
+enum tm_role { RL_OTHER, RL_MAIN, RL_WORKER, RL_AGENT };
 
 /* Warning bits, on entities and counted in the header. */
 enum {
@@ -79,6 +79,7 @@ struct tm_task {
 	int64_t id, scope, worker;
 	int state;
 	char *error;
+	char *func; /* the body the subtask runs, NULL when the daemon could not name it */
 	struct tm_site site;
 	double forked_ms, started_ms, ended_ms;
 	unsigned warn;

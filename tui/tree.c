@@ -86,6 +86,8 @@ long tr_find(const struct tr_tree *t, uint64_t key)
 
 const char *tr_task_name(const struct tm_model *m, const struct tm_task *t)
 {
+	if (t->func && t->func[0])
+		return t->func;
 	const struct tm_thread *th = t->worker ? tm_thread_get(m, t->worker) : NULL;
 	return th && th->name && th->name[0] ? th->name : "task";
 }
@@ -220,9 +222,16 @@ static bool has_ci(const char *hay, const char *needle)
 	return hay && strcasestr(hay, needle);
 }
 
-static bool matches(const struct tr_tree *t, const struct tr_edge *e)
+struct walk {
+	struct tr_tree *t;
+	const struct tm_model *m;
+	bool filtering;
+	int rc;
+};
+
+static bool matches(const struct walk *w, const struct tr_edge *e)
 {
-	const char *f = t->filter;
+	const char *f = w->t->filter;
 	if (has_ci(e->name, f) || has_ci(tr_state_name(e->state), f))
 		return true;
 	const struct tm_site *site = NULL;
@@ -235,6 +244,11 @@ static bool matches(const struct tr_tree *t, const struct tr_edge *e)
 		const struct tm_task *k = e->ent;
 		site = &k->site;
 		raw = tm_task_state_name(k->state);
+		/* The name shows the body once it is known; the worker's name
+		 * still finds the row, as it did before. */
+		const struct tm_thread *th = k->worker ? tm_thread_get(w->m, k->worker) : NULL;
+		if (th && has_ci(th->name, f))
+			return true;
 	}
 	if (has_ci(raw, f) || (site && has_ci(site->func, f)))
 		return true;
@@ -282,13 +296,6 @@ static int64_t group_key(const struct tm_model *m, uint64_t parent, const struct
 	return (int64_t)(h & 0x7fffffffffffffffull);
 }
 
-struct walk {
-	struct tr_tree *t;
-	const struct tm_model *m;
-	bool filtering;
-	int rc;
-};
-
 /* Emits e and what is shown below it; returns whether anything was kept. */
 static bool emit(struct walk *w, const struct tr_edge *e, int depth)
 {
@@ -297,7 +304,7 @@ static bool emit(struct walk *w, const struct tr_edge *e, int depth)
 	long first = tmap_get(&t->first, (int64_t)key);
 	bool kids = first >= 0;
 	bool open = kids && (w->filtering || tr_is_expanded(t, e->kind, e->id));
-	bool self = !w->filtering || matches(t, e);
+	bool self = !w->filtering || matches(w, e);
 	unsigned warn = e->kind == TR_SCOPE  ? ((struct tm_scope *)e->ent)->warn
 			: e->kind == TR_TASK ? ((struct tm_task *)e->ent)->warn
 					     : 0;
@@ -321,7 +328,7 @@ static bool emit(struct walk *w, const struct tr_edge *e, int depth)
 			const struct tr_edge *c = &t->edges[i];
 			if (t->group && c->kind == TR_TASK &&
 			    tmap_get(&t->first, (int64_t)tr_key(TR_TASK, c->id)) < 0 &&
-			    (!w->filtering || matches(t, c))) {
+			    (!w->filtering || matches(w, c))) {
 				int64_t gk = group_key(w->m, key, c);
 				long at = tmap_get(&t->scratch, gk);
 				if (at >= 0) {

@@ -83,7 +83,7 @@ long tr_find(const struct tr_tree *t, uint64_t key);
 const char *tr_state_name(int s);
 const char *tr_sort_name(int s);
 
-/* A subtask's name: the model carries no name for the body, so it is the
+/* A subtask's name: the function it runs when the daemon named it, else the
  * thread that runs (or ran) it, else "task".  Borrowed from m. */
 const char *tr_task_name(const struct tm_model *m, const struct tm_task *t);
 

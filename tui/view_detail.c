@@ -139,8 +139,8 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (from > 0)
 		ttx_duration(age, sizeof age, (t->ended_ms > 0 ? t->ended_ms : now) - from);
 	rf_badges(t->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "task %lld %s  %s (%s)", (long long)t->id, tr_task_name(m, t),
-	    tr_state_name(r->state), tm_task_state_name(t->state));
+	add(l, TA_TITLE, "task %lld %s%s  %s (%s)", (long long)t->id, tr_task_name(m, t),
+	    t->func && t->func[0] ? "()" : "", tr_state_name(r->state), tm_task_state_name(t->state));
 	if (r->group_n > 1)
 		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
 		    r->group_n);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # scopetop_tmux.sh - runs scopetop for real inside tmux against a private
-# scoped and tests/helpers/tui_tree (a known tree): rows, collapse/expand,
-# filter, the detail pane's symbolized stack, grouping, the dump key, resize,
+# scoped and tests/helpers/tui_tree (a known tree): rows named by their
+# bodies, collapse/expand, filter (by site and by body), the detail pane's
+# symbolized stack, grouping, the dump key, resize,
 # the exited state, q and SIGTERM restoring the terminal, colours and
 # NO_COLOR, and --once.
 set -u
@@ -63,8 +64,10 @@ while [ $i -lt 50 ]; do
 	grep -q "queued" "$D/once" && grep -q "handle" "$D/once" && break
 	sleep 0.1; i=$((i + 1))
 done
+# Subtask rows are named by the function they run (tui_tree.c's bodies).
 for want in "<root> tui_tree \[$HPID\]" "server" "handle" "queued" "done" "pools \(1\)" \
-	"io size 4/4"; do
+	"io size 4/4" "running .*tui_fetch_user " "running .*tui_handle " "done .*tui_audit " \
+	"queued .*tui_backlog " "tui_poll_peer "; do
 	grep -Eq -- "$want" "$D/once" || { cat "$D/once"; fail "--once lacks '$want'"; }
 done
 SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once --ascii "$HPID" >"$D/once_ascii"
@@ -85,7 +88,7 @@ $T new-session -d -s main -x 100 -y 30 \
 wait_for "tui_tree \[$HPID\] live" 50 || fail "no live header"
 wait_for "queued" 50 || fail "the queued subtask is not shown"
 for want in "server" "◎ joining .*handle" "✓ done" "○ queued" "STATE +NAME +ID +AGE" \
-	"tui_tree.c:$FETCH_LINE"; do
+	"tui_tree.c:$FETCH_LINE" "● running .*tui_fetch_user "; do
 	wait_for "$want" 30 || fail "live view lacks '$want'"
 done
 
@@ -118,11 +121,20 @@ if ! wait_for "at tui_fetch_user \(tui_tree.c:[0-9]+\)" 60; then
 	*) fail "the stack of tui_fetch_user is not shown" ;;
 	esac
 fi
-for want in "stack of worker" "parent chain: server#" "request_id=r-17" "forked at .*tui_tree.c:$FETCH_LINE"; do
+for want in "stack of worker" "parent chain: server#" "request_id=r-17" "forked at .*tui_tree.c:$FETCH_LINE" \
+	"task [0-9]+ tui_fetch_user\(\) "; do
 	grep -Eq -- "$want" "$D/screen" || fail "detail lacks '$want'"
 done
 $T send-keys -t "$S" Escape Escape
 wait_for "○ queued" 30 || fail "Esc did not clear the filter"
+
+# Filter by the body's name.
+$T send-keys -t "$S" / "tui_backlog" Enter
+wait_for "filter\[tui_backlog\]" 30 || fail "the function filter is not shown"
+grep -q "○ queued" "$D/screen" || fail "the filter by function lost tui_backlog's row"
+gone "tui_fetch_user" || fail "the filter by function kept tui_fetch_user"
+$T send-keys -t "$S" Escape
+wait_for "tui_fetch_user" 30 || fail "Esc did not clear the function filter"
 
 # Help comes from the key table.
 $T send-keys -t "$S" '?'

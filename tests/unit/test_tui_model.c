@@ -186,6 +186,48 @@ static void test_filter(void **state)
 	assert_string_equal(shape(f), "R0@0");
 }
 
+/* A task the daemon named by its body shows and sorts by that name; the
+ * filter finds it by the name and still by its worker thread's. */
+static void test_task_function(void **state)
+{
+	struct fx *f = *state;
+	delta(f,
+	      "{\"gen\":2,\"upsert\":{\"tasks\":["
+	      "{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,\"func\":\"load_user\","
+	      "\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"fetch_user\"},"
+	      "\"started_ms\":1764441601000},"
+	      "{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,\"func\":null,"
+	      "\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},"
+	      "\"started_ms\":1764441602000},"
+	      "{\"id\":13,\"scope\":1,\"state\":\"success\",\"worker\":101,\"func\":7,"
+	      "\"site\":{\"file\":\"demo.c\",\"line\":41,\"func\":\"audit\"},"
+	      "\"started_ms\":1764441600500,\"ended_ms\":1764441600900}]}}",
+	      NOW + 100);
+	assert_string_equal(tm_task_get(&f->m, 10)->func, "load_user");
+	assert_null(tm_task_get(&f->m, 11)->func);
+	assert_null(tm_task_get(&f->m, 13)->func); /* not a string: not a name */
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 P0@1");
+	char label[256];
+	rf_label(&f->m, &f->t.rows[2], false, label, sizeof label);
+	assert_string_equal(label, "load_user");
+	rf_label(&f->m, &f->t.rows[3], false, label, sizeof label);
+	assert_string_equal(label, "io-2"); /* unknown body: its thread, as before */
+	struct rf_layout l;
+	char line[512];
+	rf_layout(&l, 120, false);
+	rf_line(&l, &f->m, &f->t.rows[2], NOW + 1000, line, sizeof line);
+	assert_non_null(strstr(line, "load_user"));
+	assert_non_null(strstr(line, "demo.c:40")); /* the fork site stays */
+
+	f->t.sort = SORT_NAME; /* io-1 (13) < io-2 (11) < load_user (10) */
+	assert_string_equal(shape(f), "R0@0 S1@1 T13@2 T11@2 S2@3 T12@4 T10@2 P0@1");
+	f->t.sort = SORT_ID;
+	snprintf(f->t.filter, sizeof f->t.filter, "LOAD_U");
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2");
+	snprintf(f->t.filter, sizeof f->t.filter, "io-1"); /* the worker still finds both */
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T13@2");
+}
+
 static void test_group(void **state)
 {
 	struct fx *f = *state;
@@ -536,6 +578,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_task_function, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delta, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warnings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stacks, setup, teardown),

@@ -33,7 +33,8 @@ static const char *const model_json =
     "{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
     "\"site\":{\"file\":\"demo.c\",\"line\":41,\"func\":\"main\"},\"started_ms\":1764441601000},"
     "{\"id\":12,\"scope\":2,\"state\":\"running\",\"worker\":103,"
-    "\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"started_ms\":1764441603000}]"
+    "\"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"func\":\"poll_peer\","
+    "\"started_ms\":1764441603000}]"
     "}";
 
 static struct app a;
@@ -180,7 +181,8 @@ static void test_keys(void **state)
 	assert_false(a.filter_edit);
 	assert_string_equal(a.tree.filter, "demo.c:50");
 	draw();
-	assert_true(screen_has("io-3"));
+	assert_true(screen_has("poll_peer")); /* task 12, named by its body */
+	assert_false(screen_has("io-3"));
 	assert_false(screen_has("io-1"));
 	assert_true(screen_has("[demo.c:50]"));
 	key(27); /* Esc clears the filter */
@@ -238,6 +240,8 @@ static void test_detail(void **state)
 	key('\n'); /* a leaf: opens the detail view */
 	assert_int_equal(a.view, V_DETAIL);
 	draw();
+	assert_true(screen_has("task 12 poll_peer()  "));
+	assert_true(screen_has("worker 103 \"io-3\""));
 	assert_true(screen_has("at poll (poll.c:7)"));
 	assert_true(screen_has("at poll_peer (demo.c:77)"));
 	assert_true(screen_has("parent chain: handle#2 < server#1 < <root>"));
@@ -273,6 +277,8 @@ static void test_once(void **state)
 	assert_non_null(strstr(buf, "J joining   |   `-v handle"));
 	assert_non_null(strstr(buf, "`-v pools (1)"));
 	assert_non_null(strstr(buf, "io size 4/4"));
+	assert_non_null(strstr(buf, "poll_peer")); /* task 12's body names its row */
+	assert_non_null(strstr(buf, "io-1"));      /* task 10's is unknown: its thread */
 	for (char *l = buf; *l;) { /* no padding at line ends */
 		char *nl = strchr(l, '\n');
 		assert_non_null(nl);
