@@ -8,22 +8,15 @@
 # scopecmd with the default source is not at least 10x faster than eu-stack.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
-BIN=$TOP/$BUILD/bin
+. "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/dump_many
 RUNS=${BENCH_RUNS:-7}
 for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
 	[ -x "$f" ] || { echo "bench_dump: $f is not built; skipped"; exit 0; }
 done
-D=$(mktemp -d /tmp/bench-dump.XXXXXX)
-export SCOPED_SOCKET=$D/agent.sock
+private_dir bench-dump
 dpid= hpid=
-cleanup() {
-	[ -n "$hpid" ] && kill "$hpid" 2>/dev/null
-	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
+trap 'stop_all $hpid $dpid' EXIT
 
 now_ns() { date +%s%N; }
 # median of the numbers on stdin
@@ -41,38 +34,27 @@ time_runs() {
 	done
 }
 
-start_daemon() { # stack mode
-	"$BIN/scoped" --foreground --stacks "$1" --socket "$SCOPED_SOCKET" 2>"$D/scoped-$1.log" &
-	dpid=$!
-	i=0
-	until [ -S "$D/control.sock" ] && "$BIN/scopecmd" --no-start -l 2>/dev/null | grep -q "^$hpid "; do
-		i=$((i + 1))
-		if [ $i -gt 200 ] || ! kill -0 $dpid 2>/dev/null; then
-			echo "  (stacks=$1: daemon did not come up or the process did not register; $(tail -1 "$D/scoped-$1.log"))"
-			kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; dpid=; rm -f "$D/control.sock" "$D/agent.sock"
-			return 1
-		fi
-		sleep 0.05
-	done
-	# Wait for the whole tree (1,010 tasks) to be in the model.
-	i=0
-	until [ "$("$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -c 'leaf@')" -ge 100 ]; do
-		i=$((i + 1)); [ $i -gt 200 ] && break
-		sleep 0.05
-	done
+# The target is registered, or the daemon is gone (checked after).
+registered() { is_listed "$hpid" || ! kill -0 "$dpid" 2>/dev/null; }
+# The whole tree (1,010 tasks) is in the model.
+tree_loaded() {
+	[ "$("$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -c 'leaf@')" -ge 100 ]
 }
-stop_daemon() {
-	kill $dpid; wait $dpid 2>/dev/null; dpid=
-	rm -f "$D/control.sock" "$D/agent.sock"
+start_daemon() { # stack mode
+	if ! scoped_start "$D/scoped-$1.log" --stacks "$1" || ! poll 200 registered ||
+		! kill -0 "$dpid" 2>/dev/null; then
+		echo "  (stacks=$1: daemon did not come up or the process did not register; $(tail -1 "$D/scoped-$1.log"))"
+		scoped_stop
+		return 1
+	fi
+	poll 200 tree_loaded
+	return 0
 }
 
 "$HELPER" >"$D/many" &
 hpid=$!
-i=0
-until grep -q ready "$D/many" 2>/dev/null; do
-	i=$((i + 1)); [ $i -gt 600 ] && { echo "bench_dump: dump_many did not start its threads"; exit 1; }
-	sleep 0.05
-done
+many_ready() { grep -q ready "$D/many" 2>/dev/null; }
+poll 600 many_ready || { echo "bench_dump: dump_many did not start its threads"; exit 1; }
 nthreads=$(ls /proc/$hpid/task | wc -l)
 echo "target: dump_many pid $hpid, $nthreads threads in 111 nested scopes (10 x 10 x 9 tasks)"
 
@@ -117,7 +99,7 @@ for mode in auto signal; do
 	done
 	med=$(median <"$D/times")
 	echo "  scopecmd ($mode) runs, ms: $(sort -n "$D/times" | tr '\n' ' ')" >>"$D/detail"
-	pause=$(/usr/bin/python3 -c '
+	pause=$($PY -c '
 import json, sys
 td = json.load(open(sys.argv[1]))["threadDump"]
 n = sum(c["threadCount"] for c in td["threadContainers"])
@@ -127,7 +109,7 @@ print("%s %d %s" % ("%.1f us" % (p / 1e3) if p is not None else "n/a", n, td.get
 	set -- $pause
 	printf '%-40s %10s %6s %16s %12s\n' "scopecmd ($mode: $4, $3 threads)" "$med" "$RUNS" "-" "$1 $2"
 	eval "med_$mode=$med"
-	stop_daemon
+	scoped_stop
 done
 for peer in eu gdb; do
 	eval "v=\$${peer}_ms"

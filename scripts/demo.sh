@@ -7,58 +7,43 @@
 set -u
 BUILD=${1:-build}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-BIN=$TOP/$BUILD/bin
+# The daemon start and polling helpers the end-to-end tests use too.
+. "$TOP/tests/lib/e2e.sh"
 for f in scoped scopecmd scope-demo; do
 	[ -x "$BIN/$f" ] || { echo "demo: $BIN/$f is missing; run 'make' first" >&2; exit 1; }
 done
 
-D=$(mktemp -d /tmp/scoped-demo.XXXXXX) || { echo "demo: cannot make a directory in /tmp" >&2; exit 1; }
-SOCK=$D/agent.sock
-export SCOPED_SOCKET=$SOCK
+private_dir scoped-demo
+SOCK=$SCOPED_SOCKET
 dpid= ppid_=
 
-# Stops both and waits for them (scope-demo finishes its current batch of
-# requests first, about a second).
-stop_all() {
-	[ -n "$ppid_" ] && kill "$ppid_" 2>/dev/null
-	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$D"
-}
 die() {
 	echo "demo: $*" >&2
 	for log in "$D/scoped.log" "$D/demo.log"; do
 		[ -s "$log" ] && { echo "--- $log" >&2; tail -5 "$log" >&2; }
 	done
-	stop_all
+	# scope-demo finishes its current batch of requests first, about a second.
+	stop_all "$ppid_" "$dpid"
 	exit 1
 }
 
 echo "== starting scoped on a private socket: $SOCK"
-"$BIN/scoped" --foreground --socket "$SOCK" >"$D/scoped.log" 2>&1 &
-dpid=$!
-i=0
-until [ -S "$D/control.sock" ]; do
-	i=$((i + 1)); [ $i -gt 100 ] && die "scoped did not start (no $D/control.sock after 5 s)"
-	kill -0 "$dpid" 2>/dev/null || die "scoped exited at start"
-	sleep 0.05
-done
+scoped_start "$D/scoped.log"
+case $? in
+1) die "scoped exited at start" ;;
+2) die "scoped did not start (no $D/control.sock after 5 s)" ;;
+esac
 
 echo "== starting scope-demo (a request loop on libscope)"
 "$BIN/scope-demo" >"$D/demo.log" 2>&1 &
 ppid_=$!
-i=0
-until "$BIN/scopecmd" --no-start -l 2>/dev/null | grep -q "^$ppid_ "; do
-	i=$((i + 1)); [ $i -gt 100 ] && die "scope-demo (pid $ppid_) did not register within 5 s"
-	kill -0 "$ppid_" 2>/dev/null || die "scope-demo exited at start"
-	sleep 0.05
-done
+# Registered, or gone (then the check below says so).
+demo_listed() { is_listed "$ppid_" || ! kill -0 "$ppid_" 2>/dev/null; }
+poll 100 demo_listed || die "scope-demo (pid $ppid_) did not register within 5 s"
+kill -0 "$ppid_" 2>/dev/null || die "scope-demo exited at start"
 # Let a few requests get under way so that the dump has scopes to show.
-i=0
-until "$BIN/scopecmd" --no-start "$ppid_" Scope.tree 2>/dev/null | grep -q '^ *handle@'; do
-	i=$((i + 1)); [ $i -gt 60 ] && break
-	sleep 0.05
-done
+has_handlers() { "$BIN/scopecmd" --no-start "$ppid_" Scope.tree 2>/dev/null | grep -q '^ *handle@'; }
+poll 60 has_handlers
 
 cat <<EOT
 scoped pid $dpid, scope-demo pid $ppid_
@@ -71,8 +56,8 @@ echo
 echo "== scopecmd $ppid_ Thread.dump_to_file -format=json $D/dump.json"
 "$BIN/scopecmd" --no-start "$ppid_" Thread.dump_to_file -format=json "$D/dump.json" ||
 	die "Thread.dump_to_file failed"
-if /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
-	/usr/bin/python3 "$TOP/tests/validate_dump.py" --pid "$ppid_" "$D/dump.json" ||
+if $PY -c 'import jsonschema' 2>/dev/null; then
+	$PY "$TOP/tests/validate_dump.py" --pid "$ppid_" "$D/dump.json" ||
 		die "the JSON dump does not validate against schemas/thread-dump.schema.json"
 else
 	echo "(not validated: python3-jsonschema is missing; 'make deps' installs it)"
@@ -94,7 +79,7 @@ EOT
 if [ "${DEMO_STOP:-0}" = 1 ]; then
 	echo
 	echo "== stopping (DEMO_STOP=1)"
-	stop_all
+	stop_all "$ppid_" "$dpid"
 	exit 0
 fi
 

@@ -6,44 +6,27 @@
 # a 1,000-thread BPF dump succeeds and validates.  Needs root and BPF.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=$TOP/$BUILD/bin
+. "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/bpf_target
-PY=/usr/bin/python3
-for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
-	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
-done
+need_built "$BIN/scoped" "$BIN/scopecmd" "$HELPER"
 [ "$(id -u)" -eq 0 ] || { echo "skip: BPF stacks need root (CAP_BPF and CAP_PERFMON)"; exit 77; }
-$PY -c 'import jsonschema' 2>/dev/null ||
-	{ echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
+need_jsonschema
 
-D=$(mktemp -d /tmp/bpf-vs-signal.XXXXXX)
-export SCOPED_SOCKET=$D/agent.sock
+private_dir bpf-vs-signal
 dpid= apid= bpid=
 cleanup() {
 	exec 3>&- 4>&- 2>/dev/null
-	for p in $apid $bpid $dpid; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$D"
+	stop_all $apid $bpid $dpid
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [ -f "$D/log" ] && tail -5 "$D/log"; exit 1; }
 
 start_daemon() { # mode
-	"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" --stacks="$1" 2>>"$D/log" &
-	dpid=$!
-	i=0
-	while [ ! -S "$D/control.sock" ]; do
-		kill -0 "$dpid" 2>/dev/null || return 1
-		i=$((i + 1)); [ $i -gt 100 ] && fail "scoped did not create $D/control.sock"
-		sleep 0.05
-	done
-}
-
-stop_daemon() {
-	kill "$dpid"
-	wait "$dpid" 2>/dev/null
-	dpid=
-	rm -f "$D/control.sock"
+	scoped_start "$D/log" --stacks="$1"
+	case $? in
+	1) return 1 ;;
+	2) fail "scoped did not create $D/control.sock" ;;
+	esac
 }
 
 start_target() { # fifo, output, args...
@@ -54,12 +37,9 @@ start_target() { # fifo, output, args...
 	tpid=$!
 }
 
+says_ready() { grep -q '^ready$' "$1" 2>/dev/null; }
 wait_ready() { # output file
-	i=0
-	while ! grep -q '^ready$' "$1" 2>/dev/null; do
-		i=$((i + 1)); [ $i -gt 300 ] && fail "bpf_target did not get ready ($1)"
-		sleep 0.05
-	done
+	poll 300 says_ready "$1" || fail "bpf_target did not get ready ($1)"
 }
 
 # A stacks request straight on the control socket; prints the reply line.
@@ -80,12 +60,9 @@ print(buf.decode().strip())
 PYEOF
 }
 
+answers_ok() { query "$1" | grep -q '"ok": *true'; }
 wait_registered() { # pid
-	i=0
-	until query "$1" | grep -q '"ok": *true'; do
-		i=$((i + 1)); [ $i -gt 200 ] && fail "process $1 never registered with the daemon"
-		sleep 0.05
-	done
+	poll 200 answers_ok "$1" || fail "process $1 never registered with the daemon"
 }
 
 if ! start_daemon bpf; then
@@ -152,7 +129,7 @@ wait "$bpid"
 bpid=
 
 # Signal mode on the same threads.
-stop_daemon
+scoped_stop
 start_daemon signal || fail "scoped --stacks=signal did not start"
 wait_registered "$apid"
 query "$apid" >"$D/sig.json"

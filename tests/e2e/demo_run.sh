@@ -4,10 +4,9 @@
 # validates, prints the follow-up commands, and leaves nothing running.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-for f in scoped scopecmd scope-demo; do
-	[ -x "$TOP/$BUILD/bin/$f" ] || { echo "skip: $TOP/$BUILD/bin/$f is not built"; exit 77; }
-done
-/usr/bin/python3 -c 'import jsonschema' 2>/dev/null || { echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
+. "$TOP/tests/lib/e2e.sh"
+need_built "$BIN/scoped" "$BIN/scopecmd" "$BIN/scope-demo"
+need_jsonschema
 out=$(mktemp /tmp/demo-run.XXXXXX)
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; cat "$out"; exit 1; }

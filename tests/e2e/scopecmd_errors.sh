@@ -4,25 +4,18 @@
 # and starting a daemon when none answers.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=$TOP/$BUILD/bin
-for f in "$BIN/scoped" "$BIN/scopecmd"; do
-	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
-done
-D=$(mktemp -d /tmp/scopecmd-err.XXXXXX)
+. "$TOP/tests/lib/e2e.sh"
+need_built "$BIN/scoped" "$BIN/scopecmd"
+private_dir scopecmd-err
 chmod 755 "$D"
 export SCOPED_SOCKET=$D/s/agent.sock
 spid= npid= hpid= nspid= stpid=
-cleanup() {
-	for p in $spid $npid $hpid $nspid $stpid; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
+trap 'stop_all $spid $npid $hpid $nspid $stpid' EXIT
 fails=0
 
 # The pid of the daemon answering on a control socket (its status reply).
 daemon_pid() {
-	/usr/bin/python3 - "$1" <<'PYEOF'
+	$PY - "$1" <<'PYEOF'
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 s.sendall(b'{"id":1,"cmd":"status"}\n'); buf = b""
@@ -58,7 +51,7 @@ spid=$(daemon_pid "$D/s/control.sock")
 [ -n "$spid" ] && [ -d "/proc/$spid" ] || { echo "FAIL: the started daemon is not running"; fails=$((fails + 1)); }
 # Sockets left by a daemon that died (nothing listens): one is started too.
 mkdir -m 700 "$D/st"
-/usr/bin/python3 -c '
+$PY -c '
 import socket, sys
 for n in ("agent.sock", "control.sock"):
     socket.socket(socket.AF_UNIX).bind(sys.argv[1] + "/" + n)' "$D/st"
@@ -112,18 +105,14 @@ fi
 if [ -x "$TOP/$BUILD/tests/helpers/dump_known" ]; then
 	"$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
 	hpid=$!
-	i=0
-	until "$BIN/scopecmd" -l 2>/dev/null | grep -q "^$hpid "; do
-		i=$((i + 1)); [ $i -gt 100 ] && break
-		sleep 0.05
-	done
+	poll 100 is_listed $hpid
 	: >"$D/exists.json"
 	expect 1 "^scopecmd: $D/exists.json exists, use -overwrite to overwrite\$" \
 		"$BIN/scopecmd" $hpid Thread.dump_to_file -format=json "$D/exists.json"
 	[ -s "$D/exists.json" ] && { echo "FAIL: the existing file was written"; fails=$((fails + 1)); }
 	expect 0 "^Created $D/exists.json\$" \
 		"$BIN/scopecmd" $hpid Thread.dump_to_file -overwrite -format=json "$D/exists.json"
-	/usr/bin/python3 "$TOP/tests/validate_dump.py" --pid $hpid "$D/exists.json" ||
+	$PY "$TOP/tests/validate_dump.py" --pid $hpid "$D/exists.json" ||
 		{ echo "FAIL: the overwritten dump does not validate"; fails=$((fails + 1)); }
 	expect 1 "cannot create $D/nodir/x.json" \
 		"$BIN/scopecmd" $hpid Thread.dump_to_file "$D/nodir/x.json"
