@@ -95,6 +95,46 @@ static void fake_stop(struct fake *f)
 	free(f);
 }
 
+/* One client connected to a scripted fake daemon. */
+struct session {
+	struct fake *f;
+	struct ctl *c;
+	char err[256];
+};
+
+static void session_open(struct session *s, void (*script)(int fd))
+{
+	s->f = fake_start(script);
+	assert_int_equal(ctl_connect(&s->c, s->f->agent, s->err, sizeof s->err), 0);
+}
+
+static void session_close(struct session *s)
+{
+	ctl_close(s->c);
+	fake_stop(s->f);
+}
+
+/* Sends {"cmd": cmd}; ctl_request's result, with *reply new or NULL. */
+static int session_request(struct session *s, const char *cmd, int timeout_ms, json_t **reply)
+{
+	json_t *req = json_pack("{s:s}", "cmd", cmd);
+	*reply = NULL;
+	int rc = ctl_request(s->c, req, reply, timeout_ms, s->err, sizeof s->err);
+	json_decref(req);
+	return rc;
+}
+
+/* The next queued message is there and, when key is given, its string
+ * member key equals want. */
+static void expect_queued(struct ctl *c, const char *key, const char *want)
+{
+	json_t *m;
+	assert_int_equal(ctl_read(c, &m), 1);
+	if (key)
+		assert_string_equal(json_string_value(json_object_get(m, key)), want);
+	json_decref(m);
+}
+
 /* A delta and a reply to someone else arrive before our reply, split in
  * pieces across writes. */
 static void script_interleaved(int fd)
@@ -111,28 +151,21 @@ static void script_interleaved(int fd)
 static void test_reply_matched_and_others_queued(void **state)
 {
 	(void)state;
-	struct fake *f = fake_start(script_interleaved);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	struct session s;
+	session_open(&s, script_interleaved);
 	json_t *req = json_pack("{s:s}", "cmd", "status");
 	json_t *reply;
-	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), 0);
+	assert_int_equal(ctl_request(s.c, req, &reply, 2000, s.err, sizeof s.err), 0);
 	assert_string_equal(json_string_value(json_object_get(reply, "version")), "0.1.0");
 	/* The caller's request is borrowed: no id was added to it. */
 	assert_null(json_object_get(req, "id"));
 	json_decref(reply);
-	json_t *m;
-	assert_int_equal(ctl_read(c, &m), 1);
-	assert_string_equal(json_string_value(json_object_get(m, "type")), "delta");
-	json_decref(m);
-	assert_int_equal(ctl_read(c, &m), 1);
-	assert_string_equal(json_string_value(json_object_get(m, "version")), "x");
-	json_decref(m);
-	assert_int_equal(ctl_read(c, &m), 0);
 	json_decref(req);
-	fake_stop(f);
-	ctl_close(c);
+	expect_queued(s.c, "type", "delta");
+	expect_queued(s.c, "version", "x");
+	json_t *m;
+	assert_int_equal(ctl_read(s.c, &m), 0);
+	session_close(&s);
 }
 
 /* The fast-reader path: the same interleaving, the reply as a jv doc, the
@@ -140,48 +173,25 @@ static void test_reply_matched_and_others_queued(void **state)
 static void test_request_doc(void **state)
 {
 	(void)state;
-	struct fake *f = fake_start(script_interleaved);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
+	struct session s;
+	session_open(&s, script_interleaved);
 	json_t *req = json_pack("{s:s}", "cmd", "status");
 	struct jv_doc *doc = NULL;
-	assert_int_equal(ctl_request_doc(c, req, &doc, 2000, err, sizeof err), 0);
+	assert_int_equal(ctl_request_doc(s.c, req, &doc, 2000, s.err, sizeof s.err), 0);
 	assert_string_equal(jv_string(jv_get(jv_root(doc), "version")), "0.1.0");
 	jv_free(doc);
-	json_t *m;
-	assert_int_equal(ctl_read(c, &m), 1);
-	assert_string_equal(json_string_value(json_object_get(m, "type")), "delta");
-	json_decref(m);
-	assert_int_equal(ctl_read(c, &m), 1);
-	json_decref(m);
-	assert_int_equal(ctl_read(c, &m), 0);
 	json_decref(req);
-	fake_stop(f);
-	ctl_close(c);
+	expect_queued(s.c, "type", "delta");
+	expect_queued(s.c, NULL, NULL);
+	json_t *m;
+	assert_int_equal(ctl_read(s.c, &m), 0);
+	session_close(&s);
 }
 
 static void script_silent(int fd)
 {
 	read_request(fd, NULL, 0);
 	usleep(400000);
-}
-
-static void test_timeout(void **state)
-{
-	(void)state;
-	struct fake *f = fake_start(script_silent);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
-	json_t *req = json_pack("{s:s}", "cmd", "list");
-	json_t *reply = NULL;
-	assert_int_equal(ctl_request(c, req, &reply, 100, err, sizeof err), -ETIMEDOUT);
-	assert_null(reply);
-	assert_non_null(strstr(err, "'list'"));
-	json_decref(req);
-	ctl_close(c);
-	fake_stop(f);
 }
 
 static void script_garbage(int fd)
@@ -191,20 +201,32 @@ static void script_garbage(int fd)
 	usleep(100000);
 }
 
-static void test_bad_line(void **state)
+/* Daemons whose answer is no reply: the error code and what err names. */
+static const struct {
+	const char *what;
+	void (*script)(int fd);
+	int timeout_ms;
+	int rc;
+	const char *err;
+} failing[] = {
+	{"a daemon that never answers", script_silent, 100, -ETIMEDOUT, "'list'"},
+	{"a line that is not JSON", script_garbage, 2000, -EPROTO, "not a JSON object"},
+};
+
+static void test_failed_requests(void **state)
 {
 	(void)state;
-	struct fake *f = fake_start(script_garbage);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
-	json_t *req = json_pack("{s:s}", "cmd", "list");
-	json_t *reply = NULL;
-	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), -EPROTO);
-	assert_non_null(strstr(err, "not a JSON object"));
-	json_decref(req);
-	ctl_close(c);
-	fake_stop(f);
+	for (size_t i = 0; i < sizeof failing / sizeof failing[0]; i++) {
+		print_message("%s\n", failing[i].what);
+		struct session s;
+		session_open(&s, failing[i].script);
+		json_t *reply;
+		assert_int_equal(session_request(&s, "list", failing[i].timeout_ms, &reply),
+				 failing[i].rc);
+		assert_null(reply);
+		assert_non_null(strstr(s.err, failing[i].err));
+		session_close(&s);
+	}
 }
 
 static void script_hangup(int fd)
@@ -216,21 +238,15 @@ static void script_hangup(int fd)
 static void test_reset(void **state)
 {
 	(void)state;
-	struct fake *f = fake_start(script_hangup);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
-	json_t *req = json_pack("{s:s}", "cmd", "list");
-	json_t *reply = NULL;
-	assert_int_equal(ctl_request(c, req, &reply, 2000, err, sizeof err), -ECONNRESET);
-	json_decref(req);
+	struct session s;
+	session_open(&s, script_hangup);
+	json_t *reply;
+	assert_int_equal(session_request(&s, "list", 2000, &reply), -ECONNRESET);
 	/* The unrelated reply stays readable, then the reset shows. */
+	expect_queued(s.c, NULL, NULL);
 	json_t *m;
-	assert_int_equal(ctl_read(c, &m), 1);
-	json_decref(m);
-	assert_int_equal(ctl_read(c, &m), -ECONNRESET);
-	ctl_close(c);
-	fake_stop(f);
+	assert_int_equal(ctl_read(s.c, &m), -ECONNRESET);
+	session_close(&s);
 }
 
 /* A reply of several megabytes (a large dump) arrives whole. */
@@ -255,18 +271,13 @@ static void script_big(int fd)
 static void test_big_reply(void **state)
 {
 	(void)state;
-	struct fake *f = fake_start(script_big);
-	struct ctl *c;
-	char err[256];
-	assert_int_equal(ctl_connect(&c, f->agent, err, sizeof err), 0);
-	json_t *req = json_pack("{s:s}", "cmd", "dump");
-	json_t *reply = NULL;
-	assert_int_equal(ctl_request(c, req, &reply, 5000, err, sizeof err), 0);
+	struct session s;
+	session_open(&s, script_big);
+	json_t *reply;
+	assert_int_equal(session_request(&s, "dump", 5000, &reply), 0);
 	assert_int_equal(strlen(json_string_value(json_object_get(reply, "blob"))), 3u << 20);
 	json_decref(reply);
-	json_decref(req);
-	ctl_close(c);
-	fake_stop(f);
+	session_close(&s);
 }
 
 static void test_no_daemon(void **state)
@@ -285,8 +296,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reply_matched_and_others_queued),
 		cmocka_unit_test(test_request_doc),
-		cmocka_unit_test(test_timeout),
-		cmocka_unit_test(test_bad_line),
+		cmocka_unit_test(test_failed_requests),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_big_reply),
 		cmocka_unit_test(test_no_daemon),

@@ -24,6 +24,7 @@ struct fixture {
 	struct daemon d;
 	char dir[64];
 	ino_t ino[2];
+	int agent, ctl; /* the test's own peers (start_with_peers), or -1 */
 };
 
 static void on_agent_listen(struct loop *l, int fd, unsigned ev, void *ctx)
@@ -71,11 +72,16 @@ static struct fixture *start(void)
 	loop_add(f->d.loop, f->d.agent_fd, LOOP_READ, on_agent_listen, &f->d);
 	loop_add(f->d.loop, f->d.ctl_fd, LOOP_READ, on_ctl_listen, &f->d);
 	f->d.started_ns = loop_now_ns();
+	f->agent = f->ctl = -1;
 	return f;
 }
 
 static void stop(struct fixture *f)
 {
+	if (f->ctl >= 0)
+		close(f->ctl);
+	if (f->agent >= 0)
+		close(f->agent);
 	while (f->d.clients)
 		client_close(f->d.clients);
 	while (f->d.conns)
@@ -130,12 +136,12 @@ static void send_frame(int fd, const struct proto_msg *m)
 	assert_int_equal(write(fd, buf, (size_t)n), n);
 }
 
-static struct proto_msg hello(void)
+static void send_hello(int fd)
 {
 	struct proto_msg m = {.type = PROTO_HELLO, .version = PROTO_VERSION, .pid = 1};
 	m.program = (struct proto_str){"unit", 4};
 	m.runtime_version = (struct proto_str){"0.1.0", 5};
-	return m;
+	send_frame(fd, &m);
 }
 
 static struct proto_msg scope_open(uint64_t id)
@@ -149,11 +155,22 @@ static struct proto_msg scope_open(uint64_t id)
 static int register_agent(struct fixture *f)
 {
 	int fd = dial(f->d.agent_path);
-	struct proto_msg h = hello(), o = scope_open(1);
-	send_frame(fd, &h);
+	struct proto_msg o = scope_open(1);
+	send_hello(fd);
 	send_frame(fd, &o);
 	pump(f, 20);
 	return fd;
+}
+
+/* A daemon with this process registered as an agent (f->agent) and one
+ * control client connected (f->ctl). */
+static struct fixture *start_with_peers(void)
+{
+	struct fixture *f = start();
+	f->agent = register_agent(f);
+	f->ctl = dial(f->d.ctl_path);
+	pump(f, 10);
+	return f;
 }
 
 static const struct {
@@ -180,10 +197,8 @@ static const struct {
 static void test_bad_requests(void **state)
 {
 	(void)state;
-	struct fixture *f = start();
-	int agent = register_agent(f);
-	int c = dial(f->d.ctl_path);
-	pump(f, 10);
+	struct fixture *f = start_with_peers();
+	int c = f->ctl;
 	for (size_t i = 0; i < sizeof bad_requests / sizeof bad_requests[0]; i++) {
 		char line[256], self[16];
 		snprintf(self, sizeof self, "%d", (int)getpid());
@@ -204,18 +219,14 @@ static void test_bad_requests(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r, "id")), 7);
 	assert_int_equal(json_array_size(json_object_get(r, "processes")), 1);
 	json_decref(r);
-	close(c);
-	close(agent);
 	stop(f);
 }
 
 static void test_other_uid(void **state)
 {
 	(void)state;
-	struct fixture *f = start();
-	int agent = register_agent(f);
-	int c = dial(f->d.ctl_path);
-	pump(f, 10);
+	struct fixture *f = start_with_peers();
+	int c = f->ctl;
 	f->d.clients->uid = 4242; /* as if another user had connected */
 	char line[128];
 	snprintf(line, sizeof line, "{\"cmd\":\"tree\",\"pid\":%d}\n", (int)getpid());
@@ -225,8 +236,6 @@ static void test_other_uid(void **state)
 	r = ask(f, c, "{\"cmd\":\"list\"}\n");
 	assert_int_equal(json_array_size(json_object_get(r, "processes")), 0);
 	json_decref(r);
-	close(c);
-	close(agent);
 	stop(f);
 }
 
@@ -266,10 +275,8 @@ static void test_bad_streams(void **state)
 	for (size_t i = 0; i < sizeof bad_streams / sizeof bad_streams[0]; i++) {
 		struct fixture *f = start();
 		int fd = dial(f->d.agent_path);
-		if (bad_streams[i].hello_first) {
-			struct proto_msg h = hello();
-			send_frame(fd, &h);
-		}
+		if (bad_streams[i].hello_first)
+			send_hello(fd);
 		assert_int_equal(write(fd, bad_streams[i].bytes, bad_streams[i].len),
 				 (ssize_t)bad_streams[i].len);
 		pump(f, 20);
@@ -305,8 +312,7 @@ static void test_second_hello_and_reconnect(void **state)
 	assert_int_equal(model_count(&p->model, ENT_SCOPE), 1);
 	/* A new connection from the same process takes over and keeps the model. */
 	int b = dial(f->d.agent_path);
-	struct proto_msg h = hello();
-	send_frame(b, &h);
+	send_hello(b);
 	pump(f, 20);
 	assert_true(closed_by_daemon(a));
 	assert_ptr_equal(proc_find(&f->d, getpid()), p);
@@ -314,7 +320,7 @@ static void test_second_hello_and_reconnect(void **state)
 	assert_int_equal(model_count(&p->model, ENT_SCOPE), 1);
 	assert_int_equal(f->d.nprocs, 1);
 	/* A second HELLO on a registered connection is a protocol error. */
-	send_frame(b, &h);
+	send_hello(b);
 	pump(f, 20);
 	assert_true(closed_by_daemon(b));
 	assert_int_equal(p->state, PROC_DETACHED);

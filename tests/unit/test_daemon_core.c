@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "../../daemon/conn.h"
 #include "../../daemon/idmap.h"
 #include "../../daemon/jbuf.h"
 #include "../../daemon/loop.h"
@@ -33,6 +34,19 @@ static int parse(struct options *o, char *err, size_t n, ...)
 	return options_parse(o, argc, argv, err, n);
 }
 
+/* Command lines that are refused, and what the error must name (if anything). */
+static const struct {
+	char *args[2];
+	const char *err;
+} bad_options[] = {
+	{{"--retain", "-1"}, "--retain"},
+	{{"--max-processes", "12x"}, NULL},
+	{{"--stacks", "magic"}, "auto, bpf, signal"},
+	{{"--bogus"}, "--bogus"},
+	{{"--socket"}, NULL},
+	{{"--help=1"}, NULL},
+};
+
 static void test_options(void **state)
 {
 	(void)state;
@@ -51,15 +65,16 @@ static void test_options(void **state)
 	assert_string_equal(o.socket, "/x/a.sock");
 	assert_int_equal(o.foreground, 1);
 	assert_int_equal(o.log_level, 3);
-	assert_int_equal(parse(&o, err, sizeof err, "--retain", "-1", NULL), -1);
-	assert_non_null(strstr(err, "--retain"));
-	assert_int_equal(parse(&o, err, sizeof err, "--max-processes", "12x", NULL), -1);
-	assert_int_equal(parse(&o, err, sizeof err, "--stacks", "magic", NULL), -1);
-	assert_non_null(strstr(err, "auto, bpf, signal"));
-	assert_int_equal(parse(&o, err, sizeof err, "--bogus", NULL), -1);
-	assert_non_null(strstr(err, "--bogus"));
-	assert_int_equal(parse(&o, err, sizeof err, "--socket", NULL), -1);
-	assert_int_equal(parse(&o, err, sizeof err, "--help=1", NULL), -1);
+	for (size_t i = 0; i < sizeof bad_options / sizeof bad_options[0]; i++) {
+		err[0] = '\0';
+		assert_int_equal(parse(&o, err, sizeof err, bad_options[i].args[0],
+				       bad_options[i].args[1], NULL),
+				 -1);
+		if (bad_options[i].err && !strstr(err, bad_options[i].err))
+			fail_msg("%s %s: error '%s' does not name '%s'", bad_options[i].args[0],
+				 bad_options[i].args[1] ? bad_options[i].args[1] : "", err,
+				 bad_options[i].err);
+	}
 	/* --help lists every option with its default. */
 	char *text = NULL;
 	size_t len = 0;
@@ -154,6 +169,41 @@ static void test_jbuf(void **state)
 	jb_free(&b);
 }
 
+/* Read buffers double from their first size up to the cap, and shrink back
+ * only when what they hold fits the smaller size. */
+static void test_conn_buffers(void **state)
+{
+	(void)state;
+	size_t cap = 0;
+	char *b = conn_grow(NULL, &cap, 4096, 10000);
+	assert_non_null(b);
+	assert_int_equal(cap, 4096);
+	b = conn_grow(b, &cap, 4096, 10000);
+	assert_int_equal(cap, 8192);
+	b = conn_grow(b, &cap, 4096, 10000);
+	assert_int_equal(cap, 10000);
+	memset(b, 'x', cap); /* all of it is usable */
+	assert_ptr_equal(conn_shrink(b, &cap, 5000, 4096), b);
+	assert_int_equal(cap, 10000);
+	b = conn_shrink(b, &cap, 4096, 4096);
+	assert_int_equal(cap, 4096);
+	assert_int_equal(b[4095], 'x');
+	free(b);
+
+	struct jbuf out;
+	jb_init(&out);
+	for (int i = 0; i < 1000; i++)
+		jb_raw(&out, "0123456789", 10);
+	conn_out_trim(&out, 1024); /* unsent output is never dropped */
+	assert_int_equal(out.len, 10000);
+	jb_consume(&out, out.len);
+	conn_out_trim(&out, 1u << 20); /* small enough to keep */
+	assert_non_null(out.p);
+	conn_out_trim(&out, 1024);
+	assert_null(out.p);
+	jb_free(&out);
+}
+
 static int fired;
 static int64_t timer_cb(struct loop *l, void *ctx)
 {
@@ -238,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_options), cmocka_unit_test(test_idmap),
 		cmocka_unit_test(test_strtab),	cmocka_unit_test(test_jbuf),
 		cmocka_unit_test(test_loop),	cmocka_unit_test(test_sockets),
+		cmocka_unit_test(test_conn_buffers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
