@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,58 +70,66 @@ static void emit(struct stream *s, const struct proto_msg *m)
 	s->events++;
 }
 
+/* The events of the program both the stream and the direct model describe:
+ * 16 worker threads (tids 1000..1015) serving requests, each a "handle" scope
+ * opened by the first worker that forks "fetch" subtasks. */
+static struct proto_msg worker_start(uint32_t t)
+{
+	struct proto_msg m = {.type = PROTO_EV_THREAD_START, .tid = 1000 + t, .role = SC_ROLE_WORKER};
+	m.name = (struct proto_str){"worker", 6};
+	return m;
+}
+
+static struct proto_msg handle_open(uint64_t scope, uint64_t parent, int64_t ts, uint32_t line)
+{
+	struct proto_msg m = {.type = PROTO_EV_SCOPE_OPEN, .ts = ts, .scope = scope,
+			      .parent = parent, .tid = 1000, .line = line};
+	m.name = (struct proto_str){"handle", 6};
+	m.file = (struct proto_str){"server.c", 8};
+	m.func = (struct proto_str){"handle", 6};
+	return m;
+}
+
+/* A scope or task event on worker tid; with_site: it names the fork site. */
+static struct proto_msg fetch_event(uint16_t type, uint64_t task, uint64_t scope, uint32_t tid,
+				    int64_t ts, bool with_site)
+{
+	struct proto_msg m = {.type = type, .ts = ts, .task = task, .scope = scope, .tid = tid};
+	if (with_site) {
+		m.file = (struct proto_str){"server.c", 8};
+		m.func = (struct proto_str){"fetch", 5};
+		m.line = 40;
+	}
+	return m;
+}
+
 /* A request-serving program's stream: scopes of 8 forks that start, end,
  * join and close, on 16 worker threads. */
 static void build_stream(struct stream *s, size_t min_events)
 {
 	struct proto_msg m;
 	for (uint32_t t = 0; t < 16; t++) {
-		memset(&m, 0, sizeof m);
-		m.type = PROTO_EV_THREAD_START;
-		m.tid = 1000 + t;
-		m.role = SC_ROLE_WORKER;
-		m.name = (struct proto_str){"worker", 6};
+		m = worker_start(t);
 		emit(s, &m);
 	}
 	uint64_t scope = 1, task = 1;
 	int64_t ts = 1;
 	while (s->events < min_events) {
-		memset(&m, 0, sizeof m);
-		m.type = PROTO_EV_SCOPE_OPEN;
-		m.ts = ts++;
-		m.scope = scope;
-		m.tid = 1000;
-		m.name = (struct proto_str){"handle", 6};
-		m.file = (struct proto_str){"server.c", 8};
-		m.func = (struct proto_str){"handle", 6};
-		m.line = 42;
+		m = handle_open(scope, 0, ts++, 42);
 		emit(s, &m);
 		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START,
 						  PROTO_EV_TASK_END};
 		for (int ph = 0; ph < 3; ph++)
 			for (int k = 0; k < TASKS_PER_SCOPE; k++) {
-				memset(&m, 0, sizeof m);
-				m.type = phases[ph];
-				m.ts = ts++;
-				m.task = task + (uint64_t)k;
-				m.scope = scope;
-				m.tid = 1000 + (uint32_t)(k % 16);
+				m = fetch_event(phases[ph], task + (uint64_t)k, scope,
+						1000 + (uint32_t)(k % 16), ts++, ph == 0);
 				m.state = ph == 2 ? SC_TASK_SUCCESS : SC_TASK_FORKED;
-				if (ph == 0) {
-					m.file = (struct proto_str){"server.c", 8};
-					m.func = (struct proto_str){"fetch", 5};
-					m.line = 40;
-				}
 				emit(s, &m);
 			}
 		static const uint16_t tail[] = {PROTO_EV_JOIN_BEGIN, PROTO_EV_JOIN_END,
 						PROTO_EV_SCOPE_CLOSE};
 		for (int k = 0; k < 3; k++) {
-			memset(&m, 0, sizeof m);
-			m.type = tail[k];
-			m.ts = ts++;
-			m.scope = scope;
-			m.tid = 1000;
+			m = fetch_event(tail[k], 0, scope, 1000, ts++, false);
 			emit(s, &m);
 		}
 		scope++;
@@ -160,9 +169,9 @@ static size_t consume(struct model *model, const uint8_t *buf, size_t len, size_
 	return n;
 }
 
-static void new_model(struct model *m)
+static void new_model(struct model *m, int64_t retain_ns)
 {
-	struct model_limits lim = {.max_entities = 2000000, .retain_ns = RETAIN_NS};
+	struct model_limits lim = {.max_entities = 2000000, .retain_ns = retain_ns};
 	model_init(m, &lim);
 }
 
@@ -196,7 +205,7 @@ static double socket_run(const struct stream *s, size_t *got)
 	struct writer w = {sv[1], s};
 	pthread_t th;
 	struct model m;
-	new_model(&m);
+	new_model(&m, RETAIN_NS);
 	size_t cap = PROTO_MAX_FRAME + 65536, len = 0, total = 0;
 	uint8_t *buf = malloc(cap);
 	int64_t t0 = now_ns();
@@ -233,7 +242,7 @@ static void bench_ingest(int *missed)
 		decode[r] = (double)n / ((double)(now_ns() - t0) / 1e9);
 
 		struct model m;
-		new_model(&m);
+		new_model(&m, RETAIN_NS);
 		off = 0;
 		t0 = now_ns();
 		n = consume(&m, s.buf, s.len, &off);
@@ -264,38 +273,19 @@ static void add_tasks(struct model *m, size_t ntasks, size_t per_scope)
 {
 	struct proto_msg msg;
 	for (uint32_t t = 0; t < 16; t++) {
-		memset(&msg, 0, sizeof msg);
-		msg.type = PROTO_EV_THREAD_START;
-		msg.tid = 1000 + t;
-		msg.role = SC_ROLE_WORKER;
-		msg.name = (struct proto_str){"worker", 6};
+		msg = worker_start(t);
 		model_apply(m, &msg, 0);
 	}
 	for (size_t i = 0; i < ntasks; i++) {
 		uint64_t scope = 1 + i / per_scope;
 		if (i % per_scope == 0) {
-			memset(&msg, 0, sizeof msg);
-			msg.type = PROTO_EV_SCOPE_OPEN;
-			msg.scope = scope;
-			msg.parent = scope > 1 ? 1 : 0;
-			msg.tid = 1000;
-			msg.ts = 5;
-			msg.name = (struct proto_str){"handle", 6};
-			msg.file = (struct proto_str){"server.c", 8};
-			msg.func = (struct proto_str){"handle", 6};
+			msg = handle_open(scope, scope > 1 ? 1 : 0, 5, 0);
 			model_apply(m, &msg, 0);
 		}
 		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START};
 		for (int ph = 0; ph < 2; ph++) {
-			memset(&msg, 0, sizeof msg);
-			msg.type = phases[ph];
-			msg.task = 100000 + i;
-			msg.scope = scope;
-			msg.tid = 1000 + (uint32_t)(i % 16);
-			msg.ts = 7;
-			msg.file = (struct proto_str){"server.c", 8};
-			msg.func = (struct proto_str){"fetch", 5};
-			msg.line = 40;
+			msg = fetch_event(phases[ph], 100000 + i, scope, 1000 + (uint32_t)(i % 16), 7,
+					  true);
 			if (model_apply(m, &msg, 0) < 0) {
 				fprintf(stderr, "bench_daemon: %s\n", m->err);
 				exit(1);
@@ -315,10 +305,9 @@ static void bench_memory(int *missed)
 {
 	enum { N = 100000 };
 	struct model m;
-	struct model_limits lim = {.max_entities = 2000000, .retain_ns = 5000000000ll};
 	malloc_trim(0);
 	size_t before = heap_used();
-	model_init(&m, &lim);
+	new_model(&m, 5000000000ll);
 	add_tasks(&m, N, 1000);
 	size_t after = heap_used();
 	double per = (double)(after - before) / N;
@@ -359,8 +348,7 @@ static double bench_tree(int *missed)
 {
 	enum { N = 10000, Q = 21 };
 	struct model m;
-	struct model_limits lim = {.max_entities = 2000000, .retain_ns = 5000000000ll};
-	model_init(&m, &lim);
+	new_model(&m, 5000000000ll);
 	add_tasks(&m, N, 10);
 	struct clockref clk = {0, 1764441600000000000ll};
 	struct jbuf b;
