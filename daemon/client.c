@@ -72,43 +72,42 @@ void client_trim(struct client *c)
 		c->in = conn_shrink(c->in, &c->incap, c->inlen, 4096);
 }
 
+/* Takes one accepted control connection (fd is ours to keep or close). */
+static void take_client(void *ctx, int fd, const struct ucred *cred)
+{
+	struct daemon *d = ctx;
+	if (d->nclients >= (size_t)d->opt.max_clients) {
+		static const char busy[] =
+			"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
+			"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
+		ssize_t w = send(fd, busy, sizeof busy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)w;
+		close(fd);
+		return;
+	}
+	struct client *c = calloc(1, sizeof *c);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->d = d;
+	c->fd = fd;
+	c->pid = cred->pid;
+	c->uid = cred->uid;
+	jb_init(&c->out);
+	if (loop_add(d->loop, fd, LOOP_READ, on_client, c) < 0) {
+		free(c);
+		close(fd);
+		return;
+	}
+	c->next = d->clients;
+	d->clients = c;
+	d->nclients++;
+}
+
 void client_accept(struct daemon *d)
 {
-	for (int i = 0; i < 64; i++) {
-		struct ucred cred;
-		int fd = conn_accept(d->ctl_fd, "a client", d->ctl_path, &cred);
-		if (fd == CONN_DONE)
-			return;
-		if (fd == CONN_SKIP)
-			continue;
-		if (d->nclients >= (size_t)d->opt.max_clients) {
-			static const char busy[] =
-				"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
-				"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
-			ssize_t w = send(fd, busy, sizeof busy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-			(void)w;
-			close(fd);
-			continue;
-		}
-		struct client *c = calloc(1, sizeof *c);
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->d = d;
-		c->fd = fd;
-		c->pid = cred.pid;
-		c->uid = cred.uid;
-		jb_init(&c->out);
-		if (loop_add(d->loop, fd, LOOP_READ, on_client, c) < 0) {
-			free(c);
-			close(fd);
-			continue;
-		}
-		c->next = d->clients;
-		d->clients = c;
-		d->nclients++;
-	}
+	conn_accept_each(d->ctl_fd, "a client", d->ctl_path, take_client, d);
 }
 
 static void run_line(struct client *c, const char *line, size_t len)

@@ -9,20 +9,24 @@
 #include <string.h>
 #include <unistd.h>
 
-int conn_accept(int listen_fd, const char *who, const char *path, struct ucred *cred)
+void conn_accept_each(int listen_fd, const char *who, const char *path,
+		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx)
 {
-	int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			log_warn("accepting %s on %s failed: %s", who, path, strerror(errno));
-		return CONN_DONE;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accepting %s on %s failed: %s", who, path, strerror(errno));
+			return;
+		}
+		struct ucred cred;
+		socklen_t clen = sizeof cred;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+			close(fd);
+			continue;
+		}
+		take(ctx, fd, &cred);
 	}
-	socklen_t clen = sizeof *cred;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &clen) < 0) {
-		close(fd);
-		return CONN_SKIP;
-	}
-	return fd;
 }
 
 int conn_write(int fd, struct jbuf *out)

@@ -9,15 +9,12 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#define CONN_DONE (-1) /* nothing more to accept on this wake-up */
-#define CONN_SKIP (-2) /* that connection is gone; try the next */
-
-/* Accepts one waiting connection on listen_fd (non-blocking, close-on-exec)
- * and reads its peer's pid and uid from SO_PEERCRED into *cred.  Returns the
- * new fd, CONN_SKIP when the credentials could not be read (the fd is
- * closed), or CONN_DONE when none waits or accept failed (logged, naming
- * who, "a client" or "an agent", and path). */
-int conn_accept(int listen_fd, const char *who, const char *path, struct ucred *cred);
+/* Accepts the connections waiting on listen_fd, up to 64 (then the other
+ * peers get a turn), non-blocking and close-on-exec, and hands each to take
+ * with its peer's pid and uid from SO_PEERCRED; take owns the fd.  A failed
+ * accept is logged, naming who ("a client", "an agent") and path. */
+void conn_accept_each(int listen_fd, const char *who, const char *path,
+		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx);
 
 /* Sends what out holds without blocking and consumes what went.  Returns 0
  * (all sent, or the socket is full), or a negative errno when the peer is

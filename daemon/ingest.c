@@ -110,46 +110,45 @@ static void evict_oldest_pending(struct daemon *d, pid_t pid)
 	}
 }
 
+/* Takes one accepted agent connection (fd is ours to keep or close). */
+static void take_agent(void *ctx, int fd, const struct ucred *cred)
+{
+	struct daemon *d = ctx;
+	/* A real agent says HELLO at once, so under a connect flood the
+	 * oldest silent connections go, and the newcomer gets its chance. */
+	if (pending_of(d, cred->pid) >= PENDING_PER_PID)
+		evict_oldest_pending(d, cred->pid);
+	if (d->npending >= DAEMON_MAX_PENDING)
+		evict_oldest_pending(d, 0);
+	struct aconn *a = calloc(1, sizeof *a);
+	if (!a || !(a->buf = malloc(BUF_START))) {
+		free(a);
+		close(fd);
+		return;
+	}
+	a->d = d;
+	a->fd = fd;
+	a->cap = BUF_START;
+	a->pid = cred->pid;
+	a->uid = cred->uid;
+	a->accepted_ns = loop_now_ns();
+	jb_init(&a->out);
+	if (loop_add(d->loop, fd, LOOP_READ, on_agent, a) < 0) {
+		free(a->buf);
+		free(a);
+		close(fd);
+		return;
+	}
+	a->next = d->conns;
+	d->conns = a;
+	d->nconns++;
+	d->npending++;
+	log_debug("agent connection from pid %d uid %u", (int)a->pid, (unsigned)a->uid);
+}
+
 void agent_accept(struct daemon *d)
 {
-	for (int i = 0; i < 64; i++) {
-		struct ucred cred;
-		int fd = conn_accept(d->agent_fd, "an agent", d->agent_path, &cred);
-		if (fd == CONN_DONE)
-			return;
-		if (fd == CONN_SKIP)
-			continue;
-		/* A real agent says HELLO at once, so under a connect flood the
-		 * oldest silent connections go, and the newcomer gets its chance. */
-		if (pending_of(d, cred.pid) >= PENDING_PER_PID)
-			evict_oldest_pending(d, cred.pid);
-		if (d->npending >= DAEMON_MAX_PENDING)
-			evict_oldest_pending(d, 0);
-		struct aconn *a = calloc(1, sizeof *a);
-		if (!a || !(a->buf = malloc(BUF_START))) {
-			free(a);
-			close(fd);
-			continue;
-		}
-		a->d = d;
-		a->fd = fd;
-		a->cap = BUF_START;
-		a->pid = cred.pid;
-		a->uid = cred.uid;
-		a->accepted_ns = loop_now_ns();
-		jb_init(&a->out);
-		if (loop_add(d->loop, fd, LOOP_READ, on_agent, a) < 0) {
-			free(a->buf);
-			free(a);
-			close(fd);
-			continue;
-		}
-		a->next = d->conns;
-		d->conns = a;
-		d->nconns++;
-		d->npending++;
-		log_debug("agent connection from pid %d uid %u", (int)a->pid, (unsigned)a->uid);
-	}
+	conn_accept_each(d->agent_fd, "an agent", d->agent_path, take_agent, d);
 }
 
 static char *copy_str(const struct proto_str *s)
