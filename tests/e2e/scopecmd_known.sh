@@ -163,4 +163,26 @@ for f in "$D/two" "$D/all"; do
 	grep -qx "$hpid:" "$f" && grep -qx "$h2:" "$f" || fail "$(basename "$f"): not both <pid>: headers"
 	[ "$(grep -c '^Runtime: ' "$f")" -eq 2 ] || fail "$(basename "$f"): not two reports"
 done
+
+# A daemon that starts after the program learns the tree from the agent's
+# snapshot alone: the snapshot carries the bodies too.
+kill "$dpid"; wait "$dpid" 2>/dev/null
+"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" 2>"$D/log" &
+dpid=$!
+i=0
+while ! "$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -q 'inner@'; do
+	i=$((i + 1)); [ $i -gt 200 ] && fail "the restarted daemon never got dump_known's tree"
+	sleep 0.05
+done
+"$BIN/scopecmd" --no-start "$hpid" Thread.dump_to_file -format=json "$D/late.json" >/dev/null ||
+	fail "dump_to_file after the daemon restart failed"
+$PY - "$D/known" "$D/late.json" <<'PYEOF' || fail "the snapshot did not carry the task bodies"
+import json, sys
+who = json.load(open(sys.argv[1]))
+cs = json.load(open(sys.argv[2]))["threadDump"]["threadContainers"]
+threads = {t["tid"]: t for c in cs for t in c["threads"]}
+for k, fn in {"a": "task_a", "b": "known_task_b", "c": "known_task_c", "d": "task_d"}.items():
+    got = (threads[who[k]]["task"] or {}).get("function")
+    assert got == fn, "after a snapshot %s runs %r, want %s" % (k, got, fn)
+PYEOF
 echo "ok"
