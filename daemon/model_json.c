@@ -36,6 +36,9 @@ static const char *const violations[] = {
  * so a handful of entries spares the symbolizer a lookup per task (and an
  * unsymbolizable process a failed attach per task). */
 #define FN_MEMO 16
+/* Lookups that find no module at all (a process the symbolizer cannot read
+ * retries its attach on each) after which a render stops asking. */
+#define FN_MAX_UNMAPPED 8
 
 struct render {
 	const struct model *m;
@@ -44,7 +47,7 @@ struct render {
 		uint64_t addr;
 		char *name; /* NULL: no name for addr */
 	} memo[FN_MEMO];
-	unsigned nmemo, next;
+	unsigned nmemo, next, unmapped;
 };
 
 void model_set_symbolizer(struct model *m, struct symbolizer *sym, pid_t pid,
@@ -58,13 +61,14 @@ void model_set_symbolizer(struct model *m, struct symbolizer *sym, pid_t pid,
 /* The function at addr in the model's process, or NULL. */
 static const char *fn_name(struct render *r, uint64_t addr)
 {
-	if (!addr || !r->m->sym)
+	if (!addr || !r->m->sym || r->unmapped >= FN_MAX_UNMAPPED)
 		return NULL;
 	for (unsigned i = 0; i < r->nmemo; i++)
 		if (r->memo[i].addr == addr)
 			return r->memo[i].name;
 	struct sym_frame f;
-	sym_lookup(r->m->sym, r->m->sym_pid, r->m->sym_starttime, addr, false, &f);
+	if (!sym_lookup(r->m->sym, r->m->sym_pid, r->m->sym_starttime, addr, false, &f))
+		r->unmapped++;
 	/* The symbolizer's strings live only until its next miss: keep a copy. */
 	char *name = f.func ? strdup(f.func) : NULL;
 	unsigned slot = r->nmemo < FN_MEMO ? r->nmemo++ : r->next++ % FN_MEMO;

@@ -557,6 +557,16 @@ static void test_task_function(void **state)
 	assert_string_equal(str_at(json_array_get(up, 19), "func"), "model_body_fetch_user");
 	json_decref(j);
 	jb_free(&b);
+
+	/* A process the symbolizer cannot read: a few failed lookups, then the
+	 * render stops asking; every func is null and the JSON still whole. */
+	model_set_symbolizer(&m, sym, 999999999, 1);
+	j = render_json(&m);
+	tasks = json_object_get(j, "tasks");
+	assert_int_equal(json_array_size(tasks), 23);
+	for (size_t i = 0; i < json_array_size(tasks); i++)
+		assert_true(json_is_null(json_object_get(json_array_get(tasks, i), "func")));
+	json_decref(j);
 	model_set_symbolizer(&m, NULL, 0, 0);
 	sym_free(sym);
 	model_free(&m);
