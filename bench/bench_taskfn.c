@@ -22,13 +22,13 @@ unsigned long long proc_starttime(pid_t pid);
 
 /* Eight bodies of this binary for the symbolizer to name; the different
  * constants keep the compiler from folding them into one. */
-#define BODY(n)                                                                    \
-	__attribute__((noinline)) int bench_body_##n(int x)                        \
-	{                                                                          \
-		volatile int acc = x;                                              \
-		for (int i = 0; i < x; i++)                                        \
-			acc = acc * (n + 3) + i;                                   \
-		return acc;                                                        \
+#define BODY(n)                                                                                    \
+	__attribute__((noinline)) int bench_body_##n(int x)                                        \
+	{                                                                                          \
+		volatile int acc = x;                                                              \
+		for (int i = 0; i < x; i++)                                                        \
+			acc = acc * (n + 3) + i;                                                   \
+		return acc;                                                                        \
 	}
 BODY(0)
 BODY(1)
@@ -189,7 +189,8 @@ int main(void)
 	       "first render after attach (cold cache)", first, "< 20 ms", "no symbolizer", pm,
 	       first / pm, first < TARGET_MS ? "ok" : "OVER");
 	if (!ok)
-		printf("FAIL: func was not rendered as expected (named with a symbolizer, null without)\n");
+		printf("FAIL: func was not rendered as expected (named with a symbolizer, null "
+		       "without)\n");
 
 	model_set_symbolizer(&mf, NULL, 0, 0);
 	model_set_symbolizer(&mm, NULL, 0, 0);
