@@ -44,8 +44,12 @@ static void task_line(struct tree *t, const jv *task, int depth)
 	const jv *id = jv_get(task, "id"), *w = jv_get(task, "worker");
 	json_t *site = jj_site(jv_get(task, "site"));
 	const char *state = jj_str(task, "state");
-	fprintf(t->cli->out, "%*stask %lld %s", depth * 2, "",
-		jv_is_integer(id) ? (long long)jv_integer(id) : -1LL, state ? state : "?");
+	const char *fn = jj_str(task, "func");
+	fprintf(t->cli->out, "%*stask %lld ", depth * 2, "",
+		jv_is_integer(id) ? (long long)jv_integer(id) : -1LL);
+	if (fn)
+		fprintf(t->cli->out, "%s() ", fn);
+	fputs(state ? state : "?", t->cli->out);
 	if (jv_is_integer(w))
 		fprintf(t->cli->out, " on #%lld", (long long)jv_integer(w));
 	if (json_is_string(site))

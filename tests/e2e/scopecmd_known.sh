@@ -137,7 +137,7 @@ grep -q '^Thread dump of process ' "$D/d.txt" || fail "the text file has no head
 
 "$BIN/scopecmd" --no-start "$hpid" Scope.tree >"$D/tree" || fail "Scope.tree failed"
 grep -Eq '^outer@[0-9]+  all_successful ' "$D/tree" || fail "Scope.tree lacks outer"
-grep -Eq '^  task [0-9]+ running on #[0-9]+  forked at main \(dump_known\.c:[0-9]+\)$' "$D/tree" || fail "Scope.tree lacks outer's tasks"
+grep -Eq '^  task [0-9]+ known_task_b\(\) running on #[0-9]+  forked at main \(dump_known\.c:[0-9]+\)$' "$D/tree" || fail "Scope.tree lacks outer's task known_task_b()"
 grep -Eq '^    middle@[0-9]+  any_successful ' "$D/tree" || fail "middle is not under the task that opened it"
 
 "$BIN/scopecmd" --no-start 0 Runtime.info >"$D/info" || fail "Runtime.info failed"
