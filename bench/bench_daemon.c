@@ -75,7 +75,8 @@ static void emit(struct stream *s, const struct proto_msg *m)
  * opened by the first worker that forks "fetch" subtasks. */
 static struct proto_msg worker_start(uint32_t t)
 {
-	struct proto_msg m = {.type = PROTO_EV_THREAD_START, .tid = 1000 + t, .role = SC_ROLE_WORKER};
+	struct proto_msg m = {
+	    .type = PROTO_EV_THREAD_START, .tid = 1000 + t, .role = SC_ROLE_WORKER};
 	m.name = (struct proto_str){"worker", 6};
 	return m;
 }

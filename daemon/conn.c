@@ -16,7 +16,8 @@ void conn_accept_each(int listen_fd, const char *who, const char *path,
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				log_warn("accepting %s on %s failed: %s", who, path, strerror(errno));
+				log_warn("accepting %s on %s failed: %s", who, path,
+					 strerror(errno));
 			return;
 		}
 		struct ucred cred;
