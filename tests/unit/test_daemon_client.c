@@ -13,9 +13,12 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <linux/sockios.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -39,18 +42,89 @@ static void on_ctl_listen(struct loop *l, int fd, unsigned ev, void *ctx)
 	client_accept(ctx);
 }
 
-static int64_t stop_cb(struct loop *l, void *ctx)
+/* Generous: a loaded CI machine under a sanitizer can stall for seconds, and
+ * a passing run never waits this long. */
+#define PUMP_DEADLINE_MS 5000
+
+struct until {
+	bool (*done)(struct fixture *f, const void *arg);
+	struct fixture *f;
+	const void *arg;
+	bool met;
+};
+
+static int64_t check_cb(struct loop *l, void *ctx)
+{
+	struct until *u = ctx;
+	if (u->done(u->f, u->arg)) {
+		u->met = true;
+		loop_stop(l);
+		return -1;
+	}
+	return 1;
+}
+
+static int64_t deadline_cb(struct loop *l, void *ctx)
 {
 	(void)ctx;
 	loop_stop(l);
 	return -1;
 }
 
-/* Runs the daemon's loop for about ms milliseconds. */
-static void pump(struct fixture *f, int ms)
+/* Runs the daemon's loop until done(f, arg) holds, failing the test when it
+ * still does not after PUMP_DEADLINE_MS: waiting for the condition rather than
+ * for a fixed time keeps the test right however slowly the machine runs. */
+static void pump_until(struct fixture *f, bool (*done)(struct fixture *, const void *),
+		       const void *arg, const char *what)
 {
-	loop_timer_add(f->d.loop, ms, stop_cb, NULL);
+	struct until u = {done, f, arg, false};
+	if (done(f, arg))
+		return;
+	int64_t check = loop_timer_add(f->d.loop, 1, check_cb, &u);
+	int64_t deadline = loop_timer_add(f->d.loop, PUMP_DEADLINE_MS, deadline_cb, NULL);
+	assert_true(check > 0 && deadline > 0);
 	loop_run(f->d.loop);
+	if (!u.met) {
+		loop_timer_del(f->d.loop, check);
+		fail_msg("after %d ms the daemon still has not: %s", PUMP_DEADLINE_MS, what);
+	}
+	loop_timer_del(f->d.loop, deadline);
+}
+
+/* Whether the daemon has read every byte the test wrote on fd: an AF_UNIX
+ * sender's SIOCOUTQ counts what the receiver has not consumed yet. */
+static bool consumed(int fd)
+{
+	int pending = -1;
+	return ioctl(fd, SIOCOUTQ, &pending) == 0 && pending == 0;
+}
+
+/* Whether the daemon closed its side of fd, without reading from fd. */
+static bool hung_up(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static bool fd_consumed(struct fixture *f, const void *arg)
+{
+	(void)f;
+	return consumed(*(const int *)arg);
+}
+
+static bool fd_hung_up(struct fixture *f, const void *arg)
+{
+	(void)f;
+	return hung_up(*(const int *)arg);
+}
+
+/* A whole reply line is waiting on fd. */
+static bool line_ready(struct fixture *f, const void *arg)
+{
+	(void)f;
+	char buf[65536];
+	ssize_t n = recv(*(const int *)arg, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memchr(buf, '\n', (size_t)n);
 }
 
 static struct fixture *start(void)
@@ -110,7 +184,7 @@ static int dial(const char *path)
 static json_t *ask(struct fixture *f, int fd, const char *line)
 {
 	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
-	pump(f, 20);
+	pump_until(f, line_ready, &fd, line);
 	char buf[65536];
 	ssize_t n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
 	if (n <= 0)
@@ -151,6 +225,13 @@ static struct proto_msg scope_open(uint64_t id)
 	return m;
 }
 
+static bool self_has_one_scope(struct fixture *f, const void *arg)
+{
+	(void)arg;
+	struct proc *p = proc_find(&f->d, getpid());
+	return p && p->state == PROC_LIVE && model_count(&p->model, ENT_SCOPE) == 1;
+}
+
 /* A registered agent connection: returns its fd; the process is this one. */
 static int register_agent(struct fixture *f)
 {
@@ -158,8 +239,14 @@ static int register_agent(struct fixture *f)
 	struct proto_msg o = scope_open(1);
 	send_hello(fd);
 	send_frame(fd, &o);
-	pump(f, 20);
+	pump_until(f, self_has_one_scope, NULL, "registered the agent and its scope");
 	return fd;
+}
+
+static bool client_accepted(struct fixture *f, const void *arg)
+{
+	(void)arg;
+	return f->d.clients != NULL;
 }
 
 /* A daemon with this process registered as an agent (f->agent) and one
@@ -169,7 +256,7 @@ static struct fixture *start_with_peers(void)
 	struct fixture *f = start();
 	f->agent = register_agent(f);
 	f->ctl = dial(f->d.ctl_path);
-	pump(f, 10);
+	pump_until(f, client_accepted, NULL, "accepted the control client");
 	return f;
 }
 
@@ -279,7 +366,11 @@ static void test_bad_streams(void **state)
 			send_hello(fd);
 		assert_int_equal(write(fd, bad_streams[i].bytes, bad_streams[i].len),
 				 (ssize_t)bad_streams[i].len);
-		pump(f, 20);
+		/* Every case ends with the daemon having read all it was sent; a
+		 * dropped peer is also hung up on. */
+		pump_until(f, fd_consumed, &fd, bad_streams[i].name);
+		if (bad_streams[i].want != SERVED)
+			pump_until(f, fd_hung_up, &fd, bad_streams[i].name);
 		struct proc *p = proc_find(&f->d, getpid());
 		bool closed = closed_by_daemon(fd);
 		switch (bad_streams[i].want) {
@@ -313,7 +404,8 @@ static void test_second_hello_and_reconnect(void **state)
 	/* A new connection from the same process takes over and keeps the model. */
 	int b = dial(f->d.agent_path);
 	send_hello(b);
-	pump(f, 20);
+	pump_until(f, fd_hung_up, &a, "dropped the old connection after the new HELLO");
+	pump_until(f, fd_consumed, &b, "read the new connection's HELLO");
 	assert_true(closed_by_daemon(a));
 	assert_ptr_equal(proc_find(&f->d, getpid()), p);
 	assert_int_equal(p->state, PROC_LIVE);
@@ -321,7 +413,7 @@ static void test_second_hello_and_reconnect(void **state)
 	assert_int_equal(f->d.nprocs, 1);
 	/* A second HELLO on a registered connection is a protocol error. */
 	send_hello(b);
-	pump(f, 20);
+	pump_until(f, fd_hung_up, &b, "dropped the connection that said HELLO twice");
 	assert_true(closed_by_daemon(b));
 	assert_int_equal(p->state, PROC_DETACHED);
 	close(a);
