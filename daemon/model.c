@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,27 +22,43 @@ void model_init(struct model *m, const struct model_limits *lim)
 	m->strings.max_bytes = m->lim.max_string_bytes;
 }
 
+/* Where each kind keeps the fields the generic code touches, so one path
+ * serves all four kinds (name 0: the kind has no owned name). */
+static const struct ent_layout {
+	const char *what;
+	size_t size, seen, flags, name;
+} layout[ENT_KINDS] = {
+	[ENT_THREAD] = {"thread", sizeof(struct m_thread), offsetof(struct m_thread, seen),
+			offsetof(struct m_thread, flags), offsetof(struct m_thread, name)},
+	[ENT_POOL] = {"pool", sizeof(struct m_pool), offsetof(struct m_pool, seen),
+		      offsetof(struct m_pool, flags), offsetof(struct m_pool, name)},
+	[ENT_SCOPE] = {"scope", sizeof(struct m_scope), offsetof(struct m_scope, seen),
+		       offsetof(struct m_scope, flags), offsetof(struct m_scope, name)},
+	[ENT_TASK] = {"task", sizeof(struct m_task), offsetof(struct m_task, seen),
+		      offsetof(struct m_task, flags), 0},
+};
+
+static uint8_t *ent_flags(enum ent_kind k, const void *e)
+{
+	return (uint8_t *)((uintptr_t)e + layout[k].flags);
+}
+
+static uint32_t *ent_seen(enum ent_kind k, const void *e)
+{
+	return (uint32_t *)((uintptr_t)e + layout[k].seen);
+}
+
 static void free_ent(enum ent_kind k, void *e)
 {
-	switch (k) {
-	case ENT_THREAD:
-		free(((struct m_thread *)e)->name);
-		break;
-	case ENT_POOL:
-		free(((struct m_pool *)e)->name);
-		break;
-	case ENT_SCOPE: {
+	if (layout[k].name)
+		free(*(char **)((char *)e + layout[k].name));
+	if (k == ENT_SCOPE) {
 		struct m_scope *s = e;
 		for (size_t i = 0; i < s->nvalues; i++) {
 			free(s->values[i].key);
 			free(s->values[i].value);
 		}
 		free(s->values);
-		free(s->name);
-		break;
-	}
-	default:
-		break;
 	}
 	free(e);
 }
@@ -78,24 +95,15 @@ static size_t held(const struct model *m)
 	return n;
 }
 
-static const size_t ent_size[ENT_KINDS] = {
-	[ENT_THREAD] = sizeof(struct m_thread),
-	[ENT_POOL] = sizeof(struct m_pool),
-	[ENT_SCOPE] = sizeof(struct m_scope),
-	[ENT_TASK] = sizeof(struct m_task),
-};
-
-static const char *const ent_name[ENT_KINDS] = {"thread", "pool", "scope", "task"};
-
 /* Offsets of the fields every entity kind shares. */
 #define ENT_GEN(e) (((uint64_t *)(e))[1])
 
-/* Marks e changed now, and seen by the snapshot in progress. */
-static void touch(struct model *m, void *e, uint32_t *seen)
+/* Marks e (of kind k) changed now, and seen by the snapshot in progress. */
+static void touch(struct model *m, enum ent_kind k, void *e)
 {
 	ENT_GEN(e) = ++m->gen;
 	if (m->in_snapshot)
-		*seen = m->epoch;
+		*ent_seen(k, e) = m->epoch;
 }
 
 /* The entity with id, created as a placeholder when absent.  NULL with the
@@ -109,35 +117,19 @@ static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
 		*err = fail(m, -ENOSPC,
 			    "holds %zu scopes, tasks, threads and pools, the cap (--max-entities); "
 			    "refusing %s %llu",
-			    held(m), ent_name[k], (unsigned long long)id);
+			    held(m), layout[k].what, (unsigned long long)id);
 		return NULL;
 	}
-	e = calloc(1, ent_size[k]);
+	e = calloc(1, layout[k].size);
 	if (e)
 		*(uint64_t *)e = id; /* the map hashes on it */
 	if (!e || idmap_put(&m->ents[k], e) < 0) {
 		free(e);
-		*err = fail(m, -ENOMEM, "out of memory adding %s %llu", ent_name[k],
+		*err = fail(m, -ENOMEM, "out of memory adding %s %llu", layout[k].what,
 			    (unsigned long long)id);
 		return NULL;
 	}
-	/* Placeholder flags share the flags byte; each kind starts placeholder. */
-	switch (k) {
-	case ENT_THREAD:
-		((struct m_thread *)e)->flags = EF_PLACEHOLDER;
-		break;
-	case ENT_POOL:
-		((struct m_pool *)e)->flags = EF_PLACEHOLDER;
-		break;
-	case ENT_SCOPE:
-		((struct m_scope *)e)->flags = EF_PLACEHOLDER;
-		break;
-	case ENT_TASK:
-		((struct m_task *)e)->flags = EF_PLACEHOLDER;
-		break;
-	default:
-		break;
-	}
+	*ent_flags(k, e) = EF_PLACEHOLDER;
 	return e;
 }
 
@@ -207,18 +199,7 @@ static void expire_later(struct model *m, enum ent_kind k, uint64_t id, int64_t 
 static bool is_ended(struct model *m, enum ent_kind k, uint64_t id)
 {
 	const void *e = idmap_get(&m->ents[k], id);
-	if (!e)
-		return false;
-	switch (k) {
-	case ENT_THREAD:
-		return ((const struct m_thread *)e)->flags & EF_ENDED;
-	case ENT_SCOPE:
-		return ((const struct m_scope *)e)->flags & EF_ENDED;
-	case ENT_TASK:
-		return ((const struct m_task *)e)->flags & EF_ENDED;
-	default:
-		return false;
-	}
+	return e && (*ent_flags(k, e) & EF_ENDED);
 }
 
 void model_sweep(struct model *m, int64_t now_ns)
@@ -275,16 +256,39 @@ static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64
 	if (!t || (only_if && t->task != only_if) || t->task == task)
 		return;
 	t->task = task;
-	touch(m, t, &t->seen);
+	touch(m, ENT_THREAD, t);
 }
 
 typedef int (*apply_fn)(struct model *m, const struct proto_msg *msg, int64_t now);
 
+/* Every event about an entity marks it changed and seen, whatever it then
+ * decides to keep. */
 #define GET(var, kind, id)                                                                        \
 	int err_ = 0;                                                                             \
 	var = get(m, kind, id, &err_);                                                            \
 	if (!var)                                                                                 \
-		return err_
+		return err_;                                                                      \
+	touch(m, kind, var)
+
+/* Ends e once: false when it had already ended; otherwise it expires after
+ * the retention time. */
+static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
+{
+	uint8_t *flags = ent_flags(k, e);
+	if (*flags & EF_ENDED)
+		return false;
+	*flags |= EF_ENDED;
+	expire_later(m, k, *(uint64_t *)e, now);
+	return true;
+}
+
+/* The call site of a scope or task, interned. */
+static int intern_site(struct model *m, const char **file, const char **func,
+		       const struct proto_msg *msg)
+{
+	int rc = intern(m, file, &msg->file);
+	return rc ? rc : intern(m, func, &msg->func);
+}
 
 static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t now)
 {
@@ -292,10 +296,8 @@ static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t
 	struct m_thread *t;
 	GET(t, ENT_THREAD, msg->tid);
 	if (t->flags & EF_ENDED) {
-		if (msg->flags & PROTO_F_SNAPSHOT) {
-			touch(m, t, &t->seen);
+		if (msg->flags & PROTO_F_SNAPSHOT)
 			return 0;
-		}
 		/* The kernel reused the tid for a new thread. */
 		t->flags = 0;
 		t->exited = 0;
@@ -306,7 +308,6 @@ static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t
 	t->role = msg->role;
 	if (!t->started)
 		t->started = msg->ts;
-	touch(m, t, &t->seen);
 	return set_str(m, &t->name, &msg->name);
 }
 
@@ -314,13 +315,10 @@ static int ev_thread_exit(struct model *m, const struct proto_msg *msg, int64_t 
 {
 	struct m_thread *t;
 	GET(t, ENT_THREAD, msg->tid);
-	touch(m, t, &t->seen);
-	if (t->flags & EF_ENDED)
-		return 0;
-	t->flags |= EF_ENDED;
-	t->exited = msg->ts;
-	t->task = 0;
-	expire_later(m, ENT_THREAD, t->id, now);
+	if (end_once(m, ENT_THREAD, t, now)) {
+		t->exited = msg->ts;
+		t->task = 0;
+	}
 	return 0;
 }
 
@@ -329,7 +327,6 @@ static int ev_thread_name(struct model *m, const struct proto_msg *msg, int64_t 
 	(void)now;
 	struct m_thread *t;
 	GET(t, ENT_THREAD, msg->tid);
-	touch(m, t, &t->seen);
 	return set_str(m, &t->name, &msg->name);
 }
 
@@ -346,7 +343,6 @@ static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
 	if (!(s->flags & EF_PLACEHOLDER) && s->opened)
 		return 0; /* a repeat (snapshot racing the live stream) */
 	s->flags &= (uint8_t)~EF_PLACEHOLDER;
@@ -358,12 +354,8 @@ static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t n
 	s->owner = msg->tid;
 	s->opened = msg->ts;
 	s->line = msg->line;
-	int rc = intern(m, &s->file, &msg->file);
-	if (!rc)
-		rc = intern(m, &s->func, &msg->func);
-	if (!rc)
-		rc = set_str(m, &s->name, &msg->name);
-	return rc;
+	int rc = intern_site(m, &s->file, &s->func, msg);
+	return rc ? rc : set_str(m, &s->name, &msg->name);
 }
 
 static int ev_join_begin(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -371,7 +363,6 @@ static int ev_join_begin(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
 	s->flags |= EF_JOINING;
 	return 0;
 }
@@ -381,7 +372,6 @@ static int ev_join_end(struct model *m, const struct proto_msg *msg, int64_t now
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
 	if (!(s->flags & EF_JOINED)) {
 		s->flags |= EF_JOINING | EF_JOINED;
 		s->join_result = msg->result;
@@ -394,7 +384,6 @@ static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
 	s->flags |= EF_CANCELLED;
 	if (!s->cancel_reason)
 		s->cancel_reason = (uint8_t)msg->reason;
@@ -405,12 +394,8 @@ static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t 
 {
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
-	if (s->flags & EF_ENDED)
-		return 0;
-	s->flags |= EF_ENDED;
-	s->closed = msg->ts;
-	expire_later(m, ENT_SCOPE, s->id, now);
+	if (end_once(m, ENT_SCOPE, s, now))
+		s->closed = msg->ts;
 	return 0;
 }
 
@@ -419,28 +404,21 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	(void)now;
 	struct m_task *t;
 	GET(t, ENT_TASK, msg->task);
-	touch(m, t, &t->seen);
 	if (!t->scope)
 		t->scope = msg->scope;
 	if (!t->fn)
 		t->fn = msg->fn;
 	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
 		t->state = (uint8_t)msg->state;
-		if (task_rank(msg->state) == 2) {
-			t->flags |= EF_ENDED;
+		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now))
 			t->ended = msg->ts;
-			expire_later(m, ENT_TASK, t->id, now);
-		}
 	}
 	if (!(t->flags & EF_PLACEHOLDER) && t->forked)
 		return 0;
 	t->flags &= (uint8_t)~EF_PLACEHOLDER;
 	t->forked = msg->ts;
 	t->line = msg->line;
-	int rc = intern(m, &t->file, &msg->file);
-	if (!rc)
-		rc = intern(m, &t->func, &msg->func);
-	return rc;
+	return intern_site(m, &t->file, &t->func, msg);
 }
 
 static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -448,7 +426,6 @@ static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_task *t;
 	GET(t, ENT_TASK, msg->task);
-	touch(m, t, &t->seen);
 	if (!t->scope)
 		t->scope = msg->scope;
 	if (!t->started) {
@@ -466,19 +443,16 @@ static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now
 {
 	struct m_task *t;
 	GET(t, ENT_TASK, msg->task);
-	touch(m, t, &t->seen);
 	if (!t->scope)
 		t->scope = msg->scope;
-	if (t->flags & EF_ENDED)
+	if (!end_once(m, ENT_TASK, t, now))
 		return 0;
-	t->flags |= EF_ENDED;
 	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
 	t->ended = msg->ts;
 	t->error = msg->error;
 	if (!t->worker)
 		t->worker = msg->tid;
 	thread_set_task(m, t->worker, 0, t->id);
-	expire_later(m, ENT_TASK, t->id, now);
 	return 0;
 }
 
@@ -495,7 +469,6 @@ static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	touch(m, s, &s->seen);
 	size_t i = 0;
 	while (i < s->nvalues &&
 	       !(strlen(s->values[i].key) == msg->key.len &&
@@ -523,7 +496,6 @@ static int ev_pool_create(struct model *m, const struct proto_msg *msg, int64_t 
 	(void)now;
 	struct m_pool *p;
 	GET(p, ENT_POOL, msg->pool_id);
-	touch(m, p, &p->seen);
 	p->flags &= (uint8_t)~EF_PLACEHOLDER;
 	p->cfg = msg->pool;
 	return set_str(m, &p->name, &msg->name);
@@ -534,7 +506,6 @@ static int ev_pool_stats(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_pool *p;
 	GET(p, ENT_POOL, msg->pool_id);
-	touch(m, p, &p->seen);
 	p->cfg = msg->pool;
 	return 0;
 }
@@ -546,26 +517,10 @@ static int ev_pool_destroy(struct model *m, const struct proto_msg *msg, int64_t
 	return 0;
 }
 
+/* Pools never end, so for them this is only the seen test. */
 static bool live_unseen(const struct model *m, enum ent_kind k, const void *e)
 {
-	switch (k) {
-	case ENT_THREAD: {
-		const struct m_thread *t = e;
-		return !(t->flags & EF_ENDED) && t->seen != m->epoch;
-	}
-	case ENT_POOL:
-		return ((const struct m_pool *)e)->seen != m->epoch;
-	case ENT_SCOPE: {
-		const struct m_scope *s = e;
-		return !(s->flags & EF_ENDED) && s->seen != m->epoch;
-	}
-	case ENT_TASK: {
-		const struct m_task *t = e;
-		return !(t->flags & EF_ENDED) && t->seen != m->epoch;
-	}
-	default:
-		return false;
-	}
+	return !(*ent_flags(k, e) & EF_ENDED) && *ent_seen(k, e) != m->epoch;
 }
 
 static int ev_snapshot_begin(struct model *m, const struct proto_msg *msg, int64_t now)

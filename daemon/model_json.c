@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include "event.h"
+#include "jfield.h"
 #include "symbolize.h"
 
 #include <stdlib.h>
@@ -104,28 +105,10 @@ const char *model_scope_state_name(const struct m_scope *s)
 	return "open";
 }
 
-static void enum_or_null(struct jbuf *b, const char *key, const char *name)
-{
-	jb_key(b, key);
-	jb_str(b, name);
-}
-
+/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null. */
 static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
 {
-	jb_key(b, key);
-	if (!ts)
-		jb_null(b);
-	else
-		jb_ms(b, ts - clk->mono + clk->real);
-}
-
-static void id_or_null(struct jbuf *b, const char *key, uint64_t id)
-{
-	jb_key(b, key);
-	if (id)
-		jb_u64(b, id);
-	else
-		jb_null(b);
+	jf_ms_if(b, key, ts != 0, ts ? ts - clk->mono + clk->real : 0);
 }
 
 static void site(struct jbuf *b, const char *file, int32_t line, const char *func)
@@ -136,12 +119,9 @@ static void site(struct jbuf *b, const char *file, int32_t line, const char *fun
 		return;
 	}
 	jb_obj(b);
-	jb_key(b, "file");
-	jb_str(b, file);
-	jb_key(b, "line");
-	jb_i64(b, line);
-	jb_key(b, "func");
-	jb_str(b, func);
+	jf_str(b, "file", file);
+	jf_i64(b, "line", line);
+	jf_str(b, "func", func);
 	jb_obj_end(b);
 }
 
@@ -150,15 +130,12 @@ static void thread_json(struct jbuf *b, struct render *r, const void *ent)
 	const struct clockref *clk = r->clk;
 	const struct m_thread *t = ent;
 	jb_obj(b);
-	jb_key(b, "tid");
-	jb_u64(b, t->id);
-	jb_key(b, "name");
-	jb_str(b, t->name);
-	enum_or_null(b, "role", NAME(roles, t->role) ? NAME(roles, t->role) : "other");
-	id_or_null(b, "pool", t->pool);
-	id_or_null(b, "task", t->task);
-	jb_key(b, "state");
-	jb_str(b, t->flags & EF_ENDED ? "exited" : "live");
+	jf_u64(b, "tid", t->id);
+	jf_str(b, "name", t->name);
+	jf_str(b, "role", NAME(roles, t->role) ? NAME(roles, t->role) : "other");
+	jf_id(b, "pool", t->pool);
+	jf_id(b, "task", t->task);
+	jf_str(b, "state", t->flags & EF_ENDED ? "exited" : "live");
 	time_ms(b, "started_ms", clk, t->started);
 	time_ms(b, "exited_ms", clk, t->exited);
 	jb_obj_end(b);
@@ -166,31 +143,22 @@ static void thread_json(struct jbuf *b, struct render *r, const void *ent)
 
 static void pool_json(struct jbuf *b, struct render *r, const void *ent)
 {
-	const struct clockref *clk = r->clk;
+	(void)r;
 	const struct m_pool *p = ent;
-	(void)clk;
 	const struct proto_pool *c = &p->cfg;
 	jb_obj(b);
-	jb_key(b, "id");
-	jb_u64(b, p->id);
-	jb_key(b, "name");
-	jb_str(b, p->name);
+	jf_u64(b, "id", p->id);
+	jf_str(b, "name", p->name);
 	static const char *const counts[] = {"core", "max", "size", "active", "largest"};
 	const uint32_t vals[] = {c->core, c->max, c->size, c->active, c->largest};
-	for (size_t i = 0; i < 5; i++) {
-		jb_key(b, counts[i]);
-		jb_u64(b, vals[i]);
-	}
-	jb_key(b, "queued");
-	jb_u64(b, c->queued);
-	jb_key(b, "completed");
-	jb_u64(b, c->completed);
-	jb_key(b, "rejected");
-	jb_u64(b, c->rejected);
-	enum_or_null(b, "queue", NAME(queues, c->queue_kind));
-	jb_key(b, "queue_capacity");
-	jb_u64(b, c->queue_capacity);
-	enum_or_null(b, "policy", NAME(policies, c->policy));
+	for (size_t i = 0; i < 5; i++)
+		jf_u64(b, counts[i], vals[i]);
+	jf_u64(b, "queued", c->queued);
+	jf_u64(b, "completed", c->completed);
+	jf_u64(b, "rejected", c->rejected);
+	jf_str(b, "queue", NAME(queues, c->queue_kind));
+	jf_u64(b, "queue_capacity", c->queue_capacity);
+	jf_str(b, "policy", NAME(policies, c->policy));
 	jb_key(b, "keep_alive_ms");
 	jb_ms(b, c->keep_alive_ns);
 	jb_obj_end(b);
@@ -201,26 +169,19 @@ static void scope_json(struct jbuf *b, struct render *r, const void *ent)
 	const struct clockref *clk = r->clk;
 	const struct m_scope *s = ent;
 	jb_obj(b);
-	jb_key(b, "id");
-	jb_u64(b, s->id);
-	jb_key(b, "name");
-	jb_str(b, s->name);
-	id_or_null(b, "parent", s->parent);
-	id_or_null(b, "parent_task", s->parent_task);
-	id_or_null(b, "owner", s->owner);
-	id_or_null(b, "pool", s->pool);
-	enum_or_null(b, "joiner", s->flags & EF_PLACEHOLDER ? NULL : NAME(joiners, s->joiner));
-	jb_key(b, "state");
-	jb_str(b, model_scope_state_name(s));
+	jf_u64(b, "id", s->id);
+	jf_str(b, "name", s->name);
+	jf_id(b, "parent", s->parent);
+	jf_id(b, "parent_task", s->parent_task);
+	jf_id(b, "owner", s->owner);
+	jf_id(b, "pool", s->pool);
+	jf_str(b, "joiner", s->flags & EF_PLACEHOLDER ? NULL : NAME(joiners, s->joiner));
+	jf_str(b, "state", model_scope_state_name(s));
 	time_ms(b, "deadline_ms", clk, s->deadline);
 	time_ms(b, "opened_ms", clk, s->opened);
 	time_ms(b, "closed_ms", clk, s->closed);
-	enum_or_null(b, "cancel_reason", NAME(cancel_reasons, s->cancel_reason));
-	jb_key(b, "join_result");
-	if (s->flags & EF_JOINED)
-		jb_i64(b, s->join_result);
-	else
-		jb_null(b);
+	jf_str(b, "cancel_reason", NAME(cancel_reasons, s->cancel_reason));
+	jf_i64_if(b, "join_result", s->flags & EF_JOINED, s->join_result);
 	site(b, s->file, s->line, s->func);
 	jb_key(b, "values");
 	jb_obj(b);
@@ -237,19 +198,13 @@ static void task_json(struct jbuf *b, struct render *r, const void *ent)
 	const struct clockref *clk = r->clk;
 	const struct m_task *t = ent;
 	jb_obj(b);
-	jb_key(b, "id");
-	jb_u64(b, t->id);
-	id_or_null(b, "scope", t->scope);
-	enum_or_null(b, "state", NAME(task_states, t->state));
-	id_or_null(b, "worker", t->worker);
-	jb_key(b, "error");
-	if (t->flags & EF_ENDED && t->state == SC_TASK_FAILED)
-		jb_i64(b, t->error);
-	else
-		jb_null(b);
+	jf_u64(b, "id", t->id);
+	jf_id(b, "scope", t->scope);
+	jf_str(b, "state", NAME(task_states, t->state));
+	jf_id(b, "worker", t->worker);
+	jf_i64_if(b, "error", t->flags & EF_ENDED && t->state == SC_TASK_FAILED, t->error);
 	site(b, t->file, t->line, t->func);
-	jb_key(b, "func");
-	jb_str(b, fn_name(r, t->fn));
+	jf_str(b, "func", fn_name(r, t->fn));
 	time_ms(b, "forked_ms", clk, t->forked);
 	time_ms(b, "started_ms", clk, t->started);
 	time_ms(b, "ended_ms", clk, t->ended);
@@ -308,13 +263,11 @@ static void violations_json(struct jbuf *b, const struct model *m, const struct 
 	for (uint64_t i = first; i < m->nviol; i++) {
 		const struct m_violation *v = &m->viol[i % MODEL_VIOLATIONS];
 		jb_obj(b);
-		id_or_null(b, "scope", v->scope);
-		enum_or_null(b, "kind", NAME(violations, v->kind));
-		jb_key(b, "error");
-		jb_i64(b, v->error);
+		jf_id(b, "scope", v->scope);
+		jf_str(b, "kind", NAME(violations, v->kind));
+		jf_i64(b, "error", v->error);
 		time_ms(b, "ts_ms", clk, v->ts);
-		jb_key(b, "tid");
-		jb_u64(b, v->tid);
+		jf_u64(b, "tid", v->tid);
 		jb_obj_end(b);
 	}
 	jb_arr_end(b);

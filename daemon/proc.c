@@ -2,6 +2,7 @@
  * how long exited ones are kept for post-mortem dumps. */
 #include "daemon.h"
 
+#include "jfield.h"
 #include "log.h"
 #include "loop.h"
 #include "symbolize.h"
@@ -213,48 +214,23 @@ void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 {
 	const struct model *m = &p->model;
 	jb_obj(b);
-	jb_key(b, "pid");
-	jb_i64(b, p->pid);
-	jb_key(b, "uid");
-	jb_u64(b, p->uid);
-	jb_key(b, "name");
-	jb_str(b, p->name);
-	jb_key(b, "exe");
-	jb_str(b, p->exe);
-	jb_key(b, "runtime_version");
-	jb_str(b, p->runtime_version);
-	jb_key(b, "start_time_ms");
-	if (p->start_realtime_ns)
-		jb_ms(b, p->start_realtime_ns);
-	else
-		jb_null(b);
-	jb_key(b, "state");
-	jb_str(b, state_names[p->state]);
-	jb_key(b, "exit_cause");
-	jb_str(b, p->state == PROC_LIVE ? NULL : p->exit_cause);
-	jb_key(b, "exit_code");
-	if (p->exit_code >= 0)
-		jb_i64(b, p->exit_code);
-	else
-		jb_null(b);
-	jb_key(b, "exit_signal");
-	if (p->exit_signal >= 0)
-		jb_i64(b, p->exit_signal);
-	else
-		jb_null(b);
+	jf_i64(b, "pid", p->pid);
+	jf_u64(b, "uid", p->uid);
+	jf_str(b, "name", p->name);
+	jf_str(b, "exe", p->exe);
+	jf_str(b, "runtime_version", p->runtime_version);
+	jf_ms_if(b, "start_time_ms", p->start_realtime_ns != 0, p->start_realtime_ns);
+	jf_str(b, "state", state_names[p->state]);
+	jf_str(b, "exit_cause", p->state == PROC_LIVE ? NULL : p->exit_cause);
+	jf_i64_if(b, "exit_code", p->exit_code >= 0, p->exit_code);
+	jf_i64_if(b, "exit_signal", p->exit_signal >= 0, p->exit_signal);
 	static const char *const counts[] = {"threads", "pools", "scopes", "tasks"};
-	for (int k = 0; k < ENT_KINDS; k++) {
-		jb_key(b, counts[k]);
-		jb_u64(b, model_count(m, k));
-	}
-	jb_key(b, "events");
-	jb_u64(b, m->events);
-	jb_key(b, "lost");
-	jb_u64(b, m->lost);
-	jb_key(b, "complete");
-	jb_bool(b, m->complete);
-	jb_key(b, "repaired");
-	jb_bool(b, m->repaired);
+	for (int k = 0; k < ENT_KINDS; k++)
+		jf_u64(b, counts[k], model_count(m, k));
+	jf_u64(b, "events", m->events);
+	jf_u64(b, "lost", m->lost);
+	jf_bool(b, "complete", m->complete);
+	jf_bool(b, "repaired", m->repaired);
 	/* The process's own uptime when its start is known, else time registered. */
 	jb_key(b, "uptime_ms");
 	if (p->start_realtime_ns)
