@@ -17,31 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "agent.h"
 #include "proto.h"
 #include "scope.h"
 
 #define REPS 7
 #define FORK_REPS 11 /* rounds of the fork workload: it swings most on shared cores */
-
-static int64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ---- a sink standing in for the daemon: acks HELLO, decodes, discards ---- */
 
@@ -148,18 +130,18 @@ static double emit_cost(uint16_t kind, int n, uint64_t *dropped)
 	}
 	uint64_t d0 = sc_rings_dropped();
 	for (int r = 0; r < REPS; r++) {
-		int64_t t0 = mono();
+		int64_t t0 = bench_now_ns();
 		for (int i = 0; i < n; i++) {
 			ev.ts = t0 + i;
 			sc_emit(&ev);
 		}
-		v[r] = (double)(mono() - t0) / n;
+		v[r] = (double)(bench_now_ns() - t0) / n;
 		if (sc_observed())
 			(void)sc_agent_flush(2000);
 	}
 	if (dropped)
 		*dropped = sc_rings_dropped() - d0;
-	return median(v, REPS);
+	return bench_median(v, REPS);
 }
 
 /* The same loop body without sc_emit: what the loop itself costs. */
@@ -168,14 +150,14 @@ static double loop_cost(int n)
 	double v[REPS];
 	struct sc_ev ev = make_ev(SC_EV_TASK_START);
 	for (int r = 0; r < REPS; r++) {
-		int64_t t0 = mono();
+		int64_t t0 = bench_now_ns();
 		for (int i = 0; i < n; i++) {
 			ev.ts = t0 + i;
 			__asm__ __volatile__("" : : "r"(&ev) : "memory");
 		}
-		v[r] = (double)(mono() - t0) / n;
+		v[r] = (double)(bench_now_ns() - t0) / n;
 	}
-	return median(v, REPS);
+	return bench_median(v, REPS);
 }
 
 /* ---- fork-heavy workload ---- */
@@ -204,9 +186,9 @@ static void *fork_thread(void *arg)
 		if (scope_open(&s, &cfg))
 			continue;
 		for (int i = 0; i < 8; i++) {
-			int64_t t0 = mono();
+			int64_t t0 = bench_now_ns();
 			scope_fork(s, nop, NULL, NULL);
-			int64_t d = mono() - t0;
+			int64_t d = bench_now_ns() - t0;
 			if (d > worst)
 				worst = d;
 		}
@@ -222,12 +204,12 @@ static void *fork_thread(void *arg)
 static double fork_rate(long nscopes)
 {
 	pthread_t th[2];
-	int64_t t0 = mono();
+	int64_t t0 = bench_now_ns();
 	for (int i = 0; i < 2; i++)
 		pthread_create(&th[i], NULL, fork_thread, (void *)(intptr_t)(nscopes / 2));
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
-	return (double)nscopes * 8 / ((double)(mono() - t0) / 1e9);
+	return (double)nscopes * 8 / ((double)(bench_now_ns() - t0) / 1e9);
 }
 
 /* M_EMPTY installs an observer that does nothing: what the runtime itself
@@ -314,8 +296,8 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 		double ratio[FORK_REPS];
 		for (int r = 0; r < FORK_REPS; r++)
 			ratio[r] = v[M_OFF][r] / v[m][r];
-		paired[m] = median(ratio, FORK_REPS);
-		med[m] = median(v[m], FORK_REPS);
+		paired[m] = bench_median(ratio, FORK_REPS);
+		med[m] = bench_median(v[m], FORK_REPS);
 	}
 }
 
@@ -347,9 +329,9 @@ static void capture_all(struct capture *c)
 {
 	struct proto_msg req = {.type = PROTO_STACK_REQUEST, .req = 1, .max_frames = 64};
 	struct sc_buf out = {.max = 64u << 20};
-	int64_t t0 = mono();
+	int64_t t0 = bench_now_ns();
 	sc_stack_answer(&req, &out, sc_gettid());
-	c->total_ms = (double)(mono() - t0) / 1e6;
+	c->total_ms = (double)(bench_now_ns() - t0) / 1e6;
 
 	static double pauses[70000];
 	int np = 0;
@@ -370,7 +352,7 @@ static void capture_all(struct capture *c)
 		}
 		off += used;
 	}
-	c->median_pause_us = np ? median(pauses, np) : 0;
+	c->median_pause_us = np ? bench_median(pauses, np) : 0;
 	sc_buf_free(&out);
 }
 

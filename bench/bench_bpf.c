@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bench.h"
 #include "../bpf/bpfstack.h"
 #include "../common/ctl.h"
 #include "../tests/unit/test_bpf_target.h"
@@ -43,21 +44,6 @@ static const char *symbolize(struct symcache *c, uint64_t addr)
 		}
 	}
 	return "??";
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 /* Sum of every thread's voluntary switches: a thread blocked forever only
@@ -143,9 +129,9 @@ static int stacks_once(const char *sock, pid_t pid, int64_t *wall, int64_t *capt
 	if (ctl_connect(&c, sock, err, sizeof(err)) != 0)
 		return 0;
 	req = json_pack("{s:i, s:s, s:i}", "id", 1, "cmd", "stacks", "pid", (int)pid);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	if (ctl_request(c, req, &reply, 30000, err, sizeof(err)) == 0) {
-		*wall = now_ns() - t0;
+		*wall = bench_now_ns() - t0;
 		ok = json_is_true(json_object_get(reply, "ok"));
 		*capture = json_integer_value(json_object_get(reply, "capture_ns"));
 		*pause = json_integer_value(json_object_get(reply, "max_pause_ns"));
@@ -183,9 +169,9 @@ static void run_mode(const char *scoped, const char *sock, const char *mode, pid
 			res->pause[run] = p;
 		}
 	}
-	qsort(res->wall, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
-	qsort(res->capture, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
-	qsort(res->pause, DAEMON_RUNS, sizeof(int64_t), cmp_i64);
+	bench_sort_i64(res->wall, DAEMON_RUNS);
+	bench_sort_i64(res->capture, DAEMON_RUNS);
+	bench_sort_i64(res->pause, DAEMON_RUNS);
 	res->ok = 1;
 	stop_daemon(d, sock);
 }
@@ -270,12 +256,12 @@ static int run_series(struct bpfstack *b, pid_t pid, struct symcache *cache, boo
 
 		if (cold)
 			go_cold();
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		if (bpfstack_capture(b, pid, &th, &n, err, sizeof(err)) != 0) {
 			printf("bench_bpf: capture failed: %s\n", err);
 			return -1;
 		}
-		t1 = now_ns();
+		t1 = bench_now_ns();
 		for (size_t i = 0; i < n; i++) {
 			for (size_t f = 0; f < th[i].nframes; f++)
 				sink += (uintptr_t)symbolize(cache, th[i].frames[f] - (f > 0));
@@ -283,7 +269,7 @@ static int run_series(struct bpfstack *b, pid_t pid, struct symcache *cache, boo
 				sink += (uintptr_t)bpfstack_ksym(b, th[i].kframes[k]);
 			frames += th[i].nframes;
 		}
-		t2 = now_ns();
+		t2 = bench_now_ns();
 		if (run >= 0) {
 			out->capture[run] = t1 - t0;
 			out->symb[run] = t2 - t1;
@@ -295,9 +281,9 @@ static int run_series(struct bpfstack *b, pid_t pid, struct symcache *cache, boo
 		out->frames = frames + (sink == 1); /* keep the lookups from being optimised out */
 		free(th);
 	}
-	qsort(out->total, RUNS, sizeof(int64_t), cmp_i64);
-	qsort(out->capture, RUNS, sizeof(int64_t), cmp_i64);
-	qsort(out->symb, RUNS, sizeof(int64_t), cmp_i64);
+	bench_sort_i64(out->total, RUNS);
+	bench_sort_i64(out->capture, RUNS);
+	bench_sort_i64(out->symb, RUNS);
 	return 0;
 }
 

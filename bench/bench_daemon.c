@@ -1,6 +1,7 @@
 /* bench_daemon.c - scoped's speed and memory targets, each against a baseline
  * measured in the same run: ingest rate (decoder + model, in memory and over a
  * socketpair), heap bytes per live task, and a whole-tree query of 10,000 tasks. */
+#include "bench.h"
 #include "../daemon/daemon.h"
 #include "../daemon/jbuf.h"
 #include "../daemon/log.h"
@@ -25,25 +26,6 @@
 #define RUNS 5
 #define TASKS_PER_SCOPE 8
 #define RETAIN_NS 50000000ll /* 50 ms of the bench's fake clock: steady state, not a heap of history */
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return v[n / 2];
-}
 
 struct stream {
 	uint8_t *buf;
@@ -209,7 +191,7 @@ static double socket_run(const struct stream *s, size_t *got)
 	new_model(&m, RETAIN_NS);
 	size_t cap = PROTO_MAX_FRAME + 65536, len = 0, total = 0;
 	uint8_t *buf = malloc(cap);
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	pthread_create(&th, NULL, write_all, &w);
 	for (;;) {
 		ssize_t n = read(sv[0], buf + len, cap - len);
@@ -221,7 +203,7 @@ static double socket_run(const struct stream *s, size_t *got)
 		memmove(buf, buf + off, len - off);
 		len -= off;
 	}
-	double secs = (double)(now_ns() - t0) / 1e9;
+	double secs = (double)(bench_now_ns() - t0) / 1e9;
 	pthread_join(th, NULL);
 	close(sv[0]);
 	free(buf);
@@ -238,16 +220,16 @@ static void bench_ingest(int *missed)
 	size_t lost = 0;
 	for (int r = 0; r < RUNS; r++) {
 		size_t off = 0;
-		int64_t t0 = now_ns();
+		int64_t t0 = bench_now_ns();
 		size_t n = consume(NULL, s.buf, s.len, &off);
-		decode[r] = (double)n / ((double)(now_ns() - t0) / 1e9);
+		decode[r] = (double)n / ((double)(bench_now_ns() - t0) / 1e9);
 
 		struct model m;
 		new_model(&m, RETAIN_NS);
 		off = 0;
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		n = consume(&m, s.buf, s.len, &off);
-		full[r] = (double)n / ((double)(now_ns() - t0) / 1e9);
+		full[r] = (double)n / ((double)(bench_now_ns() - t0) / 1e9);
 		if (m.events != s.events)
 			lost += s.events - m.events;
 		model_free(&m);
@@ -257,7 +239,8 @@ static void bench_ingest(int *missed)
 		if (got != s.events)
 			lost += s.events - got;
 	}
-	double f = median(full, RUNS), d = median(decode, RUNS), k = median(sock, RUNS);
+	double f = bench_median(full, RUNS), d = bench_median(decode, RUNS),
+	       k = bench_median(sock, RUNS);
 	printf("%-40s %12.2f M/s  %-10s  decode alone %8.2f M/s    %6.2f  %s\n",
 	       "ingest, decode+model (events/s)", f / 1e6, ">= 2 M/s", d / 1e6, f / d,
 	       f >= 2e6 ? "ok" : "MISSED");
@@ -323,7 +306,7 @@ static void bench_memory(int *missed)
  * straightforward implementation would cost. */
 static double jansson_render(const struct model *m)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	json_t *root = json_object(), *tasks = json_array();
 	for (size_t i = 0; i < m->ents[ENT_TASK].cap; i++) {
 		const struct m_task *t = m->ents[ENT_TASK].slots[i];
@@ -339,7 +322,7 @@ static double jansson_render(const struct model *m)
 	}
 	json_object_set_new(root, "tasks", tasks);
 	char *text = json_dumps(root, JSON_COMPACT);
-	double ms = (double)(now_ns() - t0) / 1e6;
+	double ms = (double)(bench_now_ns() - t0) / 1e6;
 	free(text);
 	json_decref(root);
 	return ms;
@@ -357,16 +340,16 @@ static double bench_tree(int *missed)
 	double ours[Q], base[Q];
 	for (int q = 0; q < Q; q++) {
 		jb_reset(&b);
-		int64_t t0 = now_ns();
+		int64_t t0 = bench_now_ns();
 		model_render(&m, &clk, 1764441600000000000ll, &b);
-		ours[q] = (double)(now_ns() - t0) / 1e6;
+		ours[q] = (double)(bench_now_ns() - t0) / 1e6;
 		base[q] = jansson_render(&m);
 	}
 	jb_raw(&b, "", 1);
 	json_t *check = json_loads(b.p, 0, NULL);
 	size_t ntasks = json_array_size(json_object_get(check, "tasks"));
 	json_decref(check);
-	double o = median(ours, Q), j = median(base, Q);
+	double o = bench_median(ours, Q), j = bench_median(base, Q);
 	printf("%-40s %12.2f ms   %-10s  jansson, tasks only %6.2f ms  %6.2f  %s\n",
 	       "tree query, 10,000 live tasks (median)", o, "< 20 ms", j, o / j,
 	       o < 20 && ntasks == N ? "ok" : "MISSED");
@@ -404,7 +387,7 @@ static void *query_thread(void *arg)
 	size_t cap = 8u << 20;
 	char *buf = malloc(cap);
 	for (int i = 0; i < 21; i++) {
-		int64_t t0 = now_ns();
+		int64_t t0 = bench_now_ns();
 		if (write(fd, req, (size_t)n) != n)
 			break;
 		size_t len = 0;
@@ -414,7 +397,7 @@ static void *query_thread(void *arg)
 				goto out;
 			len += (size_t)r;
 		}
-		q->ms[i] = (double)(now_ns() - t0) / 1e6;
+		q->ms[i] = (double)(bench_now_ns() - t0) / 1e6;
 		q->reply_len = len;
 	}
 out:
@@ -461,7 +444,7 @@ static void bench_tree_socket(int *missed, double render_ms)
 	loop_timer_add(d.loop, 1, watch_done, &q);
 	loop_run(d.loop);
 	pthread_join(th, NULL);
-	double o = median(q.ms, 21);
+	double o = bench_median(q.ms, 21);
 	printf("%-40s %12.2f ms   %-10s  rendering alone %6.2f ms     %6.2f  %s\n",
 	       "tree query over the control socket", o, "< 20 ms", render_ms, o / render_ms,
 	       o < 20 ? "ok" : "MISSED");

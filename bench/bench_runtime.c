@@ -21,25 +21,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "scope.h"
 
 #define BATCHES 15
 #define SEC 1000000000LL
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static int64_t pct(int64_t *v, size_t n, double p)
-{
-	size_t i;
-
-	qsort(v, n, sizeof(*v), cmp_i64);
-	i = (size_t)(p * (double)(n - 1) + 0.5);
-	return v[i];
-}
 
 /* Per-operation time of op() run n times, in picoseconds. */
 static int64_t batch_ps(void (*op)(void), int n)
@@ -68,9 +54,9 @@ static struct pair measure(void (*op)(void), int n, void (*base)(void), int nb)
 		b[i] = batch_ps(base, nb);
 		r[i] = a[i] > 0 ? b[i] * 1000 / a[i] : 0;
 	}
-	out.op_ns = (double)pct(a, BATCHES, 0.5) / 1000.0;
-	out.base_ns = (double)pct(b, BATCHES, 0.5) / 1000.0;
-	out.ratio = (double)pct(r, BATCHES, 0.5) / 1000.0;
+	out.op_ns = (double)bench_pct_i64(a, BATCHES, 0.5) / 1000.0;
+	out.base_ns = (double)bench_pct_i64(b, BATCHES, 0.5) / 1000.0;
+	out.ratio = (double)bench_pct_i64(r, BATCHES, 0.5) / 1000.0;
 	return out;
 }
 
@@ -431,11 +417,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_runtime: could not start 64 threads for the cancel test\n");
 		return 1;
 	}
-	double p50 = (double)pct(lat, (size_t)n, 0.5) / 1000.0;
-	double p99 = (double)pct(lat, (size_t)n, 0.99) / 1000.0;
-	double b50 = (double)pct(base, (size_t)nb, 0.5) / 1000.0;
-	double b99 = (double)pct(base, (size_t)nb, 0.99) / 1000.0;
-	double j50 = (double)pct(join_lat, ROUNDS, 0.5) / 1000.0;
+	double p50 = (double)bench_pct_i64(lat, (size_t)n, 0.5) / 1000.0;
+	double p99 = (double)bench_pct_i64(lat, (size_t)n, 0.99) / 1000.0;
+	double b50 = (double)bench_pct_i64(base, (size_t)nb, 0.5) / 1000.0;
+	double b99 = (double)bench_pct_i64(base, (size_t)nb, 0.99) / 1000.0;
+	double j50 = (double)bench_pct_i64(join_lat, ROUNDS, 0.5) / 1000.0;
 	printf("%-46s %7.1f us %7.1f us %7.2fx  (op/baseline; target p99 < 100 us)\n",
 	       "cancel -> 64 blocked subtasks return, p99", p99, b99, p99 / b99);
 	printf("%-46s %7.1f us %7.1f us %7.2fx\n", "cancel -> 64 blocked subtasks return, p50", p50,
@@ -443,8 +429,8 @@ int main(int argc, char **argv)
 	printf("%-46s %7.1f us\n", "cancel -> owner's join returns, p50", j50);
 	printf("%-46s %7.1f us %7.1f us  (p50, p99: the kernel's floor on this machine)\n",
 	       "  floor: one FUTEX_WAKE to 64 bare waiters",
-	       (double)pct(fl, (size_t)nf, 0.5) / 1000.0,
-	       (double)pct(fl, (size_t)nf, 0.99) / 1000.0);
+	       (double)bench_pct_i64(fl, (size_t)nf, 0.5) / 1000.0,
+	       (double)bench_pct_i64(fl, (size_t)nf, 0.99) / 1000.0);
 	printf("  baseline: pthread_cond_broadcast to 64 waiters (%d rounds, %d samples each)\n",
 	       ROUNDS, n);
 	ok &= p99 < 100.0;

@@ -3,6 +3,7 @@
  * symbolizer in the same run: few distinct bodies (the common case), more
  * distinct bodies than a render remembers (every task a symbolizer lookup),
  * and the first render after the process registered. */
+#include "bench.h"
 #include "../daemon/jbuf.h"
 #include "../daemon/model.h"
 #include "../daemon/symbolize.h"
@@ -41,19 +42,6 @@ BODY(7)
 
 static int (*const bodies[8])(int) = {bench_body_0, bench_body_1, bench_body_2, bench_body_3,
 				      bench_body_4, bench_body_5, bench_body_6, bench_body_7};
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 static struct proto_str str(const char *s)
 {
@@ -119,19 +107,13 @@ static double render_once(const struct model *m, int *named)
 	struct jbuf b;
 	struct clockref clk = {0, 1764441600000000000ll};
 	jb_init(&b);
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	model_render(m, &clk, 1764441605000000000ll, &b);
-	double t = now_ms() - t0;
+	double t = bench_now_ms() - t0;
 	jb_raw(&b, "", 1);
 	*named = !b.oom && strstr(b.p, "\"func\":\"bench_body_") != NULL;
 	jb_free(&b);
 	return t;
-}
-
-static double median(double *v)
-{
-	qsort(v, RUNS, sizeof v[0], cmp_double);
-	return v[RUNS / 2];
 }
 
 int main(void)
@@ -175,7 +157,8 @@ int main(void)
 		worst[r] = render_once(&mm, &named);
 		ok &= named;
 	}
-	double pm = median(plain), wm = median(warm), xm = median(worst);
+	double pm = bench_median(plain, RUNS), wm = bench_median(warm, RUNS),
+	       xm = bench_median(worst, RUNS);
 
 	printf("%-48s %10s  %-10s  %-26s %6s\n", "metric (10,000 live tasks)", "value", "target",
 	       "baseline (same run)", "ratio");

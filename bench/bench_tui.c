@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "../tui/app.h"
 
 #define SCOPES 100
@@ -16,26 +17,13 @@
 #define ITER 200
 #define TARGET_MS 10.0
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 struct stat2 {
 	double p50, p99;
 };
 
 static struct stat2 stats(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	bench_sort(v, (size_t)n);
 	return (struct stat2){v[n / 2], v[(n * 99) / 100]};
 }
 
@@ -138,12 +126,12 @@ int main(void)
 	double local = tm_local_ms(), t0 = local - 5000;
 	a.now_local = local;
 	json_t *model = make_model(t0);
-	double l0 = now_ms();
+	double l0 = bench_now_ms();
 	if (tm_model_load(&a.model, model, NULL, local, err, sizeof err)) {
 		fprintf(stderr, "bench_tui: %s\n", err);
 		return 1;
 	}
-	double load_ms = now_ms() - l0;
+	double load_ms = bench_now_ms() - l0;
 	json_decref(model);
 	if (scr_open(&a.scr, out, in, "xterm", true, err, sizeof err) &&
 	    scr_open(&a.scr, out, in, "vt100", false, err, sizeof err)) {
@@ -164,22 +152,22 @@ int main(void)
 
 	struct stat2 full, tick, naive, scroll, filt;
 	for (int i = 0; i < ITER; i++) { /* everything: rebuild rows, repaint all lines */
-		double s = now_ms();
+		double s = bench_now_ms();
 		a.rows_stale = true;
 		scr_invalidate(&a.scr);
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 	}
 	report("full frame (rebuild + repaint every line)", t, &full);
 
 	unsigned long lines = 0;
 	for (int i = 0; i < ITER; i++) { /* the 4/s case: delta, rebuild, changed lines */
 		json_t *d = make_delta(i, t0);
-		double s = now_ms();
+		double s = bench_now_ms();
 		tm_model_apply_delta(&a.model, d, local, err, sizeof err);
 		unsigned long before = a.scr.repainted;
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 		lines += a.scr.repainted - before;
 		json_decref(d);
 	}
@@ -188,20 +176,20 @@ int main(void)
 
 	lines = 0;
 	for (int i = 0; i < ITER; i++) {
-		double s = now_ms();
+		double s = bench_now_ms();
 		unsigned long before = a.scr.repainted;
 		app_move(&a, (i / 20) % 2 ? -1 : 1);
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 		lines += a.scr.repainted - before;
 	}
 	report("scroll one row", t, &scroll);
 	double scroll_lines = (double)lines / ITER;
 	for (int i = 0; i < ITER; i++) {
-		double s = now_ms();
+		double s = bench_now_ms();
 		app_move(&a, i % 2 ? -a.tree_h : a.tree_h);
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 	}
 	report("scroll one page", t, NULL);
 
@@ -210,18 +198,18 @@ int main(void)
 	for (int i = 0; i < ITER; i++) {
 		snprintf(a.tree.filter, sizeof a.tree.filter, "%s", filters[i % 8]);
 		a.rows_stale = true;
-		double s = now_ms();
+		double s = bench_now_ms();
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 	}
 	report("filter keystroke (rebuild filtered + frame)", t, &filt);
 	a.tree.filter[0] = 0;
 	a.tree.group = true;
 	for (int i = 0; i < ITER; i++) {
 		a.rows_stale = true;
-		double s = now_ms();
+		double s = bench_now_ms();
 		frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 	}
 	report("grouped (g) rebuild + frame", t, NULL);
 	a.tree.group = false;
@@ -229,10 +217,10 @@ int main(void)
 	frame(&a);
 
 	for (int i = 0; i < ITER; i++) {
-		double s = now_ms();
+		double s = bench_now_ms();
 		app_move(&a, (i / 20) % 2 ? -1 : 1);
 		naive_frame(&a);
-		t[i] = now_ms() - s;
+		t[i] = bench_now_ms() - s;
 	}
 	report("baseline: scroll with clear() + full redraw", t, &naive);
 

@@ -166,69 +166,66 @@ static void put64(uint8_t *p, uint64_t v)
 	put32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* A field's value as the struct holds it: every member starts at the union's
+ * first byte, so copying a field's size from it copies that member. */
+union fval {
+	uint16_t u16;
+	uint32_t u32;
+	int64_t i64;
+	uint64_t u64;
+};
+
+/* Bytes each kind occupies in struct proto_msg (0: none, a pad). */
+static const uint8_t host_size[] = {
+	[F_U16] = 2, [F_U32] = 4, [F_I32] = 4, [F_I32W] = 8, [F_64] = 8,
+};
+
 /* Field access through offsets; memcpy keeps it free of aliasing trouble. */
 static void store(struct proto_msg *m, const struct fld *f, const uint8_t *p)
 {
-	char *dst = (char *)m + f->off;
-	uint16_t v16;
-	uint32_t v32;
-	int64_t vi64;
-	uint64_t v64;
+	union fval v;
 
 	switch (f->kind) {
 	case F_U16:
-		v16 = get16(p);
-		memcpy(dst, &v16, 2);
+		v.u16 = get16(p);
 		break;
 	case F_U32:
 	case F_I32:
-		v32 = get32(p);
-		memcpy(dst, &v32, 4);
+		v.u32 = get32(p);
 		break;
 	case F_I32W:
-		vi64 = (int32_t)get32(p);
-		memcpy(dst, &vi64, 8);
+		v.i64 = (int32_t)get32(p);
 		break;
 	case F_64:
-		v64 = get64(p);
-		memcpy(dst, &v64, 8);
+		v.u64 = get64(p);
 		break;
 	default:
-		break;
+		return;
 	}
+	memcpy((char *)m + f->off, &v, host_size[f->kind]);
 }
 
 static void load(const struct proto_msg *m, const struct fld *f, uint8_t *p)
 {
-	const char *src = (const char *)m + f->off;
-	uint16_t v16;
-	uint32_t v32;
-	int64_t vi64;
-	uint64_t v64;
+	union fval v = {.u64 = 0};
 
+	if (f->kind < sizeof host_size && host_size[f->kind])
+		memcpy(&v, (const char *)m + f->off, host_size[f->kind]);
 	switch (f->kind) {
 	case F_U16:
-		memcpy(&v16, src, 2);
-		put16(p, v16);
+	case F_PAD16:
+		put16(p, v.u16);
 		break;
 	case F_U32:
 	case F_I32:
-		memcpy(&v32, src, 4);
-		put32(p, v32);
+	case F_PAD32:
+		put32(p, v.u32);
 		break;
 	case F_I32W:
-		memcpy(&vi64, src, 8);
-		put32(p, (uint32_t)(int32_t)vi64);
+		put32(p, (uint32_t)(int32_t)v.i64);
 		break;
 	case F_64:
-		memcpy(&v64, src, 8);
-		put64(p, v64);
-		break;
-	case F_PAD16:
-		put16(p, 0);
-		break;
-	case F_PAD32:
-		put32(p, 0);
+		put64(p, v.u64);
 		break;
 	default:
 		break;
