@@ -140,5 +140,9 @@ bool help_key(struct app *a, int ch);
 /* Header and status lines shared by the views (view_tree.c). */
 void draw_header(struct app *a);
 void draw_status(struct app *a);
+/* Line y of the screen: text fitted to the width and padded, in role's
+ * attribute; draw_span also highlights columns hx..hx+hw in hrole. */
+void draw_line(struct app *a, int y, const char *text, int role);
+void draw_span(struct app *a, int y, const char *text, int role, int hx, int hw, int hrole);
 
 #endif

@@ -122,16 +122,26 @@ int tr_task_state(const struct tm_model *m, const struct tm_task *t, bool joinin
 
 /* ---- edges ------------------------------------------------------------------ */
 
+/* The array v of n items of size, with room for one more: v itself, or v
+ * moved to twice the capacity *cap (256 at first); NULL when memory runs out,
+ * v and *cap untouched. */
+static void *room_for_one(void *v, size_t n, size_t *cap, size_t size)
+{
+	if (n < *cap)
+		return v;
+	size_t ncap = *cap ? *cap * 2 : 256;
+	void *nv = realloc(v, ncap * size);
+	if (nv)
+		*cap = ncap;
+	return nv;
+}
+
 static int add_edge(struct tr_tree *t, struct tr_edge e)
 {
-	if (t->nedges == t->capedges) {
-		size_t ncap = t->capedges ? t->capedges * 2 : 256;
-		struct tr_edge *ne = realloc(t->edges, ncap * sizeof *ne);
-		if (!ne)
-			return -ENOMEM;
-		t->edges = ne;
-		t->capedges = ncap;
-	}
+	struct tr_edge *ne = room_for_one(t->edges, t->nedges, &t->capedges, sizeof *ne);
+	if (!ne)
+		return -ENOMEM;
+	t->edges = ne;
 	t->edges[t->nedges++] = e;
 	return 0;
 }
@@ -262,14 +272,10 @@ static bool matches(const struct walk *w, const struct tr_edge *e)
 
 static int push_row(struct tr_tree *t, const struct tr_row *r)
 {
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 256;
-		struct tr_row *nr = realloc(t->rows, ncap * sizeof *nr);
-		if (!nr)
-			return -ENOMEM;
-		t->rows = nr;
-		t->cap = ncap;
-	}
+	struct tr_row *nr = room_for_one(t->rows, t->n, &t->cap, sizeof *nr);
+	if (!nr)
+		return -ENOMEM;
+	t->rows = nr;
 	t->rows[t->n++] = *r;
 	return 0;
 }

@@ -285,23 +285,15 @@ void detail_draw(struct app *a, int y0, int h)
 		root_lines(&l, a);
 	else
 		pool_lines(&l, a, r);
-	char line[1024];
 	for (int i = 0; i < h; i++) {
-		line[0] = 0;
-		int used = 0;
-		if (i == 0) {
-			/* A rule between tree and pane, carrying the first line. */
-			used = ttx_append(line, sizeof line, i < l.n ? l.text[0] : "", a->scr.cols,
-					  a->o.ascii);
-			ttx_pad(line, sizeof line, used, a->scr.cols);
-			scr_line(&a->scr, y0, line, scr_attr(&a->scr, TA_TITLE), 0, 0, 0);
-			continue;
-		}
-		if (i < l.n)
-			used = ttx_append(line, sizeof line, l.text[i], a->scr.cols, a->o.ascii);
-		ttx_pad(line, sizeof line, used, a->scr.cols);
+		const char *text = i < l.n ? l.text[i] : "";
 		int role = i < l.n ? l.role[i] : TA_NORMAL;
-		scr_line(&a->scr, y0 + i, line,
-			 scr_attr(&a->scr, role == TA_TITLE ? TA_MATCH : role), 0, 0, 0);
+		/* The first line is the rule between tree and pane; below it a title
+		 * stands out as a match does. */
+		if (i == 0)
+			role = TA_TITLE;
+		else if (role == TA_TITLE)
+			role = TA_MATCH;
+		draw_line(a, y0 + i, text, role);
 	}
 }

@@ -6,15 +6,6 @@
 #include "app.h"
 #include "text.h"
 
-static void put(struct app *a, int y, const char *text, int role)
-{
-	char line[1024];
-	line[0] = 0;
-	int used = ttx_append(line, sizeof line, text, a->scr.cols, a->o.ascii);
-	ttx_pad(line, sizeof line, used, a->scr.cols);
-	scr_line(&a->scr, y, line, scr_attr(&a->scr, role), 0, 0, 0);
-}
-
 static long long num(json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
@@ -41,8 +32,9 @@ void picker_draw(struct app *a)
 	size_t n = json_array_size(a->procs);
 	char b[1024];
 	snprintf(b, sizeof b, " scopetop  instrumented processes: %zu   (Enter opens, q quits)", n);
-	put(a, 0, b, TA_HEADER);
-	put(a, 1,
+	draw_line(a, 0, b, TA_HEADER);
+	draw_line(
+	    a, 1,
 	    "      PID  NAME                  STATE      UPTIME  SCOPES   TASKS  THREADS   LOST",
 	    TA_TITLE);
 	int h = a->scr.rows - 3;
@@ -57,15 +49,16 @@ void picker_draw(struct app *a)
 		long at = a->ptop + i;
 		if (at < (long)n) {
 			proc_line(a, json_array_get(a->procs, (size_t)at), b, sizeof b);
-			put(a, 2 + i, b, at == a->psel ? TA_SELECTED : TA_NORMAL);
+			draw_line(a, 2 + i, b, at == a->psel ? TA_SELECTED : TA_NORMAL);
 		} else if (i == 0 && !n) {
-			put(a, 2 + i,
+			draw_line(
+			    a, 2 + i,
 			    a->ctl ? " no instrumented process is connected to scoped yet; start a "
 				     "program linked with libscope (same SCOPED_SOCKET)"
 				   : " not connected to scoped",
 			    TA_DIM);
 		} else {
-			put(a, 2 + i, "", TA_NORMAL);
+			draw_line(a, 2 + i, "", TA_NORMAL);
 		}
 	}
 	draw_status(a);

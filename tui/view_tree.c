@@ -23,7 +23,7 @@ static int state_role(int s)
 
 /* Fits text to the screen width, padding so the line cache sees the same
  * bytes for the same picture. */
-static void put_span(struct app *a, int y, const char *text, int role, int hx, int hw, int hrole)
+void draw_span(struct app *a, int y, const char *text, int role, int hx, int hw, int hrole)
 {
 	char line[RF_LINE_MAX];
 	line[0] = 0;
@@ -32,9 +32,9 @@ static void put_span(struct app *a, int y, const char *text, int role, int hx, i
 	scr_line(&a->scr, y, line, scr_attr(&a->scr, role), hx, hw, scr_attr(&a->scr, hrole));
 }
 
-static void put(struct app *a, int y, const char *text, int role)
+void draw_line(struct app *a, int y, const char *text, int role)
 {
-	put_span(a, y, text, role, 0, 0, TA_NORMAL);
+	draw_span(a, y, text, role, 0, 0, TA_NORMAL);
 }
 
 /* "live", "connecting", or how the process ended ("EXITED (code 3), last
@@ -84,7 +84,7 @@ void draw_header(struct app *a)
 	if (hx + hw > a->scr.cols)
 		hw = a->scr.cols > hx ? a->scr.cols - hx : 0;
 	strncat(h, w, sizeof h - strlen(h) - 1);
-	put_span(a, 0, h, TA_HEADER, hx, hw, TA_WARN);
+	draw_span(a, 0, h, TA_HEADER, hx, hw, TA_WARN);
 }
 
 void draw_status(struct app *a)
@@ -95,15 +95,15 @@ void draw_status(struct app *a)
 		snprintf(s, sizeof s,
 			 "filter (name, file:line or state): %s_   Enter keeps, Esc clears",
 			 a->tree.filter);
-		put(a, y, s, TA_TITLE);
+		draw_line(a, y, s, TA_TITLE);
 		return;
 	}
 	if (a->status[0] && a->now_local < a->status_until) {
-		put(a, y, a->status, TA_TITLE);
+		draw_line(a, y, a->status, TA_TITLE);
 		return;
 	}
 	if (a->conn_err[0]) {
-		put(a, y, a->conn_err, TA_WARN);
+		draw_line(a, y, a->conn_err, TA_WARN);
 		return;
 	}
 	snprintf(
@@ -111,7 +111,7 @@ void draw_status(struct app *a)
 	    " ?:help  Enter:expand/open  /:filter%s%s%s  s:sort(%s)  g:group  p:%s  d:dump  q:quit",
 	    a->tree.filter[0] ? "[" : "", a->tree.filter, a->tree.filter[0] ? "]" : "",
 	    tr_sort_name(a->tree.sort), a->paused ? "resume" : "pause");
-	put(a, y, s, TA_TITLE);
+	draw_line(a, y, s, TA_TITLE);
 }
 
 static void draw_rows(struct app *a, int y0, int h)
@@ -120,7 +120,7 @@ static void draw_rows(struct app *a, int y0, int h)
 	char line[RF_LINE_MAX], hdr[RF_LINE_MAX];
 	rf_layout(&l, a->scr.cols, a->o.ascii);
 	rf_header(&l, hdr, sizeof hdr);
-	put(a, y0 - 1, hdr, TA_TITLE);
+	draw_line(a, y0 - 1, hdr, TA_TITLE);
 	a->tree_h = h;
 	if (a->sel < a->top)
 		a->top = a->sel;
