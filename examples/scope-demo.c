@@ -61,6 +61,27 @@ static int __attribute__((noinline)) fetch_user(void *arg, void **res)
 	return KEEP_FRAME(rc);
 }
 
+/* A scope's settings on the io pool (timeout_ns 0: none).  Each caller
+ * opens its scope itself, so that dumps name it as the opener. */
+static struct scope_config io_config(const char *name, scope_joiner_kind_t joiner,
+				     int64_t timeout_ns)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	cfg.name = name;
+	cfg.joiner = joiner;
+	cfg.pool = io_pool;
+	cfg.timeout_ns = timeout_ns;
+	return cfg;
+}
+
+/* Joins s and closes it: the join's result. */
+static int join_close(scope_t *s)
+{
+	int rc = scope_join(s);
+	scope_close(s);
+	return rc;
+}
+
 /* One shard of the order store; shard 3 is the slow one that now and then
  * blows the request's deadline. */
 static int __attribute__((noinline)) fetch_shard(void *arg, void **res)
@@ -79,10 +100,8 @@ static int __attribute__((noinline)) fetch_shard(void *arg, void **res)
 static int fetch_orders(void *arg, void **res)
 {
 	(void)arg, (void)res;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct scope_config cfg = io_config("orders", SCOPE_JOIN_ALL_SUCCESSFUL, 0);
 	scope_t *s;
-	cfg.name = "orders";
-	cfg.pool = io_pool;
 	int rc = scope_open(&s, &cfg);
 	if (rc < 0)
 		return rc;
@@ -119,20 +138,15 @@ static int __attribute__((noinline)) query_mirror(void *arg, void **res)
 static int fetch_recommendations(void *arg, void **res)
 {
 	(void)arg, (void)res;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct scope_config cfg = io_config("mirrors", SCOPE_JOIN_ANY_SUCCESSFUL, 0);
 	scope_t *s;
-	cfg.name = "mirrors";
-	cfg.joiner = SCOPE_JOIN_ANY_SUCCESSFUL;
-	cfg.pool = io_pool;
 	int rc = scope_open(&s, &cfg);
 	if (rc < 0)
 		return rc;
 	scope_fork(s, query_mirror, NULL, NULL);
 	scope_fork(s, query_mirror, NULL, NULL);
 	scope_fork(s, dead_mirror, NULL, NULL);
-	rc = scope_join(s);
-	scope_close(s);
-	return rc;
+	return join_close(s);
 }
 
 /* One request: user, orders and recommendations at once, all needed,
@@ -142,11 +156,9 @@ static int handle_request(void *arg, void **res)
 	(void)res;
 	long id = (long)arg;
 	char rid[32];
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct scope_config cfg =
+	    io_config("handle", SCOPE_JOIN_ALL_SUCCESSFUL, conf.deadline_ms * MS);
 	scope_t *s;
-	cfg.name = "handle";
-	cfg.pool = io_pool;
-	cfg.timeout_ns = conf.deadline_ms * MS;
 	int rc = scope_open(&s, &cfg);
 	if (rc < 0)
 		return rc;
@@ -155,8 +167,7 @@ static int handle_request(void *arg, void **res)
 	scope_fork(s, fetch_user, NULL, NULL);
 	scope_fork(s, fetch_orders, NULL, NULL);
 	scope_fork(s, fetch_recommendations, NULL, NULL);
-	rc = scope_join(s);
-	scope_close(s);
+	rc = join_close(s);
 	if (rc == 0)
 		served++;
 	else if (rc == -ETIMEDOUT)
@@ -170,11 +181,8 @@ static int handle_request(void *arg, void **res)
  * subtask, and waits for all of them. */
 static int serve_batch(void)
 {
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct scope_config cfg = io_config("batch", SCOPE_JOIN_AWAIT_ALL, 0);
 	scope_t *s;
-	cfg.name = "batch";
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
-	cfg.pool = io_pool;
 	int rc = scope_open(&s, &cfg);
 	if (rc < 0)
 		return rc;
@@ -182,9 +190,7 @@ static int serve_batch(void)
 		scope_fork(s, handle_request, (void *)(long)next_request++, NULL);
 		scope_sleep(jitter_ms(20, 120) * MS);
 	}
-	rc = scope_join(s);
-	scope_close(s);
-	return rc;
+	return join_close(s);
 }
 
 static void on_signal(int sig)
