@@ -5,24 +5,13 @@
 # Thread.print, Scope.tree, Runtime.info and the target forms agree.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=$TOP/$BUILD/bin
+. "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/dump_known
-PY=/usr/bin/python3
-for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
-	[ -x "$f" ] || { echo "skip: $f is not built"; exit 77; }
-done
-$PY -c 'import jsonschema' 2>/dev/null || { echo "skip: python3-jsonschema missing (make deps)"; exit 77; }
-
-D=$(mktemp -d /tmp/scopecmd-known.XXXXXX)
-export SCOPED_SOCKET=$D/agent.sock
+need_built "$BIN/scoped" "$BIN/scopecmd" "$HELPER"
+need_jsonschema
+private_dir scopecmd-known
 dpid= hpid=
-cleanup() {
-	[ -n "$hpid" ] && kill "$hpid" 2>/dev/null
-	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$D"
-}
-trap cleanup EXIT
+trap 'stop_all $hpid $dpid' EXIT
 fail() {
 	echo "FAIL: $*"
 	[ -f "$D/log" ] && tail -5 "$D/log"
@@ -35,27 +24,18 @@ for c in json.load(open(sys.argv[1]))["threadDump"]["threadContainers"]:
 	exit 1
 }
 
-"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" 2>"$D/log" &
-dpid=$!
-i=0
-while [ ! -S "$D/control.sock" ]; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "scoped did not create $D/control.sock"
-	sleep 0.05
-done
+# True once dump_known has written its thread ids.
+reported() { grep -q pid "$D/known" 2>/dev/null; }
+# True once the daemon's model holds all three scopes.
+has_tree() { "$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -q 'inner@'; }
+
+scoped_start "$D/log" || fail "scoped did not create $(control_sock)"
 "$HELPER" >"$D/known" &
 hpid=$!
-i=0
-while ! grep -q pid "$D/known" 2>/dev/null; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "dump_known did not report its threads"
-	sleep 0.05
-done
+poll 100 reported || fail "dump_known did not report its threads"
 cat "$D/known"
-# Wait until the daemon's model holds all three scopes.
-i=0
-while ! "$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -q 'inner@'; do
-	i=$((i + 1)); [ $i -gt 100 ] && { "$BIN/scopecmd" --no-start "$hpid" Scope.tree; fail "the three scopes never showed up"; }
-	sleep 0.05
-done
+poll 100 has_tree ||
+	{ "$BIN/scopecmd" --no-start "$hpid" Scope.tree; fail "the three scopes never showed up"; }
 
 out=$("$BIN/scopecmd" --no-start "$hpid" Thread.dump_to_file -format=json "$D/d.json") || fail "dump_to_file failed"
 [ "$out" = "$hpid:
@@ -151,11 +131,7 @@ grep -q '^Events: ' "$D/info" || fail "no event counts"
 # A name that matches two processes, and 0, target both, each under its pid.
 "$HELPER" >"$D/known2" &
 h2=$!
-i=0
-until "$BIN/scopecmd" --no-start -l 2>/dev/null | grep -q "^$h2 "; do
-	i=$((i + 1)); [ $i -gt 100 ] && { kill $h2; fail "the second dump_known did not register"; }
-	sleep 0.05
-done
+poll 100 is_listed $h2 || { kill $h2; fail "the second dump_known did not register"; }
 "$BIN/scopecmd" --no-start known Runtime.info >"$D/two" || { kill $h2; fail "name target over two processes failed"; }
 "$BIN/scopecmd" --no-start 0 Runtime.info >"$D/all" || { kill $h2; fail "target 0 failed"; }
 kill $h2
@@ -166,14 +142,9 @@ done
 
 # A daemon that starts after the program learns the tree from the agent's
 # snapshot alone: the snapshot carries the bodies too.
-kill "$dpid"; wait "$dpid" 2>/dev/null
-"$BIN/scoped" --foreground --socket "$SCOPED_SOCKET" 2>"$D/log" &
-dpid=$!
-i=0
-while ! "$BIN/scopecmd" --no-start "$hpid" Scope.tree 2>/dev/null | grep -q 'inner@'; do
-	i=$((i + 1)); [ $i -gt 200 ] && fail "the restarted daemon never got dump_known's tree"
-	sleep 0.05
-done
+scoped_stop
+scoped_start "$D/log" || fail "the restarted scoped did not listen"
+poll 200 has_tree || fail "the restarted daemon never got dump_known's tree"
 "$BIN/scopecmd" --no-start "$hpid" Thread.dump_to_file -format=json "$D/late.json" >/dev/null ||
 	fail "dump_to_file after the daemon restart failed"
 $PY - "$D/known" "$D/late.json" <<'PYEOF' || fail "the snapshot did not carry the task bodies"

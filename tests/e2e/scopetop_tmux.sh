@@ -8,24 +8,22 @@
 set -u
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=$TOP/$BUILD/bin
+. "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/tui_tree
 command -v tmux >/dev/null 2>&1 || { echo "skip: tmux is not installed (make deps)"; exit 77; }
 for f in "$BIN/scoped" "$BIN/scopetop" "$HELPER"; do
 	[ -x "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
 done
 
-D=$(mktemp -d /tmp/scopetop-e2e.XXXXXX)
-SOCK=$D/agent.sock
+private_dir scopetop-e2e
+SOCK=$SCOPED_SOCKET
 T="tmux -L scopetop-e2e-$$ -f /dev/null"
 S=main # the session the checks look at
-DPID= HPID=
+dpid= HPID=
 cleanup() {
 	$T kill-server 2>/dev/null
 	[ -n "$HPID" ] && kill -KILL "$HPID" 2>/dev/null
-	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$D"
+	stop_all "$dpid"
 }
 trap cleanup EXIT
 fail() {
@@ -47,23 +45,20 @@ wait_for() {
 }
 gone() { ! grep -Eq -- "$1" "$D/screen"; }
 
-SCOPED_SOCKET=$SOCK "$BIN/scoped" --foreground --retain 30 >"$D/scoped.log" 2>&1 &
-DPID=$!
-i=0; while [ ! -S "$D/control.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-[ -S "$D/control.sock" ] || fail "scoped did not create $D/control.sock"
+scoped_start "$D/scoped.log" --retain 30 || fail "scoped did not create $(control_sock)"
 
 SCOPED_SOCKET=$SOCK "$HELPER" >"$D/helper.out" 2>&1 &
 HPID=$!
-i=0; while ! grep -qs ready "$D/helper.out" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-grep -q ready "$D/helper.out" || fail "tui_tree did not start: $(cat "$D/helper.out")"
+poll 100 grep -qs ready "$D/helper.out" ||
+	fail "tui_tree did not start: $(cat "$D/helper.out")"
 
-# --once: the tree as text, once the daemon holds all of it.
-i=0
-while [ $i -lt 50 ]; do
+# --once: the tree as text, once the daemon holds all of it (the checks below
+# say what is missing if it never does).
+once_full() {
 	SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once "$HPID" >"$D/once" 2>&1
-	grep -q "queued" "$D/once" && grep -q "handle" "$D/once" && break
-	sleep 0.1; i=$((i + 1))
-done
+	grep -q "queued" "$D/once" && grep -q "handle" "$D/once"
+}
+poll 100 once_full || :
 # Subtask rows are named by the function they run (tui_tree.c's bodies).
 for want in "<root> tui_tree \[$HPID\]" "server" "handle" "queued" "done" "pools \(1\)" \
 	"io size 4/4" "running .*tui_fetch_user " "running .*tui_handle " "done .*tui_audit " \
