@@ -42,12 +42,29 @@ static int record_tid(void *arg, void **result)
 	return 0;
 }
 
+/* A scope on pool with joiner, owned by this thread. */
+static scope_t *open_on(scope_pool_t *pool, scope_joiner_kind_t joiner)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+
+	cfg.pool = pool;
+	cfg.joiner = joiner;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	return s;
+}
+
+static void close_and_destroy(scope_t *s, scope_pool_t *pool)
+{
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+}
+
 /* A pool of one thread and one queue slot, saturated by two gated forks:
  * the third fork meets the policy. */
 static scope_pool_t *saturated(scope_policy_t policy, scope_t **s, scope_task_t *t[2])
 {
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_pool_t *pool;
 
 	atomic_store(&gate, 0);
@@ -58,9 +75,7 @@ static scope_pool_t *saturated(scope_policy_t policy, scope_t **s, scope_task_t 
 	pc.queue_capacity = 1;
 	pc.policy = policy;
 	assert_int_equal(scope_pool_create(&pool, &pc), 0);
-	cfg.pool = pool;
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
-	assert_int_equal(scope_open(s, &cfg), 0);
+	*s = open_on(pool, SCOPE_JOIN_AWAIT_ALL);
 	assert_int_equal(scope_fork(*s, gated, (void *)1, &t[0]), 0);
 	assert_int_equal(scope_fork(*s, gated, (void *)2, &t[1]), 0);
 	return pool;
@@ -70,8 +85,27 @@ static void finish(scope_pool_t *pool, scope_t *s)
 {
 	atomic_store(&gate, 1);
 	assert_int_equal(scope_join(s), 0);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
+}
+
+/* A pool of one core thread that grows to three by direct hand-off (its
+ * keep-alive the default when keep_alive_ns is 0), and a scope on it whose
+ * three gated tasks hold all three threads. */
+static scope_t *three_on_direct(int64_t keep_alive_ns, scope_pool_t **pool)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+
+	atomic_store(&gate, 0);
+	pc.core_size = 1;
+	pc.max_size = 3;
+	pc.queue = SCOPE_QUEUE_DIRECT;
+	if (keep_alive_ns)
+		pc.keep_alive_ns = keep_alive_ns;
+	assert_int_equal(scope_pool_create(pool, &pc), 0);
+	scope_t *s = open_on(*pool, SCOPE_JOIN_ALL_SUCCESSFUL);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(scope_fork(s, gated, NULL, NULL), 0);
+	return s;
 }
 
 static void policy_abort(void **state)
@@ -122,8 +156,7 @@ static void policy_discard(void **state)
 	assert_int_equal(scope_task_error(third), SCOPE_EDISCARDED);
 	assert_int_equal(scope_task_state(t[0]), SCOPE_TASK_SUCCESS);
 	assert_int_equal(scope_task_state(t[1]), SCOPE_TASK_SUCCESS);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
 }
 
 static void policy_discard_oldest(void **state)
@@ -140,8 +173,7 @@ static void policy_discard_oldest(void **state)
 	assert_int_equal(scope_task_state(t[1]), SCOPE_TASK_FAILED); /* the oldest queued */
 	assert_int_equal(scope_task_error(t[1]), SCOPE_EDISCARDED);
 	assert_int_equal(scope_task_state(third), SCOPE_TASK_SUCCESS);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
 }
 
 static void *open_gate_later(void *arg)
@@ -167,8 +199,7 @@ static void policy_block_waits_for_room(void **state)
 	pthread_join(th, NULL);
 	assert_int_equal(scope_join(s), 0);
 	assert_int_equal(scope_task_state(third), SCOPE_TASK_SUCCESS);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
 }
 
 static void *cancel_later(void *arg)
@@ -191,29 +222,17 @@ static void policy_block_is_cancellable(void **state)
 	assert_int_equal(scope_task_state(third), SCOPE_TASK_UNAVAILABLE);
 	pthread_join(th, NULL);
 	assert_int_equal(scope_join(s), -ECANCELED);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
 }
 
 static void direct_handoff_grows_then_rejects(void **state)
 {
-	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	struct scope_pool_stats st;
 	scope_pool_t *pool;
-	scope_t *s;
+	scope_t *s = three_on_direct(0, &pool);
 	(void)state;
 
-	atomic_store(&gate, 0);
-	pc.core_size = 1;
-	pc.max_size = 3;
-	pc.queue = SCOPE_QUEUE_DIRECT;
-	assert_int_equal(scope_pool_create(&pool, &pc), 0);
 	assert_string_equal(scope_pool_name(pool), "pool");
-	cfg.pool = pool;
-	assert_int_equal(scope_open(&s, &cfg), 0);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(scope_fork(s, gated, NULL, NULL), 0);
 	assert_int_equal(scope_fork(s, gated, NULL, NULL), SCOPE_EREJECTED);
 	assert_int_equal(scope_pool_stats(pool, &st), 0);
 	assert_int_equal(st.size, 3);
@@ -266,7 +285,6 @@ static void hooks_and_statistics(void **state)
 {
 	struct hooks_seen h = {0};
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	struct scope_pool_stats st;
 	scope_pool_t *pool;
 	scope_t *s;
@@ -284,9 +302,7 @@ static void hooks_and_statistics(void **state)
 	assert_int_equal(st.core_size, 2);
 	assert_int_equal(st.max_size, 4);
 	assert_int_equal(atomic_load(&h.factory), 2);
-	cfg.pool = pool;
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
-	assert_int_equal(scope_open(&s, &cfg), 0);
+	s = open_on(pool, SCOPE_JOIN_AWAIT_ALL);
 	for (intptr_t i = 0; i < 10; i++)
 		assert_int_equal(
 		    scope_fork(s, maybe_fail, (void *)(intptr_t)(i < 3 ? -EIO : 0), NULL), 0);
@@ -304,10 +320,9 @@ static void hooks_and_statistics(void **state)
 	assert_int_equal(atomic_load(&h.terminated), 0);
 	assert_int_equal(scope_pool_shutdown(pool), 0);
 	assert_int_equal(scope_pool_shutdown(pool), 0); /* idempotent */
-	assert_int_equal(scope_open(&s, &cfg), 0);
+	s = open_on(pool, SCOPE_JOIN_AWAIT_ALL);
 	assert_int_equal(scope_fork(s, maybe_fail, NULL, NULL), SCOPE_ESHUTDOWN);
-	assert_int_equal(scope_close(s), 0);
-	assert_int_equal(scope_pool_destroy(pool), 0);
+	close_and_destroy(s, pool);
 	assert_int_equal(atomic_load(&h.terminated), 1);
 }
 
@@ -366,11 +381,8 @@ static int read_comm(void *arg, void **result)
 
 static void run_on(scope_pool_t *pool, scope_fn fn)
 {
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	scope_t *s;
+	scope_t *s = open_on(pool, SCOPE_JOIN_ALL_SUCCESSFUL);
 
-	cfg.pool = pool;
-	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_int_equal(scope_fork(s, fn, NULL, NULL), 0);
 	assert_int_equal(scope_join(s), 0);
 	assert_int_equal(scope_close(s), 0);
@@ -471,23 +483,11 @@ static void nested_join_does_not_starve(void **state)
 
 static void keep_alive_and_resize(void **state)
 {
-	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	struct scope_pool_stats st;
 	scope_pool_t *pool;
-	scope_t *s;
+	scope_t *s = three_on_direct(10 * MS, &pool);
 	(void)state;
 
-	atomic_store(&gate, 0);
-	pc.core_size = 1;
-	pc.max_size = 3;
-	pc.queue = SCOPE_QUEUE_DIRECT;
-	pc.keep_alive_ns = 10 * MS;
-	assert_int_equal(scope_pool_create(&pool, &pc), 0);
-	cfg.pool = pool;
-	assert_int_equal(scope_open(&s, &cfg), 0);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(scope_fork(s, gated, NULL, NULL), 0);
 	atomic_store(&gate, 1);
 	assert_int_equal(scope_join(s), 0);
 	assert_int_equal(scope_close(s), 0);
