@@ -79,13 +79,18 @@ static void fb_common(struct fb *f, uint16_t type)
 }
 
 /* --- builders of the bad-frame table; each leaves a frame in f --- */
-static void scope_open_body(struct fb *f)
+/* SCOPE_OPEN's fixed fields after the common ones, up to its strings. */
+static void scope_open_fields(struct fb *f)
 {
-	fb_common(f, PROTO_EV_SCOPE_OPEN);
 	for (int i = 0; i < 5; i++)
 		fb_u64(f, (uint64_t)i + 1);
 	fb_u32(f, 0);
 	fb_u32(f, 42);
+}
+static void scope_open_body(struct fb *f)
+{
+	fb_common(f, PROTO_EV_SCOPE_OPEN);
+	scope_open_fields(f);
 }
 
 static void bad_len_under_header(struct fb *f)
@@ -100,25 +105,6 @@ static void bad_len_over_max(struct fb *f)
 	uint32_t n = PROTO_MAX_FRAME + 1;
 	memcpy(f->b, (uint8_t[4]){(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), 0}, 4);
 	f->n = 4; /* the header's len alone must be enough to refuse it */
-}
-static void bad_header_only_event(struct fb *f)
-{
-	fb_hdr(f, PROTO_EV_SCOPE_OPEN);
-	fb_done(f);
-}
-static void bad_fixed_cut(struct fb *f)
-{
-	fb_common(f, PROTO_EV_JOIN_END);
-	fb_u64(f, 7);
-	fb_u32(f, 0); /* result needs 8 bytes */
-	fb_done(f);
-}
-static void bad_missing_string(struct fb *f)
-{
-	scope_open_body(f);
-	fb_str(f, "name");
-	fb_str(f, "file.c");
-	fb_done(f); /* func absent */
 }
 static void bad_unterminated(struct fb *f)
 {
@@ -144,19 +130,6 @@ static void bad_string_over_cap(struct fb *f)
 	memset(big, 'a', PROTO_MAX_STR + 1);
 	fb_common(f, PROTO_EV_THREAD_NAME);
 	fb_str(f, big);
-	fb_done(f);
-}
-static void bad_string_past_end(struct fb *f)
-{
-	fb_common(f, PROTO_EV_THREAD_NAME);
-	fb_u16(f, 50);
-	fb_raw(f, "short", 6);
-	fb_done(f);
-}
-static void bad_string_len_cut(struct fb *f)
-{
-	fb_common(f, PROTO_EV_THREAD_NAME);
-	fb_raw(f, "\5", 1); /* half of the u16 */
 	fb_done(f);
 }
 static void stack_request(struct fb *f, uint16_t max_frames, uint16_t ntids, int have)
@@ -236,44 +209,6 @@ static void bad_hello_version_zero(struct fb *f)
 {
 	hello(f, 0, 0);
 }
-static void bad_ack_version(struct fb *f)
-{
-	fb_hdr(f, PROTO_HELLO_ACK);
-	fb_u16(f, 77);
-	fb_u16(f, 0);
-	fb_u32(f, 0);
-	fb_done(f);
-}
-static void bad_type_zero(struct fb *f)
-{
-	fb_hdr(f, 0x0000);
-	fb_done(f);
-}
-static void bad_type_0300(struct fb *f)
-{
-	fb_hdr(f, 0x0300);
-	fb_done(f);
-}
-static void bad_type_ffff(struct fb *f)
-{
-	fb_hdr(f, 0xffff);
-	fb_u64(f, 0);
-	fb_done(f);
-}
-static void bad_leftover(struct fb *f)
-{
-	fb_common(f, PROTO_EV_JOIN_BEGIN);
-	fb_u64(f, 5);
-	fb_raw(f, "!", 1);
-	fb_done(f);
-}
-static void bad_leftover_after_string(struct fb *f)
-{
-	fb_common(f, PROTO_EV_THREAD_NAME);
-	fb_str(f, "worker-1");
-	fb_u32(f, 0);
-	fb_done(f);
-}
 /* A TASK_FORK as it was before fn joined it (task, scope, state, line). */
 static void task_fork_without_fn(struct fb *f, int strings)
 {
@@ -299,49 +234,103 @@ static void bad_fork_without_fn_strings(struct fb *f)
 {
 	task_fork_without_fn(f, 1);
 }
-static void bad_exit_how(struct fb *f)
+
+/* One piece of a frame that a table row spells out: a little-endian integer
+ * of 2, 4 or 8 bytes, a protocol string, or n raw bytes. */
+enum step_kind { S_END = 0, S_U16, S_U32, S_U64, S_STR, S_RAW };
+struct step {
+	enum step_kind k;
+	uint64_t v;
+	const char *s;
+};
+#define U16(v) {S_U16, (v), NULL}
+#define U32(v) {S_U32, (v), NULL}
+#define U64(v) {S_U64, (v), NULL}
+#define STR(s) {S_STR, 0, (s)}
+#define RAW(s, n) {S_RAW, (n), (s)}
+#define END {S_END, 0, NULL}
+
+/* How a spelled-out frame starts: the header alone, the header and the
+ * common event fields, or a whole SCOPE_OPEN up to its strings. */
+enum start { HDR, COMMON, SCOPE_OPEN };
+
+/* A bad frame: made by build, or else by start, type and steps. */
+struct bad_case {
+	const char *what;
+	int want;
+	void (*build)(struct fb *f);
+	enum start start;
+	uint16_t type;
+	struct step steps[4];
+};
+
+static void build_spelled(struct fb *f, const struct bad_case *c)
 {
-	fb_common(f, PROTO_EV_PROCESS_EXIT);
-	fb_u32(f, 3);
-	fb_u32(f, 0);
+	static void (*const starts[])(struct fb *, uint16_t) = {
+	    [HDR] = fb_hdr, [COMMON] = fb_common, [SCOPE_OPEN] = fb_common};
+	starts[c->start](f, c->type);
+	if (c->start == SCOPE_OPEN)
+		scope_open_fields(f);
+	for (const struct step *st = c->steps; st->k != S_END; st++) {
+		switch (st->k) {
+		case S_U16:
+			fb_u16(f, (uint16_t)st->v);
+			break;
+		case S_U32:
+			fb_u32(f, (uint32_t)st->v);
+			break;
+		case S_U64:
+			fb_u64(f, st->v);
+			break;
+		case S_STR:
+			fb_str(f, st->s);
+			break;
+		default:
+			fb_raw(f, st->s, (size_t)st->v);
+			break;
+		}
+	}
 	fb_done(f);
 }
 
-struct bad_case {
-	const char *what;
-	void (*build)(struct fb *f);
-	int want;
-};
+#define BUILT(what, fn, want) {what, want, fn, HDR, 0, {END}}
+#define SPELLED(what, want, start, type, ...) {what, want, NULL, start, type, {__VA_ARGS__}}
 
 static const struct bad_case bad_cases[] = {
-	{"len below the header size", bad_len_under_header, PROTO_ESHORT},
-	{"len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG},
-	{"event with a header only", bad_header_only_event, PROTO_ESHORT},
-	{"fixed payload cut short", bad_fixed_cut, PROTO_ESHORT},
-	{"a string missing", bad_missing_string, PROTO_ESHORT},
-	{"string without its NUL", bad_unterminated, PROTO_ESTR},
-	{"string with a NUL inside", bad_nul_inside, PROTO_ESTR},
-	{"string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR},
-	{"string running past the frame", bad_string_past_end, PROTO_ESHORT},
-	{"string length cut in half", bad_string_len_cut, PROTO_ESHORT},
-	{"ntids over PROTO_MAX_TIDS", bad_ntids_over_cap, PROTO_ECOUNT},
-	{"ntids below the tids sent", bad_ntids_more_bytes, PROTO_ECOUNT},
-	{"ntids above the tids sent", bad_ntids_fewer_bytes, PROTO_ECOUNT},
-	{"max_frames over PROTO_MAX_FRAMES", bad_max_frames, PROTO_ECOUNT},
-	{"nframes over PROTO_MAX_FRAMES", bad_nframes_over_cap, PROTO_ECOUNT},
-	{"nframes not matching len", bad_nframes_mismatch, PROTO_ECOUNT},
-	{"HELLO of the next version", bad_hello_version, PROTO_EVERSION},
-	{"HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION},
-	{"HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION},
-	{"HELLO_ACK of another version", bad_ack_version, PROTO_EVERSION},
-	{"type 0x0000", bad_type_zero, PROTO_ETYPE},
-	{"type 0x0300", bad_type_0300, PROTO_ETYPE},
-	{"type 0xffff", bad_type_ffff, PROTO_ETYPE},
-	{"a byte left over", bad_leftover, PROTO_ELONG},
-	{"bytes left over after a string", bad_leftover_after_string, PROTO_ELONG},
-	{"PROCESS_EXIT with how 3", bad_exit_how, PROTO_EVALUE},
-	{"TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT},
-	{"TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ESTR},
+	BUILT("len below the header size", bad_len_under_header, PROTO_ESHORT),
+	BUILT("len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG),
+	SPELLED("event with a header only", PROTO_ESHORT, HDR, PROTO_EV_SCOPE_OPEN, END),
+	SPELLED("fixed payload cut short", PROTO_ESHORT, COMMON, PROTO_EV_JOIN_END, U64(7),
+		U32(0) /* result needs 8 bytes */),
+	SPELLED("a string missing", PROTO_ESHORT, SCOPE_OPEN, PROTO_EV_SCOPE_OPEN, STR("name"),
+		STR("file.c") /* func absent */),
+	BUILT("string without its NUL", bad_unterminated, PROTO_ESTR),
+	BUILT("string with a NUL inside", bad_nul_inside, PROTO_ESTR),
+	BUILT("string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR),
+	SPELLED("string running past the frame", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME, U16(50),
+		RAW("short", 6)),
+	SPELLED("string length cut in half", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME,
+		RAW("\5", 1) /* half of the u16 */),
+	BUILT("ntids over PROTO_MAX_TIDS", bad_ntids_over_cap, PROTO_ECOUNT),
+	BUILT("ntids below the tids sent", bad_ntids_more_bytes, PROTO_ECOUNT),
+	BUILT("ntids above the tids sent", bad_ntids_fewer_bytes, PROTO_ECOUNT),
+	BUILT("max_frames over PROTO_MAX_FRAMES", bad_max_frames, PROTO_ECOUNT),
+	BUILT("nframes over PROTO_MAX_FRAMES", bad_nframes_over_cap, PROTO_ECOUNT),
+	BUILT("nframes not matching len", bad_nframes_mismatch, PROTO_ECOUNT),
+	BUILT("HELLO of the next version", bad_hello_version, PROTO_EVERSION),
+	BUILT("HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION),
+	BUILT("HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION),
+	SPELLED("HELLO_ACK of another version", PROTO_EVERSION, HDR, PROTO_HELLO_ACK, U16(77), U16(0),
+		U32(0)),
+	SPELLED("type 0x0000", PROTO_ETYPE, HDR, 0x0000, END),
+	SPELLED("type 0x0300", PROTO_ETYPE, HDR, 0x0300, END),
+	SPELLED("type 0xffff", PROTO_ETYPE, HDR, 0xffff, U64(0)),
+	SPELLED("a byte left over", PROTO_ELONG, COMMON, PROTO_EV_JOIN_BEGIN, U64(5), RAW("!", 1)),
+	SPELLED("bytes left over after a string", PROTO_ELONG, COMMON, PROTO_EV_THREAD_NAME,
+		STR("worker-1"), U32(0)),
+	SPELLED("PROCESS_EXIT with how 3", PROTO_EVALUE, COMMON, PROTO_EV_PROCESS_EXIT, U32(3), U32(0)),
+	BUILT("TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT),
+	BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ESTR),
 };
 
 static void test_bad_frames(void **state)
@@ -353,7 +342,10 @@ static void test_bad_frames(void **state)
 
 	for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
 		memset(&f, 0, sizeof f);
-		bad_cases[i].build(&f);
+		if (bad_cases[i].build)
+			bad_cases[i].build(&f);
+		else
+			build_spelled(&f, &bad_cases[i]);
 		int rc = proto_decode(f.b, f.n, &m, &used);
 		if (rc != bad_cases[i].want)
 			fail_msg("case '%s': decode returned %d (%s), want %d (%s)", bad_cases[i].what,
