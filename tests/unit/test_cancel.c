@@ -316,22 +316,32 @@ static int blocking_read(void *arg, void **result)
 	return n < 0 ? -errno : 0;
 }
 
-static void interrupt_wakes_blocking_read(void **state)
+/* A scope (of joiner and flags) whose one subtask blocks in read() on a new
+ * pipe p, cancelled once the read blocks, and joined. */
+static scope_t *cancel_blocked_reader(scope_joiner_kind_t joiner, unsigned flags, int p[2])
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_t *s;
-	int p[2];
-	(void)state;
 
 	assert_int_equal(pipe(p), 0);
 	atomic_store(&started, 0);
 	atomic_store(&blocked_read_rc, 99);
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	cfg.joiner = joiner;
+	cfg.flags = flags;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
 	wait_reader_blocked();
 	assert_int_equal(scope_cancel(s), 0);
 	assert_int_equal(scope_join(s), -ECANCELED);
+	return s;
+}
+
+static void interrupt_wakes_blocking_read(void **state)
+{
+	int p[2];
+	scope_t *s = cancel_blocked_reader(SCOPE_JOIN_AWAIT_ALL, 0, p);
+	(void)state;
+
 	assert_int_equal(scope_close(s), 0);
 	assert_int_equal(atomic_load(&blocked_read_rc), -1);
 	assert_int_equal(atomic_load(&blocked_read_errno), EINTR);
@@ -341,20 +351,10 @@ static void interrupt_wakes_blocking_read(void **state)
 
 static void no_interrupt_leaves_read_alone(void **state)
 {
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	scope_t *s;
 	int p[2];
+	scope_t *s = cancel_blocked_reader(SCOPE_JOIN_ALL_SUCCESSFUL, SCOPE_F_NO_INTERRUPT, p);
 	(void)state;
 
-	assert_int_equal(pipe(p), 0);
-	atomic_store(&started, 0);
-	atomic_store(&blocked_read_rc, 99);
-	cfg.flags = SCOPE_F_NO_INTERRUPT;
-	assert_int_equal(scope_open(&s, &cfg), 0);
-	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
-	wait_reader_blocked();
-	assert_int_equal(scope_cancel(s), 0);
-	assert_int_equal(scope_join(s), -ECANCELED);
 	scope_sleep(50 * MS);
 	/* Still blocked: nobody interrupted it. */
 	assert_int_equal(atomic_load(&blocked_read_rc), 99);
