@@ -115,6 +115,12 @@ static void apply_all(struct model *m, const struct proto_msg *msgs, size_t n, i
 		assert_int_equal(model_apply(m, &msgs[i], now), 0);
 }
 
+/* Applies one message that must apply cleanly. */
+static void apply_ok(struct model *m, struct proto_msg msg, int64_t now)
+{
+	assert_int_equal(model_apply(m, &msg, now), 0);
+}
+
 static char *render(const struct model *m)
 {
 	struct jbuf b;
@@ -147,6 +153,19 @@ static json_t *find_id(json_t *arr, const char *key, uint64_t id)
 			return v;
 	}
 	return NULL;
+}
+
+/* Entity id of the rendered model j's array kind ("threads" key on tid). */
+static json_t *entity(json_t *j, const char *kind, uint64_t id)
+{
+	return find_id(json_object_get(j, kind), strcmp(kind, "threads") ? "id" : "tid", id);
+}
+
+/* Frees what a test rendered and the model it rendered. */
+static void finish(struct model *m, json_t *j)
+{
+	json_decref(j);
+	model_free(m);
 }
 
 static const char *str_at(json_t *obj, const char *key)
@@ -204,11 +223,10 @@ static void test_tree_and_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(t10, "worker")), 101);
 	assert_string_equal(str_at(t12, "state"), "failed");
 	assert_int_equal(json_integer_value(json_object_get(t12, "error")), -5);
-	json_t *th = find_id(json_object_get(j, "threads"), "tid", 101);
+	json_t *th = entity(j, "threads", 101);
 	assert_string_equal(str_at(th, "role"), "worker");
 	assert_int_equal(json_integer_value(json_object_get(th, "task")), 10);
-	json_decref(j);
-	model_free(&m);
+	finish(&m, j);
 }
 
 static void test_idempotent(void **state)
@@ -244,14 +262,13 @@ static void test_out_of_order(void **state)
 	};
 	apply_all(&m, msgs, 6, 0);
 	json_t *j = render_json(&m);
-	json_t *t = find_id(json_object_get(j, "tasks"), "id", 7);
+	json_t *t = entity(j, "tasks", 7);
 	assert_string_equal(str_at(t, "state"), "success");
 	assert_string_equal(str_at(json_object_get(t, "site"), "func"), "serve");
-	json_t *s = find_id(json_object_get(j, "scopes"), "id", 3);
+	json_t *s = entity(j, "scopes", 3);
 	assert_string_equal(str_at(s, "state"), "closed");
 	assert_string_equal(str_at(s, "name"), "late");
-	json_decref(j);
-	model_free(&m);
+	finish(&m, j);
 }
 
 static void test_placeholder(void **state)
@@ -259,15 +276,13 @@ static void test_placeholder(void **state)
 	(void)state;
 	struct model m;
 	init(&m, 0);
-	struct proto_msg start = task(PROTO_EV_TASK_START, 5, 9, 0);
-	assert_int_equal(model_apply(&m, &start, 0), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_START, 5, 9, 0), 0);
 	json_t *j = render_json(&m);
-	json_t *t = find_id(json_object_get(j, "tasks"), "id", 5);
+	json_t *t = entity(j, "tasks", 5);
 	assert_string_equal(str_at(t, "state"), "running");
 	assert_true(json_is_null(json_object_get(t, "site")));
 	assert_int_equal(json_integer_value(json_object_get(t, "scope")), 9);
-	json_decref(j);
-	model_free(&m);
+	finish(&m, j);
 }
 
 static void test_snapshot_repair(void **state)
@@ -311,9 +326,8 @@ static void test_snapshot_wrong_seq_ignored(void **state)
 	struct model m;
 	init(&m, 0);
 	build_tree(&m);
-	struct proto_msg b = snap(PROTO_SNAPSHOT_BEGIN, 5), e = snap(PROTO_SNAPSHOT_END, 4);
-	assert_int_equal(model_apply(&m, &b, 0), 0);
-	assert_int_equal(model_apply(&m, &e, 0), 0);
+	apply_ok(&m, snap(PROTO_SNAPSHOT_BEGIN, 5), 0);
+	apply_ok(&m, snap(PROTO_SNAPSHOT_END, 4), 0);
 	assert_false(m.complete);
 	assert_int_equal(model_count(&m, ENT_SCOPE), 2);
 	model_free(&m);
@@ -326,8 +340,7 @@ static void test_retention(void **state)
 	init(&m, 0);
 	m.track_removals = true;
 	build_tree(&m); /* task 12 ended at now = 0 */
-	struct proto_msg close = scope_ev(PROTO_EV_SCOPE_CLOSE, 2);
-	assert_int_equal(model_apply(&m, &close, 1 * SEC), 0);
+	apply_ok(&m, scope_ev(PROTO_EV_SCOPE_CLOSE, 2), 1 * SEC);
 	model_sweep(&m, 5 * SEC - 1);
 	assert_non_null(idmap_get(&m.ents[ENT_TASK], 12));
 	model_sweep(&m, 5 * SEC);
@@ -356,8 +369,7 @@ static void test_entity_cap(void **state)
 	assert_int_equal(model_count(&m, ENT_TASK) + model_count(&m, ENT_SCOPE), 10);
 	assert_non_null(strstr(m.err, "cap"));
 	/* Events on what is held still apply. */
-	struct proto_msg end = task(PROTO_EV_TASK_END, 1, 1, SC_TASK_SUCCESS);
-	assert_int_equal(model_apply(&m, &end, 0), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_END, 1, 1, SC_TASK_SUCCESS), 0);
 	model_free(&m);
 }
 
@@ -445,8 +457,7 @@ static void test_thread_reuse_and_exit(void **state)
 	assert_int_equal(model_apply(&m, &x, 0), 0);
 	const struct m_thread *t = idmap_get(&m.ents[ENT_THREAD], 50);
 	assert_true(t->flags & EF_ENDED);
-	struct proto_msg b = thread_start(50, "new", SC_ROLE_OTHER);
-	assert_int_equal(model_apply(&m, &b, 0), 0);
+	apply_ok(&m, thread_start(50, "new", SC_ROLE_OTHER), 0);
 	assert_false(t->flags & EF_ENDED);
 	assert_string_equal(t->name, "new");
 	model_sweep(&m, 100 * SEC); /* the stale expiry must not remove the new thread */
@@ -517,7 +528,7 @@ static void test_task_function(void **state)
 		assert_non_null(f); /* the member is always there */
 		assert_true(json_is_null(f));
 	}
-	assert_string_equal(str_at(find_id(json_object_get(j, "threads"), "tid", 99), "role"),
+	assert_string_equal(str_at(entity(j, "threads", 99), "role"),
 			    "agent");
 	json_decref(j);
 
