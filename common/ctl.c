@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jtext.h"
 #include "jv.h"
 #include "writeall.h"
 #include "sockpath.h"
@@ -113,18 +114,11 @@ int ctl_send(struct ctl *c, json_t *req)
 {
 	if (!c || !json_is_object(req))
 		return -EINVAL;
-	char *s = json_dumps(req, JSON_COMPACT);
-	if (!s)
+	size_t n;
+	char *line = jtext_dump(req, JSON_COMPACT, true, &n);
+	if (!line)
 		return -ENOMEM;
-	size_t n = strlen(s);
-	char *line = realloc(s, n + 2);
-	if (!line) {
-		free(s);
-		return -ENOMEM;
-	}
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	int rc = write_all(c->fd, line, n + 1, true);
+	int rc = write_all(c->fd, line, n, true);
 	free(line);
 	return rc;
 }
@@ -150,6 +144,21 @@ static void consume(struct ctl *c, size_t linelen)
 	c->scanned = 0;
 }
 
+/* Whether json_loadb failed on text for want of memory.  jansson reports
+ * some failed allocations with no error at all and others as syntax errors,
+ * so a line is malformed only when the strict reader of jv.h refuses it too
+ * (which says when memory ran out). */
+static bool jansson_ran_out(const char *text, size_t len, const json_error_t *jerr)
+{
+	if (json_error_code(jerr) == json_error_out_of_memory || !jerr->text[0])
+		return true;
+	struct jv_doc *d = NULL;
+	char perr[128];
+	int rc = jv_parse(text, len, &d, perr, sizeof perr);
+	jv_free(d);
+	return rc != -EINVAL;
+}
+
 /* Takes one whole line off the buffer: 1 with *msg new, 0 when no whole
  * line is buffered, -EPROTO for a line that is not a JSON object. */
 static int take_line(struct ctl *c, json_t **msg)
@@ -159,6 +168,9 @@ static int take_line(struct ctl *c, json_t **msg)
 		return 0;
 	json_error_t jerr;
 	json_t *j = json_loadb(c->buf, linelen, 0, &jerr);
+	/* Out of memory says nothing about the line: leave it for a retry. */
+	if (!j && jansson_ran_out(c->buf, linelen, &jerr))
+		return -ENOMEM;
 	consume(c, linelen);
 	if (!json_is_object(j)) {
 		json_decref(j);
@@ -263,7 +275,12 @@ static int send_request(struct ctl *c, json_t *req, json_int_t *idp, const char 
 		return -ENOMEM;
 	}
 	json_int_t id = c->next_id++;
-	json_object_set_new(copy, "id", json_integer(id));
+	/* Without its id the reply could never be matched: a lost wait. */
+	if (json_object_set_new(copy, "id", json_integer(id)) != 0) {
+		json_decref(copy);
+		seterr(err, errlen, "out of memory building a control request");
+		return -ENOMEM;
+	}
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
 	if (!cmd)
 		cmd = "?";
@@ -317,9 +334,11 @@ static int take_for(struct ctl *c, json_int_t id, json_t **reply, struct jv_doc 
 		char perr[128];
 		struct jv_doc *d = NULL;
 		int rc = jv_parse(c->buf, linelen, &d, perr, sizeof perr);
+		if (rc == -ENOMEM) /* the line stays for a retry */
+			return rc;
 		if (rc < 0) {
 			consume(c, linelen);
-			return rc == -ENOMEM ? rc : -EPROTO;
+			return -EPROTO;
 		}
 		const jv *mid = jv_get(jv_root(d), "id");
 		if (!jv_is_object(jv_root(d))) {

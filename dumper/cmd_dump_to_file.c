@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/jtext.h"
 #include "cli.h"
 #include "jdkdump.h"
 #include "textdump.h"
@@ -53,18 +54,7 @@ static char *render(const json_t *dump, bool json)
 {
 	if (!json)
 		return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
-	char *s = json_dumps(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	if (!s)
-		return NULL;
-	size_t n = strlen(s);
-	char *t = realloc(s, n + 2);
-	if (!t) {
-		free(s);
-		return NULL;
-	}
-	t[n] = '\n';
-	t[n + 1] = '\0';
-	return t;
+	return jtext_dump(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER, true, NULL);
 }
 
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)

@@ -1,6 +1,7 @@
 /* jdkdump.c - builds the JDK JSON thread dump (format version 2) from the
  * daemon's dump reply: containers in pre-order, every thread exactly once. */
 #include "jdkdump.h"
+#include "../common/jtext.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -141,7 +142,7 @@ static json_t *unique_name(struct builder *b, const char *want)
 	snprintf(buf, sizeof buf, "%s", want);
 	for (unsigned n = 2; json_object_get(b->names, buf); n++)
 		snprintf(buf, sizeof buf, "%s~%u", want, n);
-	json_object_set_new(b->names, buf, json_true());
+	jj_set(b->names, buf, json_true());
 	return json_string(buf);
 }
 
@@ -187,7 +188,7 @@ static int add_pools(struct builder *b)
 			 (long long)jv_integer(jv_get(p, "id")));
 		json_t *c = container_new(b, name, ROOT_NAME, "pool");
 		if (c)
-			json_object_set_new(c, "pool", jj_pool_stats(p));
+			jj_set(c, "pool", jj_pool_stats(p));
 		b->pool_container[i] = add_container(b, c);
 		if (b->pool_container[i] < 0)
 			return -1;
@@ -206,16 +207,16 @@ static json_t *scope_container(struct builder *b, size_t i)
 				  "scope");
 	if (!c)
 		return NULL;
-	json_object_set_new(c, "scopeId", json_integer(b->si[i].id));
-	json_object_set_new(c, "name", jj_string_new(sname));
-	json_object_set_new(c, "joiner", jj_enum_or_null(s, "joiner", jj_joiners));
-	json_object_set_new(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
-	json_object_set_new(c, "deadline", iso_or_null(jv_get(s, "deadline_ms")));
-	json_object_set_new(c, "openedAt", iso_or_null(jv_get(s, "opened_ms")));
-	json_object_set_new(c, "openSite", jj_site(jv_get(s, "site")));
-	json_object_set_new(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
-	json_object_set_new(c, "parentTask", jj_int_or_null(s, "parent_task"));
-	json_object_set_new(c, "values", jj_values(jv_get(s, "values")));
+	jj_set(c, "scopeId", json_integer(b->si[i].id));
+	jj_set(c, "name", jj_string_new(sname));
+	jj_set(c, "joiner", jj_enum_or_null(s, "joiner", jj_joiners));
+	jj_set(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
+	jj_set(c, "deadline", iso_or_null(jv_get(s, "deadline_ms")));
+	jj_set(c, "openedAt", iso_or_null(jv_get(s, "opened_ms")));
+	jj_set(c, "openSite", jj_site(jv_get(s, "site")));
+	jj_set(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
+	jj_set(c, "parentTask", jj_int_or_null(s, "parent_task"));
+	jj_set(c, "values", jj_values(jv_get(s, "values")));
 	return c;
 }
 
@@ -384,7 +385,7 @@ static json_t *values_in(struct builder *b, long i)
 		json_t *val;
 		json_object_foreach(own, k, val)
 			if (!json_object_get(v, k))
-				json_object_set(v, k, val);
+				jj_set(v, k, json_incref(val));
 		json_decref(own);
 	}
 	return v;
@@ -430,7 +431,7 @@ static bool tid_seen(struct builder *b, json_int_t tid)
 	snprintf(key, sizeof key, "%lld", (long long)tid);
 	if (json_object_get(b->tids, key))
 		return true;
-	json_object_set_new(b->tids, key, json_true());
+	jj_set(b->tids, key, json_true());
 	return false;
 }
 
@@ -463,25 +464,25 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	json_t *th = json_object();
 	if (!th)
 		return -1;
-	json_object_set_new(th, "tid", json_integer(tid));
-	json_object_set_new(th, "time", json_string(b->now_iso));
-	json_object_set_new(th, "name", jj_string_new(name));
+	jj_set(th, "tid", json_integer(tid));
+	jj_set(th, "time", json_string(b->now_iso));
+	jj_set(th, "name", jj_string_new(name));
 	/* A thread gone with its process (post-mortem) or on its own has no
 	 * stack, and the JDK has a state for it. */
 	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
-	json_object_set_new(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
-	json_object_set_new(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames));
-	json_object_set_new(th, "role", jj_enum_or_null(t, "role", jj_roles));
-	json_object_set_new(th, "task", task ? jj_task(task) : json_null());
-	json_object_set_new(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
-	json_object_set_new(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
+	jj_set(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
+	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames));
+	jj_set(th, "role", jj_enum_or_null(t, "role", jj_roles));
+	jj_set(th, "task", task ? jj_task(task) : json_null());
+	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
+	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
 	if (jv_is_true(jv_get(st, "approximate")))
-		json_object_set_new(th, "approximate", json_true());
+		jj_set(th, "approximate", json_true());
 	if (!st)
-		json_object_set_new(th, "stackError",
-				    json_string(gone ? "the thread has exited" : "no stack captured"));
+		jj_set(th, "stackError",
+		       json_string(gone ? "the thread has exited" : "no stack captured"));
 	else if (jj_str(st, "error"))
-		json_object_set_new(th, "stackError", jj_str_or_null(st, "error"));
+		jj_set(th, "stackError", jj_str_or_null(st, "error"));
 	return place(b, container, tid, th);
 }
 
@@ -527,12 +528,12 @@ static void fill_containers(struct builder *b)
 		qsort(b->placed, b->nplaced, sizeof *b->placed, placed_cmp);
 	for (size_t i = 0; i < b->nplaced; i++) {
 		json_t *arr = json_object_get(b->containers[b->placed[i].container], "threads");
-		json_array_append_new(arr, b->placed[i].thread);
+		jj_append(arr, b->placed[i].thread);
 		b->placed[i].thread = NULL;
 	}
 	for (size_t c = 0; c < b->ncont; c++) {
 		size_t n = json_array_size(json_object_get(b->containers[c], "threads"));
-		json_object_set_new(b->containers[c], "threadCount", json_integer((json_int_t)n));
+		jj_set(b->containers[c], "threadCount", json_integer((json_int_t)n));
 	}
 	for (size_t i = 0; i < b->nsi; i++) {
 		const jv *o = jv_get(b->si[i].j, "owner");
@@ -543,8 +544,8 @@ static void fill_containers(struct builder *b)
 		snprintf(key, sizeof key, "%lld", (long long)jv_integer(o));
 		/* An owner missing from the dump cannot be referenced: its tid
 		 * goes beside the JDK member, which stays null. */
-		json_object_set_new(c, json_object_get(b->tids, key) ? "owner" : "ownerTid",
-				    json_integer(jv_integer(o)));
+		jj_set(c, json_object_get(b->tids, key) ? "owner" : "ownerTid",
+		       json_integer(jv_integer(o)));
 	}
 }
 
@@ -566,7 +567,7 @@ static json_t *assemble(struct builder *b)
 
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < b->ncont; i++) {
-		json_array_append_new(arr, b->containers[i]);
+		jj_append(arr, b->containers[i]);
 		b->containers[i] = NULL;
 	}
 	json_t *td = json_object();
@@ -575,22 +576,19 @@ static json_t *assemble(struct builder *b)
 		json_decref(arr);
 		return NULL;
 	}
-	json_object_set_new(td, "formatVersion", json_integer(2));
-	json_object_set_new(td, "processId",
-			    json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
-	json_object_set_new(td, "time", json_string(b->now_iso));
-	json_object_set_new(td, "runtimeVersion", jj_string_new(ver));
-	json_object_set_new(td, "threadContainers", arr);
-	json_object_set_new(td, "processName", jj_str_or_null(b->process, "name"));
-	json_object_set_new(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
-	json_object_set_new(td, "complete", json_boolean(b->complete));
-	json_object_set_new(td, "eventsLost",
-			    json_integer(jv_is_integer(lost) && jv_integer(lost) > 0
-						 ? jv_integer(lost)
-						 : 0));
-	json_object_set_new(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
-	json_object_set_new(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
-	json_object_set_new(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
+	jj_set(td, "formatVersion", json_integer(2));
+	jj_set(td, "processId", json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
+	jj_set(td, "time", json_string(b->now_iso));
+	jj_set(td, "runtimeVersion", jj_string_new(ver));
+	jj_set(td, "threadContainers", arr);
+	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
+	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
+	jj_set(td, "complete", json_boolean(b->complete));
+	jj_set(td, "eventsLost",
+	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
+	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
+	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	jj_set(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);
 }
 
@@ -622,6 +620,7 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 		return NULL;
 	}
 	struct builder b = {.reply = reply};
+	(void)jj_failed_take();
 	b.process = jv_get(reply, "process");
 	b.model = jv_get(reply, "model");
 	b.threads = jj_array(b.model, "threads");
@@ -657,6 +656,10 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 		fill_containers(&b);
 		out = assemble(&b);
 	}
+	if (jj_failed_take()) {
+		json_decref(out);
+		out = NULL;
+	}
 	if (!out)
 		snprintf(err, errlen, "out of memory building the thread dump");
 	builder_free(&b);
@@ -671,10 +674,11 @@ json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
 	}
 	/* One reader for both paths: the text form of the reply goes through
 	 * the same parser scopecmd uses on the wire. */
-	char *text = json_dumps(reply, JSON_COMPACT);
+	size_t len;
+	char *text = jtext_dump(reply, JSON_COMPACT, false, &len);
 	struct jv_doc *doc = NULL;
 	json_t *out = NULL;
-	if (text && jv_parse(text, strlen(text), &doc, err, errlen) == 0)
+	if (text && jv_parse(text, len, &doc, err, errlen) == 0)
 		out = jdkdump_build_doc(jv_root(doc), err, errlen);
 	else if (!text)
 		snprintf(err, errlen, "out of memory building the thread dump");

@@ -2,6 +2,7 @@
  * sites, frames, tasks and pools used by the dump builder. */
 #include "jdkjson.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,30 @@ static const char *const jj_policies[] = {"abort",          "caller_runs", "disc
 
 static const char *const jdk_states[] = {"NEW",     "RUNNABLE",      "BLOCKED",
 					 "WAITING", "TIMED_WAITING", "TERMINATED"};
+
+/* Set when a member or item could not be added since the last
+ * jj_failed_take(): the builder then refuses the dump rather than hand out
+ * one with parts silently missing.  Per thread, as builds are. */
+static _Thread_local bool add_failed;
+
+void jj_set(json_t *obj, const char *key, json_t *value)
+{
+	if (json_object_set_new(obj, key, value) != 0)
+		add_failed = true;
+}
+
+void jj_append(json_t *arr, json_t *value)
+{
+	if (json_array_append_new(arr, value) != 0)
+		add_failed = true;
+}
+
+bool jj_failed_take(void)
+{
+	bool f = add_failed;
+	add_failed = false;
+	return f;
+}
 
 const char *jj_str(const jv *obj, const char *key)
 {
@@ -120,12 +145,48 @@ void jj_strcpy(char *dst, size_t len, const char *src, const char *def)
 	dst[o] = '\0';
 }
 
+/* Whether s is UTF-8 as jansson accepts it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static bool utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		unsigned c = *s, n; /* continuation bytes after the lead */
+		if (c < 0x80)
+			n = 0;
+		else if (c >= 0xc2 && c < 0xe0)
+			n = 1;
+		else if (c >= 0xe0 && c < 0xf0)
+			n = 2;
+		else if (c >= 0xf0 && c < 0xf5)
+			n = 3;
+		else
+			return false;
+		uint32_t cp = n ? c & (0x3f >> n) : c;
+		for (unsigned i = 1; i <= n; i++) {
+			if ((s[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp < 0xe000))
+			return false;
+		s += n + 1;
+	}
+	return true;
+}
+
 json_t *jj_string_new(const char *s)
 {
 	char buf[JDKDUMP_MAX_STR + 1];
 	jj_strcpy(buf, sizeof buf, s, "");
 	json_t *j = json_string(buf);
-	return j ? j : json_string("");
+	if (j)
+		return j;
+	/* A name that is not UTF-8 shows as ""; valid text that could not be
+	 * stored means memory ran out, and "" would hide that. */
+	if (utf8_valid((const unsigned char *)buf))
+		add_failed = true;
+	return json_string("");
 }
 
 json_t *jj_str_or_null(const jv *obj, const char *key)
@@ -189,7 +250,7 @@ json_t *jj_values(const jv *values)
 		/* A key that repeats keeps its last value, as jansson does. */
 		if (!json_object_get(out, key))
 			kept++;
-		json_object_set_new(out, key, jj_string_new(jv_string(v)));
+		jj_set(out, key, jj_string_new(jv_string(v)));
 	}
 	return out;
 }
@@ -238,17 +299,16 @@ json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
 		const char *addr = jj_str(f, "addr");
 		json_t *hit = cache && addr ? json_object_get(cache, addr) : NULL;
 		if (hit) {
-			json_array_append(out, hit);
+			jj_append(out, json_incref(hit));
 		} else if (jv_is_object(f)) {
 			json_t *str = frame_string(f);
 			/* Threads blocked alike share most frames: format each
 			 * address once per dump. */
 			if (cache && addr && json_object_size(cache) < JJ_MAX_CACHED)
 				json_object_set(cache, addr, str);
-			json_array_append_new(out, str);
-		}
-		else if (jv_is_string(f))
-			json_array_append_new(out, jj_string_new(jv_string(f)));
+			jj_append(out, str);
+		} else if (jv_is_string(f))
+			jj_append(out, jj_string_new(jv_string(f)));
 	}
 	return out;
 }
@@ -259,19 +319,19 @@ json_t *jj_task(const jv *task)
 	const jv *forked = jv_get(task, "forked_ms");
 	char iso[40];
 
-	json_object_set_new(t, "id", jj_int_or_null(task, "id"));
-	json_object_set_new(t, "state", jj_enum_or_null(task, "state", jj_task_states));
-	json_object_set_new(t, "function", jj_str_or_null(task, "func"));
-	json_object_set_new(t, "forkSite", jj_site(jv_get(task, "site")));
-	json_object_set_new(t, "forkedAt",
-			    jv_is_number(forked)
-				    ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
-				    : json_null());
+	jj_set(t, "id", jj_int_or_null(task, "id"));
+	jj_set(t, "state", jj_enum_or_null(task, "state", jj_task_states));
+	jj_set(t, "function", jj_str_or_null(task, "func"));
+	jj_set(t, "forkSite", jj_site(jv_get(task, "site")));
+	jj_set(t, "forkedAt",
+	       jv_is_number(forked)
+		   ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
+		   : json_null());
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))
-		json_object_set_new(t, "error", json_integer(jv_integer(err)));
+		jj_set(t, "error", json_integer(jv_integer(err)));
 	else if (jv_is_string(err))
-		json_object_set_new(t, "error", jj_string_new(jv_string(err)));
+		jj_set(t, "error", jj_string_new(jv_string(err)));
 	return t;
 }
 
@@ -281,10 +341,10 @@ json_t *jj_pool_stats(const jv *pool)
 					   "largest", "queued", "completed", "rejected"};
 	json_t *p = json_object();
 
-	json_object_set_new(p, "name", jj_str_or_null(pool, "name"));
+	jj_set(p, "name", jj_str_or_null(pool, "name"));
 	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-		json_object_set_new(p, ints[i], jj_int_or_null(pool, ints[i]));
-	json_object_set_new(p, "queue", jj_enum_or_null(pool, "queue", jj_queues));
-	json_object_set_new(p, "policy", jj_enum_or_null(pool, "policy", jj_policies));
+		jj_set(p, ints[i], jj_int_or_null(pool, ints[i]));
+	jj_set(p, "queue", jj_enum_or_null(pool, "queue", jj_queues));
+	jj_set(p, "policy", jj_enum_or_null(pool, "policy", jj_policies));
 	return p;
 }

@@ -10,6 +10,13 @@
 
 #include "../common/jv.h"
 
+/* json_object_set_new() and json_array_append_new() (value stolen, also on
+ * failure) that remember a failure, which jj_failed_take() reports and
+ * clears: a value that could not be made (NULL) counts as a failure. */
+void jj_set(json_t *obj, const char *key, json_t *value);
+void jj_append(json_t *arr, json_t *value);
+bool jj_failed_take(void);
+
 /* Member key of obj when it is a string, else NULL.  obj may be anything. */
 const char *jj_str(const jv *obj, const char *key);
 bool jj_str_is(const jv *obj, const char *key, const char *want);

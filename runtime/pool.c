@@ -17,8 +17,10 @@
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static scope_pool_t *pools;
 static _Atomic uint64_t next_pool_id = 1;
-static scope_pool_t *default_pool;
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+/* Made on first use; a failed attempt (out of memory, no threads) is tried
+ * again by the next user rather than remembered forever. */
+static _Atomic(scope_pool_t *) default_pool;
+static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void atfork_setup(void);
@@ -203,7 +205,7 @@ int scope_pool_destroy(scope_pool_t *p)
 
 	if (!p)
 		return -EINVAL;
-	if (p == default_pool || atomic_load(&p->users) > 0)
+	if (p == atomic_load(&default_pool) || atomic_load(&p->users) > 0)
 		return -EBUSY;
 	(void)scope_pool_shutdown(p);
 	pthread_mutex_lock(&p->lock);
@@ -324,7 +326,7 @@ static void atfork_setup(void)
 	(void)pthread_atfork(NULL, NULL, pools_after_fork);
 }
 
-static void default_create(void)
+static scope_pool_t *default_create(void)
 {
 	struct scope_pool_config cfg = SCOPE_POOL_CONFIG_INIT;
 
@@ -336,14 +338,24 @@ static void default_create(void)
 	cfg.max_size = DEFAULT_POOL_MAX;
 	cfg.queue = SCOPE_QUEUE_DIRECT;
 	cfg.policy = SCOPE_POLICY_CALLER_RUNS;
-	if (scope_pool_create(&default_pool, &cfg))
-		default_pool = NULL;
+	scope_pool_t *p;
+	return scope_pool_create(&p, &cfg) ? NULL : p;
 }
 
 scope_pool_t *scope_pool_default(void)
 {
-	pthread_once(&default_once, default_create);
-	return default_pool;
+	scope_pool_t *p = atomic_load_explicit(&default_pool, memory_order_acquire);
+
+	if (p)
+		return p;
+	pthread_mutex_lock(&default_lock);
+	p = atomic_load_explicit(&default_pool, memory_order_relaxed);
+	if (!p) {
+		p = default_create();
+		atomic_store_explicit(&default_pool, p, memory_order_release);
+	}
+	pthread_mutex_unlock(&default_lock);
+	return p;
 }
 
 scope_pool_t *sc_pool_resolve(scope_pool_t *p)

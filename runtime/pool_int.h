@@ -13,8 +13,9 @@ struct worker {
 	scope_task_t *first;
 	pthread_t th;
 	unsigned n;
-	bool claimed; /* woken for work while idle */
-	bool exited;  /* no longer touches the pool */
+	bool claimed;  /* woken for work while idle */
+	bool exited;   /* no longer touches the pool */
+	bool detached; /* left without a record and detached itself: not joined */
 };
 
 /* A forker waiting for room under the BLOCK policy. */

@@ -27,7 +27,8 @@ void sc_pool_reap_locked(scope_pool_t *p)
 			continue;
 		}
 		*wp = w->next;
-		pthread_join(w->th, NULL);
+		if (!w->detached)
+			pthread_join(w->th, NULL);
 		free(w);
 	}
 }
@@ -449,12 +450,25 @@ static void *worker_main(void *arg)
 		for (; task || (task = take(w)) != NULL; task = NULL)
 			run_hooked(p, task, true);
 	} else {
-		/* No record, no worker: hand the task back and leave. */
+		/* No record (out of memory), no worker.  The task goes back to the
+		 * other workers or, when there are none to run it, fails now:
+		 * queued with nobody to take it, its joiner would wait forever. */
+		task = NULL;
 		pthread_mutex_lock(&p->lock);
 		p->size--;
-		if (w->first)
+		if (w->first && p->size > 0) {
 			enqueue_locked(p, w->first);
+			sc_pool_wake_idle_locked(p);
+		} else {
+			task = w->first;
+		}
+		/* Nothing may join a thread that failed this early (the pool
+		 * reaps only at its next spawn), so it frees itself. */
+		if (pthread_detach(pthread_self()) == 0)
+			w->detached = true;
 		pthread_mutex_unlock(&p->lock);
+		if (task)
+			sc_task_finish(task, SC_TASK_FAILED, -ENOMEM);
 	}
 	sc_pool_stats_event(p, true);
 	pthread_mutex_lock(&p->lock);

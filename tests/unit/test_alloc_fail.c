@@ -1,0 +1,454 @@
+/* test_alloc_fail.c - allocation failure injected into the runtime, the fast
+ * JSON reader, the dump builder and the control client: for N = 1, 2, ...
+ * the Nth allocation fails until an operation runs without reaching N; each
+ * attempt must report -ENOMEM (or cope) and neither crash nor leak (under
+ * make test-asan, LeakSanitizer checks at exit). */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "agent.h"
+#include "scope.h"
+#include "../../common/ctl.h"
+#include "../../common/jv.h"
+#include "../../dumper/jdkdump.h"
+
+/* ---------------------------------------------------------------------------
+ * Injection.  mk/alloc.mk links this test with -Wl,--wrap=malloc,... so every
+ * call from the statically linked product objects lands here; jansson is a
+ * shared library, so it is pointed here with json_set_alloc_funcs().
+ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+char *__real_strdup(const char *s);
+
+/* Allocations left before the one that fails; 0: injection off.  Atomic
+ * because pool workers allocate too. */
+static atomic_long countdown;
+static atomic_long injected;
+
+static bool fail_now(void)
+{
+	long c = atomic_load(&countdown);
+	while (c > 0) {
+		if (atomic_compare_exchange_weak(&countdown, &c, c - 1)) {
+			if (c != 1)
+				return false;
+			atomic_fetch_add(&injected, 1);
+			errno = ENOMEM;
+			return true;
+		}
+	}
+	return false;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return fail_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return fail_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+	return fail_now() ? NULL : __real_aligned_alloc(align, n);
+}
+
+char *__wrap_strdup(const char *s)
+{
+	return fail_now() ? NULL : __real_strdup(s);
+}
+
+static void *json_malloc(size_t n)
+{
+	return __wrap_malloc(n);
+}
+
+/* What one attempt of an operation saw. */
+struct outcome {
+	int enomem; /* calls that reported -ENOMEM */
+};
+
+typedef void (*op_fn)(void *arg, struct outcome *o);
+
+/* Fails an operation that gave neither success nor -ENOMEM. */
+static int expect(int rc, const char *what, struct outcome *o)
+{
+	if (getenv("ALLOC_TRACE"))
+		fprintf(stderr, "  %s -> %d\n", what, rc);
+	if (rc == -ENOMEM)
+		o->enomem++;
+	else if (rc != 0)
+		fail_msg("%s returned %d (%s), want 0 or -ENOMEM", what, rc, strerror(-rc));
+	return rc;
+}
+
+/* Runs op with its 1st, 2nd, ... allocation failing until a run allocates
+ * fewer times than that, which must then succeed outright.  Asserts that
+ * some injected failure was reported as -ENOMEM, so the sweep really tests
+ * the failure paths. */
+static void sweep(const char *name, op_fn op, void *arg)
+{
+	long reported = 0;
+	for (long n = 1;; n++) {
+		if (n > 100000)
+			fail_msg("%s: still allocating after 100000 injected failures", name);
+		struct outcome o = {0};
+		atomic_store(&injected, 0);
+		atomic_store(&countdown, n);
+		if (getenv("ALLOC_TRACE"))
+			fprintf(stderr, "%s: n=%ld\n", name, n);
+		op(arg, &o);
+		atomic_store(&countdown, 0);
+		if (!atomic_load(&injected)) {
+			if (o.enomem)
+				fail_msg("%s: -ENOMEM with no failure injected", name);
+			break;
+		}
+		reported += o.enomem > 0;
+	}
+	if (!reported)
+		fail_msg("%s: no injected failure was reported as -ENOMEM", name);
+}
+
+/* ---------------------------------------------------------------------------
+ * The runtime.
+ */
+
+static int body(void *arg, void **result)
+{
+	*result = arg;
+	return scope_value_get("request") ? 0 : -ENOENT;
+}
+
+/* A scope on pool (NULL: default) with a bound value and three forks. */
+static void op_scope(void *arg, struct outcome *o)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	cfg.name = "alloc";
+	cfg.pool = arg;
+	scope_t *s;
+	if (expect(scope_open(&s, &cfg), "scope_open", o))
+		return;
+	bool bound = expect(scope_value_bind(s, "request", "r-1"), "scope_value_bind", o) == 0;
+	int forked = 0;
+	scope_task_t *t[3];
+	bool ok[3];
+	for (int i = 0; i < 3; i++) {
+		ok[i] = expect(scope_fork(s, body, &t[i], &t[i]), "scope_fork", o) == 0;
+		forked += ok[i];
+	}
+	int rc = scope_join(s);
+	/* A task whose body could not see the value fails the join. */
+	if (rc != 0 && !(rc == SCOPE_EFAILED && !bound))
+		fail_msg("scope_join returned %d with %d forks, value %s", rc, forked,
+			 bound ? "bound" : "unbound");
+	for (int i = 0; i < 3 && bound; i++)
+		if (ok[i] && scope_task_result(t[i]) != &t[i])
+			fail_msg("task %d of %d: state %d error %d, result %p, join %d", i, forked,
+				 (int)scope_task_state(t[i]), scope_task_error(t[i]),
+				 scope_task_result(t[i]), rc);
+	expect(scope_close(s), "scope_close", o);
+}
+
+static void test_scope_default_pool(void **state)
+{
+	(void)state;
+	sweep("scope on the default pool", op_scope, NULL);
+}
+
+static void op_pool(void *arg, struct outcome *o)
+{
+	(void)arg;
+	struct scope_pool_config cfg = SCOPE_POOL_CONFIG_INIT;
+	cfg.name = "failing";
+	cfg.core_size = 2;
+	cfg.prestart = true;
+	scope_pool_t *p;
+	if (expect(scope_pool_create(&p, &cfg), "scope_pool_create", o))
+		return;
+	op_scope(p, o);
+	assert_int_equal(scope_pool_destroy(p), 0);
+}
+
+static void test_pool(void **state)
+{
+	(void)state;
+	sweep("own pool and a scope on it", op_pool, NULL);
+}
+
+/* Scopes inside a subtask: the worker allocates its own records. */
+static int nested_body(void *arg, void **result)
+{
+	(void)result;
+	struct outcome *o = arg;
+	scope_t *s;
+	int rc = scope_open(&s, NULL);
+	if (rc)
+		return rc;
+	scope_task_t *t;
+	rc = scope_fork(s, body, NULL, &t);
+	int jrc = scope_join(s);
+	int crc = scope_close(s);
+	(void)o;
+	return rc ? rc : jrc ? jrc : crc;
+}
+
+static void op_nested(void *arg, struct outcome *o)
+{
+	(void)arg;
+	scope_t *s;
+	if (expect(scope_open(&s, NULL), "scope_open", o))
+		return;
+	if (expect(scope_value_bind(s, "request", "r-2"), "scope_value_bind", o)) {
+		expect(scope_close(s), "scope_close", o);
+		return;
+	}
+	scope_task_t *t;
+	if (expect(scope_fork(s, nested_body, o, &t), "scope_fork", o) == 0) {
+		int rc = scope_join(s);
+		if (rc == SCOPE_EFAILED) /* the inner scope met the failure */
+			expect(scope_task_error(t), "the nested subtask", o);
+		else
+			assert_int_equal(rc, 0);
+	}
+	expect(scope_close(s), "scope_close", o);
+}
+
+static void test_nested(void **state)
+{
+	(void)state;
+	sweep("scope inside a subtask", op_nested, NULL);
+}
+
+/* ---------------------------------------------------------------------------
+ * The dumper: the fast reader and the dump builder on a canned reply.
+ */
+
+/* Thread 7 owns batch@2 where worker 8 runs task 20 inside job@3; 9 idles
+ * in the pool; 10 is known only from the stacks. */
+static const char reply_text[] =
+    "{\"ok\":true,\"id\":1,\"source\":\"signal\",\"capture_ns\":800,\"max_pause_ns\":300,"
+    "\"process\":{\"pid\":777,\"name\":\"svc\",\"runtime_version\":\"0.1.0\",\"state\":\"live\","
+    " \"complete\":false,\"lost\":1},"
+    "\"model\":{\"now_ms\":1764441600000,"
+    " \"threads\":["
+    "  "
+    "{\"tid\":7,\"name\":\"svc\",\"role\":\"main\",\"pool\":null,\"task\":null,\"state\":\"live\"},"
+    "  {\"tid\":8,\"name\":\"w-1\",\"role\":\"worker\",\"pool\":4,\"task\":20,\"state\":\"live\"},"
+    "  "
+    "{\"tid\":9,\"name\":\"w-2\",\"role\":\"worker\",\"pool\":4,\"task\":null,\"state\":\"live\"}],"
+    " \"pools\":[{\"id\":4,\"name\":\"w\",\"core\":2,\"max\":2,\"size\":2,\"active\":1,"
+    "   \"largest\":2,\"queued\":0,\"completed\":3,\"rejected\":0,\"queue\":\"unbounded\","
+    "   \"policy\":\"abort\"}],"
+    " \"scopes\":["
+    "  {\"id\":2,\"name\":\"batch\",\"parent\":null,\"owner\":7,\"joiner\":\"all_successful\","
+    "   \"state\":\"joining\",\"opened_ms\":1764441599000,"
+    "   \"site\":{\"file\":\"svc.c\",\"line\":9,\"func\":\"run\"},\"values\":{\"batch\":\"b-9\"}},"
+    "  {\"id\":3,\"name\":\"job\",\"parent\":2,\"parent_task\":20,\"owner\":8,"
+    "   \"joiner\":\"any_successful\",\"state\":\"open\"}],"
+    " \"tasks\":["
+    "  {\"id\":20,\"scope\":2,\"state\":\"running\",\"worker\":8,\"func\":\"job_run\","
+    "   \"site\":{\"file\":\"svc.c\",\"line\":12,\"func\":\"run\"},\"forked_ms\":1764441599500}]},"
+    "\"stacks\":["
+    " {\"tid\":8,\"state\":\"WAITING\",\"frames\":["
+    "   {\"addr\":\"0x10\",\"func\":\"job_run\",\"file\":\"svc.c\",\"line\":30},"
+    "   {\"addr\":\"0x20\",\"module\":\"/lib/libc.so.6\",\"offset\":\"0x40\"}]},"
+    " {\"tid\":10,\"name\":\"odd\",\"state\":\"RUNNABLE\",\"frames\":[{\"addr\":\"0x30\"}]}]}";
+
+/* The dump built without injection: what every successful attempt must equal. */
+static json_t *reference_dump;
+
+/* A built dump must be the whole dump: failure may not leave parts out. */
+static void check_dump(json_t *d, const char *err, struct outcome *o)
+{
+	if (!d) {
+		if (!strstr(err, "memory"))
+			fail_msg("dump build failed without saying memory ran out: %s", err);
+		o->enomem++;
+		return;
+	}
+	if (reference_dump && !json_equal(d, reference_dump)) {
+		if (getenv("ALLOC_TRACE")) {
+			json_dump_file(d, "/tmp/alloc_fail_got.json", JSON_INDENT(1));
+			json_dump_file(reference_dump, "/tmp/alloc_fail_want.json", JSON_INDENT(1));
+		}
+		fail_msg("dump built under failure differs from the reference");
+	}
+	json_decref(d);
+}
+
+static void op_build(void *arg, struct outcome *o)
+{
+	char err[256] = "";
+	json_t *d = jdkdump_build(arg, err, sizeof err);
+	check_dump(d, err, o);
+}
+
+static void op_build_doc(void *arg, struct outcome *o)
+{
+	(void)arg;
+	struct jv_doc *doc;
+	char err[256] = "";
+	if (expect(jv_parse(reply_text, sizeof reply_text - 1, &doc, err, sizeof err), "jv_parse",
+		   o))
+		return;
+	assert_int_equal(jv_integer(jv_get(jv_get(jv_root(doc), "process"), "pid")), 777);
+	json_t *d = jdkdump_build_doc(jv_root(doc), err, sizeof err);
+	jv_free(doc);
+	check_dump(d, err, o);
+}
+
+static void test_dump_builder(void **state)
+{
+	(void)state;
+	json_error_t e;
+	json_t *reply = json_loads(reply_text, 0, &e);
+	if (!reply)
+		fail_msg("canned reply broken at %d: %s", e.position, e.text);
+	char err[256];
+	reference_dump = jdkdump_build(reply, err, sizeof err);
+	assert_non_null(reference_dump);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_object_get(reference_dump, "threadDump"), "processId")),
+			 777);
+	sweep("jdkdump_build", op_build, reply);
+	sweep("jv_parse + jdkdump_build_doc", op_build_doc, NULL);
+	json_decref(reference_dump);
+	reference_dump = NULL;
+	json_decref(reply);
+}
+
+/* ---------------------------------------------------------------------------
+ * The control client against a fake daemon that has its replies ready.
+ */
+
+struct fake {
+	char dir[64], agent[96], ctl[96];
+	int lfd;
+	json_t *list, *dump; /* the requests, made before any injection */
+};
+
+static void op_ctl(void *arg, struct outcome *o)
+{
+	struct fake *f = arg;
+	struct ctl *c;
+	char err[256];
+	int rc = expect(ctl_connect(&c, f->agent, err, sizeof err), "ctl_connect", o);
+	int s = accept(f->lfd, NULL, NULL);
+	if (rc) {
+		/* Failed after connecting: the connection must be closed. */
+		if (s >= 0) {
+			char b;
+			assert_int_equal(recv(s, &b, 1, 0), 0);
+			close(s);
+		}
+		return;
+	}
+	assert_true(s >= 0);
+	/* A subscription delta first: the client queues it for ctl_read(). */
+	static const char lines[] = "{\"event\":\"delta\",\"pid\":1}\n"
+				    "{\"id\":1,\"ok\":true,\"processes\":[]}\n";
+	assert_int_equal(write(s, lines, sizeof lines - 1), (ssize_t)sizeof lines - 1);
+	assert_int_equal(write(s, reply_text, sizeof reply_text - 1),
+			 (ssize_t)sizeof reply_text - 1);
+	assert_int_equal(write(s, "\n", 1), 1);
+
+	json_t *reply = NULL;
+	rc = expect(ctl_request(c, f->list, &reply, 2000, err, sizeof err), "ctl_request", o);
+	if (rc == 0) {
+		assert_non_null(reply);
+		assert_true(json_is_array(json_object_get(reply, "processes")));
+		json_decref(reply);
+		/* The dump-sized line (id 1) is not the reply to request 2: the
+		 * fast reader parses it, then it is queued, then id 2 matches. */
+		struct jv_doc *doc = NULL;
+		static const char dump_reply[] = "{\"id\":2,\"ok\":true,\"n\":5}\n";
+		assert_int_equal(write(s, dump_reply, sizeof dump_reply - 1),
+				 (ssize_t)sizeof dump_reply - 1);
+		if (expect(ctl_request_doc(c, f->dump, &doc, 2000, err, sizeof err),
+			   "ctl_request_doc", o) == 0) {
+			assert_int_equal(jv_integer(jv_get(jv_root(doc), "n")), 5);
+			jv_free(doc);
+			json_t *m = NULL;
+			int got = ctl_read(c, &m);
+			if (got == 1) {
+				json_decref(m);
+			} else if (got != -ENOMEM && got != 0) {
+				fail_msg("ctl_read returned %d", got);
+			}
+		}
+	}
+	ctl_close(c);
+	close(s);
+}
+
+static void test_ctl(void **state)
+{
+	(void)state;
+	struct fake f;
+	snprintf(f.dir, sizeof f.dir, "/tmp/test_alloc_fail.XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	snprintf(f.agent, sizeof f.agent, "%s/agent.sock", f.dir);
+	snprintf(f.ctl, sizeof f.ctl, "%s/control.sock", f.dir);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f.ctl);
+	/* Non-blocking: a ctl_connect that failed before connecting leaves
+	 * nothing to accept. */
+	f.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	assert_true(f.lfd >= 0);
+	assert_int_equal(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(f.lfd, 8), 0);
+	f.list = json_pack("{s:s}", "cmd", "list");
+	f.dump = json_pack("{s:s}", "cmd", "dump");
+	assert_true(f.list && f.dump);
+	sweep("control client", op_ctl, &f);
+	json_decref(f.list);
+	json_decref(f.dump);
+	close(f.lfd);
+	unlink(f.ctl);
+	rmdir(f.dir);
+}
+
+int main(void)
+{
+	/* A client that gave up closes its end before the fake daemon writes. */
+	signal(SIGPIPE, SIG_IGN);
+	/* The agent's own thread would allocate at times of its choosing and
+	 * blur which call met the failure; the agent's buffers are the agent
+	 * tests' part. */
+	sc_agent_stop();
+	json_set_alloc_funcs(json_malloc, free);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_scope_default_pool),
+	    cmocka_unit_test(test_pool),
+	    cmocka_unit_test(test_nested),
+	    cmocka_unit_test(test_dump_builder),
+	    cmocka_unit_test(test_ctl),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
