@@ -1,6 +1,7 @@
 /* test_ctl.c - the control client against a scripted fake daemon on a
  * private socket: id matching, queued deltas, timeouts, bad lines, resets. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,6 +56,17 @@ static void say(int fd, const char *fmt, ...)
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	assert_int_equal(write(fd, buf, (size_t)n), n);
+}
+
+/* Keeps the connection open until the client closes its end (or 10 s
+ * pass): a script that closed after a fixed sleep would race a slow client,
+ * which would then see the hang-up where the test expects quiet. */
+static void wait_hangup(int fd)
+{
+	char b[256];
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	while (poll(&p, 1, 10000) == 1 && read(fd, b, sizeof b) > 0)
+		;
 }
 
 static void *serve(void *arg)
@@ -145,7 +157,7 @@ static void script_interleaved(int fd)
 	say(fd, "{\"type\":\"delta\",\"gen\":2}\n{\"id\":%ld,\"ok\":true,\"ver", id + 1000);
 	usleep(20000);
 	say(fd, "sion\":\"x\"}\n{\"id\":%ld,\"ok\":true,\"version\":\"0.1.0\"}\n", id);
-	usleep(100000);
+	wait_hangup(fd);
 }
 
 static void test_reply_matched_and_others_queued(void **state)
@@ -191,14 +203,14 @@ static void test_request_doc(void **state)
 static void script_silent(int fd)
 {
 	read_request(fd, NULL, 0);
-	usleep(400000);
+	wait_hangup(fd);
 }
 
 static void script_garbage(int fd)
 {
 	read_request(fd, NULL, 0);
 	say(fd, "this is not json\n");
-	usleep(100000);
+	wait_hangup(fd);
 }
 
 /* Daemons whose answer is no reply: the error code and what err names. */
