@@ -69,21 +69,37 @@ static void truth_add_agent(struct truth *t)
 	truth_add(t, &ev);
 }
 
+/* Sends scope id, named name, through the agent and waits until it is out. */
+static struct sc_ev emit_scope(uint64_t id, const char *name)
+{
+	struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, id, 0);
+	ev.s1 = name;
+	sc_emit(&ev);
+	assert_int_equal(sc_agent_flush(5000), 0);
+	return ev;
+}
+
+/* The receiver's model holds exactly scope ev and the agent's thread. */
+static void expect_scope_and_agent(const struct sc_ev *ev)
+{
+	struct truth t = {0};
+	truth_add(&t, ev);
+	truth_add_agent(&t);
+	assert_int_equal(rx_compare(&rx, &t), 2);
+	free(t.p);
+}
+
 static int setup(void **state)
 {
 	(void)state;
-	rx_start(&rx);
-	assert_int_equal(sc_agent_start(rx.sock), 0);
-	if (rx_wait_session(&rx, 1, 5000))
-		fail_msg("the agent did not connect to %s", rx.sock);
+	rx_start_agent(&rx);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	sc_agent_stop();
-	rx_cleanup(&rx);
+	rx_stop_agent(&rx);
 	return 0;
 }
 
@@ -283,22 +299,15 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 		if (sc_agent_flush(100) == 0)
 			break;
 	}
-	struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, 0x99, 0);
-	ev.s1 = "after";
-	sc_emit(&ev);
-	assert_int_equal(sc_agent_flush(5000), 0);
+	struct sc_ev ev = emit_scope(0x99, "after");
 	sc_agent_get_stats(&st);
 	assert_true(st.lost > 0);
 	assert_true(st.lost_msgs >= 1);
 	assert_true(rx_stat(&rx, "lost_msgs") >= 1);
 	assert_true(rx_stat(&rx, "lost") > 0);
 	assert_true(rx_stat(&rx, "snapshots") >= 2);
-	struct truth t = {0};
 	ev.snapshot = 1;
-	truth_add(&t, &ev);
-	truth_add_agent(&t);
-	assert_int_equal(rx_compare(&rx, &t), 2);
-	free(t.p);
+	expect_scope_and_agent(&ev);
 }
 
 /* The receiver killed and restarted: the program goes on, the agent
@@ -311,22 +320,13 @@ static void test_receiver_restart(void **state)
 		struct sc_ev ev = mk(SC_EV_JOIN_BEGIN, 5, 0);
 		sc_emit(&ev);
 	}
-	rx_start(&rx);
-	if (rx_wait_session(&rx, 1, 10000))
-		fail_msg("the agent did not reconnect");
+	rx_restart(&rx, "reconnect");
 	struct sc_agent_stats st;
 	sc_agent_get_stats(&st);
 	assert_true(st.sessions >= 2);
 	assert_int_equal(rx_stat(&rx, "snapshots"), 1);
-	struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, 0x42, 0);
-	ev.s1 = "reborn";
-	sc_emit(&ev);
-	assert_int_equal(sc_agent_flush(5000), 0);
-	struct truth t = {0};
-	truth_add(&t, &ev);
-	truth_add_agent(&t);
-	assert_int_equal(rx_compare(&rx, &t), 2);
-	free(t.p);
+	struct sc_ev ev = emit_scope(0x42, "reborn");
+	expect_scope_and_agent(&ev);
 }
 
 static pthread_barrier_t park_barrier;
@@ -451,15 +451,8 @@ static void test_fork_child_unreported(void **state)
 	int status;
 	waitpid(pid, &status, 0);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, 0xa1, 0);
-	ev.s1 = "parent";
-	sc_emit(&ev);
-	assert_int_equal(sc_agent_flush(5000), 0);
-	struct truth t = {0};
-	truth_add(&t, &ev);
-	truth_add_agent(&t);
-	assert_int_equal(rx_compare(&rx, &t), 2);
-	free(t.p);
+	struct sc_ev ev = emit_scope(0xa1, "parent");
+	expect_scope_and_agent(&ev);
 	assert_int_equal(rx_stat(&rx, "sessions"), 1);
 }
 
@@ -481,9 +474,7 @@ static void test_agent_thread_reported(void **state)
 
 	/* A repair snapshot lists it again. */
 	rx_kill(&rx, SIGKILL);
-	rx_start(&rx);
-	if (rx_wait_session(&rx, 1, 10000))
-		fail_msg("the agent did not reconnect");
+	rx_restart(&rx, "reconnect");
 	dump = rx_cmd(&rx, "dump", NULL, 0);
 	if (!strstr(dump, want))
 		fail_msg("the snapshot after a reconnect lacks the agent thread: %s", dump);

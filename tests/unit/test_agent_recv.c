@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "../../common/writeall.h"
 #include "agent.h"
 #include "scope.h"
 #include "proto.h"
@@ -353,18 +354,10 @@ static int listen_on(const char *path)
 	return fd;
 }
 
+/* Every fd here is a socket; a peer that left needs no answer. */
 static void send_all(int fd, const void *p, size_t n)
 {
-	const char *c = p;
-	while (n > 0) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		c += w;
-		n -= (size_t)w;
-	}
+	(void)write_all(fd, p, n, true);
 }
 
 static void recv_stack_line(struct recv *r, const struct proto_msg *e)

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../common/writeall.h"
 #include "agent.h"
 #include "proto.h"
 
@@ -34,18 +35,10 @@ struct truth {
 	size_t len, cap;
 };
 
+/* A failed write shows up as the reader's mismatch, so it is not checked. */
 RX_FN static void rx_send_all(int fd, const void *p, size_t n)
 {
-	const char *c = p;
-	while (n > 0) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		c += w;
-		n -= (size_t)w;
-	}
+	(void)write_all(fd, p, n, true);
 }
 
 RX_FN static void rx_start(struct rx *rx)
@@ -149,6 +142,31 @@ RX_FN static int rx_wait_session(struct rx *rx, long long sessions, int ms)
 		usleep(5000);
 	}
 	return -1;
+}
+
+/* Starts a receiver and the agent connected to it: the tests' setup. */
+RX_FN static void rx_start_agent(struct rx *rx)
+{
+	rx_start(rx);
+	assert_int_equal(sc_agent_start(rx->sock), 0);
+	if (rx_wait_session(rx, 1, 5000))
+		fail_msg("the agent did not connect to %s", rx->sock);
+}
+
+RX_FN static void rx_stop_agent(struct rx *rx)
+{
+	sc_agent_stop();
+	rx_cleanup(rx);
+}
+
+/* Starts a (new) receiver for the running agent and waits until the agent
+ * has connected and sent its snapshot; fails with "the agent did not
+ * <what>" otherwise. */
+RX_FN static void rx_restart(struct rx *rx, const char *what)
+{
+	rx_start(rx);
+	if (rx_wait_session(rx, 1, 10000))
+		fail_msg("the agent did not %s", what);
 }
 
 /* Frames of the truth: encodes each event as the agent would. */

@@ -185,13 +185,20 @@ static int gate_leaf(void *arg, void **result)
 	return 0;
 }
 
+/* A held scope's settings: every subtask awaited, on the workload pool. */
+static struct scope_config held_config(const char *name)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	cfg.name = name;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	cfg.pool = pool;
+	return cfg;
+}
+
 static int gate_subtree(void *arg, void **result)
 {
 	(void)result;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	cfg.name = "held-inner";
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
-	cfg.pool = pool;
+	struct scope_config cfg = held_config("held-inner");
 	scope_t *s;
 	if (scope_open(&s, &cfg))
 		return -1;
@@ -206,10 +213,7 @@ static int gate_subtree(void *arg, void **result)
 static void *hold_tree(void *arg)
 {
 	(void)arg;
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	cfg.name = "held-root";
-	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
-	cfg.pool = pool;
+	struct scope_config cfg = held_config("held-root");
 	scope_t *s;
 	if (scope_open(&s, &cfg))
 		return NULL;
@@ -261,18 +265,14 @@ static int setup(void **state)
 	pc.policy = SCOPE_POLICY_CALLER_RUNS;
 	pc.prestart = true;
 	assert_int_equal(scope_pool_create(&pool, &pc), 0);
-	rx_start(&rx);
-	assert_int_equal(sc_agent_start(rx.sock), 0);
-	if (rx_wait_session(&rx, 1, 5000))
-		fail_msg("the agent did not connect to %s", rx.sock);
+	rx_start_agent(&rx);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	sc_agent_stop();
-	rx_cleanup(&rx);
+	rx_stop_agent(&rx);
 	scope_pool_destroy(pool);
 	pool = NULL;
 	return 0;
@@ -300,8 +300,7 @@ static void test_random_workload_matches_registry(void **state)
 static void test_late_connect(void **state)
 {
 	(void)state;
-	sc_agent_stop();
-	rx_cleanup(&rx);
+	rx_stop_agent(&rx);
 	memset(&rx, 0, sizeof rx);
 	snprintf(rx.dir, sizeof rx.dir, "/tmp/scoped-agent-late.XXXXXX");
 	assert_non_null(mkdtemp(rx.dir));
@@ -310,9 +309,7 @@ static void test_late_connect(void **state)
 	assert_int_equal(sc_agent_start(rx.sock), 0); /* nobody listens yet */
 	pthread_t th = hold_start();
 	run_random(2, 300, 5);
-	rx_start(&rx);
-	if (rx_wait_session(&rx, 1, 10000))
-		fail_msg("the agent did not connect late");
+	rx_restart(&rx, "connect late");
 	assert_true(compare_with_registry() >= 20);
 	/* Parked: the registry did not move, so all it got is the snapshot. */
 	assert_int_equal(rx_stat(&rx, "snapshots"), 1);
@@ -346,9 +343,7 @@ static void test_receiver_restart_mid_run(void **state)
 	long before = atomic_load(&forked_total);
 	usleep(200000);
 	long during = atomic_load(&forked_total) - before;
-	rx_start(&rx);
-	if (rx_wait_session(&rx, 1, 10000))
-		fail_msg("the agent did not reconnect");
+	rx_restart(&rx, "reconnect");
 	usleep(100000);
 	atomic_store(&b.stop, 1);
 	pthread_join(th, NULL);
