@@ -33,34 +33,34 @@ static inline void jf_bool(struct jbuf *b, const char *key, bool v)
 	jb_bool(b, v);
 }
 
+/* Writes key, and null for a value that is not known: true when the caller
+ * is to write the value. */
+static inline bool jf_known(struct jbuf *b, const char *key, bool known)
+{
+	jb_key(b, key);
+	if (!known)
+		jb_null(b);
+	return known;
+}
+
 /* Ids are never 0, so 0 means none: null. */
 static inline void jf_id(struct jbuf *b, const char *key, uint64_t id)
 {
-	jb_key(b, key);
-	if (id)
+	if (jf_known(b, key, id != 0))
 		jb_u64(b, id);
-	else
-		jb_null(b);
 }
 
-/* v when known, else null. */
 static inline void jf_i64_if(struct jbuf *b, const char *key, bool known, int64_t v)
 {
-	jb_key(b, key);
-	if (known)
+	if (jf_known(b, key, known))
 		jb_i64(b, v);
-	else
-		jb_null(b);
 }
 
-/* ns as milliseconds when known, else null. */
+/* ns as milliseconds. */
 static inline void jf_ms_if(struct jbuf *b, const char *key, bool known, int64_t ns)
 {
-	jb_key(b, key);
-	if (known)
+	if (jf_known(b, key, known))
 		jb_ms(b, ns);
-	else
-		jb_null(b);
 }
 
 #endif
