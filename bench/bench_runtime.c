@@ -287,39 +287,26 @@ static void *cv_waiter(void *arg)
 	return NULL;
 }
 
-static int broadcast_latency(int64_t *lat)
+static void cv_reset(void)
 {
-	size_t n = 0;
+	cv_go = 0;
+	cv_waiting = 0;
+}
 
-	for (int r = 0; r < ROUNDS; r++) {
-		pthread_t th[NBLOCKED];
-		int64_t t0;
+static int cv_count_waiting(void)
+{
+	pthread_mutex_lock(&cv_lock);
+	int w = cv_waiting;
+	pthread_mutex_unlock(&cv_lock);
+	return w;
+}
 
-		cv_go = 0;
-		cv_waiting = 0;
-		for (int i = 0; i < NBLOCKED; i++)
-			if (pthread_create(&th[i], NULL, cv_waiter, (void *)(intptr_t)i))
-				return -1;
-		for (;;) {
-			pthread_mutex_lock(&cv_lock);
-			int w = cv_waiting;
-			pthread_mutex_unlock(&cv_lock);
-			if (w == NBLOCKED)
-				break;
-			scope_sleep(100000);
-		}
-		scope_sleep(2000000);
-		t0 = scope_now();
-		pthread_mutex_lock(&cv_lock);
-		cv_go = 1;
-		pthread_cond_broadcast(&cv);
-		pthread_mutex_unlock(&cv_lock);
-		for (int i = 0; i < NBLOCKED; i++)
-			pthread_join(th[i], NULL);
-		for (int i = 0; i < NBLOCKED; i++)
-			lat[n++] = atomic_load(&returned_at[i]) - t0;
-	}
-	return (int)n;
+static void cv_wake(void)
+{
+	pthread_mutex_lock(&cv_lock);
+	cv_go = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&cv_lock);
 }
 
 /* Floor: 64 threads in FUTEX_WAIT on one word, one FUTEX_WAKE for all of
@@ -337,7 +324,38 @@ static void *floor_waiter(void *arg)
 	return NULL;
 }
 
-static int futex_floor_latency(int64_t *lat)
+static void floor_reset(void)
+{
+	atomic_store(&floor_word, 0);
+	atomic_store(&floor_waiting, 0);
+}
+
+static int floor_count_waiting(void)
+{
+	return atomic_load(&floor_waiting);
+}
+
+static void floor_wake(void)
+{
+	atomic_store(&floor_word, 1);
+	syscall(SYS_futex, &floor_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* One way to park NBLOCKED threads and wake them all at once. */
+struct waker {
+	void *(*waiter)(void *slot);
+	void (*reset)(void);
+	int (*waiting)(void);
+	void (*wake)(void);
+};
+
+static const struct waker cv_waker = {cv_waiter, cv_reset, cv_count_waiting, cv_wake};
+static const struct waker floor_waker = {floor_waiter, floor_reset, floor_count_waiting,
+					 floor_wake};
+
+/* From the wake to each waiter's return, over ROUNDS rounds: the count of
+ * latencies written to lat, or -1 when a thread could not start. */
+static int wake_latency(const struct waker *w, int64_t *lat)
 {
 	size_t n = 0;
 
@@ -345,17 +363,15 @@ static int futex_floor_latency(int64_t *lat)
 		pthread_t th[NBLOCKED];
 		int64_t t0;
 
-		atomic_store(&floor_word, 0);
-		atomic_store(&floor_waiting, 0);
+		w->reset();
 		for (int i = 0; i < NBLOCKED; i++)
-			if (pthread_create(&th[i], NULL, floor_waiter, (void *)(intptr_t)i))
+			if (pthread_create(&th[i], NULL, w->waiter, (void *)(intptr_t)i))
 				return -1;
-		while (atomic_load(&floor_waiting) < NBLOCKED)
+		while (w->waiting() < NBLOCKED)
 			scope_sleep(100000);
 		scope_sleep(2000000);
 		t0 = scope_now();
-		atomic_store(&floor_word, 1);
-		syscall(SYS_futex, &floor_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+		w->wake();
 		for (int i = 0; i < NBLOCKED; i++)
 			pthread_join(th[i], NULL);
 		for (int i = 0; i < NBLOCKED; i++)
@@ -411,8 +427,8 @@ int main(int argc, char **argv)
 	ok &= fj.ratio >= 10.0 && oc.op_ns < 200.0 && sys_oc <= 0;
 
 	n = cancel_latency(lat, join_lat);
-	nb = broadcast_latency(base);
-	int nf = futex_floor_latency(fl);
+	nb = wake_latency(&cv_waker, base);
+	int nf = wake_latency(&floor_waker, fl);
 	if (n <= 0 || nb <= 0 || nf <= 0) {
 		fprintf(stderr, "bench_runtime: could not start 64 threads for the cancel test\n");
 		return 1;
