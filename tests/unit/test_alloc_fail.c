@@ -163,15 +163,30 @@ static void op_scope(void *arg, struct outcome *o)
 		forked += ok[i];
 	}
 	int rc = scope_join(s);
-	/* A task whose body could not see the value fails the join. */
-	if (rc != 0 && !(rc == SCOPE_EFAILED && !bound))
-		fail_msg("scope_join returned %d with %d forks, value %s", rc, forked,
-			 bound ? "bound" : "unbound");
-	for (int i = 0; i < 3 && bound; i++)
-		if (ok[i] && scope_task_result(t[i]) != &t[i])
+	/* A subtask fails for want of memory (its worker found none) or
+	 * because the value it reads could not be bound; nothing else. */
+	if (rc == SCOPE_EFAILED) {
+		int e = scope_task_error(scope_failure(s));
+		if (e == -ENOMEM)
+			o->enomem++;
+		else if (!(e == -ENOENT && !bound))
+			fail_msg("a subtask failed with %d, value %s", e,
+				 bound ? "bound" : "unbound");
+	} else if (rc != 0) {
+		fail_msg("scope_join returned %d with %d forks", rc, forked);
+	}
+	for (int i = 0; i < 3; i++) {
+		if (!ok[i])
+			continue;
+		scope_task_state_t st = scope_task_state(t[i]);
+		/* Only a failed join cancels the rest. */
+		bool right = st == SCOPE_TASK_SUCCESS  ? scope_task_result(t[i]) == &t[i]
+			     : st == SCOPE_TASK_FAILED ? rc == SCOPE_EFAILED
+						       : rc != 0;
+		if (!right)
 			fail_msg("task %d of %d: state %d error %d, result %p, join %d", i, forked,
-				 (int)scope_task_state(t[i]), scope_task_error(t[i]),
-				 scope_task_result(t[i]), rc);
+				 (int)st, scope_task_error(t[i]), scope_task_result(t[i]), rc);
+	}
 	expect(scope_close(s), "scope_close", o);
 }
 
@@ -202,10 +217,11 @@ static void test_pool(void **state)
 }
 
 /* Scopes inside a subtask: the worker allocates its own records. */
+/* Scopes inside a subtask: the worker allocates its own records.  Returns
+ * 0, or -ENOMEM however deep the failure was met. */
 static int nested_body(void *arg, void **result)
 {
-	(void)result;
-	struct outcome *o = arg;
+	(void)arg, (void)result;
 	scope_t *s;
 	int rc = scope_open(&s, NULL);
 	if (rc)
@@ -213,8 +229,9 @@ static int nested_body(void *arg, void **result)
 	scope_task_t *t;
 	rc = scope_fork(s, body, NULL, &t);
 	int jrc = scope_join(s);
+	if (jrc == SCOPE_EFAILED)
+		jrc = scope_task_error(scope_failure(s));
 	int crc = scope_close(s);
-	(void)o;
 	return rc ? rc : jrc ? jrc : crc;
 }
 
@@ -229,7 +246,7 @@ static void op_nested(void *arg, struct outcome *o)
 		return;
 	}
 	scope_task_t *t;
-	if (expect(scope_fork(s, nested_body, o, &t), "scope_fork", o) == 0) {
+	if (expect(scope_fork(s, nested_body, NULL, &t), "scope_fork", o) == 0) {
 		int rc = scope_join(s);
 		if (rc == SCOPE_EFAILED) /* the inner scope met the failure */
 			expect(scope_task_error(t), "the nested subtask", o);
