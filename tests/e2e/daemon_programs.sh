@@ -89,8 +89,11 @@ def main():
         return True
     wait_until(all_back, 10, "the programs to come back after a restart")
     took = time.time() - t0
-    check(took < 3.0, "after SIGKILL and restart every live program is back with its whole tree "
-          "within the 2 s backoff cap and its snapshot (%.2f s after the listen)" % took)
+    # The bound is 2 s; sanitized agents and daemons run several
+    # times slower, so those builds get one more second.
+    limit = 2.0 if os.environ.get("BUILD", "build") == "build" else 3.0
+    check(took < limit, "after SIGKILL and restart every live program is back with its whole tree "
+          "within %.0f s (%.2f s after the listen)" % (limit, took))
 
     # --- another uid sees and dumps nothing it does not own
     if os.geteuid() != 0:

@@ -401,9 +401,11 @@ static long forks_in(struct forker *f, int ms)
 	return atomic_load(&f->forks) - a;
 }
 
-/* SIGSTOP the receiver while the program forks hard: forking goes on at
- * full speed, drops are counted, and after SIGCONT a LOST and a snapshot
- * make the model exact again. */
+/* SIGSTOP the receiver while the program forks hard: forking goes on (no
+ * thread waits for the agent once the rings are full), drops are counted,
+ * and after SIGCONT a LOST and a snapshot make the model exact again.  The
+ * throughput target itself (< 10%) is bench_agent's: here only liveness is
+ * asserted, so a loaded machine cannot fail it. */
 static void test_stopped_receiver_while_forking(void **state)
 {
 	(void)state;
@@ -413,18 +415,30 @@ static void test_stopped_receiver_while_forking(void **state)
 	usleep(50000);
 	long running = forks_in(&f, 300);
 	rx_kill(&rx, SIGSTOP);
-	long stopped = forks_in(&f, 300);
 	struct sc_agent_stats st;
-	sc_agent_get_stats(&st);
+	/* Wait until the rings overflow: from then on a thread that waited for
+	 * the agent would stall for as long as the receiver stays stopped. */
+	for (int i = 0; i < 1000; i++) {
+		sc_agent_get_stats(&st);
+		if (st.lost > 0)
+			break;
+		usleep(10000);
+	}
+	long at_loss = atomic_load(&f.forks), after = 0;
+	for (int i = 0; i < 1000 && after < 2000; i++) {
+		usleep(10000);
+		after = atomic_load(&f.forks) - at_loss;
+	}
+	long stopped = forks_in(&f, 300);
 	rx_kill(&rx, SIGCONT);
 	atomic_store(&f.stop, 1);
 	pthread_join(th, NULL);
 	printf("  forks per 300 ms: receiver running %ld, stopped %ld (ratio %.2f); "
-	       "worst fork %.1f us\n",
-	       running, stopped, running ? (double)stopped / (double)running : 0.0,
+	       "%ld forks after the first drop; worst fork %.1f us\n",
+	       running, stopped, running ? (double)stopped / (double)running : 0.0, after,
 	       f.worst_fork_ns / 1e3);
-	/* Loose bound on a shared 2-core box; the 10% target is bench_agent's. */
-	assert_true(stopped > running / 3);
+	assert_true(st.lost > 0);
+	assert_true(after >= 2000);
 	compare_with_registry();
 	sc_agent_get_stats(&st);
 	assert_true(st.lost > 0);
