@@ -8,7 +8,6 @@ static int cmd_dump(struct cmd_ctx *x)
 	if (!p)
 		return CMD_DONE;
 	/* The dump's tree names task bodies with the symbolizer its stacks use. */
-	model_set_symbolizer(&p->model, x->d->sym, p->pid, p->starttime);
 	return stacks_start(x, p, true);
 }
 

@@ -48,7 +48,6 @@ static int cmd_subscribe(struct cmd_ctx *x)
 	struct proc *p = cmd_proc(x);
 	if (!p)
 		return CMD_DONE;
-	model_set_symbolizer(&p->model, x->d->sym, p->pid, p->starttime);
 	json_t *iv = json_object_get(x->req, "interval_ms");
 	json_int_t ms = INTERVAL_DEFAULT_MS;
 	if (iv) {

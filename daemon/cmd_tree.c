@@ -8,7 +8,6 @@ static int cmd_tree(struct cmd_ctx *x)
 	struct proc *p = cmd_proc(x);
 	if (!p)
 		return CMD_DONE;
-	model_set_symbolizer(&p->model, x->d->sym, p->pid, p->starttime);
 	struct jbuf *b = reply_begin(x->c, x->id);
 	jb_key(b, "process");
 	proc_summary_json(b, p, loop_now_ns());

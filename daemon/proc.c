@@ -137,6 +137,8 @@ struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
 	p->starttime = proc_starttime(pid);
 	struct model_limits lim = daemon_model_limits(d);
 	model_init(&p->model, &lim);
+	/* Task bodies are named in renders by this process's symbols. */
+	model_set_symbolizer(&p->model, d->sym, p->pid, p->starttime);
 	p->next = d->procs;
 	d->procs = p;
 	d->nprocs++;
