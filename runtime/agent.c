@@ -32,7 +32,7 @@
 #define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
 #define REAP_NS 50000000           /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
-#define DEFAULT_RING_KB 128
+#define DEFAULT_RING_KB 1024
 #define AGENT_NAME "scoped-agent"
 
 struct agent {

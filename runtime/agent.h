@@ -64,7 +64,8 @@ SC_HIDDEN void sc_agent_set_streaming(int on);
 
 /* The observer installed with sc_observer_set(). */
 SC_HIDDEN void sc_ring_observe(const struct sc_ev *ev);
-/* Sets the ring size (a power of two) and the thread-exit key; 0 or -errno. */
+/* Sets the largest ring a thread may grow to (rounded up to a power of two)
+ * and the thread-exit key; 0 or -errno. */
 SC_HIDDEN int sc_rings_init(size_t ring_bytes);
 /* Moves pending events with ts < horizon into out, merged by ts, until out
  * holds max_bytes.  Returns the number of events moved. */
@@ -80,6 +81,10 @@ SC_HIDDEN void sc_rings_reap(int discard);
 SC_HIDDEN uint64_t sc_rings_dropped(void);
 /* Bytes pending in all rings. */
 SC_HIDDEN size_t sc_rings_pending(void);
+/* For tests: the size of the calling thread's ring (0: it has none yet),
+ * and how many rings exist. */
+SC_HIDDEN size_t sc_ring_bytes_self(void);
+SC_HIDDEN size_t sc_rings_count(void);
 /* Forgets every ring without touching them (in a fork child, where their
  * threads do not exist).  Leaks them on purpose: they may be mid-write. */
 SC_HIDDEN void sc_rings_forget(void);

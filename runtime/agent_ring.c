@@ -10,7 +10,21 @@
 
 /* Records are whole frames padded to 8 bytes; a frame never wraps.  When
  * the room left before the end is too small, a pad record (type 0, len =
- * the room) fills it and the frame starts at offset 0. */
+ * the room) fills it and the frame starts at offset 0.
+ *
+ * Rings grow.  A thread starts with a small ring (RING_START); when the
+ * agent finds one more than half full at a drain, or finds that it dropped
+ * events, it makes a ring four times larger (up to ring_max, set by
+ * SCOPED_BUFFER_KB) and hands it over through the old ring's `grown`.  The
+ * producer moves to it at its next event and retires the old ring, which
+ * the agent drains and frees like the ring of an exited thread; the merge
+ * by timestamp keeps the old ring's events ahead of the new one's.  So
+ * memory goes to the threads that produce events faster than the agent's
+ * wake-ups on busy cores can keep up with (a fork storm fills 128 KiB in
+ * about 3 ms), not to every thread.  While rings are growing, new threads
+ * start at the grown size (threads come and go during such bursts and would
+ * each drop events before growing); after about a second without growth,
+ * new threads start small again. */
 #define REC_ALIGN 8u
 #define PAD_TYPE 0u
 
@@ -21,9 +35,12 @@ struct sc_ring {
 	_Atomic uint64_t dropped;
 	uint8_t *buf;
 	uint64_t mask;
+	struct sc_ring *_Atomic grown; /* the agent's larger ring for this thread */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
-	_Atomic int retired; /* the thread has exited: free once drained */
+	_Atomic int retired; /* replaced or its thread exited: free once drained */
+	_Atomic int exited;  /* its thread has exited */
+	uint64_t dropped_seen; /* the agent's: dropped when it last looked */
 	struct sc_ring *_Atomic next;
 };
 
@@ -47,7 +64,12 @@ static __thread struct sc_ring *my_ring __attribute__((tls_model("initial-exec")
 static pthread_key_t ring_key;
 static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_ring *_Atomic rings;
-static size_t ring_bytes = 128 * 1024;
+#define RING_START (128u * 1024) /* a new thread's ring, unless the maximum is smaller */
+#define RING_GROWTH 8u
+static size_t ring_max = 1024 * 1024;
+static _Atomic size_t start_bytes = RING_START; /* a new thread's ring */
+static unsigned quiet_reaps;                    /* agent's: reaps since the last growth */
+#define QUIET_REAPS 20                          /* x REAP_NS (agent.c): back to RING_START */
 static _Atomic uint64_t gone_dropped; /* drops of rings already freed or never made */
 
 /* Per-batch state of the merge: one cursor per ring with pending events. */
@@ -60,11 +82,22 @@ static struct cursor *cursors;
 static size_t ncursors_cap;
 static size_t *heap;
 
+/* The thread-exit destructor.  A larger ring the agent made for the thread
+ * but the thread never moved to goes too.  Paired with ring_grow(): each
+ * side stores, then loads the other's flag (sequentially consistent), so at
+ * least one of them sees the other and that ring is not orphaned.  retired
+ * is stored last: from then on the agent may free r. */
 static void ring_retire(void *p)
 {
 	struct sc_ring *r = p;
 	if (my_ring == r)
 		my_ring = NULL;
+	atomic_store(&r->exited, 1);
+	struct sc_ring *g = atomic_load(&r->grown);
+	if (g) {
+		atomic_store(&g->exited, 1);
+		atomic_store_explicit(&g->retired, 1, memory_order_release);
+	}
 	atomic_store_explicit(&r->retired, 1, memory_order_release);
 }
 
@@ -74,7 +107,7 @@ int sc_rings_init(size_t bytes)
 	size_t b = 16 * 1024;
 	while (b < bytes && b < (64u << 20))
 		b *= 2;
-	ring_bytes = b;
+	ring_max = b;
 	if (!key_made) {
 		int rc = pthread_key_create(&ring_key, ring_retire);
 		if (rc)
@@ -84,23 +117,33 @@ int sc_rings_init(size_t bytes)
 	return 0;
 }
 
-static struct sc_ring *ring_new(void)
+/* A ring of bytes (a power of two), linked into the list the agent drains. */
+static struct sc_ring *ring_alloc(size_t bytes)
 {
 	struct sc_ring *r = aligned_alloc(64, sizeof *r);
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof *r);
-	r->buf = malloc(ring_bytes);
+	r->buf = malloc(bytes);
 	if (!r->buf) {
 		free(r);
 		return NULL;
 	}
-	r->mask = ring_bytes - 1;
+	r->mask = bytes - 1;
 	pthread_mutex_lock(&rings_lock);
 	atomic_store_explicit(&r->next, atomic_load_explicit(&rings, memory_order_relaxed),
 			      memory_order_relaxed);
 	atomic_store_explicit(&rings, r, memory_order_release);
 	pthread_mutex_unlock(&rings_lock);
+	return r;
+}
+
+static struct sc_ring *ring_new(void)
+{
+	size_t start = atomic_load_explicit(&start_bytes, memory_order_relaxed);
+	struct sc_ring *r = ring_alloc(ring_max < start ? ring_max : start);
+	if (!r)
+		return NULL;
 	my_ring = r;
 	/* After the thread's exit the key's destructor retires the ring; if
 	 * this fails the ring simply lives on, empty, until the process ends. */
@@ -125,6 +168,15 @@ void sc_ring_observe(const struct sc_ev *ev)
 			atomic_fetch_add_explicit(&gone_dropped, 1, memory_order_relaxed);
 			return;
 		}
+	}
+	struct sc_ring *g = atomic_load_explicit(&r->grown, memory_order_acquire);
+	if (__builtin_expect(g != NULL, 0)) {
+		/* The agent made this thread a larger ring: move to it.  The
+		 * old one is drained and freed once retired. */
+		my_ring = g;
+		(void)pthread_setspecific(ring_key, g);
+		atomic_store_explicit(&r->retired, 1, memory_order_release);
+		r = g;
 	}
 	struct sc_enc e;
 	uint32_t n = sc_enc_measure(ev, &e);
@@ -252,6 +304,27 @@ static int cursors_fit(size_t n)
 
 static unsigned last_fill_pct;
 
+/* Makes r's thread a ring RING_GROWTH times larger (see the top of the
+ * file).  Agent thread only. */
+static void ring_grow(struct sc_ring *r)
+{
+	size_t size = (size_t)r->mask + 1;
+	if (size >= ring_max || atomic_load_explicit(&r->grown, memory_order_relaxed) ||
+	    atomic_load(&r->exited) || atomic_load_explicit(&r->retired, memory_order_acquire))
+		return;
+	size_t bigger = size * RING_GROWTH < ring_max ? size * RING_GROWTH : ring_max;
+	struct sc_ring *g = ring_alloc(bigger);
+	if (!g)
+		return; /* the old ring goes on as it is */
+	atomic_store(&r->grown, g);
+	atomic_store_explicit(&start_bytes, bigger, memory_order_relaxed);
+	quiet_reaps = 0;
+	if (atomic_load(&r->exited)) {
+		atomic_store(&g->exited, 1);
+		atomic_store_explicit(&g->retired, 1, memory_order_release);
+	}
+}
+
 unsigned sc_rings_last_fill(void)
 {
 	return last_fill_pct;
@@ -270,6 +343,11 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 		unsigned pct = (unsigned)((end - pos) * 100 / (r->mask + 1));
 		if (pct > fill)
 			fill = pct;
+		uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+		if (pct >= 25 || dropped != r->dropped_seen) {
+			r->dropped_seen = dropped;
+			ring_grow(r); /* linked at the head: not visited by this loop */
+		}
 		if (cursors_fit(nc + 1))
 			break; /* out of memory: drain the rings we have now */
 		cursors[nc] = (struct cursor){r, pos, end, 0};
@@ -325,6 +403,8 @@ static uint64_t count_pending(const struct sc_ring *r)
 
 void sc_rings_reap(int discard)
 {
+	if (++quiet_reaps == QUIET_REAPS)
+		atomic_store_explicit(&start_bytes, RING_START, memory_order_relaxed);
 	pthread_mutex_lock(&rings_lock);
 	struct sc_ring *_Atomic *link = &rings;
 	struct sc_ring *r;
@@ -364,6 +444,21 @@ size_t sc_rings_pending(void)
 	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
 		n += atomic_load_explicit(&r->head, memory_order_acquire) -
 		     atomic_load_explicit(&r->tail, memory_order_relaxed);
+	return n;
+}
+
+size_t sc_ring_bytes_self(void)
+{
+	return my_ring ? (size_t)my_ring->mask + 1 : 0;
+}
+
+size_t sc_rings_count(void)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&rings_lock);
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
+		n++;
+	pthread_mutex_unlock(&rings_lock);
 	return n;
 }
 

@@ -1,0 +1,253 @@
+/* test_agent_ring.c - the per-thread rings driven directly, without the
+ * agent thread: a ring that fills past a quarter or drops events grows, its
+ * thread moves to the larger ring with no event lost or reordered, the old
+ * ring and the ring of a thread that exited are freed, new threads start at
+ * the grown size until growth stops, and a producer racing the drain loses
+ * nothing it does not count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "proto.h"
+#include "test_agent_rx.h"
+
+#define MAX_RING (1024u * 1024)
+#define START_RING (128u * 1024)
+
+/* Emits TASK_START events with task ids first..first+n-1. */
+static void emit_run(uint64_t first, uint64_t n)
+{
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = SC_EV_TASK_START;
+	ev.tid = sc_gettid();
+	ev.b = 7;
+	for (uint64_t i = 0; i < n; i++) {
+		ev.a = first + i;
+		sc_emit(&ev);
+	}
+}
+
+/* Task ids of the TASK_START frames in out, in order, appended to ids. */
+static size_t collect(const struct sc_buf *out, uint64_t *ids, size_t n, size_t cap)
+{
+	for (size_t off = 0; off < out->len;) {
+		struct proto_msg m;
+		size_t used;
+		assert_int_equal(proto_decode(out->p + off, out->len - off, &m, &used), PROTO_OK);
+		if (m.type == PROTO_EV_TASK_START) {
+			assert_true(n < cap);
+			ids[n++] = m.task;
+		}
+		off += used;
+	}
+	return n;
+}
+
+/* Drains everything pending into ids (after what it holds). */
+static size_t drain_all(uint64_t *ids, size_t n, size_t cap)
+{
+	struct sc_buf out = {.max = 64u << 20};
+	while (sc_rings_drain(&out, 1u << 20, INT64_MAX) > 0) {
+		n = collect(&out, ids, n, cap);
+		out.len = 0;
+	}
+	sc_buf_free(&out);
+	return n;
+}
+
+static void expect_sequence(const uint64_t *ids, size_t n, uint64_t first)
+{
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(ids[i], first + i);
+}
+
+/* Lets growth go quiet, so that new threads start small again. */
+static void quiet(void)
+{
+	for (int i = 0; i < 25; i++)
+		sc_rings_reap(0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	assert_int_equal(sc_rings_init(MAX_RING), 0);
+	sc_agent_set_streaming(1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	uint64_t *ids = malloc(sizeof *ids * 200000);
+	(void)drain_all(ids, 0, 200000);
+	free(ids);
+	sc_agent_set_streaming(0);
+	quiet();
+	return 0;
+}
+
+/* A ring found more than a quarter full grows; events written before and
+ * after the move come out complete and in order; the old ring is freed. */
+static void test_grows_and_keeps_order(void **state)
+{
+	(void)state;
+	uint64_t dropped0 = sc_rings_dropped();
+	size_t rings0 = sc_rings_count();
+	emit_run(1, 1); /* makes this thread's ring */
+	assert_int_equal(sc_ring_bytes_self(), START_RING);
+	/* 40-byte frames: 1,000 fill 31% of 128 KiB. */
+	emit_run(2, 999);
+
+	/* A partial drain: the agent sees the fill and makes a larger ring. */
+	struct sc_buf out = {.max = 64u << 20};
+	uint64_t *ids = malloc(sizeof *ids * 4000);
+	assert_true(sc_rings_drain(&out, 4096, INT64_MAX) > 0);
+	size_t n = collect(&out, ids, 0, 4000);
+	sc_buf_free(&out);
+	assert_int_equal(sc_rings_count(), rings0 + 2);
+	assert_int_equal(sc_ring_bytes_self(), START_RING); /* moves at its next event */
+
+	emit_run(1001, 2000);
+	assert_int_equal(sc_ring_bytes_self(), MAX_RING);
+	n = drain_all(ids, n, 4000);
+	assert_int_equal(n, 3000);
+	expect_sequence(ids, n, 1);
+	assert_int_equal(sc_rings_dropped(), dropped0);
+
+	sc_rings_reap(0); /* the old ring: retired and drained */
+	assert_int_equal(sc_rings_count(), rings0 + 1);
+	free(ids);
+}
+
+struct filler {
+	uint64_t n;
+	int hold;        /* wait for the test's go before exiting */
+	size_t size;     /* the ring size the thread ended with */
+	pthread_barrier_t filled, go;
+};
+
+static void *fill_and_exit(void *arg)
+{
+	struct filler *f = arg;
+	emit_run(1, f->n);
+	f->size = sc_ring_bytes_self();
+	if (f->hold) {
+		pthread_barrier_wait(&f->filled);
+		pthread_barrier_wait(&f->go);
+	}
+	return NULL;
+}
+
+/* Runs fill_and_exit for n events; returns the size its ring ended with. */
+static size_t fill_thread(uint64_t n)
+{
+	struct filler f = {.n = n};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, fill_and_exit, &f), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	return f.size;
+}
+
+/* A thread whose ring dropped events gets a larger one; a thread that exits
+ * before moving to it leaves neither ring behind; while rings grow, new
+ * threads start at the grown size, and small again once growth has been
+ * quiet. */
+static void test_drop_growth_exit_and_start_size(void **state)
+{
+	(void)state;
+	size_t rings0 = sc_rings_count();
+	uint64_t dropped0 = sc_rings_dropped();
+	/* 10,000 x 40 bytes overflow 128 KiB: drops. */
+	struct filler f = {.n = 10000, .hold = 1};
+	pthread_barrier_init(&f.filled, NULL, 2);
+	pthread_barrier_init(&f.go, NULL, 2);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, fill_and_exit, &f), 0);
+	pthread_barrier_wait(&f.filled);
+	assert_int_equal(f.size, START_RING);
+	assert_true(sc_rings_dropped() > dropped0);
+
+	uint64_t *ids = malloc(sizeof *ids * 20000);
+	size_t n = drain_all(ids, 0, 20000); /* sees the drops: a larger ring */
+	assert_true(n > 0 && n < 10000);
+	expect_sequence(ids, n, 1);
+	assert_int_equal(sc_rings_count(), rings0 + 2);
+	pthread_barrier_wait(&f.go); /* exits without moving to it */
+	assert_int_equal(pthread_join(th, NULL), 0);
+	pthread_barrier_destroy(&f.filled);
+	pthread_barrier_destroy(&f.go);
+	sc_rings_reap(0);
+	assert_int_equal(sc_rings_count(), rings0);
+
+	assert_int_equal(fill_thread(1), MAX_RING);
+	(void)drain_all(ids, 0, 20000);
+	quiet();
+	assert_int_equal(fill_thread(1), START_RING);
+	(void)drain_all(ids, 0, 20000);
+	sc_rings_reap(0);
+	assert_int_equal(sc_rings_count(), rings0);
+	free(ids);
+}
+
+struct race {
+	uint64_t n;
+	_Atomic int done;
+};
+
+static void *producer(void *arg)
+{
+	struct race *rc = arg;
+	for (uint64_t i = 1; i <= rc->n; i += 64)
+		emit_run(i, rc->n - i + 1 < 64 ? rc->n - i + 1 : 64);
+	atomic_store(&rc->done, 1);
+	return NULL;
+}
+
+/* A producer racing the drain (and its ring's growth): what comes out is in
+ * order, and every event is either delivered or counted as dropped. */
+static void test_race_with_drain(void **state)
+{
+	(void)state;
+	struct race rc = {.n = 300000};
+	uint64_t dropped0 = sc_rings_dropped();
+	uint64_t *ids = malloc(sizeof *ids * rc.n);
+	size_t n = 0;
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, producer, &rc), 0);
+	struct sc_buf out = {.max = 64u << 20};
+	while (!atomic_load(&rc.done)) {
+		(void)sc_rings_drain(&out, 64u << 10, INT64_MAX);
+		n = collect(&out, ids, n, rc.n);
+		out.len = 0;
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sc_buf_free(&out);
+	n = drain_all(ids, n, rc.n);
+	for (size_t i = 1; i < n; i++)
+		assert_true(ids[i] > ids[i - 1]);
+	assert_int_equal(n + (sc_rings_dropped() - dropped0), rc.n);
+	sc_rings_reap(0);
+	free(ids);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	rx_reexec_disabled(argv); /* no agent thread: the test is the consumer */
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
