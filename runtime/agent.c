@@ -32,7 +32,7 @@
 #define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
 #define REAP_NS 50000000           /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
-#define DEFAULT_RING_KB 1024
+#define DEFAULT_RING_KB 4096
 #define AGENT_NAME "scoped-agent"
 
 struct agent {
@@ -388,8 +388,10 @@ static void session(void)
 			period = next_period(period, n);
 		} else {
 			int64_t now = now_ns();
-			if (!blocked_since)
+			if (!blocked_since) {
 				blocked_since = now;
+				sc_rings_calm();
+			}
 			else if (now - blocked_since > BLOCKED_REAP_NS)
 				sc_rings_reap(1); /* exited threads must not pile up */
 		}

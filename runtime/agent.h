@@ -81,6 +81,9 @@ SC_HIDDEN void sc_rings_reap(int discard);
 SC_HIDDEN uint64_t sc_rings_dropped(void);
 /* Bytes pending in all rings. */
 SC_HIDDEN size_t sc_rings_pending(void);
+/* New threads start with small rings again (the agent cannot drain: large
+ * rings would only hold more events to throw away). */
+SC_HIDDEN void sc_rings_calm(void);
 /* For tests: the size of the calling thread's ring (0: it has none yet),
  * and how many rings exist. */
 SC_HIDDEN size_t sc_ring_bytes_self(void);

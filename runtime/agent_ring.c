@@ -316,6 +316,10 @@ static void ring_grow(struct sc_ring *r)
 	struct sc_ring *g = ring_alloc(bigger);
 	if (!g)
 		return; /* the old ring goes on as it is */
+	/* Fault its pages in here, on the agent's time: the producer would
+	 * otherwise take a page fault every 4 KiB of events (measured: SCOPE_OPEN
+	 * emit went from 35 to 75 ns while a new 1 MiB ring filled). */
+	memset(g->buf, 0, bigger);
 	atomic_store(&r->grown, g);
 	atomic_store_explicit(&start_bytes, bigger, memory_order_relaxed);
 	quiet_reaps = 0;
@@ -445,6 +449,11 @@ size_t sc_rings_pending(void)
 		n += atomic_load_explicit(&r->head, memory_order_acquire) -
 		     atomic_load_explicit(&r->tail, memory_order_relaxed);
 	return n;
+}
+
+void sc_rings_calm(void)
+{
+	atomic_store_explicit(&start_bytes, RING_START, memory_order_relaxed);
 }
 
 size_t sc_ring_bytes_self(void)
