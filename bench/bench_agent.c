@@ -253,6 +253,7 @@ static double cpu_prog[NMODES], cpu_agent[NMODES], cpu_sink[NMODES];
 /* Agent connected: events dropped, events delivered live, repairing
  * snapshots, forks. */
 static uint64_t dropped_on, sent_on, snaps_on, forks_on;
+static size_t ring_bytes_on, rings_on; /* the most ring memory seen, and in how many rings */
 
 /* Interleaves the modes FORK_REPS times so drift on a shared machine hits
  * all of them alike, each round starting at the next mode (a mode that
@@ -292,6 +293,12 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 				snaps_on += st1.snapshots - st0.snapshots;
 				forks_on += (uint64_t)nscopes * 8;
 				dropped_on += sc_rings_dropped() - d0;
+				size_t bytes;
+				size_t n = sc_rings_count(&bytes);
+				if (bytes > ring_bytes_on) {
+					ring_bytes_on = bytes;
+					rings_on = n;
+				}
 			}
 			double nf = nscopes * 8.0 * FORK_REPS;
 			int64_t da = agent_cpu_ns() - a0;
@@ -510,6 +517,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)dropped_on);
 	printf("%-44s %12.2f %14llu\n", "  live events delivered per fork / snapshots",
 	       forks_on ? (double)sent_on / (double)forks_on : 0.0, (unsigned long long)snaps_on);
+	printf("%-44s %9.1f MiB %11zu rings\n", "  ring memory after a connected round, most",
+	       (double)ring_bytes_on / (1 << 20), rings_on);
 	printf("%-44s %12llu\n", "  events dropped while SIGSTOPped (counted)",
 	       (unsigned long long)lost_stopped);
 	printf("%-44s %9.2f ms %8.2f ms (%d thr)\n", "stack capture, all threads: total",

@@ -84,10 +84,11 @@ SC_HIDDEN size_t sc_rings_pending(void);
 /* New threads start with small rings again (the agent cannot drain: large
  * rings would only hold more events to throw away). */
 SC_HIDDEN void sc_rings_calm(void);
-/* For tests: the size of the calling thread's ring (0: it has none yet),
- * and how many rings exist. */
+/* For tests and benchmarks: the size of the calling thread's ring (0: it
+ * has none yet); how many rings exist, and (bytes, if not NULL) their sizes'
+ * sum. */
 SC_HIDDEN size_t sc_ring_bytes_self(void);
-SC_HIDDEN size_t sc_rings_count(void);
+SC_HIDDEN size_t sc_rings_count(size_t *bytes);
 /* Forgets every ring without touching them (in a fork child, where their
  * threads do not exist).  Leaks them on purpose: they may be mid-write. */
 SC_HIDDEN void sc_rings_forget(void);

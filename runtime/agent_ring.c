@@ -461,13 +461,17 @@ size_t sc_ring_bytes_self(void)
 	return my_ring ? (size_t)my_ring->mask + 1 : 0;
 }
 
-size_t sc_rings_count(void)
+size_t sc_rings_count(size_t *bytes)
 {
-	size_t n = 0;
+	size_t n = 0, b = 0;
 	pthread_mutex_lock(&rings_lock);
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
 		n++;
+		b += (size_t)r->mask + 1;
+	}
 	pthread_mutex_unlock(&rings_lock);
+	if (bytes)
+		*bytes = b;
 	return n;
 }
 

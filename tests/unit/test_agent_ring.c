@@ -101,7 +101,7 @@ static void test_grows_and_keeps_order(void **state)
 {
 	(void)state;
 	uint64_t dropped0 = sc_rings_dropped();
-	size_t rings0 = sc_rings_count();
+	size_t rings0 = sc_rings_count(NULL);
 	emit_run(1, 1); /* makes this thread's ring */
 	assert_int_equal(sc_ring_bytes_self(), START_RING);
 	/* 40-byte frames: 1,000 fill 31% of 128 KiB. */
@@ -113,7 +113,7 @@ static void test_grows_and_keeps_order(void **state)
 	assert_true(sc_rings_drain(&out, 4096, INT64_MAX) > 0);
 	size_t n = collect(&out, ids, 0, 4000);
 	sc_buf_free(&out);
-	assert_int_equal(sc_rings_count(), rings0 + 2);
+	assert_int_equal(sc_rings_count(NULL), rings0 + 2);
 	assert_int_equal(sc_ring_bytes_self(), START_RING); /* moves at its next event */
 
 	emit_run(1001, 2000);
@@ -124,7 +124,7 @@ static void test_grows_and_keeps_order(void **state)
 	assert_int_equal(sc_rings_dropped(), dropped0);
 
 	sc_rings_reap(0); /* the old ring: retired and drained */
-	assert_int_equal(sc_rings_count(), rings0 + 1);
+	assert_int_equal(sc_rings_count(NULL), rings0 + 1);
 	free(ids);
 }
 
@@ -164,7 +164,7 @@ static size_t fill_thread(uint64_t n)
 static void test_drop_growth_exit_and_start_size(void **state)
 {
 	(void)state;
-	size_t rings0 = sc_rings_count();
+	size_t rings0 = sc_rings_count(NULL);
 	uint64_t dropped0 = sc_rings_dropped();
 	/* 10,000 x 40 bytes overflow 128 KiB: drops. */
 	struct filler f = {.n = 10000, .hold = 1};
@@ -180,13 +180,13 @@ static void test_drop_growth_exit_and_start_size(void **state)
 	size_t n = drain_all(ids, 0, 20000); /* sees the drops: a larger ring */
 	assert_true(n > 0 && n < 10000);
 	expect_sequence(ids, n, 1);
-	assert_int_equal(sc_rings_count(), rings0 + 2);
+	assert_int_equal(sc_rings_count(NULL), rings0 + 2);
 	pthread_barrier_wait(&f.go); /* exits without moving to it */
 	assert_int_equal(pthread_join(th, NULL), 0);
 	pthread_barrier_destroy(&f.filled);
 	pthread_barrier_destroy(&f.go);
 	sc_rings_reap(0);
-	assert_int_equal(sc_rings_count(), rings0);
+	assert_int_equal(sc_rings_count(NULL), rings0);
 
 	assert_int_equal(fill_thread(1), MAX_RING);
 	(void)drain_all(ids, 0, 20000);
@@ -194,7 +194,7 @@ static void test_drop_growth_exit_and_start_size(void **state)
 	assert_int_equal(fill_thread(1), START_RING);
 	(void)drain_all(ids, 0, 20000);
 	sc_rings_reap(0);
-	assert_int_equal(sc_rings_count(), rings0);
+	assert_int_equal(sc_rings_count(NULL), rings0);
 	free(ids);
 }
 
