@@ -167,6 +167,15 @@ SC_HIDDEN void sc_thread_agent_exit(void);
  * starts the agent unless SCOPED_DISABLE=1.  Defined by the agent. */
 SC_HIDDEN void sc_agent_init(void);
 
+/* Gives the calling thread an alternate signal stack, so that the agent's
+ * crash report survives a stack overflow: only once the agent has turned
+ * them on, and never over one the thread already has.  sc_thread_register
+ * calls it.  Defined by the agent (agent_altstack.c). */
+SC_HIDDEN void sc_altstack_thread_start(void);
+/* Frees the stack sc_altstack_thread_start gave the calling thread (a stack
+ * the application installed is left alone); sc_thread_unregister calls it. */
+SC_HIDDEN void sc_altstack_thread_end(void);
+
 /* Signals used by the runtime (documented in docs/api.md):
  *  SC_SIG_INTERRUPT wakes a worker blocked in a system call outside the
  *  runtime when its scope is cancelled (handler does nothing; installed

@@ -99,6 +99,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	threads = t;
 	pthread_mutex_unlock(&threads_lock);
 	self = t;
+	sc_altstack_thread_start();
 	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role);
 	return t;
 }
@@ -137,6 +138,7 @@ void sc_thread_unregister(void)
 	t->free_next = free_records;
 	free_records = t;
 	pthread_mutex_unlock(&threads_lock);
+	sc_altstack_thread_end();
 	/* Unlinked first: a snapshot racing with this event must not list a
 	 * thread whose exit the daemon may already have applied. */
 	emit_thread(SC_EV_THREAD_EXIT, tid, name, pool_id, role);
