@@ -2,7 +2,8 @@
  * tree, for the fork e2e test.  The parent's main thread (named fork-main)
  * opens "parent-outer" on pool "ptree" and forks 2 subtasks; each opens
  * "parent-inner" and forks a leaf that sleeps.  Once all 4 run it prints
- * "ready PID" and then runs one command per line on stdin:
+ * "ready PID" ("ready PID tsan" under ThreadSanitizer) and then runs one
+ * command per line on stdin:
  *   quiet   fork a child that _exits at once, without touching libscope
  *   exec    fork a child that execs /bin/true
  *   child   fork a child that opens "child-outer" (inside the inherited
@@ -128,7 +129,12 @@ int main(void)
 	for (int i = 0; i < PARENT_TASKS; i++)
 		scope_fork(s, parent_task, NULL, NULL);
 	wait_for(&leaves, PARENT_TASKS);
+#if defined(__SANITIZE_THREAD__)
+	/* ThreadSanitizer ends a child of a threaded process that makes threads. */
+	printf("ready %d tsan\n", (int)getpid());
+#else
 	printf("ready %d\n", (int)getpid());
+#endif
 	fflush(stdout);
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
