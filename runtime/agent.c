@@ -558,8 +558,9 @@ static void first_event_in_child(const struct sc_ev *ev)
 	char path[sizeof ag.path];
 
 	(void)ev;
+	/* Only the first thread here starts it. */
 	if (!atomic_exchange(&start_on_event, 0))
-		return; /* another thread is starting it */
+		return;
 	sc_observer_set(NULL); /* until the session streams, as in any process */
 	memcpy(path, ag.path, sizeof path);
 	(void)start(path, 1); /* on failure the child runs unreported */

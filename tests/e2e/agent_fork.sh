@@ -118,6 +118,9 @@ def main():
     Grandchild(kid).kill()
     p.stdin.close(); p.wait(5)
     check(log_is_clean(), "no sanitizer report in the daemon's log")
+    plog = open(tmp + "/fork_tree.log").read()
+    check("Sanitizer" not in plog and "runtime error:" not in plog,
+          "no sanitizer report from the parent or its children")
     print("all agent_fork checks passed")
 
 run(main)

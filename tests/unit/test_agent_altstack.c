@@ -97,7 +97,8 @@ static void test_handlers_on_stack(void **state)
 	assert_true(segv.sa_flags & SA_SIGINFO);
 	assert_true(segv.sa_flags & SA_ONSTACK);
 	if (preinstalled) {
-		print_message("skip: the main thread had an alternate stack already (a sanitizer's)\n");
+		print_message(
+		    "skip: the main thread had an alternate stack already (a sanitizer's)\n");
 		skip();
 	}
 	/* The thread that started the agent (the main thread) got one. */
@@ -107,11 +108,11 @@ static void test_handlers_on_stack(void **state)
 
 /* What a thread saw; asserted on the main thread, where cmocka can fail. */
 struct seen {
-	int had_before; /* it had an alternate stack before the runtime saw it */
-	int named;      /* scope_thread_name's result */
-	stack_t ss;     /* what it had while registered */
-	stack_t own;    /* the application's own stack (the keep test) */
-	stack_t after;  /* what it had after leaving the runtime */
+	int had_before;	  /* it had an alternate stack before the runtime saw it */
+	int named;	  /* scope_thread_name's result */
+	stack_t ss;	  /* what it had while registered */
+	stack_t own;	  /* the application's own stack (the keep test) */
+	stack_t after;	  /* what it had after leaving the runtime */
 	char perms[3][5]; /* bottom, top, guard page below */
 };
 
@@ -217,9 +218,9 @@ int main(int argc, char **argv)
 	if (sigaction(SIGSEGV, NULL, &segv) != 0)
 		return 1;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_handlers_on_stack),
-		cmocka_unit_test(test_registered_thread_gets_one),
-		cmocka_unit_test(test_own_stack_kept),
+	    cmocka_unit_test(test_handlers_on_stack),
+	    cmocka_unit_test(test_registered_thread_gets_one),
+	    cmocka_unit_test(test_own_stack_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
