@@ -42,9 +42,12 @@ def shape(m):
             sorted((t["tid"], t["role"], t["state"]) for t in m["threads"] if t["state"] == "live"))
 
 def parent_ok(m):
+    """The parent at rest: 2 parent-inner scopes joining their leaves (the
+    subtasks that opened them join once both leaves run), 4 tasks running."""
     names = sorted(s["name"] for s in m["scopes"])
     running = [t for t in m["tasks"] if t["state"] == "running"]
-    return names == ["parent-inner", "parent-inner", "parent-outer"] and len(running) == 4
+    joining = [s for s in m["scopes"] if s["name"] == "parent-inner" and s["state"] == "joining"]
+    return names == ["parent-inner", "parent-inner", "parent-outer"] and len(running) == 4 and len(joining) == 2
 
 def main():
     start_daemon()
@@ -112,7 +115,9 @@ def main():
 
     # The parent's tree and session are unchanged.
     r = wait_until(lambda: tree(c, p.pid), 5, "the parent's tree after the forks")
-    check(shape(r["model"]) == before, "the parent's tree is unchanged")
+    after = shape(r["model"])
+    check(after == before, "the parent's tree is unchanged%s" %
+          ("" if after == before else ": was %s, is %s" % (before, after)))
     check(r["process"]["state"] == "live", "the parent's session goes on")
 
     Grandchild(kid).kill()
