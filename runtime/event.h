@@ -146,6 +146,11 @@ SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
  *   scope (SCOPE_OPEN, then VALUE_BIND per binding, then JOIN_BEGIN if its
  *   owner is joining, SCOPE_CANCEL if cancelled), every live task of it
  *   (TASK_FORK, then TASK_START if running).
+ * Only what exists in this process is listed: a scope whose owner, or a
+ * running task whose worker, is not a registered thread is left out (with
+ * what is below it), and so is a queued task forked before the fork() that
+ * made this process (a fork child inherits the parent's memory, not its
+ * threads or pool queues).
  * Takes per-object locks briefly; safe to call from the agent thread while
  * the application runs.  Events that race with the walk may appear both in
  * the walk and in the live stream: the consumer applies them idempotently. */
