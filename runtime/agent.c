@@ -90,10 +90,14 @@ static void wake_agent(void)
 
 /* ---- process identity for HELLO ---- */
 
-static void read_identity(void)
+/* keep_name: a fork child keeps its parent's display name (its comm is
+ * the forking thread's, which the program may have renamed). */
+static void read_identity(int keep_name)
 {
 	const char *name = getenv("SCOPED_NAME");
-	if (name && *name) {
+	if (keep_name && ag.program[0]) {
+		/* as the parent said HELLO */
+	} else if (name && *name) {
 		snprintf(ag.program, sizeof ag.program, "%s", name);
 	} else {
 		FILE *f = fopen("/proc/self/comm", "re");
@@ -541,10 +545,37 @@ void sc_agent_get_stats(struct sc_agent_stats *st)
 		st->cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int start(const char *path, int keep_name);
+
+/* Set in a fork child whose parent ran an agent: the child starts its own
+ * with its first event.  Read by whichever thread emits first. */
+static _Atomic int start_on_event;
+
+/* The observer a fork child runs with until it uses the runtime: the first
+ * event starts the child's own agent (connection, HELLO with the child's
+ * pid, snapshot).  The event itself is not kept: the registry changed
+ * before it was emitted, so the snapshot covers it. */
+static void first_event_in_child(const struct sc_ev *ev)
+{
+	char path[sizeof ag.path];
+
+	(void)ev;
+	/* Only the first thread here starts it. */
+	if (!atomic_exchange(&start_on_event, 0))
+		return;
+	sc_observer_set(NULL); /* until the session streams, as in any process */
+	memcpy(path, ag.path, sizeof path);
+	(void)start(path, 1); /* on failure the child runs unreported */
+}
+
 /* In a fork child the agent thread does not exist and the rings belong to
- * threads that do not either: the child runs unreported. */
+ * threads that do not either: all of it is dropped here, and a child that
+ * goes on to use the runtime starts afresh.  Nothing is started now: a
+ * child that only execs or _exits must never show up in the daemon. */
 static void atfork_child(void)
 {
+	int restart = ag.running || atomic_load(&start_on_event);
+
 	sc_agent_set_streaming(0);
 	sc_observer_set(NULL);
 	sc_rings_forget();
@@ -554,9 +585,27 @@ static void atfork_child(void)
 		close(ag.wake_fd);
 	memset(&ag.out, 0, sizeof ag.out); /* the parent's buffer: leaked */
 	ag.fd = ag.wake_fd = -1;
+	ag.in_len = 0;
 	ag.running = 0;
 	atomic_store(&ag.connected, 0);
 	atomic_store(&sc_exit_fd, -1);
+	/* The agent thread may have been inside a write() when fork() came:
+	 * the child's crash handler must not wait for it. */
+	atomic_store(&sc_sock_owner, 0);
+	atomic_store(&sc_exit_rest_len, 0);
+	/* The child's statistics are its own, and so are its losses: LOST's
+	 * "since the last one" must not count against the parent's report. */
+	ag.lost_reported = ag.lost_base = sc_rings_dropped();
+	atomic_store(&ag.lost, 0);
+	atomic_store(&ag.sessions, 0);
+	atomic_store(&ag.snapshots, 0);
+	atomic_store(&ag.events, 0);
+	atomic_store(&ag.lost_msgs, 0);
+	atomic_store(&ag.stack_reqs, 0);
+	if (restart) {
+		atomic_store(&start_on_event, 1);
+		sc_observer_set(first_event_in_child);
+	}
 }
 
 static size_t ring_bytes_from_env(void)
@@ -569,7 +618,7 @@ static size_t ring_bytes_from_env(void)
 	return (size_t)kb * 1024;
 }
 
-int sc_agent_start(const char *path)
+static int start(const char *path, int keep_name)
 {
 	static int atfork_done;
 	if (ag.running)
@@ -579,7 +628,7 @@ int sc_agent_start(const char *path)
 	int rc = scoped_socket_paths(path, NULL, 0, ag.path, sizeof ag.path, NULL, 0);
 	if (rc)
 		return rc;
-	read_identity();
+	read_identity(keep_name);
 	rc = sc_rings_init(ring_bytes_from_env());
 	if (rc)
 		return rc;
@@ -611,6 +660,11 @@ int sc_agent_start(const char *path)
 	}
 	ag.running = 1;
 	return 0;
+}
+
+int sc_agent_start(const char *path)
+{
+	return start(path, 0);
 }
 
 void sc_agent_stop(void)

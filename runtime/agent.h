@@ -103,8 +103,12 @@ SC_HIDDEN void sc_stack_answer(const struct proto_msg *req, struct sc_buf *out, 
 
 /* ---- exit paths (agent_exit.c) ---- */
 
-/* Installs the on_exit() handler and the fatal-signal handlers. */
+/* Installs the on_exit() handler and the fatal-signal handlers (with
+ * SA_ONSTACK); once SIGSEGV's is ours, turns alternate stacks on. */
 SC_HIDDEN void sc_exit_init(void);
+/* From now on every thread the runtime registers gets an alternate signal
+ * stack (agent_altstack.c); the calling thread gets one now. */
+SC_HIDDEN void sc_altstack_enable(void);
 /* The socket the fatal-signal handler may write to (-1: none). */
 extern _Atomic int sc_exit_fd SC_HIDDEN;
 /* Who owns the socket: 0 nobody, 1 the agent thread (in write()), 2 the

@@ -125,8 +125,11 @@ void sc_exit_init(void)
 			continue;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_sigaction = on_fatal_signal;
-		sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+		/* SA_ONSTACK: a thread that overflowed its stack has no room left
+		 * on it for the handler; on its alternate stack the handler runs. */
+		sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
-		(void)sigaction(fatal_signals[i], &sa, NULL);
+		if (sigaction(fatal_signals[i], &sa, NULL) == 0 && fatal_signals[i] == SIGSEGV)
+			sc_altstack_enable(); /* a stack overflow arrives as SIGSEGV */
 	}
 }

@@ -146,6 +146,11 @@ SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
  *   scope (SCOPE_OPEN, then VALUE_BIND per binding, then JOIN_BEGIN if its
  *   owner is joining, SCOPE_CANCEL if cancelled), every live task of it
  *   (TASK_FORK, then TASK_START if running).
+ * Only what exists in this process is listed: a scope whose owner, or a
+ * running task whose worker, is not a registered thread is left out (with
+ * what is below it), and so is a queued task forked before the fork() that
+ * made this process (a fork child inherits the parent's memory, not its
+ * threads or pool queues).
  * Takes per-object locks briefly; safe to call from the agent thread while
  * the application runs.  Events that race with the walk may appear both in
  * the walk and in the live stream: the consumer applies them idempotently. */
@@ -166,6 +171,15 @@ SC_HIDDEN void sc_thread_agent_exit(void);
 /* Called once by the runtime when the library is first used (constructor):
  * starts the agent unless SCOPED_DISABLE=1.  Defined by the agent. */
 SC_HIDDEN void sc_agent_init(void);
+
+/* Gives the calling thread an alternate signal stack, so that the agent's
+ * crash report survives a stack overflow: only once the agent has turned
+ * them on, and never over one the thread already has.  sc_thread_register
+ * calls it.  Defined by the agent (agent_altstack.c). */
+SC_HIDDEN void sc_altstack_thread_start(void);
+/* Frees the stack sc_altstack_thread_start gave the calling thread (a stack
+ * the application installed is left alone); sc_thread_unregister calls it. */
+SC_HIDDEN void sc_altstack_thread_end(void);
 
 /* Signals used by the runtime (documented in docs/api.md):
  *  SC_SIG_INTERRUPT wakes a worker blocked in a system call outside the

@@ -1,6 +1,7 @@
 /* observe.c - the runtime's event point: the observer slot, the cached tid,
  * the agent-thread mark, the snapshot walk, and the library constructor
  * that starts the agent. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -59,16 +60,70 @@ void sc_ev_init(struct sc_ev *ev, int kind)
 	ev->tid = sc_gettid();
 }
 
+/* Tasks with a smaller id were forked before the last fork() made this
+ * process: the pool queues they waited in, and the workers that ran them,
+ * stayed with the parent. */
+static uint64_t task_floor;
+
 struct snap {
 	void (*emit)(void *ctx, const struct sc_ev *ev);
 	void *ctx;
+	/* The registry's tids, sorted: a scope owner or task worker not among
+	 * them is a thread that does not exist in this process (a fork child
+	 * inherits the parent's scopes, not its threads). */
+	uint32_t *tids;
+	size_t ntids, cap;
+	bool all; /* the copy could not be made: nothing is left out */
 };
+
+static bool live(const struct snap *sn, uint32_t tid)
+{
+	size_t lo = 0, hi = sn->ntids;
+
+	if (sn->all)
+		return true;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (sn->tids[mid] == tid)
+			return true;
+		if (sn->tids[mid] < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static void note_tid(struct snap *sn, uint32_t tid)
+{
+	if (sn->all)
+		return;
+	if (sn->ntids == sn->cap) {
+		size_t cap = sn->cap ? sn->cap * 2 : 64;
+		uint32_t *v = realloc(sn->tids, cap * sizeof(*v));
+		if (!v) {
+			sn->all = true;
+			return;
+		}
+		sn->tids = v;
+		sn->cap = cap;
+	}
+	sn->tids[sn->ntids++] = tid;
+}
+
+static int tid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
 
 static void snap_thread(void *arg, struct sc_thread *t)
 {
 	struct snap *sn = arg;
 	struct sc_ev ev;
 
+	note_tid(sn, t->tid);
 	sc_ev_init(&ev, SC_EV_THREAD_START);
 	ev.snapshot = 1;
 	ev.tid = t->tid;
@@ -92,6 +147,9 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 	struct sc_ev ev;
 
 	if (state != SC_TASK_FORKED && state != SC_TASK_RUNNING)
+		return;
+	/* Inherited across fork() and never to run or end here. */
+	if (state == SC_TASK_FORKED ? task->id < task_floor : (w && !live(sn, w->tid)))
 		return;
 	sc_ev_init(&ev, SC_EV_TASK_FORK);
 	ev.snapshot = 1;
@@ -166,6 +224,11 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	struct pinned kids = {0};
 	int cancelled;
 
+	/* A scope of a thread that did not come along through fork() is left
+	 * out with everything below it; its lock may even be held for good.
+	 * owner_tid changes only in the fork child, before any agent runs. */
+	if (!live(sn, s->owner_tid))
+		return;
 	pthread_mutex_lock(&s->lock);
 	if (s->closing) {
 		pthread_mutex_unlock(&s->lock);
@@ -198,18 +261,37 @@ static void pin_roots(void *arg, struct sc_thread *t)
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)
 {
-	struct snap sn = {emit, ctx};
+	struct snap sn = {.emit = emit, .ctx = ctx};
 	struct pinned roots = {0};
 
 	if (!emit)
 		return;
 	sc_threads_walk(snap_thread, &sn);
+	if (!sn.all && sn.ntids)
+		qsort(sn.tids, sn.ntids, sizeof(*sn.tids), tid_cmp);
 	sc_pools_walk(snap_pool, &sn);
 	sc_threads_walk(pin_roots, &roots);
 	snap_pinned(&sn, &roots, 0);
+	free(sn.tids);
+}
+
+/* In a fork child, before anything else of the runtime runs there: only
+ * the calling thread came along, with a new tid (the cached one is the
+ * parent's), and the registry and the scopes it owns must say so. */
+static void runtime_after_fork(void)
+{
+	struct sc_thread *t;
+
+	cached_tid = 0;
+	t = sc_threads_after_fork();
+	if (t)
+		sc_scopes_after_fork(t);
+	task_floor = sc_task_next_id();
 }
 
 __attribute__((constructor)) static void sc_library_init(void)
 {
+	/* Before the agent's own handler, so that it finds the registry pruned. */
+	(void)pthread_atfork(NULL, NULL, runtime_after_fork);
 	sc_agent_init();
 }

@@ -318,7 +318,6 @@ static void pools_after_fork(void)
 		atomic_store(&p->active, 0);
 		p->terminated = false;
 	}
-	sc_threads_after_fork();
 }
 
 static void atfork_setup(void)

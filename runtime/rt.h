@@ -152,8 +152,9 @@ struct sc_thread *sc_self_peek(void);
 struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);
 void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);
-/* In a fork child: the registry keeps only the calling thread. */
-void sc_threads_after_fork(void);
+/* In a fork child: the registry keeps only the calling thread, under its
+ * new tid; returns its record (NULL: it had none). */
+struct sc_thread *sc_threads_after_fork(void);
 /* Changes the calling thread's role (if it has a record). */
 void sc_thread_set_role(int role);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
@@ -184,6 +185,11 @@ void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const str
 		  void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
 void sc_emit_violation(uint64_t scope, int kind, int err);
+/* In a fork child: the scopes t owns take its new tid, and lose the locks
+ * and pins that threads left behind in the parent held on them. */
+void sc_scopes_after_fork(struct sc_thread *t);
+/* The id the next forked task will get. */
+uint64_t sc_task_next_id(void);
 
 /* cancel.c */
 void sc_cancel(scope_t *s, int reason);

@@ -554,6 +554,31 @@ void sc_scope_close_frame(struct sc_thread *t, int viol)
 	}
 }
 
+/* One scope t owns and, below it, the ones t owns too (depth-bounded like
+ * the snapshot walk).  Runs in a fork child, alone: no lock is taken. */
+static void after_fork(scope_t *s, struct sc_thread *t, int depth)
+{
+	if (s->owner != t || depth >= SC_MAX_DEPTH)
+		return;
+	s->owner_tid = t->tid;
+	/* Held, maybe, by a worker or the agent thread that stayed behind. */
+	sc_mutex_init(&s->lock);
+	atomic_store(&s->pins, 0);
+	for (scope_t *c = s->children; c; c = c->sib_next)
+		after_fork(c, t, depth + 1);
+}
+
+void sc_scopes_after_fork(struct sc_thread *t)
+{
+	for (scope_t *s = t->roots; s; s = s->sib_next)
+		after_fork(s, t, 0);
+}
+
+uint64_t sc_task_next_id(void)
+{
+	return atomic_load_explicit(&next_task_id, memory_order_relaxed);
+}
+
 int scope_close(scope_t *s)
 {
 	struct sc_thread *t;

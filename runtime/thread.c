@@ -99,6 +99,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	threads = t;
 	pthread_mutex_unlock(&threads_lock);
 	self = t;
+	sc_altstack_thread_start();
 	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role);
 	return t;
 }
@@ -137,6 +138,7 @@ void sc_thread_unregister(void)
 	t->free_next = free_records;
 	free_records = t;
 	pthread_mutex_unlock(&threads_lock);
+	sc_altstack_thread_end();
 	/* Unlinked first: a snapshot racing with this event must not list a
 	 * thread whose exit the daemon may already have applied. */
 	emit_thread(SC_EV_THREAD_EXIT, tid, name, pool_id, role);
@@ -198,22 +200,20 @@ void sc_thread_set_role(int role)
 	pthread_mutex_unlock(&threads_lock);
 }
 
-void sc_threads_after_fork(void)
+struct sc_thread *sc_threads_after_fork(void)
 {
-	struct sc_thread *t, *next;
-
-	/* Only the forking thread lives on in the child; its lock may have
+	/* Only the forking thread lives on in the child; the lock may have
 	 * been held by a thread that did not come along. */
 	pthread_mutex_init(&threads_lock, NULL);
-	for (t = threads; t; t = next) {
-		next = t->next;
+	/* The other records stay off the free list: inherited scopes and tasks
+	 * still point at them, and a new thread reusing one would pass for
+	 * their owner.  A few hundred bytes each, once per fork. */
+	for (struct sc_thread *t = threads; t; t = t->next) {
 		if (t == self)
 			continue;
 		sc_mutex_init(&t->lock);
 		t->has_alarm = false; /* timers are not inherited */
 		t->alarm_at = 0;
-		t->free_next = free_records;
-		free_records = t;
 	}
 	threads = self;
 	if (self) {
@@ -221,7 +221,13 @@ void sc_threads_after_fork(void)
 		self->has_alarm = false;
 		self->alarm_at = 0;
 		sc_mutex_init(&self->lock);
+		/* The child's own tid (the caller reset the cached one): events,
+		 * cancellation's signals and the daemon all need it. */
+		self->tid = sc_gettid();
+		if (self->role == SC_ROLE_OTHER && self->tid == (uint32_t)getpid())
+			self->role = SC_ROLE_MAIN;
 	}
+	return self;
 }
 
 struct sc_thread *sc_self_peek(void)

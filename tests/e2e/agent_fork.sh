@@ -1,0 +1,132 @@
+#!/bin/sh
+# agent_fork.sh - fork() children against the real daemon: a child that
+# uses libscope after fork() reports itself (its own pid, its own tree:
+# the forking thread, the scopes it had open and what it made since, none of
+# the parent's other threads or their scopes and tasks), the parent's tree
+# and session go on unchanged, and children that only _exit or exec are
+# never reported.
+command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+exec python3 - <<'PY'
+import os, select, subprocess, sys
+sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
+import daemon_e2e
+FORK_TREE = daemon_e2e.setup("tests/helpers/fork_tree")
+from daemon_e2e import *
+
+def read_line(p, what, timeout=10):
+    if not select.select([p.stdout], [], [], timeout)[0]:
+        fail("fork_tree did not say " + what)
+    line = p.stdout.readline().decode().split()
+    if not line or line[0] != what:
+        fail("fork_tree said %s, not %s" % (line, what))
+    return line
+
+class Grandchild:
+    """The forked child, for cleanup(): fork_tree's child, not ours, so it
+    is killed by pid (it may be gone already) and never waited for."""
+    def __init__(self, pid): self.pid = pid
+    def poll(self): return None
+    def kill(self):
+        try: os.kill(self.pid, 9)
+        except ProcessLookupError: pass
+    def wait(self): pass
+
+def tree(c, pid):
+    r = c.req({"cmd": "tree", "pid": pid})
+    return r if r["ok"] and r["process"]["complete"] and r["process"]["state"] == "live" else None
+
+def shape(m):
+    """What must not change in the parent: scopes, tasks and threads."""
+    return (sorted((s["id"], s["name"], s["parent"], s["owner"], s["state"]) for s in m["scopes"]),
+            sorted((t["id"], t["scope"], t["state"], t["worker"]) for t in m["tasks"]),
+            sorted((t["tid"], t["role"], t["state"]) for t in m["threads"] if t["state"] == "live"))
+
+def parent_ok(m):
+    """The parent at rest: 2 parent-inner scopes joining their leaves (the
+    subtasks that opened them join once both leaves run), 4 tasks running."""
+    names = sorted(s["name"] for s in m["scopes"])
+    running = [t for t in m["tasks"] if t["state"] == "running"]
+    joining = [s for s in m["scopes"] if s["name"] == "parent-inner" and s["state"] == "joining"]
+    return names == ["parent-inner", "parent-inner", "parent-outer"] and len(running) == 4 and len(joining) == 2
+
+def main():
+    start_daemon()
+    c = Ctl()
+    p = subprocess.Popen([FORK_TREE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=open(tmp + "/fork_tree.log", "a"), env=dict(os.environ, SCOPED_SOCKET=SOCK))
+    children.append(p)
+    if "tsan" in read_line(p, "ready"):
+        print("skip: ThreadSanitizer does not allow a fork child of a threaded process to make threads")
+        cleanup(); sys.exit(77)
+    r = wait_until(lambda: (lambda r: r if r and parent_ok(r["model"]) else None)(tree(c, p.pid)), 5,
+                   "the parent's tree")
+    before = shape(r["model"])
+    parent_tids = {t["tid"] for t in r["model"]["threads"]}
+
+    # --- children that never use libscope
+    quiet = []
+    for cmd in ("quiet", "exec"):
+        p.stdin.write((cmd + "\n").encode()); p.stdin.flush()
+        line = read_line(p, "reaped")
+        check(line[2] == "0", "the %s child ended normally (status %s)" % (cmd, line[2]))
+        quiet.append(int(line[1]))
+
+    # --- a child that does
+    p.stdin.write(b"child\n"); p.stdin.flush()
+    kid = int(read_line(p, "child")[1])
+    children.append(Grandchild(kid))
+    def child_ready():
+        r = tree(c, kid)
+        co = [s["id"] for s in r["model"]["scopes"] if s["name"] == "child-outer"] if r else []
+        return r if co and sum(t["scope"] == co[0] and t["state"] == "running"
+                               for t in r["model"]["tasks"]) == 2 else None
+    r = wait_until(child_ready, 5, "the child's tree")
+    m = r["model"]
+    check(r["process"]["pid"] == kid and r["process"]["name"] == "fork_tree",
+          "the child is its own process: pid %d, the parent's name (%s)" % (kid, r["process"]["name"]))
+    listed = {x["pid"] for x in c.req({"cmd": "list"})["processes"]}
+    check(p.pid in listed and kid in listed, "list shows the parent and the child")
+    check(not any(q in listed for q in quiet),
+          "children that only _exit or exec are never reported (%s not in %s)" % (quiet, sorted(listed)))
+    log = open(LOG).read()
+    check(not any("pid %d " % q in log for q in quiet), "nor did they ever connect")
+
+    # The child's tree is exactly its own.
+    kid_tids = {int(t) for t in os.listdir("/proc/%d/task" % kid)}
+    live = [t for t in m["threads"] if t["state"] == "live"]
+    check({t["tid"] for t in live} <= kid_tids and not ({t["tid"] for t in live} & parent_tids),
+          "every thread in the child's model is a thread of the child, none is the parent's (%s)" %
+          sorted(t["tid"] for t in live))
+    mains = [t for t in live if t["role"] == "main"]
+    check(len(mains) == 1 and mains[0]["tid"] == kid and mains[0]["name"] == "fork-main",
+          "the forking thread is the child's main thread, under the child's pid")
+    check(sum(t["role"] == "agent" for t in live) == 1, "the child has its own agent thread")
+    scopes = {s["name"]: s for s in m["scopes"]}
+    check(sorted(scopes) == ["child-outer", "parent-outer"],
+          "the child's scopes are the inherited open one and its own, not the parent's inner ones (%s)" %
+          sorted(s["name"] for s in m["scopes"]))
+    po, co = scopes["parent-outer"], scopes["child-outer"]
+    parent_po = [s for s in before[0] if s[1] == "parent-outer"][0]
+    check(po["id"] == parent_po[0] and po["owner"] == kid and co["owner"] == kid and co["parent"] == po["id"],
+          "parent-outer keeps its id, is owned by the child's main thread, and child-outer nests in it")
+    check(all(t["scope"] == co["id"] and t["state"] == "running" and t["worker"] in kid_tids
+              for t in m["tasks"]) and len(m["tasks"]) == 2,
+          "the child's tasks are its 2 running subtasks, on its own workers; none of the parent's")
+
+    # The parent's tree and session are unchanged.
+    r = wait_until(lambda: tree(c, p.pid), 5, "the parent's tree after the forks")
+    after = shape(r["model"])
+    check(after == before, "the parent's tree is unchanged%s" %
+          ("" if after == before else ": was %s, is %s" % (before, after)))
+    check(r["process"]["state"] == "live", "the parent's session goes on")
+
+    Grandchild(kid).kill()
+    p.stdin.close(); p.wait(5)
+    check(log_is_clean(), "no sanitizer report in the daemon's log")
+    plog = open(tmp + "/fork_tree.log").read()
+    check("Sanitizer" not in plog and "runtime error:" not in plog,
+          "no sanitizer report from the parent or its children")
+    print("all agent_fork checks passed")
+
+run(main)
+PY

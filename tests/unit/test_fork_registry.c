@@ -1,0 +1,120 @@
+/* test_fork_registry.c - what a fork child's snapshot holds, in a process
+ * that never made a pool (so only the runtime's own atfork handler prunes):
+ * the forking thread alone, under the child's tid, and the scopes it owns
+ * under that tid; not the parent's other threads nor their scopes.  The
+ * whole path through the real daemon is tests/e2e/agent_fork.sh. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rt.h"
+#include "scope.h"
+
+static _Atomic int other_ready, other_go;
+
+/* A thread of the parent with a scope of its own, open across the fork. */
+static void *other_thread(void *arg)
+{
+	scope_t *s;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+
+	(void)arg;
+	cfg.name = "other-scope";
+	if (scope_open(&s, &cfg) != 0)
+		return NULL;
+	atomic_store(&other_ready, 1);
+	while (!atomic_load(&other_go))
+		usleep(1000);
+	scope_close(s);
+	return NULL;
+}
+
+/* The child's snapshot, one line per event, written into a buffer. */
+struct lines {
+	char buf[4096];
+	size_t len;
+};
+
+static void collect(void *ctx, const struct sc_ev *ev)
+{
+	struct lines *l = ctx;
+	int n = 0;
+
+	if (ev->kind == SC_EV_THREAD_START)
+		n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "thread %u role=%d\n", ev->tid,
+			     (int)ev->i);
+	else if (ev->kind == SC_EV_SCOPE_OPEN)
+		n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "scope %s owner=%u\n", ev->s1,
+			     ev->tid);
+	if (n > 0 && (size_t)n < sizeof l->buf - l->len)
+		l->len += (size_t)n;
+}
+
+static void test_child_snapshot_is_its_own(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	char want[256], got[4096];
+	pthread_t th;
+	scope_t *s;
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(scope_thread_name("fork-main"), 0);
+	cfg.name = "main-scope";
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(pthread_create(&th, NULL, other_thread, NULL), 0);
+	while (!atomic_load(&other_ready))
+		usleep(1000);
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct lines l = {.len = 0};
+		sc_registry_snapshot(collect, &l);
+		(void)!write(fds[1], l.buf, l.len);
+		_exit(0);
+	}
+	close(fds[1]);
+	n = read(fds[0], got, sizeof got - 1);
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	atomic_store(&other_go, 1);
+	pthread_join(th, NULL);
+	assert_int_equal(scope_close(s), 0);
+
+	assert_true(n > 0);
+	got[n] = 0;
+	snprintf(want, sizeof want, "thread %d role=%d\nscope main-scope owner=%d\n", (int)pid,
+		 SC_ROLE_MAIN, (int)pid);
+	assert_string_equal(got, want);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	/* No agent: the walk is called directly; nothing dials a daemon. */
+	if (!getenv("SCOPED_DISABLE")) {
+		setenv("SCOPED_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+		fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_child_snapshot_is_its_own),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
