@@ -85,9 +85,9 @@ SC_HIDDEN size_t sc_rings_pending(void);
  * rings would only hold more events to throw away). */
 SC_HIDDEN void sc_rings_calm(void);
 /* For tests and benchmarks: the size of the calling thread's ring (0: it
- * has none yet); how many rings exist, and (bytes, if not NULL) their sizes'
- * sum. */
-SC_HIDDEN size_t sc_ring_bytes_self(void);
+ * has none yet) and (buf, if not NULL) its memory; how many rings exist,
+ * and (bytes, if not NULL) their sizes' sum. */
+SC_HIDDEN size_t sc_ring_bytes_self(const void **buf);
 SC_HIDDEN size_t sc_rings_count(size_t *bytes);
 /* Forgets every ring without touching them (in a fork child, where their
  * threads do not exist).  Leaks them on purpose: they may be mid-write. */

@@ -42,6 +42,7 @@ struct sc_ring {
 	_Atomic int exited;  /* its thread has exited */
 	uint64_t dropped_seen; /* the agent's: dropped when it last looked */
 	struct sc_ring *_Atomic next;
+	struct sc_ring *spare_next; /* in the spare list, under rings_lock */
 };
 
 /* Read by every event, written once per session: alone on its cache line,
@@ -117,19 +118,67 @@ int sc_rings_init(size_t bytes)
 	return 0;
 }
 
-/* A ring of bytes (a power of two), linked into the list the agent drains. */
-static struct sc_ring *ring_alloc(size_t bytes)
+/* Rings of exited threads, drained, kept for the next threads (under
+ * rings_lock).  Threads come and go in the bursts that grow rings; a fresh
+ * 4 MiB ring costs a thousand page faults and its munmap, a kept one
+ * nothing.  Freed once growth has been quiet for a while. */
+#define MAX_SPARES 8
+static struct sc_ring *spares;
+static unsigned nspares;
+
+static void free_spares(void)
 {
-	struct sc_ring *r = aligned_alloc(64, sizeof *r);
-	if (!r)
-		return NULL;
-	memset(r, 0, sizeof *r);
-	r->buf = malloc(bytes);
-	if (!r->buf) {
+	pthread_mutex_lock(&rings_lock);
+	struct sc_ring *r = spares;
+	spares = NULL;
+	nspares = 0;
+	pthread_mutex_unlock(&rings_lock);
+	while (r) {
+		struct sc_ring *next = r->spare_next;
+		free(r->buf);
 		free(r);
-		return NULL;
+		r = next;
 	}
-	r->mask = bytes - 1;
+}
+
+/* A kept ring of exactly bytes, reset, or NULL.  Under rings_lock. */
+static struct sc_ring *take_spare(size_t bytes)
+{
+	for (struct sc_ring **link = &spares; *link; link = &(*link)->spare_next) {
+		struct sc_ring *r = *link;
+		if ((size_t)r->mask + 1 != bytes)
+			continue;
+		*link = r->spare_next;
+		nspares--;
+		uint8_t *buf = r->buf;
+		memset(r, 0, sizeof *r);
+		r->buf = buf;
+		r->mask = bytes - 1;
+		return r;
+	}
+	return NULL;
+}
+
+/* A ring of bytes (a power of two), linked into the list the agent drains;
+ * *kept says whether it is a spare, whose pages are in already. */
+static struct sc_ring *ring_alloc(size_t bytes, int *kept)
+{
+	pthread_mutex_lock(&rings_lock);
+	struct sc_ring *r = take_spare(bytes);
+	pthread_mutex_unlock(&rings_lock);
+	*kept = r != NULL;
+	if (!r) {
+		r = aligned_alloc(64, sizeof *r);
+		if (!r)
+			return NULL;
+		memset(r, 0, sizeof *r);
+		r->buf = malloc(bytes);
+		if (!r->buf) {
+			free(r);
+			return NULL;
+		}
+		r->mask = bytes - 1;
+	}
 	pthread_mutex_lock(&rings_lock);
 	atomic_store_explicit(&r->next, atomic_load_explicit(&rings, memory_order_relaxed),
 			      memory_order_relaxed);
@@ -141,7 +190,8 @@ static struct sc_ring *ring_alloc(size_t bytes)
 static struct sc_ring *ring_new(void)
 {
 	size_t start = atomic_load_explicit(&start_bytes, memory_order_relaxed);
-	struct sc_ring *r = ring_alloc(ring_max < start ? ring_max : start);
+	int kept;
+	struct sc_ring *r = ring_alloc(ring_max < start ? ring_max : start, &kept);
 	if (!r)
 		return NULL;
 	my_ring = r;
@@ -313,13 +363,15 @@ static void ring_grow(struct sc_ring *r)
 	    atomic_load(&r->exited) || atomic_load_explicit(&r->retired, memory_order_acquire))
 		return;
 	size_t bigger = size * RING_GROWTH < ring_max ? size * RING_GROWTH : ring_max;
-	struct sc_ring *g = ring_alloc(bigger);
+	int kept;
+	struct sc_ring *g = ring_alloc(bigger, &kept);
 	if (!g)
 		return; /* the old ring goes on as it is */
 	/* Fault its pages in here, on the agent's time: the producer would
 	 * otherwise take a page fault every 4 KiB of events (measured: SCOPE_OPEN
 	 * emit went from 35 to 75 ns while a new 1 MiB ring filled). */
-	memset(g->buf, 0, bigger);
+	if (!kept)
+		memset(g->buf, 0, bigger);
 	atomic_store(&r->grown, g);
 	atomic_store_explicit(&start_bytes, bigger, memory_order_relaxed);
 	quiet_reaps = 0;
@@ -407,8 +459,10 @@ static uint64_t count_pending(const struct sc_ring *r)
 
 void sc_rings_reap(int discard)
 {
-	if (++quiet_reaps == QUIET_REAPS)
+	if (++quiet_reaps == QUIET_REAPS) {
 		atomic_store_explicit(&start_bytes, RING_START, memory_order_relaxed);
+		free_spares();
+	}
 	pthread_mutex_lock(&rings_lock);
 	struct sc_ring *_Atomic *link = &rings;
 	struct sc_ring *r;
@@ -424,8 +478,16 @@ void sc_rings_reap(int discard)
 			lost += count_pending(r);
 		atomic_fetch_add_explicit(&gone_dropped, lost, memory_order_relaxed);
 		atomic_store_explicit(link, r->next, memory_order_release);
-		free(r->buf);
-		free(r);
+		if (nspares < MAX_SPARES && quiet_reaps < QUIET_REAPS) {
+			/* Nobody refers to it any more: the thread moved on or is
+			 * gone, and only this thread drains. */
+			r->spare_next = spares;
+			spares = r;
+			nspares++;
+		} else {
+			free(r->buf);
+			free(r);
+		}
 	}
 	pthread_mutex_unlock(&rings_lock);
 }
@@ -456,8 +518,10 @@ void sc_rings_calm(void)
 	atomic_store_explicit(&start_bytes, RING_START, memory_order_relaxed);
 }
 
-size_t sc_ring_bytes_self(void)
+size_t sc_ring_bytes_self(const void **buf)
 {
+	if (buf)
+		*buf = my_ring ? my_ring->buf : NULL;
 	return my_ring ? (size_t)my_ring->mask + 1 : 0;
 }
 
@@ -478,6 +542,8 @@ size_t sc_rings_count(size_t *bytes)
 void sc_rings_forget(void)
 {
 	atomic_store_explicit(&rings, NULL, memory_order_relaxed);
+	spares = NULL; /* the parent's: left alone */
+	nspares = 0;
 	my_ring = NULL;
 	pthread_mutex_init(&rings_lock, NULL);
 }

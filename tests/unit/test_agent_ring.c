@@ -2,8 +2,8 @@
  * agent thread: a ring that fills past a quarter or drops events grows, its
  * thread moves to the larger ring with no event lost or reordered, the old
  * ring and the ring of a thread that exited are freed, new threads start at
- * the grown size until growth stops, and a producer racing the drain loses
- * nothing it does not count. */
+ * the grown size (on rings exited threads left) until growth stops, and a
+ * producer racing the drain loses nothing it does not count. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,7 +103,7 @@ static void test_grows_and_keeps_order(void **state)
 	uint64_t dropped0 = sc_rings_dropped();
 	size_t rings0 = sc_rings_count(NULL);
 	emit_run(1, 1); /* makes this thread's ring */
-	assert_int_equal(sc_ring_bytes_self(), START_RING);
+	assert_int_equal(sc_ring_bytes_self(NULL), START_RING);
 	/* 40-byte frames: 1,000 fill 31% of 128 KiB. */
 	emit_run(2, 999);
 
@@ -114,10 +114,10 @@ static void test_grows_and_keeps_order(void **state)
 	size_t n = collect(&out, ids, 0, 4000);
 	sc_buf_free(&out);
 	assert_int_equal(sc_rings_count(NULL), rings0 + 2);
-	assert_int_equal(sc_ring_bytes_self(), START_RING); /* moves at its next event */
+	assert_int_equal(sc_ring_bytes_self(NULL), START_RING); /* moves at its next event */
 
 	emit_run(1001, 2000);
-	assert_int_equal(sc_ring_bytes_self(), MAX_RING);
+	assert_int_equal(sc_ring_bytes_self(NULL), MAX_RING);
 	n = drain_all(ids, n, 4000);
 	assert_int_equal(n, 3000);
 	expect_sequence(ids, n, 1);
@@ -132,6 +132,7 @@ struct filler {
 	uint64_t n;
 	int hold;        /* wait for the test's go before exiting */
 	size_t size;     /* the ring size the thread ended with */
+	const void *buf; /* and that ring's memory */
 	pthread_barrier_t filled, go;
 };
 
@@ -139,7 +140,7 @@ static void *fill_and_exit(void *arg)
 {
 	struct filler *f = arg;
 	emit_run(1, f->n);
-	f->size = sc_ring_bytes_self();
+	f->size = sc_ring_bytes_self(&f->buf);
 	if (f->hold) {
 		pthread_barrier_wait(&f->filled);
 		pthread_barrier_wait(&f->go);
@@ -147,20 +148,28 @@ static void *fill_and_exit(void *arg)
 	return NULL;
 }
 
-/* Runs fill_and_exit for n events; returns the size its ring ended with. */
-static size_t fill_thread(uint64_t n)
+/* Runs fill_and_exit for n events; returns the size its ring ended with
+ * and (buf) the ring's memory. */
+static size_t fill_thread_buf(uint64_t n, const void **buf)
 {
 	struct filler f = {.n = n};
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, fill_and_exit, &f), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
+	if (buf)
+		*buf = f.buf;
 	return f.size;
+}
+
+static size_t fill_thread(uint64_t n)
+{
+	return fill_thread_buf(n, NULL);
 }
 
 /* A thread whose ring dropped events gets a larger one; a thread that exits
  * before moving to it leaves neither ring behind; while rings grow, new
- * threads start at the grown size, and small again once growth has been
- * quiet. */
+ * threads start at the grown size, on the rings exited threads left, and
+ * small again once growth has been quiet. */
 static void test_drop_growth_exit_and_start_size(void **state)
 {
 	(void)state;
@@ -188,7 +197,13 @@ static void test_drop_growth_exit_and_start_size(void **state)
 	sc_rings_reap(0);
 	assert_int_equal(sc_rings_count(NULL), rings0);
 
-	assert_int_equal(fill_thread(1), MAX_RING);
+	/* The large ring of an exited thread is kept for the next one. */
+	const void *buf1, *buf2;
+	assert_int_equal(fill_thread_buf(1, &buf1), MAX_RING);
+	(void)drain_all(ids, 0, 20000);
+	sc_rings_reap(0);
+	assert_int_equal(fill_thread_buf(1, &buf2), MAX_RING);
+	assert_ptr_equal(buf1, buf2);
 	(void)drain_all(ids, 0, 20000);
 	quiet();
 	assert_int_equal(fill_thread(1), START_RING);
