@@ -63,6 +63,7 @@ static const struct layout layouts[] = {
 	{PROTO_SNAPSHOT_BEGIN, "SNAPSHOT_BEGIN", A_NONE, 0, {X64(seq), X64(ts)}, {0}},
 	{PROTO_SNAPSHOT_END, "SNAPSHOT_END", A_NONE, 0, {X64(seq), X64(ts), X64(count)}, {0}},
 	{PROTO_LOST, "LOST", A_NONE, 0, {X64(total_lost), X64(lost_since), X64(ts)}, {0}},
+	{PROTO_SITE, "SITE", A_NONE, 0, {U32(site), I32(line)}, {O(file), O(func)}},
 
 	{PROTO_EV_THREAD_START, "THREAD_START", A_NONE, 0,
 	 {COMMON, X64(pool_id), U32(role), PAD32}, {O(name)}},
@@ -71,15 +72,15 @@ static const struct layout layouts[] = {
 	{PROTO_EV_PROCESS_EXIT, "PROCESS_EXIT", A_NONE, 0, {COMMON, U32(how), I32(code)}, {0}},
 	{PROTO_EV_SCOPE_OPEN, "SCOPE_OPEN", A_NONE, 0,
 	 {COMMON, X64(scope), X64(parent), X64(parent_task), X64(pool_id), X64(deadline),
-	  U32(joiner), I32(line)},
-	 {O(name), O(file), O(func)}},
+	  U32(joiner), U32(site)},
+	 {O(name)}},
 	{PROTO_EV_JOIN_BEGIN, "JOIN_BEGIN", A_NONE, 0, {COMMON, X64(scope)}, {0}},
 	{PROTO_EV_JOIN_END, "JOIN_END", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
 	{PROTO_EV_SCOPE_CANCEL, "SCOPE_CANCEL", A_NONE, 0,
 	 {COMMON, X64(scope), U32(reason), PAD32}, {0}},
 	{PROTO_EV_SCOPE_CLOSE, "SCOPE_CLOSE", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
 	{PROTO_EV_TASK_FORK, "TASK_FORK", A_NONE, 0,
-	 {COMMON, X64(task), X64(scope), X64(fn), U32(state), I32(line)}, {O(file), O(func)}},
+	 {COMMON, X64(task), X64(scope), X64(fn), U32(state), U32(site)}, {0}},
 	{PROTO_EV_TASK_START, "TASK_START", A_NONE, 0, {COMMON, X64(task), X64(scope)}, {0}},
 	{PROTO_EV_TASK_END, "TASK_END", A_NONE, 0,
 	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32}, {0}},
@@ -289,6 +290,8 @@ static int check_values(const struct proto_msg *m)
 		return PROTO_EVALUE;
 	if (m->type == PROTO_STACK_REQUEST && m->max_frames > PROTO_MAX_FRAMES)
 		return PROTO_ECOUNT;
+	if (m->type == PROTO_SITE && m->site == 0)
+		return PROTO_EVALUE; /* 0 means "no site" in the events */
 	return PROTO_OK;
 }
 

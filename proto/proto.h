@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2 /* 2: call sites sent once (SITE) and referred to by number */
 #define PROTO_HDR_SIZE 8u
 #define PROTO_MAX_FRAME 65536u  /* bytes, header included */
 #define PROTO_MAX_STR 1024u     /* bytes of one string, NUL excluded */
@@ -54,6 +54,12 @@ enum proto_type {
 	PROTO_SNAPSHOT_BEGIN = 0x0010, /* payload: u64 seq, i64 ts */
 	PROTO_SNAPSHOT_END = 0x0011,   /* payload: u64 seq, i64 ts, u64 events (in the snapshot) */
 	PROTO_LOST = 0x0012,           /* payload: u64 total lost so far, u64 lost since last LOST, i64 ts */
+	PROTO_SITE = 0x0013,           /* payload: u32 site (>= 1), i32 line; strings: file, func.
+					* Defines a call site that SCOPE_OPEN and TASK_FORK refer to
+					* by number: sent before the first event that uses it, and
+					* again for every known site right after SNAPSHOT_BEGIN (with
+					* PROTO_F_SNAPSHOT).  Numbers are the process's, for its
+					* lifetime; a new definition of a number replaces the old. */
 
 	/* lifecycle events.  Every payload starts with the common part:
 	 *   i64 ts, u32 tid, u32 reserved
@@ -65,15 +71,15 @@ enum proto_type {
 					 * signal number); sent by the agent from on_exit() or
 					 * from its fatal-signal handler, just before the end */
 	PROTO_EV_SCOPE_OPEN = 0x0110,   /* u64 scope, u64 parent, u64 parent_task, u64 pool,
-					 * i64 deadline, u32 joiner, i32 line;
-					 * strings: name, file, func */
+					 * i64 deadline, u32 joiner, u32 site (the open
+					 * site, see SITE; 0 none); strings: name */
 	PROTO_EV_JOIN_BEGIN = 0x0111,   /* u64 scope */
 	PROTO_EV_JOIN_END = 0x0112,     /* u64 scope, i64 result */
 	PROTO_EV_SCOPE_CANCEL = 0x0113, /* u64 scope, u32 reason, u32 reserved */
 	PROTO_EV_SCOPE_CLOSE = 0x0114,  /* u64 scope, i64 result */
-	PROTO_EV_TASK_FORK = 0x0120,    /* u64 task, u64 scope, u64 fn, u32 state, i32 line;
-					 * strings: file, func.  fn is the body's address
-					 * in the target (0 unknown); file/func the fork site */
+	PROTO_EV_TASK_FORK = 0x0120,    /* u64 task, u64 scope, u64 fn, u32 state, u32 site.
+					 * fn is the body's address in the target (0
+					 * unknown); site the fork site (see SITE; 0 none) */
 	PROTO_EV_TASK_START = 0x0121,   /* u64 task, u64 scope */
 	PROTO_EV_TASK_END = 0x0122,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved */
 	PROTO_EV_VIOLATION = 0x0130,    /* u64 scope, i64 error, u32 kind, u32 reserved */
@@ -148,6 +154,10 @@ struct proto_msg {
 	/* ERROR */
 	int32_t code;
 	struct proto_str message;
+
+	/* SITE; and SCOPE_OPEN, TASK_FORK, which refer to one (line, file and
+	 * func are SITE's) */
+	uint32_t site;
 
 	/* SNAPSHOT_*, LOST */
 	uint64_t seq, count, total_lost, lost_since;
