@@ -246,8 +246,13 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	default:
 		break;
 	}
+	uint64_t refused = p->model.sites_refused;
 	int rc = model_apply(&p->model, m, loop_now_ns());
 	d->events++;
+	if (!refused && p->model.sites_refused)
+		log_warn("process %d (%s): %s; events from refused call sites show no site "
+			 "(said once per process)",
+			 (int)p->pid, p->name ? p->name : "?", p->model.err);
 	if (m->type == PROTO_LOST && m->lost_since)
 		d->lost += m->lost_since;
 	if (rc < 0) {

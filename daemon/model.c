@@ -19,6 +19,8 @@ void model_init(struct model *m, const struct model_limits *lim)
 		m->lim.max_entities = 1000000;
 	if (!m->lim.max_values)
 		m->lim.max_values = 256;
+	if (!m->lim.max_sites)
+		m->lim.max_sites = MODEL_MAX_SITES;
 	m->strings.max_bytes = m->lim.max_string_bytes;
 }
 
@@ -71,6 +73,9 @@ void model_free(struct model *m)
 				free_ent(k, m->ents[k].slots[i]);
 		idmap_free(&m->ents[k]);
 	}
+	for (size_t i = 0; i < m->sites.cap; i++)
+		free(m->sites.slots[i]);
+	idmap_free(&m->sites);
 	strtab_free(&m->strings);
 	free(m->rm);
 	free(m->exp);
@@ -282,12 +287,25 @@ static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
 	return true;
 }
 
-/* The call site of a scope or task, interned. */
-static int intern_site(struct model *m, const char **file, const char **func,
-		       const struct proto_msg *msg)
+/* Gives a scope or task the call site numbered site: what its SITE defined,
+ * or none when that number is not known (0, or its SITE was lost). */
+static void set_site(const struct model *m, uint32_t site, const char **file, const char **func,
+		     int32_t *line)
 {
-	int rc = intern(m, file, &msg->file);
-	return rc ? rc : intern(m, func, &msg->func);
+	const struct m_site *s = site ? idmap_get(&m->sites, site) : NULL;
+	*file = s ? s->file : NULL;
+	*func = s ? s->func : NULL;
+	*line = s ? s->line : 0;
+}
+
+/* A repeat of the event that opened or forked an entity names the site the
+ * first one could not: its SITE was lost with the events the snapshot
+ * after the loss repairs, and that snapshot sends it again first. */
+static void repair_site(const struct model *m, uint32_t site, const char **file, const char **func,
+			int32_t *line)
+{
+	if (!*file && !*func && !*line)
+		set_site(m, site, file, func, line);
 }
 
 static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -343,8 +361,11 @@ static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t n
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	if (!(s->flags & EF_PLACEHOLDER) && s->opened)
-		return 0; /* a repeat (snapshot racing the live stream) */
+	if (!(s->flags & EF_PLACEHOLDER) && s->opened) {
+		/* a repeat (snapshot racing the live stream) */
+		repair_site(m, msg->site, &s->file, &s->func, &s->line);
+		return 0;
+	}
 	s->flags &= (uint8_t)~EF_PLACEHOLDER;
 	s->parent = msg->parent;
 	s->parent_task = msg->parent_task;
@@ -353,9 +374,8 @@ static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t n
 	s->joiner = (uint8_t)msg->joiner;
 	s->owner = msg->tid;
 	s->opened = msg->ts;
-	s->line = msg->line;
-	int rc = intern_site(m, &s->file, &s->func, msg);
-	return rc ? rc : set_str(m, &s->name, &msg->name);
+	set_site(m, msg->site, &s->file, &s->func, &s->line);
+	return set_str(m, &s->name, &msg->name);
 }
 
 static int ev_join_begin(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -413,12 +433,14 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now))
 			t->ended = msg->ts;
 	}
-	if (!(t->flags & EF_PLACEHOLDER) && t->forked)
+	if (!(t->flags & EF_PLACEHOLDER) && t->forked) {
+		repair_site(m, msg->site, &t->file, &t->func, &t->line);
 		return 0;
+	}
 	t->flags &= (uint8_t)~EF_PLACEHOLDER;
 	t->forked = msg->ts;
-	t->line = msg->line;
-	return intern_site(m, &t->file, &t->func, msg);
+	set_site(m, msg->site, &t->file, &t->func, &t->line);
+	return 0;
 }
 
 static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -517,6 +539,53 @@ static int ev_pool_destroy(struct model *m, const struct proto_msg *msg, int64_t
 	return 0;
 }
 
+/* Counts a SITE the model has no room for; m->err says why (for the one log
+ * line the daemon writes about it).  Its events will have no site. */
+static int refuse_site(struct model *m, uint32_t site)
+{
+	m->sites_refused++;
+	/* The old definition is not this number's any more. */
+	free(idmap_del(&m->sites, site));
+	return 0;
+}
+
+/* SITE: defines call site msg->site, or replaces its definition.  Refusing
+ * one past a cap is not fatal: dropping the peer would only make it send
+ * the same SITE again after its reconnect's snapshot. */
+static int ev_site(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	if (!msg->site)
+		return 0; /* 0 means "no site"; the decoder refuses it too */
+	const char *file = NULL, *func = NULL;
+	if (intern(m, &file, &msg->file) || intern(m, &func, &msg->func)) {
+		fail(m, 0,
+		     "sent over %zu bytes of distinct file and function names, the cap; "
+		     "refusing site %u",
+		     m->strings.bytes, msg->site);
+		return refuse_site(m, msg->site);
+	}
+	struct m_site *s = idmap_get(&m->sites, msg->site);
+	if (!s) {
+		if (m->sites.n >= m->lim.max_sites) {
+			fail(m, 0, "defined %zu call sites, the cap; refusing site %u", m->sites.n,
+			     msg->site);
+			return refuse_site(m, msg->site);
+		}
+		s = malloc(sizeof *s);
+		if (s)
+			s->id = msg->site;
+		if (!s || idmap_put(&m->sites, s) < 0) {
+			free(s);
+			return fail(m, -ENOMEM, "out of memory adding call site %u", msg->site);
+		}
+	}
+	s->file = file;
+	s->func = func;
+	s->line = msg->line;
+	return 0;
+}
+
 /* Pools never end, so for them this is only the seen test. */
 static bool live_unseen(const struct model *m, enum ent_kind k, const void *e)
 {
@@ -592,6 +661,7 @@ static const apply_fn session_table[0x100] = {
 	[PROTO_SNAPSHOT_BEGIN] = ev_snapshot_begin,
 	[PROTO_SNAPSHOT_END] = ev_snapshot_end,
 	[PROTO_LOST] = ev_lost,
+	[PROTO_SITE] = ev_site,
 };
 
 int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)

@@ -70,6 +70,14 @@ struct m_task {
 	uint8_t state, flags;
 };
 
+/* A call site a SITE message defined, which SCOPE_OPEN and TASK_FORK name by
+ * number.  file and func are interned (NULL when the peer sent them empty). */
+struct m_site {
+	uint64_t id; /* the site number, >= 1 (idmap keys on it) */
+	const char *file, *func;
+	int32_t line;
+};
+
 struct m_violation {
 	uint64_t scope;
 	int64_t error, ts;
@@ -91,15 +99,23 @@ struct model_limits {
 	size_t max_entities;     /* scopes + tasks + threads + pools held */
 	size_t max_string_bytes; /* interned site strings */
 	size_t max_values;       /* scoped values per scope */
+	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
 };
 
 #define MODEL_VIOLATIONS 64
+/* Call sites one process may define: far more than a program's source has
+ * scope_open and scope_fork calls, few enough to bound the table (~3 MiB). */
+#define MODEL_MAX_SITES 65536u
 
 struct model {
 	struct model_limits lim;
 	struct idmap ents[ENT_KINDS];
 	struct strtab strings;
+	/* Call sites by number.  The process's for its lifetime: snapshots
+	 * neither clear nor need to repeat them (the agent does resend them). */
+	struct idmap sites;
+	uint64_t sites_refused; /* SITEs past max_sites or the string cap */
 	uint64_t gen;
 	uint64_t events, lost;
 	bool complete, repaired, had_loss, in_snapshot;
@@ -117,7 +133,7 @@ struct model {
 	/* Ended entities in the order they ended, to expire after retain_ns. */
 	struct m_expiry *exp;
 	size_t exp_head, exp_n, exp_cap;
-	char err[192]; /* why model_apply failed */
+	char err[192]; /* why model_apply failed, or why the last SITE was refused */
 	/* Names task bodies when rendering (NULL: every func is null). */
 	struct symbolizer *sym;
 	pid_t sym_pid;
@@ -127,10 +143,12 @@ struct model {
 void model_init(struct model *m, const struct model_limits *lim);
 void model_free(struct model *m);
 
-/* Applies one decoded message (snapshot markers, LOST, lifecycle events;
- * others are ignored).  now_ns is the daemon's monotonic clock, used for
- * retention.  Returns 0, or -ENOSPC (entity cap), -E2BIG (string cap),
- * -ENOMEM, with m->err saying what; the model keeps everything it held. */
+/* Applies one decoded message (snapshot markers, LOST, SITE, lifecycle
+ * events; others are ignored).  now_ns is the daemon's monotonic clock, used
+ * for retention.  Returns 0, or -ENOSPC (entity cap), -E2BIG (string cap),
+ * -ENOMEM, with m->err saying what; the model keeps everything it held.  A
+ * SITE the caps leave no room for is refused but not an error: it counts in
+ * m->sites_refused, m->err says why, and events naming it have no site. */
 int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns);
 
 /* Removes ended entities whose retention has passed. */

@@ -1,5 +1,6 @@
 /* test_model.c - the process model: idempotence, out-of-order events,
- * snapshot repair, retention, caps, and its JSON (whole and delta). */
+ * snapshot repair, retention, caps, call sites, and its JSON (whole and
+ * delta). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +54,21 @@ static struct proto_msg thread_start(uint32_t tid, const char *name, uint32_t ro
 	return m;
 }
 
+/* The call sites the helpers' events name; init() defines them, as the
+ * agent sends a site's SITE before the first event that names it. */
+enum { SITE_HANDLE = 1, SITE_SERVE = 2 };
+
+static struct proto_msg site_def(uint32_t site, const char *file, const char *func, int32_t line)
+{
+	struct proto_msg m = ev(PROTO_SITE);
+	m.ts = 0;
+	m.site = site;
+	m.file = S(file);
+	m.func = S(func);
+	m.line = line;
+	return m;
+}
+
 static struct proto_msg scope_open(uint64_t id, uint64_t parent, const char *name)
 {
 	struct proto_msg m = ev(PROTO_EV_SCOPE_OPEN);
@@ -60,9 +76,7 @@ static struct proto_msg scope_open(uint64_t id, uint64_t parent, const char *nam
 	m.parent = parent;
 	m.tid = 100;
 	m.name = S(name);
-	m.file = S("demo.c");
-	m.func = S("handle");
-	m.line = 42;
+	m.site = SITE_HANDLE;
 	m.joiner = 1;
 	return m;
 }
@@ -74,11 +88,8 @@ static struct proto_msg task(uint16_t type, uint64_t id, uint64_t scope, uint32_
 	m.scope = scope;
 	m.state = state;
 	m.tid = 101;
-	if (type == PROTO_EV_TASK_FORK) {
-		m.file = S("demo.c");
-		m.func = S("serve");
-		m.line = 40;
-	}
+	if (type == PROTO_EV_TASK_FORK)
+		m.site = SITE_SERVE;
 	return m;
 }
 
@@ -103,22 +114,25 @@ static struct proto_msg snap(uint16_t type, uint64_t seq)
 	return m;
 }
 
+/* Applies one message that must apply cleanly. */
+static void apply_ok(struct model *m, struct proto_msg msg, int64_t now)
+{
+	assert_int_equal(model_apply(m, &msg, now), 0);
+}
+
+/* A model with the helpers' two call sites defined. */
 static void init(struct model *m, size_t max_entities)
 {
 	struct model_limits lim = {.max_entities = max_entities, .retain_ns = 5 * SEC};
 	model_init(m, &lim);
+	apply_ok(m, site_def(SITE_HANDLE, "demo.c", "handle", 42), 0);
+	apply_ok(m, site_def(SITE_SERVE, "demo.c", "serve", 40), 0);
 }
 
 static void apply_all(struct model *m, const struct proto_msg *msgs, size_t n, int64_t now)
 {
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(model_apply(m, &msgs[i], now), 0);
-}
-
-/* Applies one message that must apply cleanly. */
-static void apply_ok(struct model *m, struct proto_msg msg, int64_t now)
-{
-	assert_int_equal(model_apply(m, &msg, now), 0);
 }
 
 static char *render(const struct model *m)
@@ -373,6 +387,9 @@ static void test_entity_cap(void **state)
 	model_free(&m);
 }
 
+/* Over the string cap a SITE is refused, not fatal: events naming it have
+ * no site, and a refused redefinition forgets the old one rather than keep
+ * a definition that is not the number's any more. */
 static void test_string_and_value_caps(void **state)
 {
 	(void)state;
@@ -380,14 +397,39 @@ static void test_string_and_value_caps(void **state)
 	struct model_limits lim = {.max_string_bytes = 64, .max_values = 2};
 	model_init(&m, &lim);
 	char name[40];
-	int rc = 0;
-	for (int i = 0; i < 10 && rc == 0; i++) {
-		snprintf(name, sizeof name, "function_number_%d", i);
-		struct proto_msg f = task(PROTO_EV_TASK_FORK, (uint64_t)i + 1, 1, 0);
-		f.func = S(name);
-		rc = model_apply(&m, &f, 0);
+	uint32_t site;
+	for (site = 1; site <= 10 && !m.sites_refused; site++) {
+		snprintf(name, sizeof name, "function_number_%u", site);
+		apply_ok(&m, site_def(site, "a.c", name, 7), 0);
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, site, 1, 0);
+		f.site = site;
+		apply_ok(&m, f, 0);
 	}
-	assert_int_equal(rc, -E2BIG);
+	site--; /* the one refused */
+	assert_int_equal(m.sites_refused, 1);
+	assert_true(site > 1 && site < 10);
+	assert_non_null(strstr(m.err, "the cap; refusing site"));
+	assert_int_equal(m.sites.n, site - 1);
+	const struct m_task *t = idmap_get(&m.ents[ENT_TASK], 1);
+	assert_string_equal(t->func, "function_number_1");
+	assert_int_equal(t->line, 7);
+	t = idmap_get(&m.ents[ENT_TASK], site);
+	assert_null(t->file);
+	assert_null(t->func);
+	assert_int_equal(t->line, 0);
+	/* Site 1 redefined with names that do not fit: it is forgotten. */
+	apply_ok(&m, site_def(1, "b.c", "a_function_name_that_is_new", 8), 0);
+	assert_int_equal(m.sites_refused, 2);
+	assert_null(idmap_get(&m.sites, 1));
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 100, 1, 0);
+	f.site = 1;
+	apply_ok(&m, f, 0);
+	assert_null(((const struct m_task *)idmap_get(&m.ents[ENT_TASK], 100))->func);
+	/* Names already held still fit: a redefinition with them is taken. */
+	apply_ok(&m, site_def(1, "a.c", "function_number_1", 9), 0);
+	assert_int_equal(m.sites_refused, 2);
+	assert_int_equal(((const struct m_site *)idmap_get(&m.sites, 1))->line, 9);
+
 	struct proto_msg v = scope_ev(PROTO_EV_VALUE_BIND, 1);
 	v.key = S("a");
 	v.value = S("1");
@@ -402,6 +444,193 @@ static void test_string_and_value_caps(void **state)
 	assert_int_equal(s->nvalues, 2);
 	assert_string_equal(s->values[0].value, "2");
 	model_free(&m);
+}
+
+/* The rendered site of entity id of kind ("scopes", "tasks"): NULL when it
+ * is null; file, func and line otherwise, as "file:func:line". */
+static const char *site_of(json_t *j, const char *kind, uint64_t id, char *buf, size_t n)
+{
+	json_t *e = entity(j, kind, id);
+	assert_non_null(e);
+	json_t *site = json_object_get(e, "site");
+	assert_non_null(site); /* the member is always there */
+	if (json_is_null(site))
+		return NULL;
+	snprintf(buf, n, "%s:%s:%lld", str_at(site, "file"), str_at(site, "func"),
+		 (long long)json_integer_value(json_object_get(site, "line")));
+	return buf;
+}
+
+/* A SITE defines a number that later SCOPE_OPEN and TASK_FORK name; a new
+ * definition replaces it for the events after it, and what was opened or
+ * forked before keeps the site it had. */
+static void test_site_define_and_redefine(void **state)
+{
+	(void)state;
+	struct model m;
+	struct model_limits lim = {.retain_ns = 5 * SEC};
+	model_init(&m, &lim);
+	char b[128];
+	apply_ok(&m, site_def(7, "srv.c", "accept_loop", 120), 0);
+	struct proto_msg o = scope_open(1, 0, "first");
+	o.site = 7;
+	apply_ok(&m, o, 0);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED);
+	f.site = 7;
+	apply_ok(&m, f, 0);
+	apply_ok(&m, site_def(7, "srv2.c", "accept_loop_v2", 130), 0);
+	assert_int_equal(m.sites.n, 1);
+	o = scope_open(2, 1, "second");
+	o.site = 7;
+	apply_ok(&m, o, 0);
+	f = task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED);
+	f.site = 7;
+	apply_ok(&m, f, 0);
+	/* Empty strings are a site without that part, as in version 1. */
+	apply_ok(&m, site_def(8, "", "", 5), 0);
+	f = task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED);
+	f.site = 8;
+	apply_ok(&m, f, 0);
+
+	json_t *j = render_json(&m);
+	assert_string_equal(site_of(j, "scopes", 1, b, sizeof b), "srv.c:accept_loop:120");
+	assert_string_equal(site_of(j, "tasks", 10, b, sizeof b), "srv.c:accept_loop:120");
+	assert_string_equal(site_of(j, "scopes", 2, b, sizeof b), "srv2.c:accept_loop_v2:130");
+	assert_string_equal(site_of(j, "tasks", 11, b, sizeof b), "srv2.c:accept_loop_v2:130");
+	const struct m_task *t12 = idmap_get(&m.ents[ENT_TASK], 12);
+	assert_null(t12->file);
+	assert_null(t12->func);
+	assert_int_equal(t12->line, 5);
+	finish(&m, j);
+}
+
+/* An event naming a site the model does not know (0, never defined, or its
+ * SITE lost) has no site and is otherwise applied in full; a SITE numbered
+ * 0, which the decoder refuses, defines nothing. */
+static void test_site_unknown(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	apply_ok(&m, site_def(0, "zero.c", "zero", 1), 0);
+	assert_int_equal(m.sites.n, 2);
+	static const uint32_t unknown[] = {0, 3, 0xffffffffu};
+	for (size_t i = 0; i < 3; i++) {
+		struct proto_msg o = scope_open(20 + i, 0, "nowhere");
+		o.site = unknown[i];
+		apply_ok(&m, o, 0);
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, 30 + i, 20 + i, SC_TASK_FORKED);
+		f.site = unknown[i];
+		apply_ok(&m, f, 0);
+	}
+	json_t *j = render_json(&m);
+	char b[128];
+	for (uint64_t i = 0; i < 3; i++) {
+		assert_null(site_of(j, "scopes", 20 + i, b, sizeof b));
+		assert_null(site_of(j, "tasks", 30 + i, b, sizeof b));
+		json_t *s = entity(j, "scopes", 20 + i);
+		assert_string_equal(str_at(s, "name"), "nowhere");
+		assert_string_equal(str_at(s, "joiner"), "any_successful");
+		assert_string_equal(str_at(entity(j, "tasks", 30 + i), "state"), "forked");
+	}
+	finish(&m, j);
+}
+
+/* Past max_sites a new number is refused (counted, m->err says so) and its
+ * events have no site; numbers already held can still be redefined. */
+static void test_site_cap(void **state)
+{
+	(void)state;
+	struct model m;
+	struct model_limits lim = {.max_sites = 4};
+	model_init(&m, &lim);
+	for (uint32_t site = 1; site <= 6; site++) {
+		char func[16];
+		snprintf(func, sizeof func, "f%u", site);
+		apply_ok(&m, site_def(site * 100, "cap.c", func, (int32_t)site), 0);
+	}
+	assert_int_equal(m.sites.n, 4);
+	assert_int_equal(m.sites_refused, 2);
+	assert_non_null(strstr(m.err, "defined 4 call sites, the cap; refusing site 600"));
+	assert_null(idmap_get(&m.sites, 500));
+	apply_ok(&m, site_def(200, "cap.c", "f2_again", 22), 0);
+	assert_int_equal(m.sites_refused, 2);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 1, 1, SC_TASK_FORKED);
+	f.site = 600;
+	apply_ok(&m, f, 0);
+	f = task(PROTO_EV_TASK_FORK, 2, 1, SC_TASK_FORKED);
+	f.site = 200;
+	apply_ok(&m, f, 0);
+	const struct m_task *t1 = idmap_get(&m.ents[ENT_TASK], 1);
+	const struct m_task *t2 = idmap_get(&m.ents[ENT_TASK], 2);
+	assert_null(t1->func);
+	assert_string_equal(t2->func, "f2_again");
+	assert_int_equal(t2->line, 22);
+	model_free(&m);
+	/* The daemon's own limit. */
+	model_init(&m, &(struct model_limits){0});
+	assert_int_equal(m.lim.max_sites, MODEL_MAX_SITES);
+	assert_int_equal(MODEL_MAX_SITES, 65536);
+	model_free(&m);
+}
+
+/* Sites are the process's for its lifetime: a snapshot neither clears them
+ * nor needs them again, and one that follows a loss gives a site to what
+ * was opened or forked while its SITE was lost (the snapshot resends it). */
+static void test_site_snapshot(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	build_tree(&m);
+	/* SITE 9 was lost with the events around it; scope 3 and task 40 name it. */
+	struct proto_msg o = scope_open(3, 0, "late");
+	o.site = 9;
+	apply_ok(&m, o, 0);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED);
+	f.site = 9;
+	apply_ok(&m, f, 0);
+	assert_null(((const struct m_scope *)idmap_get(&m.ents[ENT_SCOPE], 3))->func);
+	struct proto_msg lost = ev(PROTO_LOST);
+	lost.total_lost = 4;
+	lost.lost_since = 4;
+	apply_ok(&m, lost, 0);
+	/* The snapshot: SITE 9 again (not 1 and 2, to show they were kept), then
+	 * the live entities, a repeat of scope 1 naming another site. */
+	struct proto_msg snapshot[] = {
+		snap(PROTO_SNAPSHOT_BEGIN, 3),
+		site_def(9, "late.c", "late_open", 99),
+		thread_start(100, "main", SC_ROLE_MAIN),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		scope_open(3, 0, "late"),
+		task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED),
+		snap(PROTO_SNAPSHOT_END, 3),
+	};
+	snapshot[3].site = 9;
+	snapshot[6].site = 9;
+	snapshot[7].site = 9;
+	for (int i = 1; i < 8; i++)
+		snapshot[i].flags = PROTO_F_SNAPSHOT;
+	apply_all(&m, snapshot, sizeof snapshot / sizeof snapshot[0], 0);
+	assert_true(m.complete && m.repaired);
+	assert_int_equal(m.sites.n, 3);
+	json_t *j = render_json(&m);
+	char b[128];
+	assert_string_equal(site_of(j, "scopes", 1, b, sizeof b), "demo.c:handle:42");
+	assert_string_equal(site_of(j, "tasks", 10, b, sizeof b), "demo.c:serve:40");
+	assert_string_equal(site_of(j, "scopes", 3, b, sizeof b), "late.c:late_open:99");
+	assert_string_equal(site_of(j, "tasks", 40, b, sizeof b), "late.c:late_open:99");
+	json_decref(j);
+	/* A second snapshot without any SITE: the table still names new events. */
+	apply_ok(&m, snap(PROTO_SNAPSHOT_BEGIN, 4), 0);
+	apply_ok(&m, snap(PROTO_SNAPSHOT_END, 4), 0);
+	o = scope_open(5, 0, "after");
+	apply_ok(&m, o, 0);
+	j = render_json(&m);
+	assert_string_equal(site_of(j, "scopes", 5, b, sizeof b), "demo.c:handle:42");
+	finish(&m, j);
 }
 
 static void test_delta(void **state)
@@ -465,17 +694,24 @@ static void test_thread_reuse_and_exit(void **state)
 	model_free(&m);
 }
 
-/* Encoded frames through the real decoder give the same model. */
+/* Encoded frames through the real decoder give the same model; the decoder
+ * refuses a SITE numbered 0 or with a string that is not terminated. */
 static void test_wire_round_trip(void **state)
 {
 	(void)state;
 	struct model m;
 	init(&m, 0);
 	uint8_t buf[4096];
-	struct proto_msg in = scope_open(4, 0, "wired"), out;
-	int n = proto_encode(buf, sizeof buf, &in, NULL, NULL);
-	assert_true(n > 0);
 	size_t used;
+	struct proto_msg def = site_def(3, "wire.c", "wired_open", 31), out;
+	int n = proto_encode(buf, sizeof buf, &def, NULL, NULL);
+	assert_true(n > 0);
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_OK);
+	assert_int_equal(model_apply(&m, &out, 0), 0);
+	struct proto_msg in = scope_open(4, 0, "wired");
+	in.site = 3;
+	n = proto_encode(buf, sizeof buf, &in, NULL, NULL);
+	assert_true(n > 0);
 	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_OK);
 	assert_int_equal(model_apply(&m, &out, 0), 0);
 	struct proto_msg ex = ev(PROTO_EV_PROCESS_EXIT);
@@ -489,7 +725,9 @@ static void test_wire_round_trip(void **state)
 	assert_int_equal(m.exit_code, 6);
 	const struct m_scope *s = idmap_get(&m.ents[ENT_SCOPE], 4);
 	assert_string_equal(s->name, "wired");
-	assert_string_equal(s->func, "handle");
+	assert_string_equal(s->file, "wire.c");
+	assert_string_equal(s->func, "wired_open");
+	assert_int_equal(s->line, 31);
 	struct proto_msg fk = fork_fn(9, 0x401136);
 	n = proto_encode(buf, sizeof buf, &fk, NULL, NULL);
 	assert_true(n > 0);
@@ -497,6 +735,20 @@ static void test_wire_round_trip(void **state)
 	assert_int_equal(model_apply(&m, &out, 0), 0);
 	const struct m_task *t = idmap_get(&m.ents[ENT_TASK], 9);
 	assert_true(t->fn == 0x401136);
+	assert_string_equal(t->func, "serve");
+
+	/* SITE 0: the frame is well formed, the value is not. */
+	def.site = 0;
+	n = proto_encode(buf, sizeof buf, &def, NULL, NULL);
+	assert_true(n > 0);
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_EVALUE);
+	assert_non_null(strstr(proto_strerror(PROTO_EVALUE), "value"));
+	/* A string whose NUL is missing. */
+	def.site = 5;
+	n = proto_encode(buf, sizeof buf, &def, NULL, NULL);
+	assert_true(n > 0 && buf[n - 1] == '\0');
+	buf[n - 1] = 'x';
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &used), PROTO_ESTR);
 	model_free(&m);
 }
 
@@ -596,6 +848,7 @@ static void test_random_streams(void **state)
 		PROTO_EV_TASK_FORK,    PROTO_EV_TASK_START,  PROTO_EV_TASK_END,
 		PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,  PROTO_EV_POOL_CREATE,
 		PROTO_EV_POOL_STATS,   PROTO_EV_POOL_DESTROY, 0x01ff,
+		PROTO_SITE,            PROTO_SITE,
 	};
 	static const char *const strs[] = {"", "a", "x\"y\\z\n", "\x01\x7f", "name"};
 	srand(12345);
@@ -603,6 +856,7 @@ static void test_random_streams(void **state)
 		struct model m;
 		init(&m, 200);
 		m.track_removals = round % 2;
+		m.lim.max_sites = 4; /* so that the cap is met too */
 		for (int i = 0; i < 5000; i++) {
 			struct proto_msg msg = ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
 			msg.flags = (uint16_t)(rand() % 2);
@@ -619,6 +873,8 @@ static void test_random_streams(void **state)
 			msg.pool.queue_kind = (uint32_t)(rand() % 5);
 			msg.pool.policy = (uint32_t)(rand() % 7);
 			msg.seq = (uint64_t)(rand() % 3);
+			msg.site = (uint32_t)(rand() % 7);
+			msg.line = rand() % 3 - 1;
 			msg.ts = rand();
 			msg.name = S(strs[rand() % 5]);
 			msg.file = S(strs[rand() % 5]);
@@ -631,6 +887,7 @@ static void test_random_streams(void **state)
 			for (int k = 0; k < ENT_KINDS; k++)
 				held += model_count(&m, k);
 			assert_true(held <= 200);
+			assert_true(m.sites.n <= 4);
 			if (i % 500 == 0)
 				model_sweep(&m, (int64_t)i * 1000000);
 		}
@@ -663,6 +920,10 @@ int main(void)
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_entity_cap),
 		cmocka_unit_test(test_string_and_value_caps),
+		cmocka_unit_test(test_site_define_and_redefine),
+		cmocka_unit_test(test_site_unknown),
+		cmocka_unit_test(test_site_cap),
+		cmocka_unit_test(test_site_snapshot),
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_thread_reuse_and_exit),
 		cmocka_unit_test(test_wire_round_trip),
