@@ -262,6 +262,19 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	return 0;
 }
 
+/* Why the frame at p was refused, naming its type once the header is there
+ * (the same error code means different things in different messages). */
+static void malformed_why(const uint8_t *p, size_t len, int rc, char *why, size_t whylen)
+{
+	if (len < 6) {
+		snprintf(why, whylen, "malformed frame: %s", proto_strerror(rc));
+		return;
+	}
+	uint16_t type = (uint16_t)(p[4] | p[5] << 8);
+	snprintf(why, whylen, "malformed frame (type 0x%04x %s): %s", type, proto_type_name(type),
+		 proto_strerror(rc));
+}
+
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 {
 	(void)l;
@@ -309,7 +322,7 @@ static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 				break;
 			if (rc < 0) {
 				char why[160];
-				snprintf(why, sizeof why, "malformed frame: %s", proto_strerror(rc));
+				malformed_why(a->buf + off, a->len - off, rc, why, sizeof why);
 				drop(d, a, why);
 				return;
 			}

@@ -44,8 +44,20 @@ def main():
     child = [s for s in m["scopes"] if s["name"] == "fake-child"][0]
     check(child["parent"] == 1 and child["site"] == {"file": "fake.c", "line": 77, "func": "fake_main"},
           "scope parent and open site")
+    check(all(t["site"] == {"file": "fake.c", "line": 88, "func": "fake_task"} for t in m["tasks"]),
+          "each task's fork site, named by number after its SITE")
     check(tree["process"]["pid"] == good.pid and tree["process"]["name"] == "fake-agent",
           "the pid comes from SO_PEERCRED, not from HELLO")
+
+    # --- call sites: defined, then redefined, never defined, and none
+    st = fake("sites")
+    r = wait_until(lambda: (lambda r: r if r["ok"] and len(r["model"]["scopes"]) == 4 else None)(
+        c.req({"cmd": "tree", "pid": st.pid})), 5, "the sites agent's four scopes")
+    got = {s["name"]: s["site"] for s in r["model"]["scopes"]}
+    check(got == {"defined": {"file": "first.c", "line": 50, "func": "first_func"},
+                  "redefined": {"file": "second.c", "line": 51, "func": "second_func"},
+                  "unknown": None, "none": None},
+          "a SITE names the scopes after it, a new one replaces it, an unknown or 0 site is none (%s)" % got)
     r = c.req({"cmd": "stacks", "pid": good.pid})
     check(r["ok"] and r["source"] == "signal" and len(r["stacks"]) == 1, "stacks reply says its source")
     top = r["stacks"][0]["frames"][0]
@@ -80,8 +92,16 @@ def main():
     logged = lambda: (lambda log: "malformed frame" in log and str(bad[1].pid) in log)(open(LOG).read())
     wait_until(logged, 10, "the malformed peer to be logged")
     check(logged(), "a malformed peer is logged by pid with the decoder's reason")
+    bs = fake("bad-site")
+    bad_site = lambda: any(("process %d (" % bs.pid) in l and
+                           "malformed frame (type 0x0013 SITE): field value out of its domain" in l
+                           for l in open(LOG))
+    wait_until(bad_site, 10, "the SITE numbered 0 to be logged")
+    r = c.req({"cmd": "tree", "pid": bs.pid})
+    check(r["ok"] and r["process"]["exit_cause"] == "dropped",
+          "a SITE numbered 0 drops its peer like any malformed frame, naming the message, and keeps the process")
     r = c.req({"cmd": "tree", "pid": good.pid})
-    check(r["ok"] and len(r["model"]["tasks"]) == 10, "the good peer is still served after random bytes, oversize and half frames and a connect flood")
+    check(r["ok"] and len(r["model"]["tasks"]) == 10, "the good peer is still served after random bytes, oversize and half frames, a bad SITE and a connect flood")
     r = c.req({"cmd": "stacks", "pid": good.pid})
     check(r["ok"] and r["stacks"][0]["frames"][0]["func"] == "fake_stack_frame", "stacks still work for the good peer")
     for _ in range(3):

@@ -12,6 +12,9 @@
  *   daemon_fake_agent SOCKET flood-tasks N register and fork N tasks in one scope
  *   daemon_fake_agent SOCKET churn N       the tree of good, then every 20 ms a task
  *                                          forked, started and ended in scope 1
+ *   daemon_fake_agent SOCKET sites         scopes naming a site defined, redefined,
+ *                                          never defined, and none
+ *   daemon_fake_agent SOCKET bad-site      HELLO, then a SITE numbered 0
  *
  * Prints "ready" on stdout once its part is sent. */
 #include <errno.h>
@@ -128,7 +131,7 @@ static void hello(void)
 {
 	struct frame f;
 	begin(&f, 0x0001);
-	u16(&f, 1);
+	u16(&f, 2); /* protocol version */
 	u16(&f, 0);
 	u32(&f, 1); /* a lie: the daemon must use SO_PEERCRED */
 	struct timespec rt;
@@ -154,7 +157,23 @@ static void snapshot_mark(uint16_t type, uint64_t seq)
 	send_frame(&f);
 }
 
-static void scope_open(uint64_t id, uint64_t parent, const char *name, int snap)
+/* Call sites the tree's events name (SITE: u32 site, i32 line; file, func). */
+enum { SITE_MAIN = 1, SITE_TASK = 2 };
+
+static void site(uint32_t id, int32_t line, const char *file, const char *func, int snap)
+{
+	struct frame f;
+	begin(&f, 0x0013);
+	f.b[6] = snap ? 1 : 0;
+	u32(&f, id);
+	u32(&f, (uint32_t)line);
+	str(&f, file);
+	str(&f, func);
+	send_frame(&f);
+}
+
+static void scope_open_at(uint64_t id, uint64_t parent, const char *name, uint32_t site_id,
+			  int snap)
 {
 	struct frame f;
 	begin_ev(&f, 0x0110, snap, (uint32_t)getpid());
@@ -164,11 +183,14 @@ static void scope_open(uint64_t id, uint64_t parent, const char *name, int snap)
 	u64(&f, 0);
 	u64(&f, 0);
 	u32(&f, 0);
-	u32(&f, 77);
+	u32(&f, site_id);
 	str(&f, name);
-	str(&f, "fake.c");
-	str(&f, "fake_main");
 	send_frame(&f);
+}
+
+static void scope_open(uint64_t id, uint64_t parent, const char *name, int snap)
+{
+	scope_open_at(id, parent, name, SITE_MAIN, snap);
 }
 
 static void task_fork(uint64_t id, uint64_t scope, int snap)
@@ -179,10 +201,16 @@ static void task_fork(uint64_t id, uint64_t scope, int snap)
 	u64(&f, scope);
 	u64(&f, 0); /* fn: unknown */
 	u32(&f, 1); /* running */
-	u32(&f, 88);
-	str(&f, "fake.c");
-	str(&f, "fake_task");
+	u32(&f, SITE_TASK);
 	send_frame(&f);
+}
+
+/* The sites the events above name, as an agent sends them: before their
+ * first use, and again in every snapshot. */
+static void sites(int snap)
+{
+	site(SITE_MAIN, 77, "fake.c", "fake_main", snap);
+	site(SITE_TASK, 88, "fake.c", "fake_task", snap);
 }
 
 static void thread_start(uint32_t tid, const char *name, int snap)
@@ -288,6 +316,7 @@ static void tree(int ntasks)
 {
 	hello();
 	snapshot_mark(0x0010, 1);
+	sites(1);
 	thread_start((uint32_t)getpid(), "fake-main", 1);
 	scope_open(1, 0, "fake-root", 1);
 	scope_open(2, 1, "fake-child", 1);
@@ -354,6 +383,7 @@ int main(int argc, char **argv)
 		signal(SIGPIPE, SIG_IGN);
 		tolerate_drop = 1; /* past a cap the daemon closes on us: expected */
 		hello();
+		sites(0);
 		scope_open(1, 0, "big", 0);
 		for (long i = 0; i < n && !write_failed; i++)
 			task_fork((uint64_t)(10 + i), 1, 0);
@@ -361,6 +391,21 @@ int main(int argc, char **argv)
 		if (write_failed)
 			pause();
 		serve(0);
+	} else if (strcmp(mode, "sites") == 0) {
+		hello();
+		site(5, 50, "first.c", "first_func", 0);
+		scope_open_at(1, 0, "defined", 5, 0);
+		site(5, 51, "second.c", "second_func", 0); /* replaces site 5 */
+		scope_open_at(2, 1, "redefined", 5, 0);
+		scope_open_at(3, 1, "unknown", 6, 0);
+		scope_open_at(4, 1, "none", 0, 0);
+		ready();
+		serve(0);
+	} else if (strcmp(mode, "bad-site") == 0) {
+		hello();
+		site(0, 1, "zero.c", "zero", 0);
+		ready();
+		pause();
 	} else {
 		fprintf(stderr, "daemon_fake_agent: unknown mode %s\n", mode);
 		return 2;

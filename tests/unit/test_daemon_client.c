@@ -1,6 +1,8 @@
 /* test_daemon_client.c - scoped's connection handling in one process: control
  * requests (a table of bad ones and their error codes, permissions, ids) and
- * agent frames (a table of bad streams, each dropping only its peer). */
+ * agent frames (a table of bad streams, each dropping only its peer; call
+ * sites defined over the wire, kept across a reconnect, refused past the cap
+ * with one log line). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include "../../daemon/sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <linux/sockios.h>
 #include <poll.h>
@@ -341,25 +344,46 @@ static bool closed_by_daemon(int fd)
 
 enum after { DROPPED_NO_PROC, DROPPED_PROC_KEPT, SERVED };
 
+/* Each stream with the decoder's verdict on its bytes (the reason the
+ * daemon logs) and what the daemon must do with the peer. */
 static const struct {
 	const char *name;
 	uint8_t bytes[24];
 	size_t len;
+	int code;
 	bool hello_first;
 	enum after want;
 } bad_streams[] = {
-	{"length below the header", {3, 0, 0, 0, 0x10, 1, 0, 0}, 8, true, DROPPED_PROC_KEPT},
-	{"length over the cap", {0, 0, 2, 0, 0x10, 1, 0, 0}, 8, true, DROPPED_PROC_KEPT},
-	{"type in no range", {8, 0, 0, 0, 0x00, 0x7f, 0, 0}, 8, true, DROPPED_PROC_KEPT},
-	{"short SCOPE_OPEN", {12, 0, 0, 0, 0x10, 1, 0, 0, 1, 2, 3, 4}, 12, true, DROPPED_PROC_KEPT},
-	{"event before HELLO", {24, 0, 0, 0, 0x01, 1, 0, 0}, 24, false, DROPPED_NO_PROC},
-	{"half a frame", {100, 0, 0, 0, 0x10, 1, 0, 0, 1}, 9, true, SERVED},
+	{"length below the header", {3, 0, 0, 0, 0x10, 1, 0, 0}, 8, PROTO_ESHORT, true,
+	 DROPPED_PROC_KEPT},
+	{"length over the cap", {0, 0, 2, 0, 0x10, 1, 0, 0}, 8, PROTO_ETOOBIG, true,
+	 DROPPED_PROC_KEPT},
+	{"type in no range", {8, 0, 0, 0, 0x00, 0x7f, 0, 0}, 8, PROTO_ETYPE, true,
+	 DROPPED_PROC_KEPT},
+	{"short SCOPE_OPEN", {12, 0, 0, 0, 0x10, 1, 0, 0, 1, 2, 3, 4}, 12, PROTO_ESHORT, true,
+	 DROPPED_PROC_KEPT},
+	/* SITE: u32 site, i32 line, then file and func. */
+	{"SITE numbered 0", {22, 0, 0, 0, 0x13, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 22, PROTO_EVALUE, true, DROPPED_PROC_KEPT},
+	{"SITE with its file unterminated",
+	 {23, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 'a', 'b', 0, 0, 0}, 23,
+	 PROTO_ESTR, true, DROPPED_PROC_KEPT},
+	{"SITE without its func", {19, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0},
+	 19, PROTO_ESHORT, true, DROPPED_PROC_KEPT},
+	{"event before HELLO", {24, 0, 0, 0, 0x01, 1, 0, 0}, 24, PROTO_OK, false, DROPPED_NO_PROC},
+	{"half a frame", {100, 0, 0, 0, 0x10, 1, 0, 0, 1}, 9, PROTO_EAGAIN, true, SERVED},
 };
 
 static void test_bad_streams(void **state)
 {
 	(void)state;
 	for (size_t i = 0; i < sizeof bad_streams / sizeof bad_streams[0]; i++) {
+		struct proto_msg m;
+		size_t used;
+		int code = proto_decode(bad_streams[i].bytes, bad_streams[i].len, &m, &used);
+		if (code != bad_streams[i].code)
+			fail_msg("%s: the decoder says %s, want %s", bad_streams[i].name,
+				 proto_strerror(code), proto_strerror(bad_streams[i].code));
 		struct fixture *f = start();
 		int fd = dial(f->d.agent_path);
 		if (bad_streams[i].hello_first)
@@ -421,6 +445,123 @@ static void test_second_hello_and_reconnect(void **state)
 	stop(f);
 }
 
+static struct proto_msg site_def(uint32_t site, const char *file, const char *func, int32_t line)
+{
+	struct proto_msg m = {.type = PROTO_SITE, .site = site, .line = line};
+	m.file = (struct proto_str){file, (uint16_t)strlen(file)};
+	m.func = (struct proto_str){func, (uint16_t)strlen(func)};
+	return m;
+}
+
+struct scope_count {
+	pid_t pid;
+	size_t n;
+};
+
+static bool has_scopes(struct fixture *f, const void *arg)
+{
+	const struct scope_count *c = arg;
+	struct proc *p = proc_find(&f->d, c->pid);
+	return p && model_count(&p->model, ENT_SCOPE) == c->n;
+}
+
+static const struct m_scope *scope_of(struct proc *p, uint64_t id)
+{
+	const struct m_scope *s = idmap_get(&p->model.ents[ENT_SCOPE], id);
+	assert_non_null(s);
+	return s;
+}
+
+/* How many times needle occurs in the file at path. */
+static int count_in_file(const char *path, const char *needle)
+{
+	char buf[16384];
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	size_t n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	int k = 0;
+	for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle))
+		k++;
+	return k;
+}
+
+/* Sites sent over the wire name the scopes opened after them; past the cap
+ * a SITE is refused with one log line for the process, not a drop; the
+ * table outlives the connection, so events after a reconnect (and its
+ * snapshot, which here resends no SITE) still find the sites. */
+static void test_sites_over_the_wire(void **state)
+{
+	(void)state;
+	struct fixture *f = start();
+	int a = register_agent(f);
+	struct proc *p = proc_find(&f->d, getpid());
+	p->model.lim.max_sites = 2; /* as if 65,534 more had been defined */
+
+	char logpath[96];
+	snprintf(logpath, sizeof logpath, "%s/stderr.log", f->dir);
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int saved = dup(2);
+	assert_true(logfd >= 0 && saved >= 0);
+	fflush(stderr);
+	dup2(logfd, 2);
+	log_setup(LOG_LVL_WARN, 0);
+
+	struct proto_msg msgs[] = {
+		site_def(1, "wire.c", "open_here", 11), site_def(2, "wire.c", "open_there", 12),
+		site_def(3, "wire.c", "one_too_many", 13), site_def(4, "wire.c", "two_too_many", 14),
+		scope_open(2), scope_open(3), scope_open(4),
+	};
+	msgs[4].site = 1;
+	msgs[5].site = 3;
+	msgs[6].site = 77; /* never defined */
+	for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
+		send_frame(a, &msgs[i]);
+	struct scope_count four = {getpid(), 4};
+	pump_until(f, has_scopes, &four, "applied the scopes naming sites");
+	assert_int_equal(p->state, PROC_LIVE); /* refusing a SITE drops nobody */
+	assert_int_equal(p->model.sites_refused, 2);
+	assert_string_equal(scope_of(p, 2)->func, "open_here");
+	assert_int_equal(scope_of(p, 2)->line, 11);
+	assert_null(scope_of(p, 3)->func);
+	assert_null(scope_of(p, 4)->func);
+	assert_null(scope_of(p, 1)->func); /* register_agent's scope names no site */
+
+	/* The agent reconnects: HELLO, then its snapshot of scope 5 naming
+	 * site 2 (defined on the old connection), and one more SITE refused. */
+	int b = dial(f->d.agent_path);
+	send_hello(b);
+	struct proto_msg snap[] = {
+		{.type = PROTO_SNAPSHOT_BEGIN, .seq = 1}, site_def(5, "wire.c", "three_too_many", 15),
+		scope_open(5), {.type = PROTO_SNAPSHOT_END, .seq = 1, .count = 1},
+	};
+	snap[2].site = 2;
+	snap[2].flags = PROTO_F_SNAPSHOT;
+	for (size_t i = 0; i < sizeof snap / sizeof snap[0]; i++)
+		send_frame(b, &snap[i]);
+	struct scope_count one = {getpid(), 1};
+	pump_until(f, has_scopes, &one, "applied the snapshot after the reconnect");
+	pump_until(f, fd_consumed, &b, "read the whole snapshot");
+	assert_ptr_equal(proc_find(&f->d, getpid()), p);
+	assert_true(p->model.complete);
+	assert_string_equal(scope_of(p, 5)->func, "open_there");
+	assert_int_equal(scope_of(p, 5)->line, 12);
+	assert_int_equal(p->model.sites_refused, 3);
+
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(logfd);
+	log_setup(LOG_LVL_ERROR, 0);
+	assert_int_equal(count_in_file(logpath, "refusing site"), 1);
+	assert_int_equal(count_in_file(logpath, "defined 2 call sites, the cap; refusing site 3"), 1);
+	unlink(logpath);
+	close(a);
+	close(b);
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +569,7 @@ int main(void)
 		cmocka_unit_test(test_other_uid),
 		cmocka_unit_test(test_bad_streams),
 		cmocka_unit_test(test_second_hello_and_reconnect),
+		cmocka_unit_test(test_sites_over_the_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
