@@ -63,13 +63,29 @@ static struct proto_msg worker_start(uint32_t t)
 	return m;
 }
 
-static struct proto_msg handle_open(uint64_t scope, uint64_t parent, int64_t ts, uint32_t line)
+/* The two call sites the program's events name, defined once by SITE as
+ * the agent does before their first use. */
+enum { SITE_HANDLE = 1, SITE_FETCH = 2 };
+
+static struct proto_msg site_def(uint32_t site)
+{
+	struct proto_msg m = {.type = PROTO_SITE, .site = site};
+	m.file = (struct proto_str){"server.c", 8};
+	if (site == SITE_HANDLE) {
+		m.func = (struct proto_str){"handle", 6};
+		m.line = 42;
+	} else {
+		m.func = (struct proto_str){"fetch", 5};
+		m.line = 40;
+	}
+	return m;
+}
+
+static struct proto_msg handle_open(uint64_t scope, uint64_t parent, int64_t ts)
 {
 	struct proto_msg m = {.type = PROTO_EV_SCOPE_OPEN, .ts = ts, .scope = scope,
-			      .parent = parent, .tid = 1000, .line = line};
+			      .parent = parent, .tid = 1000, .site = SITE_HANDLE};
 	m.name = (struct proto_str){"handle", 6};
-	m.file = (struct proto_str){"server.c", 8};
-	m.func = (struct proto_str){"handle", 6};
 	return m;
 }
 
@@ -78,11 +94,8 @@ static struct proto_msg fetch_event(uint16_t type, uint64_t task, uint64_t scope
 				    int64_t ts, bool with_site)
 {
 	struct proto_msg m = {.type = type, .ts = ts, .task = task, .scope = scope, .tid = tid};
-	if (with_site) {
-		m.file = (struct proto_str){"server.c", 8};
-		m.func = (struct proto_str){"fetch", 5};
-		m.line = 40;
-	}
+	if (with_site)
+		m.site = SITE_FETCH;
 	return m;
 }
 
@@ -91,6 +104,10 @@ static struct proto_msg fetch_event(uint16_t type, uint64_t task, uint64_t scope
 static void build_stream(struct stream *s, size_t min_events)
 {
 	struct proto_msg m;
+	for (uint32_t site = SITE_HANDLE; site <= SITE_FETCH; site++) {
+		m = site_def(site);
+		emit(s, &m);
+	}
 	for (uint32_t t = 0; t < 16; t++) {
 		m = worker_start(t);
 		emit(s, &m);
@@ -98,7 +115,7 @@ static void build_stream(struct stream *s, size_t min_events)
 	uint64_t scope = 1, task = 1;
 	int64_t ts = 1;
 	while (s->events < min_events) {
-		m = handle_open(scope, 0, ts++, 42);
+		m = handle_open(scope, 0, ts++);
 		emit(s, &m);
 		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START,
 						  PROTO_EV_TASK_END};
@@ -256,6 +273,10 @@ static void bench_ingest(int *missed)
 static void add_tasks(struct model *m, size_t ntasks, size_t per_scope)
 {
 	struct proto_msg msg;
+	for (uint32_t site = SITE_HANDLE; site <= SITE_FETCH; site++) {
+		msg = site_def(site);
+		model_apply(m, &msg, 0);
+	}
 	for (uint32_t t = 0; t < 16; t++) {
 		msg = worker_start(t);
 		model_apply(m, &msg, 0);
@@ -263,7 +284,7 @@ static void add_tasks(struct model *m, size_t ntasks, size_t per_scope)
 	for (size_t i = 0; i < ntasks; i++) {
 		uint64_t scope = 1 + i / per_scope;
 		if (i % per_scope == 0) {
-			msg = handle_open(scope, scope > 1 ? 1 : 0, 5, 0);
+			msg = handle_open(scope, scope > 1 ? 1 : 0, 5);
 			model_apply(m, &msg, 0);
 		}
 		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START};

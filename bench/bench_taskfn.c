@@ -54,6 +54,15 @@ static int build(struct model *m, uint64_t (*addr_of)(size_t i))
 {
 	struct model_limits lim = {.max_entities = 100000, .retain_ns = 1000000000};
 	model_init(m, &lim);
+	/* The open and fork sites, defined once as the agent does (SITE). */
+	static const int32_t site_lines[] = {42, 50};
+	for (uint32_t site = 1; site <= 2; site++) {
+		struct proto_msg d = {.type = PROTO_SITE, .site = site, .line = site_lines[site - 1]};
+		d.file = str("server.c");
+		d.func = str("serve");
+		if (model_apply(m, &d, 0))
+			return -1;
+	}
 	for (size_t i = 0; i < TASKS; i++) {
 		struct proto_msg e;
 		if (i % PER_SCOPE == 0) {
@@ -63,9 +72,7 @@ static int build(struct model *m, uint64_t (*addr_of)(size_t i))
 			e.tid = 100;
 			e.scope = i / PER_SCOPE + 1;
 			e.name = str("handle");
-			e.file = str("server.c");
-			e.func = str("serve");
-			e.line = 42;
+			e.site = 1;
 			if (model_apply(m, &e, 0))
 				return -1;
 		}
@@ -76,9 +83,7 @@ static int build(struct model *m, uint64_t (*addr_of)(size_t i))
 		e.task = i + 1;
 		e.scope = i / PER_SCOPE + 1;
 		e.fn = addr_of(i);
-		e.file = str("server.c");
-		e.func = str("serve");
-		e.line = 50;
+		e.site = 2;
 		if (model_apply(m, &e, 0))
 			return -1;
 		e.type = PROTO_EV_TASK_START;
