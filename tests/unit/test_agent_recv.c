@@ -32,7 +32,8 @@
 
 /* ======================================================================
  * The model a receiver rebuilds: live threads, pools, scopes, tasks and
- * bindings, applied idempotently; a snapshot replaces it.
+ * bindings, applied idempotently; a snapshot replaces it.  Call sites (SITE)
+ * are the process's: a snapshot keeps them, as the daemon does.
  */
 enum rk { R_THREAD = 1, R_POOL, R_SCOPE, R_TASK, R_VALUE };
 
@@ -42,7 +43,12 @@ struct rec {
 	uint32_t owner, joiner, state, cancel, role;
 	int joining;
 	char name[96];
+	char site[128]; /* scope, task: "file:func:line" of its site, "-" none */
 };
+
+/* Site numbers the receiver holds: the agent numbers them 1, 2, ... so an
+ * array indexed by number, grown to the largest seen, capped. */
+#define RX_MAX_SITES 65536u
 
 struct model {
 	struct rec *t;
@@ -52,6 +58,9 @@ struct model {
 	int in_snap;
 	uint32_t exit_how;
 	int32_t exit_code;
+	char **sites; /* [number]: "file:func:line" (new), NULL unknown */
+	size_t nsites;
+	uint64_t sites_defined, sites_refused;
 };
 
 static uint64_t mix(uint8_t kind, uint64_t id)
@@ -133,6 +142,45 @@ static void set_name(struct rec *r, const struct proto_str *s)
 	snprintf(r->name, sizeof r->name, "%s", s->p ? s->p : "");
 }
 
+/* SITE: defines or replaces site e->site; past the cap it is refused. */
+static void define_site(struct model *m, const struct proto_msg *e)
+{
+	if (e->site == 0 || e->site >= RX_MAX_SITES) {
+		m->sites_refused++;
+		return;
+	}
+	if (e->site >= m->nsites) {
+		size_t n = (size_t)e->site + 1;
+		m->sites = realloc(m->sites, n * sizeof *m->sites);
+		assert_non_null(m->sites);
+		memset(m->sites + m->nsites, 0, (n - m->nsites) * sizeof *m->sites);
+		m->nsites = n;
+	}
+	char text[128];
+	snprintf(text, sizeof text, "%s:%s:%d", e->file.p ? e->file.p : "",
+		 e->func.p ? e->func.p : "", (int)e->line);
+	if (!m->sites[e->site])
+		m->sites_defined++;
+	free(m->sites[e->site]);
+	m->sites[e->site] = strdup(text);
+}
+
+/* A scope's or task's site from the table: "-" when the number is unknown. */
+static void set_site(struct model *m, struct rec *r, uint32_t site)
+{
+	const char *t = site < m->nsites ? m->sites[site] : NULL;
+	snprintf(r->site, sizeof r->site, "%s", t ? t : "-");
+}
+
+static void model_free(struct model *m)
+{
+	for (size_t i = 0; i < m->nsites; i++)
+		free(m->sites[i]);
+	free(m->sites);
+	free(m->t);
+	memset(m, 0, sizeof *m);
+}
+
 /* A scope's close takes its tasks and bindings with it. */
 static void close_scope(struct model *m, uint64_t scope)
 {
@@ -156,11 +204,13 @@ static void apply(struct model *m, const struct proto_msg *e)
 {
 	struct rec *r;
 
-	if (e->type >= 0x100 && e->type < 0x200) {
+	if (e->type >= 0x100 && e->type < 0x200)
 		m->events++;
-		if (m->in_snap && (e->flags & PROTO_F_SNAPSHOT))
-			m->snap_frames++;
-	}
+	/* SNAPSHOT_END counts every frame between it and SNAPSHOT_BEGIN: the
+	 * SITEs the snapshot starts with as well as its events. */
+	if (m->in_snap && (e->flags & PROTO_F_SNAPSHOT) &&
+	    ((e->type >= 0x100 && e->type < 0x200) || e->type == PROTO_SITE))
+		m->snap_frames++;
 	switch (e->type) {
 	case PROTO_SNAPSHOT_BEGIN:
 		model_clear(m);
@@ -176,6 +226,9 @@ static void apply(struct model *m, const struct proto_msg *e)
 	case PROTO_LOST:
 		m->lost_msgs++;
 		m->lost_total = e->total_lost;
+		break;
+	case PROTO_SITE:
+		define_site(m, e);
 		break;
 	case PROTO_EV_THREAD_START:
 		r = slot_of(m, R_THREAD, e->tid, 1);
@@ -206,6 +259,7 @@ static void apply(struct model *m, const struct proto_msg *e)
 		r->owner = e->tid;
 		r->joiner = e->joiner;
 		set_name(r, &e->name);
+		set_site(m, r, e->site);
 		break;
 	case PROTO_EV_JOIN_BEGIN:
 	case PROTO_EV_JOIN_END:
@@ -224,6 +278,7 @@ static void apply(struct model *m, const struct proto_msg *e)
 		r->a = e->scope;
 		if (e->state > r->state) /* a START seen first must not be undone */
 			r->state = e->state;
+		set_site(m, r, e->site);
 		break;
 	case PROTO_EV_TASK_START:
 		r = slot_of(m, R_TASK, e->task, 1);
@@ -261,7 +316,7 @@ static char *model_text(struct model *m)
 	size_t k = 0, total = 1;
 	for (size_t i = 0; i < m->cap; i++) {
 		struct rec *r = &m->t[i];
-		char buf[256];
+		char buf[512];
 		if (r->used != 1)
 			continue;
 		switch (r->kind) {
@@ -276,15 +331,15 @@ static char *model_text(struct model *m)
 		case R_SCOPE:
 			snprintf(buf, sizeof buf,
 				 "scope %llu parent=%llu ptask=%llu owner=%u joiner=%u joining=%d "
-				 "cancel=%u name=%s\n",
+				 "cancel=%u name=%s site=%s\n",
 				 (unsigned long long)r->id, (unsigned long long)r->a,
 				 (unsigned long long)r->b, r->owner, r->joiner, r->joining, r->cancel,
-				 r->name);
+				 r->name, r->site[0] ? r->site : "-");
 			break;
 		case R_TASK:
-			snprintf(buf, sizeof buf, "task %llu scope=%llu state=%u worker=%u\n",
+			snprintf(buf, sizeof buf, "task %llu scope=%llu state=%u worker=%u site=%s\n",
 				 (unsigned long long)r->id, (unsigned long long)r->a, r->state,
-				 r->state == SC_TASK_RUNNING ? r->owner : 0);
+				 r->state == SC_TASK_RUNNING ? r->owner : 0, r->site[0] ? r->site : "-");
 			break;
 		default:
 			snprintf(buf, sizeof buf, "value scope=%llu %s\n", (unsigned long long)r->a,
@@ -442,11 +497,13 @@ static void reply_stats(struct recv *r, int fd)
 	char buf[512];
 	int n = snprintf(buf, sizeof buf,
 			 "stats events=%llu snapshots=%llu snap_bad=%llu lost_msgs=%llu lost=%llu "
-			 "sessions=%llu bad_frames=%llu exit=%u:%d connected=%d program=%s\n",
+			 "sessions=%llu bad_frames=%llu sites=%llu sites_refused=%llu exit=%u:%d "
+			 "connected=%d program=%s\n",
 			 (unsigned long long)r->m.events, (unsigned long long)r->m.snapshots,
 			 (unsigned long long)r->m.snap_bad, (unsigned long long)r->m.lost_msgs,
 			 (unsigned long long)r->m.lost_total, (unsigned long long)r->sessions,
-			 (unsigned long long)r->bad_frames, r->m.exit_how, r->m.exit_code,
+			 (unsigned long long)r->bad_frames, (unsigned long long)r->m.sites_defined,
+			 (unsigned long long)r->m.sites_refused, r->m.exit_how, r->m.exit_code,
 			 r->afd >= 0, r->program);
 	send_all(fd, buf, (size_t)n);
 }
@@ -480,7 +537,7 @@ static void cmd_compare(struct recv *r, int fd, size_t nbytes)
 	}
 	free(live);
 	free(want);
-	free(t.t);
+	model_free(&t);
 	free(truth);
 }
 
@@ -604,19 +661,19 @@ static void test_model_idempotent(void **state)
 	ev(&m, PROTO_EV_TASK_FORK, 70, 7, 10, 0);
 	ev(&m, PROTO_EV_TASK_FORK, 71, 7, 10, 0);
 	ev(&m, PROTO_EV_TASK_FORK, 71, 7, 10, 0);
-	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n\n"
-		   "task 70 scope=7 state=1 worker=11\n"
-		   "task 71 scope=7 state=0 worker=0\n");
+	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n site=-\n"
+		   "task 70 scope=7 state=1 worker=11 site=-\n"
+		   "task 71 scope=7 state=0 worker=0 site=-\n");
 	ev(&m, PROTO_EV_TASK_END, 70, 7, 11, 0);
 	ev(&m, PROTO_EV_TASK_END, 70, 7, 11, 0);
 	ev(&m, PROTO_EV_VALUE_BIND, 7, 0, 10, 0);
-	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n\n"
-		   "task 71 scope=7 state=0 worker=0\n"
+	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n site=-\n"
+		   "task 71 scope=7 state=0 worker=0 site=-\n"
 		   "value scope=7 k=v\n");
 	/* Closing a scope takes its tasks and bindings with it. */
 	ev(&m, PROTO_EV_SCOPE_CLOSE, 7, 0, 10, 0);
 	expect(&m, "");
-	free(m.t);
+	model_free(&m);
 }
 
 /* A snapshot replaces the model; SNAPSHOT_END checks the frame count. */
@@ -629,14 +686,86 @@ static void test_model_snapshot_replaces(void **state)
 	ev(&m, PROTO_SNAPSHOT_BEGIN, 1, 0, 0, 0);
 	ev(&m, PROTO_EV_SCOPE_OPEN, 9, 0, 6, PROTO_F_SNAPSHOT);
 	ev(&m, PROTO_SNAPSHOT_END, 1, 1, 0, 0);
-	expect(&m, "scope 9 parent=0 ptask=0 owner=6 joiner=0 joining=0 cancel=0 name=n\n");
+	expect(&m, "scope 9 parent=0 ptask=0 owner=6 joiner=0 joining=0 cancel=0 name=n site=-\n");
 	assert_int_equal(m.snapshots, 1);
 	assert_int_equal(m.snap_bad, 0);
 	ev(&m, PROTO_SNAPSHOT_BEGIN, 2, 0, 0, 0);
 	ev(&m, PROTO_SNAPSHOT_END, 2, 3, 0, 0); /* claims 3 frames, had 0 */
 	assert_int_equal(m.snap_bad, 1);
 	expect(&m, "");
-	free(m.t);
+	model_free(&m);
+}
+
+static void site_frame(struct model *m, uint32_t site, const char *file, const char *func,
+		       int32_t line, int flags)
+{
+	struct proto_msg e;
+	memset(&e, 0, sizeof e);
+	e.type = PROTO_SITE;
+	e.flags = (uint16_t)flags;
+	e.site = site;
+	e.line = line;
+	e.file = (struct proto_str){file, (uint16_t)strlen(file)};
+	e.func = (struct proto_str){func, (uint16_t)strlen(func)};
+	apply(m, &e);
+}
+
+/* Scope and task records name the site their number stood for when they
+ * came; a redefinition names later ones; an unknown number is "-"; sites
+ * outlive a snapshot, whose SITE frames count among its frames; a number
+ * past the cap is refused. */
+static void test_model_sites(void **state)
+{
+	(void)state;
+	struct model m = {0};
+	site_frame(&m, 1, "a.c", "open_a", 10, 0);
+	site_frame(&m, 2, "a.c", "fork_a", 20, 0);
+	ev(&m, PROTO_EV_SCOPE_OPEN, 7, 0, 10, 0);
+	struct proto_msg e;
+	memset(&e, 0, sizeof e);
+	e.type = PROTO_EV_SCOPE_OPEN;
+	e.scope = 8;
+	e.tid = 10;
+	e.site = 1;
+	apply(&m, &e);
+	e.type = PROTO_EV_TASK_FORK;
+	e.task = 80;
+	e.site = 2;
+	apply(&m, &e);
+	site_frame(&m, 2, "b.c", "fork_b", 21, 0);
+	e.task = 81;
+	apply(&m, &e);
+	e.task = 82;
+	e.site = 9;
+	apply(&m, &e);
+	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n site=-\n"
+		   "scope 8 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= site=a.c:open_a:10\n"
+		   "task 80 scope=8 state=0 worker=0 site=a.c:fork_a:20\n"
+		   "task 81 scope=8 state=0 worker=0 site=b.c:fork_b:21\n"
+		   "task 82 scope=8 state=0 worker=0 site=-\n");
+	/* A snapshot of one SITE and one scope: two frames; site 2 is kept. */
+	ev(&m, PROTO_SNAPSHOT_BEGIN, 1, 0, 0, 0);
+	site_frame(&m, 3, "c.c", "open_c", 30, PROTO_F_SNAPSHOT);
+	e.type = PROTO_EV_SCOPE_OPEN;
+	e.flags = PROTO_F_SNAPSHOT;
+	e.scope = 9;
+	e.site = 3;
+	apply(&m, &e);
+	ev(&m, PROTO_SNAPSHOT_END, 1, 2, 0, 0);
+	assert_int_equal(m.snap_bad, 0);
+	e.type = PROTO_EV_TASK_FORK;
+	e.flags = 0;
+	e.task = 90;
+	e.scope = 9;
+	e.site = 2;
+	apply(&m, &e);
+	expect(&m, "scope 9 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= site=c.c:open_c:30\n"
+		   "task 90 scope=9 state=0 worker=0 site=b.c:fork_b:21\n");
+	assert_int_equal(m.sites_defined, 3);
+	site_frame(&m, RX_MAX_SITES, "d.c", "too_far", 1, 0);
+	assert_int_equal(m.sites_refused, 1);
+	assert_int_equal(m.nsites, 4);
+	model_free(&m);
 }
 
 /* Thousands of records with deletions keep the table consistent. */
@@ -652,7 +781,7 @@ static void test_model_many(void **state)
 	for (uint64_t i = 2; i <= 20000; i += 2)
 		assert_non_null(slot_of(&m, R_SCOPE, i, 0));
 	assert_null(slot_of(&m, R_SCOPE, 3, 0));
-	free(m.t);
+	model_free(&m);
 }
 
 int main(int argc, char **argv)
@@ -662,6 +791,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model_idempotent),
 		cmocka_unit_test(test_model_snapshot_replaces),
+		cmocka_unit_test(test_model_sites),
 		cmocka_unit_test(test_model_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,18 +169,48 @@ RX_FN static void rx_restart(struct rx *rx, const char *what)
 		fail_msg("the agent did not %s", what);
 }
 
-/* Frames of the truth: encodes each event as the agent would. */
+/* Appends n bytes to the truth. */
+RX_FN static void truth_put(struct truth *t, const void *p, size_t n)
+{
+	if (t->len + n > t->cap) {
+		t->cap = (t->cap ? t->cap * 2 : 65536) + n;
+		t->p = realloc(t->p, t->cap);
+		assert_non_null(t->p);
+	}
+	memcpy(t->p + t->len, p, n);
+	t->len += n;
+}
+
+/* Frames of the truth: encodes each event as the agent would.  An event that
+ * names its call site by number (SCOPE_OPEN, TASK_FORK) is preceded by a
+ * SITE defining that number from the event's own site, so the receiver's
+ * comparison checks the sites the agent defined against the real ones. */
 RX_FN static void truth_add(struct truth *t, const struct sc_ev *ev)
 {
 	struct sc_enc e;
 	if (!sc_enc_measure(ev, &e))
 		return;
-	if (t->len + e.size > t->cap) {
-		t->cap = (t->cap ? t->cap * 2 : 65536) + e.size;
-		t->p = realloc(t->p, t->cap);
+	uint8_t *frame = malloc(e.size);
+	assert_non_null(frame);
+	sc_enc_write(ev, &e, PROTO_F_SNAPSHOT, frame);
+	struct proto_msg m;
+	size_t used;
+	if (proto_decode(frame, e.size, &m, &used) == PROTO_OK && m.site &&
+	    (m.type == PROTO_EV_SCOPE_OPEN || m.type == PROTO_EV_TASK_FORK)) {
+		struct proto_msg d = {.type = PROTO_SITE, .flags = PROTO_F_SNAPSHOT, .site = m.site,
+				      .line = ev->site.line};
+		const char *file = ev->site.file ? ev->site.file : "";
+		const char *func = ev->site.func ? ev->site.func : "";
+		/* Cut as the agent cuts strings. */
+		d.file = (struct proto_str){file, (uint16_t)strnlen(file, PROTO_MAX_STR)};
+		d.func = (struct proto_str){func, (uint16_t)strnlen(func, PROTO_MAX_STR)};
+		uint8_t def[2 * PROTO_MAX_STR + 64];
+		int n = proto_encode(def, sizeof def, &d, NULL, NULL);
+		assert_true(n > 0);
+		truth_put(t, def, (size_t)n);
 	}
-	sc_enc_write(ev, &e, PROTO_F_SNAPSHOT, t->p + t->len);
-	t->len += e.size;
+	truth_put(t, frame, e.size);
+	free(frame);
 }
 
 /* Asks the receiver to compare its model with the truth; fails with the
