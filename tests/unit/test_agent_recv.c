@@ -333,13 +333,14 @@ static char *model_text(struct model *m)
 				 "scope %llu parent=%llu ptask=%llu owner=%u joiner=%u joining=%d "
 				 "cancel=%u name=%s site=%s\n",
 				 (unsigned long long)r->id, (unsigned long long)r->a,
-				 (unsigned long long)r->b, r->owner, r->joiner, r->joining, r->cancel,
-				 r->name, r->site[0] ? r->site : "-");
+				 (unsigned long long)r->b, r->owner, r->joiner, r->joining,
+				 r->cancel, r->name, r->site[0] ? r->site : "-");
 			break;
 		case R_TASK:
-			snprintf(buf, sizeof buf, "task %llu scope=%llu state=%u worker=%u site=%s\n",
-				 (unsigned long long)r->id, (unsigned long long)r->a, r->state,
-				 r->state == SC_TASK_RUNNING ? r->owner : 0, r->site[0] ? r->site : "-");
+			snprintf(
+			    buf, sizeof buf, "task %llu scope=%llu state=%u worker=%u site=%s\n",
+			    (unsigned long long)r->id, (unsigned long long)r->a, r->state,
+			    r->state == SC_TASK_RUNNING ? r->owner : 0, r->site[0] ? r->site : "-");
 			break;
 		default:
 			snprintf(buf, sizeof buf, "value scope=%llu %s\n", (unsigned long long)r->a,
@@ -739,7 +740,8 @@ static void test_model_sites(void **state)
 	e.site = 9;
 	apply(&m, &e);
 	expect(&m, "scope 7 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name=n site=-\n"
-		   "scope 8 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= site=a.c:open_a:10\n"
+		   "scope 8 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= "
+		   "site=a.c:open_a:10\n"
 		   "task 80 scope=8 state=0 worker=0 site=a.c:fork_a:20\n"
 		   "task 81 scope=8 state=0 worker=0 site=b.c:fork_b:21\n"
 		   "task 82 scope=8 state=0 worker=0 site=-\n");
@@ -759,7 +761,8 @@ static void test_model_sites(void **state)
 	e.scope = 9;
 	e.site = 2;
 	apply(&m, &e);
-	expect(&m, "scope 9 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= site=c.c:open_c:30\n"
+	expect(&m, "scope 9 parent=0 ptask=0 owner=10 joiner=0 joining=0 cancel=0 name= "
+		   "site=c.c:open_c:30\n"
 		   "task 90 scope=9 state=0 worker=0 site=b.c:fork_b:21\n");
 	assert_int_equal(m.sites_defined, 3);
 	site_frame(&m, RX_MAX_SITES, "d.c", "too_far", 1, 0);

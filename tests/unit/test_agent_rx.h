@@ -197,7 +197,9 @@ RX_FN static void truth_add(struct truth *t, const struct sc_ev *ev)
 	size_t used;
 	if (proto_decode(frame, e.size, &m, &used) == PROTO_OK && m.site &&
 	    (m.type == PROTO_EV_SCOPE_OPEN || m.type == PROTO_EV_TASK_FORK)) {
-		struct proto_msg d = {.type = PROTO_SITE, .flags = PROTO_F_SNAPSHOT, .site = m.site,
+		struct proto_msg d = {.type = PROTO_SITE,
+				      .flags = PROTO_F_SNAPSHOT,
+				      .site = m.site,
 				      .line = ev->site.line};
 		const char *file = ev->site.file ? ev->site.file : "";
 		const char *func = ev->site.func ? ev->site.func : "";
