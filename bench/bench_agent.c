@@ -478,7 +478,7 @@ int main(int argc, char **argv)
 	       "emit TASK_START, agent connected", on_small - loop, off - loop, "-",
 	       verdict(on_small - loop < 50));
 	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
-	       "emit SCOPE_OPEN (3 strings), agent connected", on_big - loop, off - loop, "-",
+	       "emit SCOPE_OPEN (name, site), agent connected", on_big - loop, off - loop, "-",
 	       verdict(on_big - loop < 50));
 	printf("%-44s %12llu\n", "  events dropped during the emit runs",
 	       (unsigned long long)(drop_small + drop_big));

@@ -158,6 +158,13 @@ static void snap_emit(void *ctx, const struct sc_ev *ev)
 		(*count)++;
 }
 
+static void snap_site(void *ctx, uint32_t id, const struct sc_site *s)
+{
+	uint64_t *count = ctx;
+	if (sc_buf_put_site(&ag.out, id, s, PROTO_F_SNAPSHOT) == 0)
+		(*count)++;
+}
+
 /* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
  * thrown away first: the walk covers it. */
 static void send_snapshot(void)
@@ -169,6 +176,9 @@ static void send_snapshot(void)
 	ag.out.overflow = 0;
 	ag.snap_seq++;
 	put_ctl(PROTO_SNAPSHOT_BEGIN, ag.snap_seq, 0);
+	/* Every site numbered so far, again: definitions that went out with
+	 * events the rings just threw away, or to a daemon that restarted. */
+	sc_sites_walk(snap_site, &count);
 	sc_registry_snapshot(snap_emit, &count);
 	put_ctl(PROTO_SNAPSHOT_END, ag.snap_seq, count);
 	atomic_fetch_add(&ag.snapshots, 1);
@@ -579,6 +589,7 @@ static void atfork_child(void)
 	sc_agent_set_streaming(0);
 	sc_observer_set(NULL);
 	sc_rings_forget();
+	sc_sites_after_fork();
 	if (ag.fd >= 0)
 		close(ag.fd);
 	if (ag.wake_fd >= 0)

@@ -21,6 +21,7 @@ struct sc_enc {
 	const struct sc_enc_layout *l;
 	uint16_t slen[3];
 	uint32_t size;
+	uint32_t site; /* the call site's number, for kinds that carry one (0: none) */
 };
 
 /* Measures ev into e; returns the frame size, or 0 for a kind the protocol
@@ -30,6 +31,32 @@ SC_HIDDEN uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e);
 /* Writes the frame measured by sc_enc_measure into dst (e->size bytes). */
 SC_HIDDEN void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags,
 			    uint8_t *dst);
+/* Whether the measured kind refers to its call site by number (then set
+ * e->site before sc_enc_write). */
+SC_HIDDEN int sc_enc_wants_site(const struct sc_enc *e);
+/* A SITE frame defining site number id: its size (slen gets the string
+ * lengths), and the frame written into dst. */
+SC_HIDDEN uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2]);
+SC_HIDDEN void sc_enc_site(uint8_t *dst, uint32_t size, uint32_t id, const struct sc_site *s,
+			   const uint16_t slen[2], uint16_t flags);
+
+/* ---- call sites (agent_site.c): numbered once, for protocol v2 ---- */
+
+/* The number of call site s (0 for a site without file and func, or past
+ * the cap).  The first time any thread asks for a site, define(ctx, id, s)
+ * runs before the number is given to anyone else, holding the sites' lock:
+ * it writes the SITE frame ahead of the event, so the definition always
+ * reaches the daemon before any use of it. */
+SC_HIDDEN uint32_t sc_site_number(const struct sc_site *s,
+				  void (*define)(void *ctx, uint32_t id, const struct sc_site *s),
+				  void *ctx);
+/* Calls fn for every numbered site, in number order (the snapshot sends
+ * them all again). */
+SC_HIDDEN void sc_sites_walk(void (*fn)(void *ctx, uint32_t id, const struct sc_site *s),
+			     void *ctx);
+/* In a fork child: the sites' lock may have been held by a thread that is
+ * gone.  The numbers stay (the child's strings are the parent's). */
+SC_HIDDEN void sc_sites_after_fork(void);
 
 /* ---- output buffer (agent_buf.c): frames waiting for the socket ---- */
 
@@ -50,6 +77,9 @@ SC_HIDDEN int sc_buf_put_msg(struct sc_buf *b, const struct proto_msg *m, const 
 			     const uint64_t *addrs);
 /* Appends one event frame; 0, or -1 when it did not fit. */
 SC_HIDDEN int sc_buf_put_ev(struct sc_buf *b, const struct sc_ev *ev, uint16_t flags);
+/* Appends a SITE frame defining site number id; 0 or -1 (overflow). */
+SC_HIDDEN int sc_buf_put_site(struct sc_buf *b, uint32_t id, const struct sc_site *s,
+			      uint16_t flags);
 /* Writes what it can without blocking.  Returns 1 when everything is sent
  * (the buffer is then empty), 0 when bytes remain, -1 on a socket error. */
 SC_HIDDEN int sc_buf_flush(struct sc_buf *b, int fd);

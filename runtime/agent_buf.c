@@ -43,11 +43,40 @@ int sc_buf_put_msg(struct sc_buf *b, const struct proto_msg *m, const uint32_t *
 	return 0;
 }
 
+int sc_buf_put_site(struct sc_buf *b, uint32_t id, const struct sc_site *s, uint16_t flags)
+{
+	uint16_t slen[2];
+	uint32_t n = sc_enc_site_size(s, slen);
+	uint8_t *p = sc_buf_reserve(b, n);
+	if (!p)
+		return -1;
+	sc_enc_site(p, n, id, s, slen, flags);
+	b->len += n;
+	return 0;
+}
+
+struct define_ctx {
+	struct sc_buf *b;
+	uint16_t flags;
+};
+
+/* A site first numbered by an event the agent encodes itself (a snapshot
+ * of a task forked while no daemon listened): defined just ahead of it. */
+static void buf_define_site(void *ctx, uint32_t id, const struct sc_site *s)
+{
+	struct define_ctx *d = ctx;
+	(void)sc_buf_put_site(d->b, id, s, d->flags);
+}
+
 int sc_buf_put_ev(struct sc_buf *b, const struct sc_ev *ev, uint16_t flags)
 {
 	struct sc_enc e;
 	if (!sc_enc_measure(ev, &e))
 		return 0; /* nothing to say about kinds the protocol lacks */
+	if (sc_enc_wants_site(&e)) {
+		struct define_ctx d = {b, flags};
+		e.site = sc_site_number(&ev->site, buf_define_site, &d);
+	}
 	uint8_t *p = sc_buf_reserve(b, e.size);
 	if (!p)
 		return -1;

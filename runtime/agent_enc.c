@@ -23,6 +23,7 @@ enum op {
 	OP_LINE, /* i32 ev->site.line */
 	OP_Z32,  /* reserved u32 */
 	OP_POOL, /* the 80-byte pool block from ev->pool */
+	OP_SITE, /* u32 the call site's number (e->site, see agent_site.c) */
 };
 
 /* Strings, in wire order. */
@@ -40,7 +41,7 @@ struct sc_enc_layout {
 
 static const uint8_t op_size[] = {
 	[OP_A] = 8, [OP_B] = 8, [OP_C] = 8, [OP_D] = 8, [OP_I64] = 8, [OP_I32] = 4,
-	[OP_U32] = 4, [OP_LINE] = 4, [OP_Z32] = 4, [OP_POOL] = POOL_BLOCK,
+	[OP_U32] = 4, [OP_LINE] = 4, [OP_Z32] = 4, [OP_POOL] = POOL_BLOCK, [OP_SITE] = 4,
 };
 
 /* bytes: what the ops write after the common part (test_agent checks every
@@ -52,13 +53,12 @@ static const struct sc_enc_layout layouts[0x43] = {
 	K(SC_EV_THREAD_EXIT) = E(0, {0}, {0}),
 	K(SC_EV_THREAD_NAME) = E(0, {0}, {S_S1}),
 	K(SC_EV_PROCESS_EXIT) = E(8, {OP_U32, OP_I32}, {0}),
-	K(SC_EV_SCOPE_OPEN) = E(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_LINE},
-				{S_S1, S_FILE, S_FUNC}),
+	K(SC_EV_SCOPE_OPEN) = E(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_SITE}, {S_S1}),
 	K(SC_EV_JOIN_BEGIN) = E(8, {OP_A}, {0}),
 	K(SC_EV_JOIN_END) = E(16, {OP_A, OP_I64}, {0}),
 	K(SC_EV_SCOPE_CANCEL) = E(16, {OP_A, OP_U32, OP_Z32}, {0}),
 	K(SC_EV_SCOPE_CLOSE) = E(16, {OP_A, OP_I64}, {0}),
-	K(SC_EV_TASK_FORK) = E(32, {OP_A, OP_B, OP_D, OP_U32, OP_LINE}, {S_FILE, S_FUNC}),
+	K(SC_EV_TASK_FORK) = E(32, {OP_A, OP_B, OP_D, OP_U32, OP_SITE}, {0}),
 	K(SC_EV_TASK_START) = E(16, {OP_A, OP_B}, {0}),
 	K(SC_EV_TASK_END) = E(32, {OP_A, OP_B, OP_I64, OP_U32, OP_Z32}, {0}),
 	K(SC_EV_VIOLATION) = E(24, {OP_A, OP_I64, OP_U32, OP_Z32}, {0}),
@@ -107,6 +107,7 @@ uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e)
 	}
 	e->l = l;
 	e->size = n;
+	e->site = 0;
 	return n;
 }
 
@@ -162,6 +163,7 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 		case OP_LINE: put32(p, (uint32_t)ev->site.line); break;
 		case OP_Z32: put32(p, 0); break;
 		case OP_POOL: put_pool(p, ev->pool); break;
+		case OP_SITE: put32(p, e->site); break;
 		}
 		p += op_size[*o];
 	}
@@ -173,5 +175,42 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 			memcpy(p + 2, s, n);
 		p[2 + n] = 0;
 		p += 3u + n;
+	}
+}
+
+int sc_enc_wants_site(const struct sc_enc *e)
+{
+	for (int i = 0; i < 8 && e->l->ops[i]; i++)
+		if (e->l->ops[i] == OP_SITE)
+			return 1;
+	return 0;
+}
+
+/* SITE: header, u32 site, i32 line, then file and func (cut to
+ * PROTO_MAX_STR like every string). */
+uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2])
+{
+	slen[0] = s->file ? (uint16_t)strnlen(s->file, PROTO_MAX_STR) : 0;
+	slen[1] = s->func ? (uint16_t)strnlen(s->func, PROTO_MAX_STR) : 0;
+	return PROTO_HDR_SIZE + 8u + 3u + slen[0] + 3u + slen[1];
+}
+
+void sc_enc_site(uint8_t *dst, uint32_t size, uint32_t id, const struct sc_site *s,
+		 const uint16_t slen[2], uint16_t flags)
+{
+	const char *str[2] = {s->file, s->func};
+	uint8_t *p = dst;
+
+	put32(p, size);
+	put32(p + 4, (uint32_t)PROTO_SITE | (uint32_t)flags << 16);
+	put32(p + 8, id);
+	put32(p + 12, (uint32_t)s->line);
+	p += PROTO_HDR_SIZE + 8;
+	for (int i = 0; i < 2; i++) {
+		memcpy(p, &slen[i], 2);
+		if (slen[i])
+			memcpy(p + 2, str[i], slen[i]);
+		p[2 + slen[i]] = 0;
+		p += 3u + slen[i];
 	}
 }

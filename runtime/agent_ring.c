@@ -207,6 +207,50 @@ static void count_drop(struct sc_ring *r)
 	atomic_store_explicit(&r->dropped, d + 1, memory_order_relaxed);
 }
 
+/* Room for a frame of n bytes in r: where to write it, and (*head) the
+ * head to publish once it is written.  NULL, and the drop counted, when the
+ * ring is full: the thread never waits for the agent. */
+static uint8_t *ring_reserve(struct sc_ring *r, uint32_t n, uint64_t *next_head)
+{
+	uint64_t rec = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t size = r->mask + 1, pos = head & r->mask, room = size - pos;
+	uint64_t need = rec <= room ? rec : room + rec;
+
+	if (head + need - r->tail_cache > size) {
+		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (head + need - r->tail_cache > size) {
+			count_drop(r);
+			return NULL;
+		}
+	}
+	if (rec > room) {
+		uint32_t pad[2] = {(uint32_t)room, PAD_TYPE};
+		memcpy(r->buf + pos, pad, sizeof pad);
+		head += room;
+		pos = 0;
+	}
+	*next_head = head + rec;
+	return r->buf + pos;
+}
+
+/* sc_site_number's definer on the hot path: the SITE frame goes into the
+ * thread's own ring just ahead of the event that first uses the site.  If
+ * it is dropped, the LOST that follows brings a snapshot, which defines
+ * every site again. */
+static void ring_define_site(void *ctx, uint32_t id, const struct sc_site *site)
+{
+	struct sc_ring *r = ctx;
+	uint16_t slen[2];
+	uint32_t n = sc_enc_site_size(site, slen);
+	uint64_t head;
+	uint8_t *dst = ring_reserve(r, n, &head);
+	if (!dst)
+		return;
+	sc_enc_site(dst, n, id, site, slen, 0);
+	atomic_store_explicit(&r->head, head, memory_order_release);
+}
+
 void sc_ring_observe(const struct sc_ev *ev)
 {
 	if (!atomic_load_explicit(&streaming.on, memory_order_relaxed))
@@ -232,26 +276,14 @@ void sc_ring_observe(const struct sc_ev *ev)
 	uint32_t n = sc_enc_measure(ev, &e);
 	if (!n)
 		return;
-	uint64_t rec = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t size = r->mask + 1, pos = head & r->mask, room = size - pos;
-	uint64_t need = rec <= room ? rec : room + rec;
-
-	if (head + need - r->tail_cache > size) {
-		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
-		if (head + need - r->tail_cache > size) {
-			count_drop(r); /* never wait for the agent */
-			return;
-		}
-	}
-	if (rec > room) {
-		uint32_t pad[2] = {(uint32_t)room, PAD_TYPE};
-		memcpy(r->buf + pos, pad, sizeof pad);
-		head += room;
-		pos = 0;
-	}
-	sc_enc_write(ev, &e, 0, r->buf + pos);
-	atomic_store_explicit(&r->head, head + rec, memory_order_release);
+	if (sc_enc_wants_site(&e))
+		e.site = sc_site_number(&ev->site, ring_define_site, r);
+	uint64_t head;
+	uint8_t *dst = ring_reserve(r, n, &head);
+	if (!dst)
+		return;
+	sc_enc_write(ev, &e, 0, dst);
+	atomic_store_explicit(&r->head, head, memory_order_release);
 }
 
 /* The record at pos: its frame length and type. */
@@ -275,6 +307,14 @@ static int cursor_settle(struct cursor *c)
 		uint32_t len;
 		uint16_t type;
 		rec_at(c->r, c->pos, &len, &type);
+		if (type == PROTO_SITE) {
+			/* No timestamp: a definition goes out as soon as it
+			 * is its ring's next frame (it precedes, in that ring,
+			 * every event that uses it; order among definitions
+			 * does not matter). */
+			c->ts = INT64_MIN;
+			return 1;
+		}
 		if (type != PAD_TYPE) {
 			memcpy(&c->ts, c->r->buf + (c->pos & c->r->mask) + 8, 8);
 			return 1;

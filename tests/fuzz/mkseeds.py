@@ -17,9 +17,9 @@ def common(ts=1000, tid=4242):
 POOL = struct.pack('<7II4Qq', 4, 8, 4, 2, 5, 1, 1, 0, 64, 3, 120, 0, 60_000_000_000)
 
 SEEDS = {
-    'hello': frame(0x0001, struct.pack('<HHIqqq', 1, 0, 4242, 1, 2, 3)
+    'hello': frame(0x0001, struct.pack('<HHIqqq', 2, 0, 4242, 1, 2, 3)
                    + s('0.1.0') + s('scope-demo') + s('/usr/bin/scope-demo')),
-    'hello_ack': frame(0x0002, struct.pack('<HHI', 1, 0, 0)),
+    'hello_ack': frame(0x0002, struct.pack('<HHI', 2, 0, 0)),
     'error': frame(0x0003, struct.pack('<iI', -13, 0) + s('permission denied')),
     'snapshot': frame(0x0010, struct.pack('<Qq', 1, 5))
                 + frame(0x0100, common() + struct.pack('<QII', 0, 1, 0) + s('main'), 1)
@@ -27,10 +27,11 @@ SEEDS = {
     'lost': frame(0x0012, struct.pack('<QQq', 10, 10, 7)),
     'thread_name': frame(0x0102, common() + s('worker-1')),
     'process_exit': frame(0x0103, common() + struct.pack('<Ii', 2, 11)),
-    'scope_open': frame(0x0110, common() + struct.pack('<4QqIi', 7, 3, 12, 1, 0, 0, 42) + s('handle') + s('demo.c')
-                        + s('serve')),
-    'task_life': frame(0x0120, common() + struct.pack('<QQQIi', 12, 7, 0x401136, 0, 40) + s('demo.c')
-                       + s('serve'))
+    'site': frame(0x0013, struct.pack('<Ii', 1, 42) + s('demo.c') + s('serve')),
+    'scope_open': frame(0x0013, struct.pack('<Ii', 1, 42) + s('demo.c') + s('serve'))
+                  + frame(0x0110, common() + struct.pack('<4QqII', 7, 3, 12, 1, 0, 0, 1) + s('handle')),
+    'task_life': frame(0x0013, struct.pack('<Ii', 2, 40) + s('demo.c') + s('serve'))
+                 + frame(0x0120, common() + struct.pack('<QQQII', 12, 7, 0x401136, 0, 2))
                  + frame(0x0121, common() + struct.pack('<QQ', 12, 7))
                  + frame(0x0122, common() + struct.pack('<QQqII', 12, 7, -125, 4, 0)),
     'scope_end': frame(0x0111, common() + struct.pack('<Q', 7))

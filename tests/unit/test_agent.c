@@ -155,8 +155,20 @@ static void test_encoder_matches_decoder(void **state)
 	assert_true(m.scope == 5 && m.parent == 4 && m.parent_task == 3 && m.pool_id == 2);
 	assert_true(m.deadline == 123456789);
 	assert_int_equal(m.joiner, SCOPE_JOIN_AWAIT_ALL);
-	assert_int_equal(m.line, 42);
+	assert_int_equal(m.site, 0); /* the caller numbers it (sc_site_number) */
 	assert_string_equal(m.name.p, "handle");
+	assert_null(m.file.p);
+
+	/* A SITE frame decodes to the definition it was given. */
+	struct sc_site site = {"handmade.c", "worker", 42};
+	uint16_t slen[2];
+	n = sc_enc_site_size(&site, slen);
+	sc_enc_site(buf, n, 7, &site, slen, PROTO_F_SNAPSHOT);
+	assert_int_equal(proto_decode(buf, n, &m, &used), PROTO_OK);
+	assert_int_equal(m.type, PROTO_SITE);
+	assert_int_equal(m.flags, PROTO_F_SNAPSHOT);
+	assert_int_equal(m.site, 7);
+	assert_int_equal(m.line, 42);
 	assert_string_equal(m.file.p, "handmade.c");
 	assert_string_equal(m.func.p, "worker");
 

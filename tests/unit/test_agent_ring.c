@@ -3,7 +3,8 @@
  * thread moves to the larger ring with no event lost or reordered, the old
  * ring and the ring of a thread that exited are freed, new threads start at
  * the grown size (on rings exited threads left) until growth stops, and a
- * producer racing the drain loses nothing it does not count. */
+ * producer racing the drain loses nothing it does not count; call sites are
+ * defined once, ahead of their first use (protocol v2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -254,6 +255,91 @@ static void test_race_with_drain(void **state)
 	free(ids);
 }
 
+/* Emits a TASK_FORK of task id from site. */
+static void emit_fork(uint64_t id, const struct sc_site *site)
+{
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = SC_EV_TASK_FORK;
+	ev.tid = sc_gettid();
+	ev.a = id;
+	ev.b = 7;
+	ev.site = *site;
+	sc_emit(&ev);
+}
+
+static void *fork_from_site(void *arg)
+{
+	emit_fork(2, arg);
+	return NULL;
+}
+
+struct site_seen {
+	uint32_t id;
+	int line;
+};
+
+static void collect_site(void *ctx, uint32_t id, const struct sc_site *s)
+{
+	struct site_seen *seen = ctx;
+	if (s->line == 901 || s->line == 902)
+		seen[s->line - 901] = (struct site_seen){id, s->line};
+}
+
+/* Protocol v2: the first use of a call site, by any thread, puts one SITE
+ * frame ahead of it; later uses, from any thread, carry the same number and
+ * no definition; the snapshot's walk lists every numbered site. */
+static void test_sites_defined_once_before_use(void **state)
+{
+	(void)state;
+	static const struct sc_site here = {"ring_test.c", "forker", 901};
+	static const struct sc_site there = {"ring_test.c", "forker", 902};
+	emit_fork(1, &here);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, fork_from_site, (void *)&here), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	emit_fork(3, &there);
+	emit_fork(4, &here);
+
+	struct sc_buf out = {.max = 64u << 20};
+	while (sc_rings_drain(&out, 1u << 20, INT64_MAX) > 0) {
+	}
+	uint32_t defined[8] = {0}, uses[8] = {0};
+	int ndef = 0, nuse = 0;
+	for (size_t off = 0; off < out.len;) {
+		struct proto_msg m;
+		size_t used;
+		assert_int_equal(proto_decode(out.p + off, out.len - off, &m, &used), PROTO_OK);
+		if (m.type == PROTO_SITE) {
+			assert_true(ndef < 8);
+			assert_string_equal(m.file.p, "ring_test.c");
+			assert_string_equal(m.func.p, "forker");
+			assert_true(m.line == 901 || m.line == 902);
+			defined[ndef++] = m.site;
+		} else if (m.type == PROTO_EV_TASK_FORK) {
+			int known = 0;
+			for (int i = 0; i < ndef; i++)
+				known |= defined[i] == m.site;
+			assert_true(known); /* its definition came first */
+			assert_true(nuse < 8);
+			uses[nuse++] = m.site;
+		}
+		off += used;
+	}
+	sc_buf_free(&out);
+	assert_int_equal(ndef, 2);
+	assert_int_equal(nuse, 4);
+	assert_true(defined[0] != defined[1]);
+	assert_int_equal(uses[0], uses[1]); /* two threads, one number */
+	assert_int_equal(uses[0], uses[3]);
+	assert_int_equal(uses[2], defined[1]);
+
+	struct site_seen seen[2] = {{0, 0}, {0, 0}};
+	sc_sites_walk(collect_site, seen);
+	assert_int_equal(seen[0].id, uses[0]);
+	assert_int_equal(seen[1].id, uses[2]);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -263,6 +349,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

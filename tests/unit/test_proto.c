@@ -15,7 +15,8 @@
 /* Every message type of proto.h, listed independently of proto.c's table. */
 static const uint16_t all_types[] = {
 	PROTO_HELLO,           PROTO_HELLO_ACK,      PROTO_ERROR,           PROTO_SNAPSHOT_BEGIN,
-	PROTO_SNAPSHOT_END,    PROTO_LOST,           PROTO_EV_THREAD_START, PROTO_EV_THREAD_EXIT,
+	PROTO_SNAPSHOT_END,    PROTO_LOST,           PROTO_SITE,            PROTO_EV_THREAD_START,
+	PROTO_EV_THREAD_EXIT,
 	PROTO_EV_THREAD_NAME,  PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
 	PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE, PROTO_EV_TASK_FORK,
 	PROTO_EV_TASK_START,   PROTO_EV_TASK_END,    PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,
@@ -110,17 +111,16 @@ static void bad_unterminated(struct fb *f)
 {
 	scope_open_body(f);
 	fb_str(f, "name");
-	fb_str(f, "file.c");
-	fb_str(f, "func");
 	f->b[f->n - 1] = 'x';
 	fb_done(f);
 }
 static void bad_nul_inside(struct fb *f)
 {
-	scope_open_body(f);
-	fb_str(f, "na\1e");
-	f->b[f->n - 3] = 0; /* "na\0e" with its terminator */
-	fb_str(f, "file.c");
+	fb_hdr(f, PROTO_SITE);
+	fb_u32(f, 1);
+	fb_u32(f, 7);
+	fb_str(f, "fi\1e.c");
+	f->b[f->n - 5] = 0; /* "fi\0e.c" with its terminator */
 	fb_str(f, "func");
 	fb_done(f);
 }
@@ -227,9 +227,8 @@ static void bad_fork_without_fn(struct fb *f)
 {
 	task_fork_without_fn(f, 0);
 }
-/* Its state, line and the start of its file string land in fn, state and
- * line; the next "length" read is file's NUL and func's length byte (1280),
- * over PROTO_MAX_STR. */
+/* Version 1's fork site strings behind it: its 24 fixed bytes and 9 of
+ * the strings' fill version 2's 32 fixed bytes; 8 bytes are left over. */
 static void bad_fork_without_fn_strings(struct fb *f)
 {
 	task_fork_without_fn(f, 1);
@@ -261,7 +260,7 @@ struct bad_case {
 	void (*build)(struct fb *f);
 	enum start start;
 	uint16_t type;
-	struct step steps[4];
+	struct step steps[6]; /* up to 5, then S_END (the zeroed rest) */
 };
 
 static void build_spelled(struct fb *f, const struct bad_case *c)
@@ -302,8 +301,12 @@ static const struct bad_case bad_cases[] = {
 	SPELLED("event with a header only", PROTO_ESHORT, HDR, PROTO_EV_SCOPE_OPEN, END),
 	SPELLED("fixed payload cut short", PROTO_ESHORT, COMMON, PROTO_EV_JOIN_END, U64(7),
 		U32(0) /* result needs 8 bytes */),
-	SPELLED("a string missing", PROTO_ESHORT, SCOPE_OPEN, PROTO_EV_SCOPE_OPEN, STR("name"),
+	SPELLED("a string missing", PROTO_ESHORT, HDR, PROTO_SITE, U32(1), U32(7),
 		STR("file.c") /* func absent */),
+	SPELLED("SITE numbered 0", PROTO_EVALUE, HDR, PROTO_SITE, U32(0), U32(7), STR("file.c"),
+		STR("fn")),
+	SPELLED("SCOPE_OPEN with version 1's strings", PROTO_ELONG, SCOPE_OPEN, PROTO_EV_SCOPE_OPEN,
+		STR("name"), STR("file.c"), STR("fn")),
 	BUILT("string without its NUL", bad_unterminated, PROTO_ESTR),
 	BUILT("string with a NUL inside", bad_nul_inside, PROTO_ESTR),
 	BUILT("string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR),
@@ -330,7 +333,7 @@ static const struct bad_case bad_cases[] = {
 		STR("worker-1"), U32(0)),
 	SPELLED("PROCESS_EXIT with how 3", PROTO_EVALUE, COMMON, PROTO_EV_PROCESS_EXIT, U32(3), U32(0)),
 	BUILT("TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT),
-	BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ESTR),
+	BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ELONG),
 };
 
 static void test_bad_frames(void **state)
@@ -387,6 +390,7 @@ static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *a
 	m->kind = 6;
 	m->how = 2;
 	m->line = -1;
+	m->site = 0xfffffffeu;
 	m->name = (struct proto_str){"handle", 6};
 	m->file = (struct proto_str){"demo.c", 6};
 	m->func = (struct proto_str){"serve", 5};
@@ -477,23 +481,39 @@ static void test_field_values(void **state)
 	assert_int_equal(d.ts, 0); /* fields the type does not use stay zero */
 	assert_null(d.name.p);
 
+	/* Version 2: the open site by number; file, func and line are SITE's. */
 	fill(&m, PROTO_EV_SCOPE_OPEN, tids, addrs);
 	n = proto_encode(a, sizeof a, &m, NULL, NULL);
-	assert_int_equal(n, 8 + 16 + 5 * 8 + 8 + (2 + 6 + 1) + (2 + 6 + 1) + (2 + 5 + 1));
+	assert_int_equal(n, 8 + 16 + 5 * 8 + 8 + (2 + 6 + 1));
 	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
 	assert_true(d.ts == -77);
 	assert_true(d.tid == 0xfffffff0u);
 	assert_true(d.scope == 0x1122334455667788ull);
 	assert_true(d.deadline == 1234567890123);
-	assert_int_equal(d.line, -1);
+	assert_true(d.site == 0xfffffffeu);
+	assert_int_equal(d.line, 0);
 	assert_string_equal(d.name.p, "handle");
-	assert_string_equal(d.func.p, "serve");
+	assert_null(d.file.p);
+	assert_null(d.func.p);
 	assert_int_equal(d.version, 0);
+
+	fill(&m, PROTO_SITE, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(n, 8 + 8 + (2 + 6 + 1) + (2 + 5 + 1));
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+	assert_true(d.site == 0xfffffffeu);
+	assert_int_equal(d.line, -1);
+	assert_string_equal(d.file.p, "demo.c");
+	assert_string_equal(d.func.p, "serve");
+	assert_int_equal(d.ts, 0);
+	m.site = 0; /* 0 means "no site": not a definition */
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_EVALUE);
 
 	/* fn sits right after scope, and only TASK_FORK carries it. */
 	fill(&m, PROTO_EV_TASK_FORK, tids, addrs);
 	n = proto_encode(a, sizeof a, &m, NULL, NULL);
-	assert_int_equal(n, 8 + 16 + 3 * 8 + 8 + (2 + 6 + 1) + (2 + 5 + 1));
+	assert_int_equal(n, 8 + 16 + 3 * 8 + 8);
 	uint64_t wire_fn = 0;
 	for (int i = 7; i >= 0; i--)
 		wire_fn = wire_fn << 8 | a[8 + 16 + 16 + i];
@@ -503,9 +523,8 @@ static void test_field_values(void **state)
 	assert_true(d.task == 0xfedcba9876543210ull);
 	assert_true(d.scope == 0x1122334455667788ull);
 	assert_int_equal(d.state, 2);
-	assert_int_equal(d.line, -1);
-	assert_string_equal(d.file.p, "demo.c");
-	assert_string_equal(d.func.p, "serve");
+	assert_true(d.site == 0xfffffffeu);
+	assert_null(d.file.p);
 	m.fn = 0; /* unknown */
 	n = proto_encode(a, sizeof a, &m, NULL, NULL);
 	assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
