@@ -182,25 +182,19 @@ RX_FN static void truth_put(struct truth *t, const void *p, size_t n)
 }
 
 /* Frames of the truth: encodes each event as the agent would.  An event that
- * names its call site by number (SCOPE_OPEN, TASK_FORK) is preceded by a
- * SITE defining that number from the event's own site, so the receiver's
- * comparison checks the sites the agent defined against the real ones. */
+ * names its call site (SCOPE_OPEN, TASK_FORK) comes right after a SITE that
+ * defines its number from the event's own site: the receiver resolves a
+ * number when it applies the event, so one number (1) serves every event,
+ * and the comparison checks the sites the agent defined against the real
+ * ones rather than against the agent's own numbering. */
 RX_FN static void truth_add(struct truth *t, const struct sc_ev *ev)
 {
 	struct sc_enc e;
 	if (!sc_enc_measure(ev, &e))
 		return;
-	uint8_t *frame = malloc(e.size);
-	assert_non_null(frame);
-	sc_enc_write(ev, &e, PROTO_F_SNAPSHOT, frame);
-	struct proto_msg m;
-	size_t used;
-	if (proto_decode(frame, e.size, &m, &used) == PROTO_OK && m.site &&
-	    (m.type == PROTO_EV_SCOPE_OPEN || m.type == PROTO_EV_TASK_FORK)) {
-		struct proto_msg d = {.type = PROTO_SITE,
-				      .flags = PROTO_F_SNAPSHOT,
-				      .site = m.site,
-				      .line = ev->site.line};
+	/* As the agent does, a site without file and func is no site. */
+	if (sc_enc_wants_site(&e) && (ev->site.file || ev->site.func)) {
+		struct proto_msg d = {.type = PROTO_SITE, .site = 1, .line = ev->site.line};
 		const char *file = ev->site.file ? ev->site.file : "";
 		const char *func = ev->site.func ? ev->site.func : "";
 		/* Cut as the agent cuts strings. */
@@ -210,7 +204,11 @@ RX_FN static void truth_add(struct truth *t, const struct sc_ev *ev)
 		int n = proto_encode(def, sizeof def, &d, NULL, NULL);
 		assert_true(n > 0);
 		truth_put(t, def, (size_t)n);
+		e.site = 1;
 	}
+	uint8_t *frame = malloc(e.size);
+	assert_non_null(frame);
+	sc_enc_write(ev, &e, PROTO_F_SNAPSHOT, frame);
 	truth_put(t, frame, e.size);
 	free(frame);
 }
