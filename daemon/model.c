@@ -21,6 +21,8 @@ void model_init(struct model *m, const struct model_limits *lim)
 		m->lim.max_values = 256;
 	if (!m->lim.max_sites)
 		m->lim.max_sites = MODEL_MAX_SITES;
+	if (!m->lim.max_string_bytes)
+		m->lim.max_string_bytes = 8u << 20;
 	m->strings.max_bytes = m->lim.max_string_bytes;
 }
 
@@ -559,10 +561,15 @@ static int ev_site(struct model *m, const struct proto_msg *msg, int64_t now)
 		return 0; /* 0 means "no site"; the decoder refuses it too */
 	const char *file = NULL, *func = NULL;
 	if (intern(m, &file, &msg->file) || intern(m, &func, &msg->func)) {
-		fail(m, 0,
-		     "sent over %zu bytes of distinct file and function names, the cap; "
-		     "refusing site %u",
-		     m->strings.bytes, msg->site);
+		size_t max = m->strings.max_bytes;
+		if (m->strings.bytes + msg->file.len + msg->func.len + 2 > max)
+			fail(m, 0,
+			     "sent over %zu bytes of distinct file and function names, the cap; "
+			     "refusing site %u",
+			     max, msg->site);
+		else
+			fail(m, 0, "out of memory for the names of call site %u; refusing it",
+			     msg->site);
 		return refuse_site(m, msg->site);
 	}
 	struct m_site *s = idmap_get(&m->sites, msg->site);
