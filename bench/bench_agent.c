@@ -27,8 +27,10 @@
 
 /* ---- a sink standing in for the daemon: acks HELLO, decodes, discards ---- */
 
-static char sock_path[108];
-static pid_t sink_pid;
+/* The receiver the agent is connected to: the sink below, or the real
+ * daemon (daemon_start). */
+static char rx_path[108];
+static pid_t rx_pid;
 
 static void sink_main(int lfd)
 {
@@ -70,24 +72,72 @@ static void sink_main(int lfd)
 
 static void sink_start(void)
 {
-	snprintf(sock_path, sizeof sock_path, "/tmp/scoped-bench-%d.sock", (int)getpid());
-	unlink(sock_path);
+	snprintf(rx_path, sizeof rx_path, "/tmp/scoped-bench-%d.sock", (int)getpid());
+	unlink(rx_path);
 	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rx_path);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, 4)) {
-		fprintf(stderr, "bench_agent: cannot listen on %s: %s\n", sock_path, strerror(errno));
+		fprintf(stderr, "bench_agent: cannot listen on %s: %s\n", rx_path, strerror(errno));
 		exit(1);
 	}
-	sink_pid = fork();
-	if (sink_pid == 0)
+	rx_pid = fork();
+	if (rx_pid == 0)
 		sink_main(lfd);
 	close(lfd);
 }
 
+/* Starts the real scoped daemon (build/bin/scoped, beside this program's
+ * directory) on a private socket and makes it the receiver; 0 or -1. */
+static int daemon_start(void)
+{
+	char exe[4096], scoped[4200];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	snprintf(scoped, sizeof scoped, "%s/../bin/scoped", exe);
+	if (access(scoped, X_OK)) {
+		fprintf(stderr, "bench_agent: no daemon at %s (make all)\n", scoped);
+		return -1;
+	}
+	snprintf(rx_path, sizeof rx_path, "/tmp/scoped-bench-%d/agent.sock", (int)getpid());
+	rx_pid = fork();
+	if (rx_pid == 0) {
+		execl(scoped, "scoped", "--foreground", "--socket", rx_path, "--stacks", "signal",
+		      "--log-level", "warn", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rx_path);
+		int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return 0;
+		usleep(10000);
+	}
+	fprintf(stderr, "bench_agent: the daemon did not listen on %s\n", rx_path);
+	return -1;
+}
+
+static void receiver_stop(void)
+{
+	kill(rx_pid, SIGCONT);
+	kill(rx_pid, SIGTERM);
+	waitpid(rx_pid, NULL, 0);
+	unlink(rx_path);
+}
+
 static int agent_connect(void)
 {
-	if (sc_agent_start(sock_path))
+	if (sc_agent_start(rx_path))
 		return -1;
 	for (int i = 0; i < 500; i++) {
 		struct sc_agent_stats st;
@@ -227,7 +277,7 @@ static int64_t sink_cpu_ns(void)
 {
 	clockid_t cid;
 	struct timespec ts;
-	if (clock_getcpuclockid(sink_pid, &cid) || clock_gettime(cid, &ts))
+	if (clock_getcpuclockid(rx_pid, &cid) || clock_gettime(cid, &ts))
 		return 0;
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
@@ -255,6 +305,14 @@ static double cpu_prog[NMODES], cpu_agent[NMODES], cpu_sink[NMODES];
 static uint64_t dropped_on, sent_on, snaps_on, forks_on;
 static size_t ring_bytes_on, rings_on; /* the most ring memory seen, and in how many rings */
 
+static void fork_stats_reset(void)
+{
+	for (int m = 0; m < NMODES; m++)
+		cpu_prog[m] = cpu_agent[m] = cpu_sink[m] = 0;
+	dropped_on = sent_on = snaps_on = forks_on = 0;
+	ring_bytes_on = rings_on = 0;
+}
+
 /* Interleaves the modes FORK_REPS times so drift on a shared machine hits
  * all of them alike, each round starting at the next mode (a mode that
  * always ran right after another would inherit its pool and cache state);
@@ -274,7 +332,7 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 							   : sc_ring_observe;
 			sc_observer_set(fn);
 			if (m == M_STOPPED)
-				kill(sink_pid, SIGSTOP);
+				kill(rx_pid, SIGSTOP);
 			atomic_store(&worst_fork, 0);
 			int64_t a0 = agent_cpu_ns(), s0 = sink_cpu_ns(), p0 = self_cpu_ns();
 			uint64_t d0 = sc_rings_dropped();
@@ -309,7 +367,7 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 				worst[m] = atomic_load(&worst_fork);
 			if (m == M_STOPPED) {
 				*lost_stopped += sc_rings_dropped() - d0;
-				kill(sink_pid, SIGCONT);
+				kill(rx_pid, SIGCONT);
 			}
 			sc_observer_set(sc_ring_observe);
 			(void)sc_agent_flush(5000);
@@ -416,72 +474,17 @@ static int stack_bench(int nthreads, struct capture *one, struct capture *many)
 	return made;
 }
 
-static const char *verdict(int ok)
+/* Runs the fork workload against the current receiver and prints its
+ * part of the table. */
+static void fork_section(const char *receiver)
 {
-	return ok ? "ok" : "MISSED";
-}
-
-int main(int argc, char **argv)
-{
-	(void)argc;
-	/* The constructor's agent stays off; this benchmark starts its own. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-		perror("bench_agent: re-exec");
-		return 1;
-	}
-	sink_start();
-
-	enum { N = 800 }; /* events per batch: inside one ring even for SCOPE_OPEN */
-	double loop = loop_cost(N);
-	double off = emit_cost(SC_EV_TASK_START, N, NULL);
-	if (agent_connect()) {
-		fprintf(stderr, "bench_agent: the agent did not connect to the sink at %s\n",
-			sock_path);
-		kill(sink_pid, SIGKILL);
-		return 1;
-	}
-	uint64_t drop_small, drop_big;
-	double on_small = emit_cost(SC_EV_TASK_START, N, &drop_small);
-	double on_big = emit_cost(SC_EV_SCOPE_OPEN, N, &drop_big);
-
-	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
-	pc.name = "bench";
-	pc.core_size = 4;
-	pc.max_size = 16;
-	pc.queue = SCOPE_QUEUE_DIRECT;
-	pc.policy = SCOPE_POLICY_CALLER_RUNS;
-	pc.prestart = true;
-	if (scope_pool_create(&pool, &pc)) {
-		fprintf(stderr, "bench_agent: cannot create the pool\n");
-		return 1;
-	}
-	fork_rate(2000); /* warm the pool up */
 	double rate[NMODES], paired[NMODES];
 	int64_t worst[NMODES];
 	uint64_t lost_stopped = 0;
+	fork_stats_reset();
 	fork_bench(8000, rate, paired, worst, &lost_stopped);
-	scope_pool_destroy(pool);
 
-	/* The agent thread blocks every signal (it unwinds itself when it
-	 * answers); here the main thread answers, so the agent goes first. */
-	sc_agent_stop();
-	struct capture one, many;
-	int made = stack_bench(1000, &one, &many);
-
-	printf("%-44s %12s %14s %8s  %s\n", "measure (median of 7; forks: of 15)", "value",
-	       "baseline", "ratio", "target");
-	printf("%-44s %9.2f ns %11.2f ns %8s  %s\n", "emit, agent off (the sc_emit branch)",
-	       off - loop, loop, "-", "< 2 ns");
-	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
-	       "emit TASK_START, agent connected", on_small - loop, off - loop, "-",
-	       verdict(on_small - loop < 50));
-	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
-	       "emit SCOPE_OPEN (name, site), agent connected", on_big - loop, off - loop, "-",
-	       verdict(on_big - loop < 50));
-	printf("%-44s %12llu\n", "  events dropped during the emit runs",
-	       (unsigned long long)(drop_small + drop_big));
+	printf("-- fork workload, receiver: %s\n", receiver);
 	for (int m = 0; m < NMODES; m++) {
 		char name[64];
 		snprintf(name, sizeof name, "forks/s, %s", mode_names[m]);
@@ -521,6 +524,82 @@ int main(int argc, char **argv)
 	       (double)ring_bytes_on / (1 << 20), rings_on);
 	printf("%-44s %12llu\n", "  events dropped while SIGSTOPped (counted)",
 	       (unsigned long long)lost_stopped);
+	fflush(stdout);
+}
+
+static const char *verdict(int ok)
+{
+	return ok ? "ok" : "MISSED";
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	/* The constructor's agent stays off; this benchmark starts its own. */
+	if (!getenv("SCOPED_DISABLE")) {
+		setenv("SCOPED_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+		perror("bench_agent: re-exec");
+		return 1;
+	}
+	sink_start();
+
+	enum { N = 800 }; /* events per batch: inside one ring even for SCOPE_OPEN */
+	double loop = loop_cost(N);
+	double off = emit_cost(SC_EV_TASK_START, N, NULL);
+	if (agent_connect()) {
+		fprintf(stderr, "bench_agent: the agent did not connect to the sink at %s\n",
+			rx_path);
+		kill(rx_pid, SIGKILL);
+		return 1;
+	}
+	uint64_t drop_small, drop_big;
+	double on_small = emit_cost(SC_EV_TASK_START, N, &drop_small);
+	double on_big = emit_cost(SC_EV_SCOPE_OPEN, N, &drop_big);
+
+	printf("%-44s %12s %14s %8s  %s\n", "measure (median of 7; forks: of 15)", "value",
+	       "baseline", "ratio", "target");
+	printf("%-44s %9.2f ns %11.2f ns %8s  %s\n", "emit, agent off (the sc_emit branch)",
+	       off - loop, loop, "-", "< 2 ns");
+	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
+	       "emit TASK_START, agent connected", on_small - loop, off - loop, "-",
+	       verdict(on_small - loop < 50));
+	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
+	       "emit SCOPE_OPEN (name, site), agent connected", on_big - loop, off - loop, "-",
+	       verdict(on_big - loop < 50));
+	printf("%-44s %12llu\n", "  events dropped during the emit runs",
+	       (unsigned long long)(drop_small + drop_big));
+	fflush(stdout);
+
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	pc.name = "bench";
+	pc.core_size = 4;
+	pc.max_size = 16;
+	pc.queue = SCOPE_QUEUE_DIRECT;
+	pc.policy = SCOPE_POLICY_CALLER_RUNS;
+	pc.prestart = true;
+	if (scope_pool_create(&pool, &pc)) {
+		fprintf(stderr, "bench_agent: cannot create the pool\n");
+		return 1;
+	}
+	fork_rate(2000); /* warm the pool up */
+	fork_section("the sink (decodes, keeps nothing)");
+	sc_agent_stop();
+	receiver_stop();
+
+	/* The same with the real daemon, which also applies every event to its
+	 * model: what a user's machine pays. */
+	if (daemon_start() == 0 && agent_connect() == 0) {
+		fork_section("scoped, the real daemon");
+		sc_agent_stop();
+	} else {
+		printf("(no figures with the real daemon: it did not start or accept the agent)\n");
+	}
+	receiver_stop();
+	scope_pool_destroy(pool);
+
+	struct capture one, many;
+	int made = stack_bench(1000, &one, &many);
 	printf("%-44s %9.2f ms %8.2f ms (%d thr)\n", "stack capture, all threads: total",
 	       many.total_ms, one.total_ms, one.threads);
 	printf("%-44s %12d %14d\n", "  threads captured with frames / asked", many.ok,
@@ -530,9 +609,5 @@ int main(int argc, char **argv)
 	printf("%-44s %9.1f us %11.1f us\n", "  median per-thread pause", many.median_pause_us,
 	       one.median_pause_us);
 	printf("(%d parked threads plus the process's own; ratio = baseline rate / rate)\n", made);
-
-	kill(sink_pid, SIGKILL);
-	waitpid(sink_pid, NULL, 0);
-	unlink(sock_path);
 	return 0;
 }

@@ -392,6 +392,7 @@ static void session(void)
 			atomic_fetch_add(&ag.events, n);
 			if (now - last_reap > REAP_NS) {
 				sc_rings_reap(0);
+				sc_rings_tune();
 				last_reap = now;
 			}
 			if (ag.out.len >= BATCH_BYTES)

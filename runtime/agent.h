@@ -111,6 +111,9 @@ SC_HIDDEN void sc_rings_reap(int discard);
 SC_HIDDEN uint64_t sc_rings_dropped(void);
 /* Bytes pending in all rings. */
 SC_HIDDEN size_t sc_rings_pending(void);
+/* Swaps the rings of threads that have been quiet for a while back to the
+ * small size; the agent calls it every REAP_NS. */
+SC_HIDDEN void sc_rings_tune(void);
 /* New threads start with small rings again (the agent cannot drain: large
  * rings would only hold more events to throw away). */
 SC_HIDDEN void sc_rings_calm(void);

@@ -24,7 +24,10 @@
  * about 3 ms), not to every thread.  While rings are growing, new threads
  * start at the grown size (threads come and go during such bursts and would
  * each drop events before growing); after about a second without growth,
- * new threads start small again. */
+ * new threads start small again.  A grown ring whose thread has been
+ * quiet for about ten seconds (never a quarter of a small ring pending at
+ * a drain) is swapped back the same way for a small one: a pool worker that
+ * once took part in a burst does not keep 4 MiB for the rest of its life. */
 #define REC_ALIGN 8u
 #define PAD_TYPE 0u
 
@@ -35,12 +38,14 @@ struct sc_ring {
 	_Atomic uint64_t dropped;
 	uint8_t *buf;
 	uint64_t mask;
-	struct sc_ring *_Atomic grown; /* the agent's larger ring for this thread */
+	struct sc_ring *_Atomic grown; /* the agent's replacement: larger, or after a calm smaller */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
 	_Atomic int retired; /* replaced or its thread exited: free once drained */
 	_Atomic int exited;  /* its thread has exited */
 	uint64_t dropped_seen; /* the agent's: dropped when it last looked */
+	uint64_t peak;         /* the agent's: most bytes pending at a drain lately */
+	unsigned calm;         /* the agent's: checks in a row with a small peak */
 	struct sc_ring *_Atomic next;
 	struct sc_ring *spare_next; /* in the spare list, under rings_lock */
 };
@@ -67,6 +72,7 @@ static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_ring *_Atomic rings;
 #define RING_START (128u * 1024) /* a new thread's ring, unless the maximum is smaller */
 #define RING_GROWTH 8u
+#define SHRINK_CALM 200u /* sc_rings_tune calls (x REAP_NS, agent.c: 10 s) */
 static size_t ring_max = 1024 * 1024;
 static _Atomic size_t start_bytes = RING_START; /* a new thread's ring */
 static unsigned quiet_reaps;                    /* agent's: reaps since the last growth */
@@ -265,8 +271,9 @@ void sc_ring_observe(const struct sc_ev *ev)
 	}
 	struct sc_ring *g = atomic_load_explicit(&r->grown, memory_order_acquire);
 	if (__builtin_expect(g != NULL, 0)) {
-		/* The agent made this thread a larger ring: move to it.  The
-		 * old one is drained and freed once retired. */
+		/* The agent made this thread a new ring (larger, or smaller
+		 * after a calm): move to it.  The old one is drained and freed
+		 * once retired. */
 		my_ring = g;
 		(void)pthread_setspecific(ring_key, g);
 		atomic_store_explicit(&r->retired, 1, memory_order_release);
@@ -396,28 +403,54 @@ static unsigned last_fill_pct;
 
 /* Makes r's thread a ring RING_GROWTH times larger (see the top of the
  * file).  Agent thread only. */
-static void ring_grow(struct sc_ring *r)
+/* Hands r's thread a ring of bytes instead (see the top of the file).
+ * Agent thread only. */
+static void ring_replace(struct sc_ring *r, size_t bytes)
 {
-	size_t size = (size_t)r->mask + 1;
-	if (size >= ring_max || atomic_load_explicit(&r->grown, memory_order_relaxed) ||
-	    atomic_load(&r->exited) || atomic_load_explicit(&r->retired, memory_order_acquire))
+	if (atomic_load_explicit(&r->grown, memory_order_relaxed) || atomic_load(&r->exited) ||
+	    atomic_load_explicit(&r->retired, memory_order_acquire))
 		return;
-	size_t bigger = size * RING_GROWTH < ring_max ? size * RING_GROWTH : ring_max;
 	int kept;
-	struct sc_ring *g = ring_alloc(bigger, &kept);
+	struct sc_ring *g = ring_alloc(bytes, &kept);
 	if (!g)
 		return; /* the old ring goes on as it is */
 	/* Fault its pages in here, on the agent's time: the producer would
 	 * otherwise take a page fault every 4 KiB of events (measured: SCOPE_OPEN
 	 * emit went from 35 to 75 ns while a new 1 MiB ring filled). */
 	if (!kept)
-		memset(g->buf, 0, bigger);
+		memset(g->buf, 0, bytes);
 	atomic_store(&r->grown, g);
-	atomic_store_explicit(&start_bytes, bigger, memory_order_relaxed);
-	quiet_reaps = 0;
 	if (atomic_load(&r->exited)) {
 		atomic_store(&g->exited, 1);
 		atomic_store_explicit(&g->retired, 1, memory_order_release);
+	}
+}
+
+static void ring_grow(struct sc_ring *r)
+{
+	size_t size = (size_t)r->mask + 1;
+	if (size >= ring_max)
+		return;
+	size_t bigger = size * RING_GROWTH < ring_max ? size * RING_GROWTH : ring_max;
+	ring_replace(r, bigger);
+	atomic_store_explicit(&start_bytes, bigger, memory_order_relaxed);
+	quiet_reaps = 0;
+}
+
+void sc_rings_tune(void)
+{
+	size_t small = ring_max < RING_START ? ring_max : RING_START;
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+		if ((size_t)r->mask + 1 <= small)
+			continue;
+		/* Lately never more than a quarter of a small ring pending at a
+		 * drain: the burst that grew it is over. */
+		r->calm = r->peak < small / 4 ? r->calm + 1 : 0;
+		r->peak = 0;
+		if (r->calm >= SHRINK_CALM) {
+			r->calm = 0;
+			ring_replace(r, small);
+		}
 	}
 }
 
@@ -439,6 +472,8 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 		unsigned pct = (unsigned)((end - pos) * 100 / (r->mask + 1));
 		if (pct > fill)
 			fill = pct;
+		if (end - pos > r->peak)
+			r->peak = end - pos;
 		uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
 		if (pct >= 25 || dropped != r->dropped_seen) {
 			r->dropped_seen = dropped;

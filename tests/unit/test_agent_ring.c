@@ -3,7 +3,8 @@
  * thread moves to the larger ring with no event lost or reordered, the old
  * ring and the ring of a thread that exited are freed, new threads start at
  * the grown size (on rings exited threads left) until growth stops, and a
- * producer racing the drain loses nothing it does not count; call sites are
+ * producer racing the drain loses nothing it does not count; a calm thread's
+ * grown ring shrinks back; call sites are
  * defined once, ahead of their first use (protocol v2). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +256,34 @@ static void test_race_with_drain(void **state)
 	free(ids);
 }
 
+/* A grown ring whose thread has been calm long enough is swapped back for
+ * a small one, with no event lost or reordered across the move. */
+static void test_calm_ring_shrinks(void **state)
+{
+	(void)state;
+	uint64_t *ids = malloc(sizeof *ids * 4000);
+	emit_run(1, 1000); /* 31% of 128 KiB: large after the drain, if not already */
+	size_t n = drain_all(ids, 0, 4000);
+	emit_run(1001, 10);
+	assert_int_equal(sc_ring_bytes_self(NULL), MAX_RING);
+	n = drain_all(ids, n, 4000);
+
+	sc_rings_tune(); /* a check that sees the burst's drains is not calm */
+	for (int i = 0; i < 199; i++)
+		sc_rings_tune();
+	emit_run(1011, 5); /* still in the large ring: one check short */
+	assert_int_equal(sc_ring_bytes_self(NULL), MAX_RING);
+	n = drain_all(ids, n, 4000);
+	for (int i = 0; i < 200; i++)
+		sc_rings_tune();
+	emit_run(1016, 5);
+	assert_int_equal(sc_ring_bytes_self(NULL), START_RING);
+	n = drain_all(ids, n, 4000);
+	assert_int_equal(n, 1020);
+	expect_sequence(ids, n, 1);
+	free(ids);
+}
+
 /* Emits a TASK_FORK of task id from site. */
 static void emit_fork(uint64_t id, const struct sc_site *site)
 {
@@ -349,6 +378,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
