@@ -105,7 +105,8 @@ struct model_limits {
 
 #define MODEL_VIOLATIONS 64
 /* Call sites one process may define: far more than a program's source has
- * scope_open and scope_fork calls, few enough to bound the table (~3 MiB). */
+ * scope_open and scope_fork calls, few enough to bound the table (about
+ * 4 MiB at most). */
 #define MODEL_MAX_SITES 65536u
 
 struct model {
@@ -145,10 +146,11 @@ void model_free(struct model *m);
 
 /* Applies one decoded message (snapshot markers, LOST, SITE, lifecycle
  * events; others are ignored).  now_ns is the daemon's monotonic clock, used
- * for retention.  Returns 0, or -ENOSPC (entity cap), -E2BIG (string cap),
- * -ENOMEM, with m->err saying what; the model keeps everything it held.  A
- * SITE the caps leave no room for is refused but not an error: it counts in
- * m->sites_refused, m->err says why, and events naming it have no site. */
+ * for retention.  Returns 0, or -ENOSPC (entity or value cap), -ENOMEM, with
+ * m->err saying what; the model keeps everything it held.  A SITE that the
+ * site or string cap leaves no room for is refused but is not an error: it
+ * counts in m->sites_refused, m->err says why, and events naming it have no
+ * site. */
 int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns);
 
 /* Removes ended entities whose retention has passed. */
