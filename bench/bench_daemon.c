@@ -330,7 +330,7 @@ static double jansson_render(const struct model *m)
 	int64_t t0 = bench_now_ns();
 	json_t *root = json_object(), *tasks = json_array();
 	for (size_t i = 0; i < m->ents[ENT_TASK].cap; i++) {
-		const struct m_task *t = m->ents[ENT_TASK].slots[i];
+		const struct m_task *t = m->ents[ENT_TASK].slots[i].e;
 		if (!t)
 			continue;
 		json_t *site = json_pack("{s:s,s:i,s:s}", "file", t->file, "line", t->line, "func",

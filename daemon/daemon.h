@@ -55,6 +55,7 @@ struct aconn {
 	size_t len, cap;
 	struct jbuf out; /* bytes to the agent not yet written */
 	int64_t accepted_ns;
+	int64_t read_ns; /* when the bytes being applied were read: their "now" */
 	bool dead;
 };
 

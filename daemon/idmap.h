@@ -5,10 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Entities stored here must start with a uint64_t id (nonzero).  The map
+/* Entities stored here must start with their uint64_t id.  The map
  * holds borrowed pointers: it never frees an entity. */
+struct idmap_slot {
+	uint64_t id; /* the entity's id, when e is not NULL */
+	void *e;     /* NULL: an empty slot */
+};
+
 struct idmap {
-	void **slots;
+	struct idmap_slot *slots;
 	size_t cap; /* power of two, or 0 */
 	size_t n;
 };
@@ -20,6 +25,6 @@ int idmap_put(struct idmap *m, void *ent);
 void *idmap_del(struct idmap *m, uint64_t id);
 void idmap_free(struct idmap *m);
 
-/* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i]) ... */
+/* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i].e) ... */
 
 #endif

@@ -21,6 +21,8 @@ void model_init(struct model *m, const struct model_limits *lim)
 		m->lim.max_values = 256;
 	if (!m->lim.max_sites)
 		m->lim.max_sites = MODEL_MAX_SITES;
+	if (!m->lim.max_retained)
+		m->lim.max_retained = MODEL_MAX_RETAINED;
 	if (!m->lim.max_string_bytes)
 		m->lim.max_string_bytes = 8u << 20;
 	m->strings.max_bytes = m->lim.max_string_bytes;
@@ -30,16 +32,19 @@ void model_init(struct model *m, const struct model_limits *lim)
  * serves all four kinds (name 0: the kind has no owned name). */
 static const struct ent_layout {
 	const char *what;
-	size_t size, seen, flags, name;
+	size_t size, seen, flags, name, live_at;
 } layout[ENT_KINDS] = {
 	[ENT_THREAD] = {"thread", sizeof(struct m_thread), offsetof(struct m_thread, seen),
-			offsetof(struct m_thread, flags), offsetof(struct m_thread, name)},
+			offsetof(struct m_thread, flags), offsetof(struct m_thread, name),
+			offsetof(struct m_thread, live_at)},
 	[ENT_POOL] = {"pool", sizeof(struct m_pool), offsetof(struct m_pool, seen),
-		      offsetof(struct m_pool, flags), offsetof(struct m_pool, name)},
+		      offsetof(struct m_pool, flags), offsetof(struct m_pool, name),
+		      offsetof(struct m_pool, live_at)},
 	[ENT_SCOPE] = {"scope", sizeof(struct m_scope), offsetof(struct m_scope, seen),
-		       offsetof(struct m_scope, flags), offsetof(struct m_scope, name)},
+		       offsetof(struct m_scope, flags), offsetof(struct m_scope, name),
+		       offsetof(struct m_scope, live_at)},
 	[ENT_TASK] = {"task", sizeof(struct m_task), offsetof(struct m_task, seen),
-		      offsetof(struct m_task, flags), 0},
+		      offsetof(struct m_task, flags), 0, offsetof(struct m_task, live_at)},
 };
 
 static uint8_t *ent_flags(enum ent_kind k, const void *e)
@@ -50,6 +55,43 @@ static uint8_t *ent_flags(enum ent_kind k, const void *e)
 static uint32_t *ent_seen(enum ent_kind k, const void *e)
 {
 	return (uint32_t *)((uintptr_t)e + layout[k].seen);
+}
+
+static uint32_t *ent_live_at(enum ent_kind k, const void *e)
+{
+	return (uint32_t *)((uintptr_t)e + layout[k].live_at);
+}
+
+/* Puts e into the live set of its kind; 0, or -ENOMEM. */
+static int live_add(struct model *m, enum ent_kind k, void *e)
+{
+	struct live_set *ls = &m->live[k];
+	if (*ent_live_at(k, e))
+		return 0;
+	if (ls->n == ls->cap) {
+		uint32_t cap = ls->cap ? ls->cap * 2 : 64;
+		void **p = cap > ls->cap ? realloc(ls->e, (size_t)cap * sizeof *p) : NULL;
+		if (!p)
+			return -ENOMEM;
+		ls->e = p;
+		ls->cap = cap;
+	}
+	ls->e[ls->n++] = e;
+	*ent_live_at(k, e) = ls->n;
+	return 0;
+}
+
+/* Takes e out of the live set (the last one moves into its place). */
+static void live_del(struct model *m, enum ent_kind k, void *e)
+{
+	struct live_set *ls = &m->live[k];
+	uint32_t at = *ent_live_at(k, e);
+	if (!at)
+		return;
+	void *last = ls->e[--ls->n];
+	ls->e[at - 1] = last;
+	*ent_live_at(k, last) = at;
+	*ent_live_at(k, e) = 0;
 }
 
 static void free_ent(enum ent_kind k, void *e)
@@ -71,12 +113,13 @@ void model_free(struct model *m)
 {
 	for (int k = 0; k < ENT_KINDS; k++) {
 		for (size_t i = 0; i < m->ents[k].cap; i++)
-			if (m->ents[k].slots[i])
-				free_ent(k, m->ents[k].slots[i]);
+			if (m->ents[k].slots[i].e)
+				free_ent(k, m->ents[k].slots[i].e);
 		idmap_free(&m->ents[k]);
+		free(m->live[k].e);
 	}
 	for (size_t i = 0; i < m->sites.cap; i++)
-		free(m->sites.slots[i]);
+		free(m->sites.slots[i].e);
 	idmap_free(&m->sites);
 	strtab_free(&m->strings);
 	free(m->rm);
@@ -130,7 +173,9 @@ static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
 	e = calloc(1, layout[k].size);
 	if (e)
 		*(uint64_t *)e = id; /* the map hashes on it */
-	if (!e || idmap_put(&m->ents[k], e) < 0) {
+	if (!e || live_add(m, k, e) < 0 || idmap_put(&m->ents[k], e) < 0) {
+		if (e)
+			live_del(m, k, e);
 		free(e);
 		*err = fail(m, -ENOMEM, "out of memory adding %s %llu", layout[k].what,
 			    (unsigned long long)id);
@@ -167,6 +212,7 @@ static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
 	void *e = idmap_del(&m->ents[k], id);
 	if (!e)
 		return;
+	live_del(m, k, e);
 	free_ent(k, e);
 	log_removal(m, k, id);
 }
@@ -182,6 +228,18 @@ void model_trim_removals(struct model *m, uint64_t gen)
 		if (gen > m->rm_floor)
 			m->rm_floor = gen;
 	}
+}
+
+static bool is_ended(struct model *m, enum ent_kind k, uint64_t id);
+
+/* Expires the oldest ended entity now (its retention cut short). */
+static void expire_oldest(struct model *m)
+{
+	struct m_expiry x = m->exp[m->exp_head];
+	m->exp_head = (m->exp_head + 1) % m->exp_cap;
+	m->exp_n--;
+	if (is_ended(m, x.kind, x.id))
+		remove_ent(m, x.kind, x.id);
 }
 
 static void expire_later(struct model *m, enum ent_kind k, uint64_t id, int64_t now)
@@ -211,13 +269,8 @@ static bool is_ended(struct model *m, enum ent_kind k, uint64_t id)
 
 void model_sweep(struct model *m, int64_t now_ns)
 {
-	while (m->exp_n && m->exp[m->exp_head].when <= now_ns) {
-		struct m_expiry x = m->exp[m->exp_head];
-		m->exp_head = (m->exp_head + 1) % m->exp_cap;
-		m->exp_n--;
-		if (is_ended(m, x.kind, x.id))
-			remove_ent(m, x.kind, x.id);
-	}
+	while (m->exp_n && m->exp[m->exp_head].when <= now_ns)
+		expire_oldest(m);
 }
 
 /* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out. */
@@ -285,6 +338,7 @@ static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
 	if (*flags & EF_ENDED)
 		return false;
 	*flags |= EF_ENDED;
+	live_del(m, k, e);
 	expire_later(m, k, *(uint64_t *)e, now);
 	return true;
 }
@@ -319,6 +373,8 @@ static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t
 		if (msg->flags & PROTO_F_SNAPSHOT)
 			return 0;
 		/* The kernel reused the tid for a new thread. */
+		if (live_add(m, ENT_THREAD, t) < 0)
+			return fail(m, -ENOMEM, "out of memory reviving thread %u", msg->tid);
 		t->flags = 0;
 		t->exited = 0;
 		t->task = 0;
@@ -593,12 +649,6 @@ static int ev_site(struct model *m, const struct proto_msg *msg, int64_t now)
 	return 0;
 }
 
-/* Pools never end, so for them this is only the seen test. */
-static bool live_unseen(const struct model *m, enum ent_kind k, const void *e)
-{
-	return !(*ent_flags(k, e) & EF_ENDED) && *ent_seen(k, e) != m->epoch;
-}
-
 static int ev_snapshot_begin(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;
@@ -617,11 +667,11 @@ static int ev_snapshot_end(struct model *m, const struct proto_msg *msg, int64_t
 	if (!m->in_snapshot || msg->seq != m->snap_seq)
 		return 0;
 	for (int k = 0; k < ENT_KINDS; k++) {
-		struct idmap *map = &m->ents[k];
-		for (size_t i = 0; i < map->cap;) {
-			void *e = map->slots[i];
-			if (e && live_unseen(m, k, e))
-				remove_ent(m, k, *(uint64_t *)e); /* shifts a later entry into i */
+		struct live_set *ls = &m->live[k];
+		for (uint32_t i = 0; i < ls->n;) {
+			void *e = ls->e[i];
+			if (*ent_seen(k, e) != m->epoch)
+				remove_ent(m, k, *(uint64_t *)e); /* moves the last one into i */
 			else
 				i++;
 		}
@@ -681,5 +731,10 @@ int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
 	if (!fn)
 		return 0;
 	m->events++;
-	return fn(m, msg, now_ns);
+	int rc = fn(m, msg, now_ns);
+	/* Past the cap on ended entities the oldest go now, not after their
+	 * retention; here, once no handler holds an entity it could free. */
+	while (m->exp_n > m->lim.max_retained)
+		expire_oldest(m);
+	return rc;
 }

@@ -31,6 +31,7 @@ struct m_thread {
 	int64_t started, exited;
 	char *name;
 	uint32_t role, seen;
+	uint32_t live_at; /* in model.live: index + 1, 0 when ended */
 	uint8_t flags;
 };
 
@@ -39,6 +40,7 @@ struct m_pool {
 	char *name;
 	struct proto_pool cfg;
 	uint32_t seen;
+	uint32_t live_at;
 	uint8_t flags;
 };
 
@@ -55,6 +57,7 @@ struct m_scope {
 	struct m_value *values;
 	int32_t line;
 	uint32_t owner, seen;
+	uint32_t live_at;
 	uint16_t nvalues;
 	uint8_t joiner, cancel_reason, flags;
 };
@@ -67,6 +70,7 @@ struct m_task {
 	const char *file, *func; /* interned */
 	int32_t line;
 	uint32_t worker, seen;
+	uint32_t live_at;
 	uint8_t state, flags;
 };
 
@@ -101,9 +105,15 @@ struct model_limits {
 	size_t max_values;       /* scoped values per scope */
 	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
+	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
 };
 
 #define MODEL_VIOLATIONS 64
+/* Ended entities kept for the retention time, at most: a fork storm ends
+ * hundreds of thousands of tasks a second, and keeping them all for 5 s made
+ * the task map millions strong (every lookup a cache miss) and pressed the
+ * entity cap.  Past it the oldest go first. */
+#define MODEL_MAX_RETAINED 100000u
 /* Call sites one process may define: far more than a program's source has
  * scope_open and scope_fork calls, few enough to bound the table (about
  * 4 MiB at most). */
@@ -112,6 +122,13 @@ struct model_limits {
 struct model {
 	struct model_limits lim;
 	struct idmap ents[ENT_KINDS];
+	/* The entities of each kind that have not ended, so that the end of a
+	 * snapshot looks at those only: the maps also hold every ended entity
+	 * of the retention time, millions in a fork storm. */
+	struct live_set {
+		void **e;
+		uint32_t n, cap;
+	} live[ENT_KINDS];
 	struct strtab strings;
 	/* Call sites by number.  The process's for its lifetime: snapshots
 	 * neither clear nor need to repeat them (the agent does resend them). */

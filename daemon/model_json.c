@@ -244,7 +244,7 @@ static void ent_array(struct jbuf *b, struct render *r, enum ent_kind k, uint64_
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < map->cap; i++) {
-		const uint64_t *e = map->slots[i];
+		const uint64_t *e = map->slots[i].e;
 		if (e && e[1] > since)
 			list[n++] = e;
 	}

@@ -11,6 +11,7 @@ struct options {
 	const char *socket;        /* borrowed from argv; NULL: default path */
 	int log_level;             /* enum log_level */
 	long retain_s;             /* ended tasks / closed scopes kept this long */
+	long max_retained;         /* and at most this many per process */
 	long max_processes;        /* live + exited processes held */
 	long keep_exited;          /* exited processes kept, at most */
 	long keep_exited_s;        /* and for at most this long */

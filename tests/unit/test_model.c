@@ -695,6 +695,78 @@ static void test_thread_reuse_and_exit(void **state)
 	model_free(&m);
 }
 
+/* The end of a snapshot removes exactly the live entities it did not
+ * mention, looking at the live ones only: ended ones stay for their
+ * retention however many there are, a thread revived by tid reuse counts
+ * as live again, and the live set stays in step through removals. */
+static void test_snapshot_end_live_only(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	apply_ok(&m, thread_start(101, "worker", SC_ROLE_WORKER), 0);
+	apply_ok(&m, scope_open(1, 0, "root"), 0);
+	for (uint64_t id = 1000; id < 6000; id++) {
+		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED), 0);
+		if (id % 1000)
+			apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, SC_TASK_SUCCESS), 0);
+	}
+	assert_int_equal(m.live[ENT_TASK].n, 5); /* 1000, 2000, ... 5000 */
+	struct proto_msg a = thread_start(50, "old", SC_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	x.tid = 50;
+	apply_ok(&m, a, 0);
+	apply_ok(&m, x, 0);
+	apply_ok(&m, thread_start(50, "new", SC_ROLE_OTHER), 0); /* revived */
+
+	struct proto_msg snapshot[] = {
+		snap(PROTO_SNAPSHOT_BEGIN, 3),
+		thread_start(101, "worker", SC_ROLE_WORKER),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 3000, 1, SC_TASK_FORKED),
+		snap(PROTO_SNAPSHOT_END, 3),
+	};
+	for (int i = 1; i < 4; i++)
+		snapshot[i].flags = PROTO_F_SNAPSHOT;
+	apply_all(&m, snapshot, 5, 0);
+	assert_null(idmap_get(&m.ents[ENT_THREAD], 50)); /* revived, then not mentioned */
+	assert_non_null(idmap_get(&m.ents[ENT_THREAD], 101));
+	assert_non_null(idmap_get(&m.ents[ENT_TASK], 3000));
+	for (uint64_t id = 1000; id <= 5000; id += 1000)
+		if (id != 3000)
+			assert_null(idmap_get(&m.ents[ENT_TASK], id));
+	assert_int_equal(model_count(&m, ENT_TASK), 1 + 4995); /* the ended ones stay */
+	assert_int_equal(m.live[ENT_TASK].n, 1);
+	assert_int_equal(m.live[ENT_THREAD].n, 1);
+	assert_int_equal(m.live[ENT_SCOPE].n, 1);
+	/* The set still tracks: ending the survivor empties it. */
+	apply_ok(&m, task(PROTO_EV_TASK_END, 3000, 1, SC_TASK_SUCCESS), 0);
+	assert_int_equal(m.live[ENT_TASK].n, 0);
+	model_free(&m);
+}
+
+/* At most max_retained ended entities stay, the newest; live ones are never
+ * touched; so a stream of short tasks never reaches the entity cap. */
+static void test_max_retained(void **state)
+{
+	(void)state;
+	struct model m;
+	struct model_limits lim = {.max_entities = 100, .retain_ns = 5 * SEC, .max_retained = 10};
+	model_init(&m, &lim);
+	apply_ok(&m, site_def(SITE_SERVE, "demo.c", "serve", 40), 0);
+	apply_ok(&m, scope_open(1, 0, "root"), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_FORK, 5, 1, SC_TASK_FORKED), 0); /* stays live */
+	for (uint64_t id = 100; id < 1100; id++) {
+		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED), 0);
+		apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, SC_TASK_SUCCESS), 0);
+	}
+	assert_int_equal(model_count(&m, ENT_TASK), 1 + 10);
+	assert_non_null(idmap_get(&m.ents[ENT_TASK], 5));
+	assert_null(idmap_get(&m.ents[ENT_TASK], 1089));
+	for (uint64_t id = 1090; id < 1100; id++)
+		assert_non_null(idmap_get(&m.ents[ENT_TASK], id));
+	model_free(&m);
+}
+
 /* Encoded frames through the real decoder give the same model; the decoder
  * refuses a SITE numbered 0 or with a string that is not terminated. */
 static void test_wire_round_trip(void **state)
@@ -913,6 +985,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tree_and_json),
+		cmocka_unit_test(test_snapshot_end_live_only),
+		cmocka_unit_test(test_max_retained),
 		cmocka_unit_test(test_idempotent),
 		cmocka_unit_test(test_out_of_order),
 		cmocka_unit_test(test_placeholder),
