@@ -113,7 +113,7 @@ struct model_limits {
  * hundreds of thousands of tasks a second, and keeping them all for 5 s made
  * the task map millions strong (every lookup a cache miss) and pressed the
  * entity cap.  Past it the oldest go first. */
-#define MODEL_MAX_RETAINED 100000u
+#define MODEL_MAX_RETAINED 16384u
 /* Call sites one process may define: far more than a program's source has
  * scope_open and scope_fork calls, few enough to bound the table (about
  * 4 MiB at most). */
