@@ -13,9 +13,10 @@
  * the room) fills it and the frame starts at offset 0.
  *
  * Rings grow.  A thread starts with a small ring (RING_START); when the
- * agent finds one more than half full at a drain, or finds that it dropped
- * events, it makes a ring four times larger (up to ring_max, set by
- * SCOPED_BUFFER_KB) and hands it over through the old ring's `grown`.  The
+ * agent finds one at least a quarter full at a drain, or finds that it
+ * dropped events, it makes a ring RING_GROWTH times larger (up to ring_max,
+ * set by SCOPED_BUFFER_KB) and hands it over through the old ring's
+ * `grown`.  The
  * producer moves to it at its next event and retires the old ring, which
  * the agent drains and frees like the ring of an exited thread; the merge
  * by timestamp keeps the old ring's events ahead of the new one's.  So
@@ -90,7 +91,7 @@ static size_t ncursors_cap;
 static size_t *heap;
 
 /* The thread-exit destructor.  A larger ring the agent made for the thread
- * but the thread never moved to goes too.  Paired with ring_grow(): each
+ * but the thread never moved to goes too.  Paired with ring_replace(): each
  * side stores, then loads the other's flag (sequentially consistent), so at
  * least one of them sees the other and that ring is not orphaned.  retired
  * is stored last: from then on the agent may free r. */
