@@ -25,7 +25,45 @@ static size_t table_cap;
 static struct sc_site *by_id; /* by_id[id - 1] */
 static uint32_t nsites;
 
-static __thread struct site_slot cache[CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
+/* The thread's cache, allocated at its first site: a 2 KiB array in
+ * initial-exec TLS would not fit the static TLS that glibc keeps for a
+ * library loaded with dlopen(), a pointer does. */
+static __thread struct site_slot *cache __attribute__((tls_model("initial-exec")));
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_key_ok;
+
+/* At thread exit; a later event of that thread (from another destructor)
+ * just makes a new cache, which the next destructor round frees. */
+static void cache_free(void *p)
+{
+	if (cache == p)
+		cache = NULL;
+	free(p);
+}
+
+static void cache_key_make(void)
+{
+	cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* The calling thread's cache, or NULL (out of memory: every lookup then
+ * takes the lock, and still gets the right number). */
+static struct site_slot *my_cache(void)
+{
+	if (__builtin_expect(cache != NULL, 1))
+		return cache;
+	(void)pthread_once(&cache_once, cache_key_make);
+	if (!cache_key_ok)
+		return NULL;
+	struct site_slot *c = calloc(CACHE_SLOTS, sizeof *c);
+	if (c && pthread_setspecific(cache_key, c) != 0) {
+		free(c);
+		c = NULL;
+	}
+	cache = c;
+	return c;
+}
 
 static size_t site_hash(const char *file, const char *func, int line)
 {
@@ -81,8 +119,8 @@ uint32_t sc_site_number(const struct sc_site *s,
 	if (!s->file && !s->func)
 		return 0;
 	size_t h = site_hash(s->file, s->func, s->line);
-	struct site_slot *c = &cache[h & (CACHE_SLOTS - 1)];
-	if (c->id && same(c, s))
+	struct site_slot *slots = my_cache(), *c = slots ? &slots[h & (CACHE_SLOTS - 1)] : NULL;
+	if (c && c->id && same(c, s))
 		return c->id;
 
 	pthread_mutex_lock(&sites_lock);
@@ -100,7 +138,7 @@ uint32_t sc_site_number(const struct sc_site *s,
 		*probe(s, h) = (struct site_slot){s->file, s->func, s->line, id};
 	}
 	pthread_mutex_unlock(&sites_lock);
-	if (id)
+	if (id && c)
 		*c = (struct site_slot){s->file, s->func, s->line, id};
 	return id;
 }
