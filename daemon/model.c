@@ -442,6 +442,8 @@ static int ev_join_begin(struct model *m, const struct proto_msg *msg, int64_t n
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
 	s->flags |= EF_JOINING;
+	if (!s->join_began)
+		s->join_began = msg->ts; /* a snapshot's repeat carries the same */
 	return 0;
 }
 

@@ -52,6 +52,7 @@ struct m_scope {
 	uint64_t id, gen;
 	uint64_t parent, parent_task, pool;
 	int64_t deadline, opened, closed, join_result;
+	int64_t join_began; /* the first JOIN_BEGIN's ts (0: none) */
 	char *name;
 	const char *file, *func; /* interned */
 	struct m_value *values;

@@ -180,6 +180,7 @@ static void scope_json(struct jbuf *b, struct render *r, const void *ent)
 	time_ms(b, "deadline_ms", clk, s->deadline);
 	time_ms(b, "opened_ms", clk, s->opened);
 	time_ms(b, "closed_ms", clk, s->closed);
+	time_ms(b, "join_began_ms", clk, s->join_began);
 	jf_str(b, "cancel_reason", NAME(cancel_reasons, s->cancel_reason));
 	jf_i64_if(b, "join_result", s->flags & EF_JOINED, s->join_result);
 	site(b, s->file, s->line, s->func);

@@ -236,8 +236,17 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	}
 	sc_emit_open(s, 1, sn->emit, sn->ctx);
 	sc_values_snapshot(s, sn->emit, sn->ctx);
-	if (s->joining)
-		snap_scope_event(sn, s, SC_EV_JOIN_BEGIN, 0);
+	if (s->joining) {
+		/* Stamped when the join began, not now: a daemon that connects
+		 * late still sees how long the owner has been waiting. */
+		struct sc_ev ev;
+		sc_ev_init(&ev, SC_EV_JOIN_BEGIN);
+		ev.snapshot = 1;
+		ev.ts = s->join_ts;
+		ev.tid = s->owner_tid;
+		ev.a = s->id;
+		sn->emit(sn->ctx, &ev);
+	}
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled)
 		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled);

@@ -129,6 +129,7 @@ struct scope {
 	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;	  /* the joiner decided */
 	bool joined, joining;
+	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
 	size_t pending; /* forked, not ended */
 	scope_task_t **tasks;
 	size_t ntasks, cap;

@@ -482,9 +482,11 @@ int scope_join(scope_t *s)
 		sc_emit_violation(s->id, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
+	int64_t began = scope_now();
 	pthread_mutex_lock(&s->lock);
 	s->joined = true;
 	s->joining = true;
+	s->join_ts = began;
 	s->waiter = t;
 	pthread_mutex_unlock(&s->lock);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);

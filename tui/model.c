@@ -202,6 +202,7 @@ static void *scope_parse(json_t *o)
 	s->join_result = tm_jtext(o, "join_result");
 	s->deadline_ms = tm_jnum(o, "deadline_ms");
 	s->opened_ms = tm_jnum(o, "opened_ms");
+	s->join_began_ms = tm_jnum(o, "join_began_ms");
 	s->closed_ms = tm_jnum(o, "closed_ms");
 	tm_site_read(&s->site, o);
 	values_read(s, o);
@@ -268,9 +269,13 @@ static void carry_over(struct tm_model *m, const struct kind *k, void *item, voi
 	if (k->parse == scope_parse) {
 		struct tm_scope *s = item, *o = old;
 		s->gen = m->gen;
+		/* From the join's own start when the daemon knows it (older
+		 * daemons do not say): a join that began before scopetop
+		 * attached is slow from when it began. */
 		if (s->state == SS_JOINING)
-			s->joining_since_ms =
-			    (o && o->state == SS_JOINING) ? o->joining_since_ms : now;
+			s->joining_since_ms = s->join_began_ms > 0 ? s->join_began_ms
+					      : (o && o->state == SS_JOINING) ? o->joining_since_ms
+									      : now;
 	} else if (k->parse == task_parse) {
 		((struct tm_task *)item)->gen = m->gen;
 	} else if (k->parse == pool_parse) {

@@ -67,7 +67,8 @@ struct tm_scope {
 	int joiner, state;
 	char *cancel_reason, *join_result;	  /* NULL: none */
 	double deadline_ms, opened_ms, closed_ms; /* 0: none */
-	double joining_since_ms;		  /* when we first saw it joining (model time) */
+	double join_began_ms;			  /* the daemon's: when the join began (0: none) */
+	double joining_since_ms;		  /* join_began_ms, else when we first saw it joining */
 	struct tm_site site;
 	struct tm_kv *values;
 	int nvalues;

@@ -744,6 +744,28 @@ static void test_snapshot_end_live_only(void **state)
 	model_free(&m);
 }
 
+/* A scope keeps when its join began: the first JOIN_BEGIN's ts, which a
+ * snapshot's repeat (stamped with the same instant by the agent, or later
+ * by an older one) does not move. */
+static void test_join_began(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	apply_ok(&m, scope_open(1, 0, "root"), 0);
+	const struct m_scope *s = idmap_get(&m.ents[ENT_SCOPE], 1);
+	assert_int_equal(s->join_began, 0);
+	struct proto_msg jb = scope_ev(PROTO_EV_JOIN_BEGIN, 1);
+	jb.ts = 5000;
+	apply_ok(&m, jb, 0);
+	assert_int_equal(s->join_began, 5000);
+	jb.ts = 9000;
+	jb.flags = PROTO_F_SNAPSHOT;
+	apply_ok(&m, jb, 0);
+	assert_int_equal(s->join_began, 5000);
+	model_free(&m);
+}
+
 /* At most max_retained ended entities stay, the newest; live ones are never
  * touched; so a stream of short tasks never reaches the entity cap. */
 static void test_max_retained(void **state)
@@ -987,6 +1009,7 @@ int main(void)
 		cmocka_unit_test(test_tree_and_json),
 		cmocka_unit_test(test_snapshot_end_live_only),
 		cmocka_unit_test(test_max_retained),
+		cmocka_unit_test(test_join_began),
 		cmocka_unit_test(test_idempotent),
 		cmocka_unit_test(test_out_of_order),
 		cmocka_unit_test(test_placeholder),

@@ -289,6 +289,28 @@ static void test_delta(void **state)
 	assert_string_equal(shape(f), "R0@0 T10@1 T11@1 S2@2 T12@3 T14@3 P0@1");
 }
 
+/* A join the daemon says began before scopetop attached is slow from when
+ * it began, not from when scopetop first saw it. */
+static void test_join_began_from_daemon(void **state)
+{
+	struct fx *f = *state;
+	delta(f,
+	      "{\"gen\":3,\"upsert\":{\"scopes\":[{\"id\":2,\"name\":\"handle\",\"parent\":1,"
+	      "\"parent_task\":11,\"state\":\"joining\",\"join_began_ms\":1764441600000}]}}",
+	      NOW);
+	assert_true(tm_scope_get(&f->m, 2)->joining_since_ms == 1764441600000.0);
+	tm_model_warnings(&f->m, NOW + 1);
+	assert_true(tm_scope_get(&f->m, 2)->warn & TM_W_JOIN_SLOW);
+	/* Without it (an older daemon), the first sight counts. */
+	delta(f,
+	      "{\"gen\":4,\"upsert\":{\"scopes\":[{\"id\":3,\"name\":\"other\",\"parent\":1,"
+	      "\"state\":\"joining\"}]}}",
+	      NOW);
+	assert_true(tm_scope_get(&f->m, 3)->joining_since_ms == NOW);
+	tm_model_warnings(&f->m, NOW + 1);
+	assert_false(tm_scope_get(&f->m, 3)->warn & TM_W_JOIN_SLOW);
+}
+
 static void test_warnings(void **state)
 {
 	struct fx *f = *state;
@@ -581,6 +603,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_task_function, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delta, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warnings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_join_began_from_daemon, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stacks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
