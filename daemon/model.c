@@ -560,15 +560,20 @@ static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t n
 		if (s->nvalues >= m->lim.max_values)
 			return fail(m, -ENOSPC, "bound over %zu values in scope %llu, the cap",
 				    m->lim.max_values, (unsigned long long)s->id);
-		struct m_value *v = realloc(s->values, (s->nvalues + 1) * sizeof *v);
-		if (!v)
-			return fail(m, -ENOMEM, "out of memory binding a value");
-		s->values = v;
-		v[i] = (struct m_value){0};
-		s->nvalues++;
-		int rc = set_str(m, &v[i].key, &msg->key);
+		/* The key first: a binding without one would break every
+		 * later lookup and the rendering (found by test_alloc_fail). */
+		char *key = NULL;
+		int rc = set_str(m, &key, &msg->key);
 		if (rc)
 			return rc;
+		struct m_value *v = realloc(s->values, (s->nvalues + 1) * sizeof *v);
+		if (!v) {
+			free(key);
+			return fail(m, -ENOMEM, "out of memory binding a value");
+		}
+		s->values = v;
+		v[i] = (struct m_value){key, NULL};
+		s->nvalues++;
 	}
 	return set_str(m, &s->values[i].value, &msg->value);
 }

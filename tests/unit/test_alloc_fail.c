@@ -1,5 +1,6 @@
 /* test_alloc_fail.c - allocation failure injected into the runtime, the fast
- * JSON reader, the dump builder and the control client: for N = 1, 2, ...
+ * JSON reader, the dump builder, the control client and the daemon's model:
+ * for N = 1, 2, ...
  * the Nth allocation fails until an operation runs without reaching N; each
  * attempt must report -ENOMEM (or cope) and neither crash nor leak (under
  * make test-asan, LeakSanitizer checks at exit). */
@@ -24,6 +25,8 @@
 #include "scope.h"
 #include "../../common/ctl.h"
 #include "../../common/jv.h"
+#include "../../daemon/jbuf.h"
+#include "../../daemon/model.h"
 #include "../../dumper/jdkdump.h"
 
 /* ---------------------------------------------------------------------------
@@ -451,6 +454,119 @@ static void test_ctl(void **state)
 	rmdir(f.dir);
 }
 
+/* ---------------------------------------------------------------------------
+ * The daemon's model: a stream with every kind of message the model keeps
+ * state for (sites, threads, a pool, scopes with values, tasks through their
+ * lives, a snapshot after a loss), then the rendering of the tree.  Every
+ * apply must succeed or say -ENOMEM, and the model must free what it holds.
+ */
+
+static struct proto_str S(const char *s)
+{
+	return (struct proto_str){s, (uint16_t)strlen(s)};
+}
+
+static struct proto_msg mev(uint16_t type, uint64_t a)
+{
+	struct proto_msg m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.ts = 1000 + (int64_t)a;
+	m.tid = 100;
+	m.scope = m.task = m.pool_id = a;
+	return m;
+}
+
+static void op_model(void *arg, struct outcome *o)
+{
+	(void)arg;
+	struct model m;
+	struct model_limits lim = {.retain_ns = 1000000000, .max_retained = 8};
+	model_init(&m, &lim);
+	m.track_removals = true;
+	struct proto_msg msgs[64];
+	size_t n = 0;
+	struct proto_msg site = mev(PROTO_SITE, 0);
+	site.site = 1;
+	site.file = S("demo.c");
+	site.func = S("serve");
+	site.line = 40;
+	msgs[n++] = site;
+	struct proto_msg th = mev(PROTO_EV_THREAD_START, 0);
+	th.name = S("main");
+	th.role = 1;
+	msgs[n++] = th;
+	struct proto_msg pool = mev(PROTO_EV_POOL_CREATE, 3);
+	pool.name = S("io");
+	msgs[n++] = pool;
+	for (uint64_t sc = 1; sc <= 2; sc++) {
+		struct proto_msg open = mev(PROTO_EV_SCOPE_OPEN, sc);
+		open.parent = sc - 1;
+		open.name = S(sc == 1 ? "root" : "child");
+		open.site = 1;
+		msgs[n++] = open;
+		struct proto_msg bind = mev(PROTO_EV_VALUE_BIND, sc);
+		bind.key = S("request_id");
+		bind.value = S("r-17");
+		msgs[n++] = bind;
+	}
+	for (uint64_t t = 10; t < 22; t++) {
+		struct proto_msg f = mev(PROTO_EV_TASK_FORK, t);
+		f.scope = 1 + t % 2;
+		f.site = 1;
+		msgs[n++] = f;
+		struct proto_msg st = mev(PROTO_EV_TASK_START, t);
+		st.scope = f.scope;
+		msgs[n++] = st;
+		if (t % 3) {
+			struct proto_msg e = mev(PROTO_EV_TASK_END, t);
+			e.scope = f.scope;
+			e.state = 2;
+			msgs[n++] = e;
+		}
+	}
+	msgs[n++] = mev(PROTO_EV_JOIN_BEGIN, 2);
+	struct proto_msg lost = mev(PROTO_LOST, 0);
+	lost.total_lost = lost.lost_since = 5;
+	msgs[n++] = lost;
+	struct proto_msg sb = mev(PROTO_SNAPSHOT_BEGIN, 0);
+	sb.seq = 1;
+	msgs[n++] = sb;
+	msgs[n++] = site;
+	msgs[n++] = th;
+	msgs[n - 1].flags = PROTO_F_SNAPSHOT;
+	struct proto_msg root = mev(PROTO_EV_SCOPE_OPEN, 1);
+	root.name = S("root");
+	root.site = 1;
+	root.flags = PROTO_F_SNAPSHOT;
+	msgs[n++] = root;
+	struct proto_msg se = mev(PROTO_SNAPSHOT_END, 0);
+	se.seq = 1;
+	msgs[n++] = se;
+	assert_true(n <= sizeof msgs / sizeof msgs[0]);
+
+	char what[64];
+	for (size_t i = 0; i < n; i++) {
+		snprintf(what, sizeof what, "model_apply #%zu (%s)", i, proto_type_name(msgs[i].type));
+		(void)expect(model_apply(&m, &msgs[i], 0), what, o);
+	}
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 0};
+	model_render(&m, &clk, 0, &b);
+	if (b.oom)
+		o->enomem++;
+	jb_free(&b);
+	model_sweep(&m, 2000000000);
+	model_free(&m);
+}
+
+static void test_model(void **state)
+{
+	(void)state;
+	sweep("daemon model", op_model, NULL);
+}
+
 int main(void)
 {
 	/* A client that gave up closes its end before the fake daemon writes. */
@@ -466,6 +582,7 @@ int main(void)
 	    cmocka_unit_test(test_nested),
 	    cmocka_unit_test(test_dump_builder),
 	    cmocka_unit_test(test_ctl),
+	    cmocka_unit_test(test_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
