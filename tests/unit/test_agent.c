@@ -225,10 +225,13 @@ static void *emit_life(void *arg)
 			ev = mk(SC_EV_SCOPE_CLOSE, scope, 0);
 			sc_emit(&ev);
 		} else {
-			/* Still open at the end: the truth holds it and tasks 2, 3. */
+			/* Still open at the end: the truth holds it and tasks 2, 3,
+			 * forked (so their fork site is checked too) and started. */
 			open.snapshot = 1;
 			truth_add(em->truth, &open);
 			for (int t = 2; t <= 3; t++) {
+				ev = mk(SC_EV_TASK_FORK, scope | (uint64_t)t, scope);
+				truth_add(em->truth, &ev);
 				ev = mk(SC_EV_TASK_START, scope | (uint64_t)t, scope);
 				truth_add(em->truth, &ev);
 			}
