@@ -30,6 +30,7 @@
 /* The receiver the agent is connected to: the sink below, or the real
  * daemon (daemon_start). */
 static char rx_path[108];
+static char rx_dir[64]; /* the daemon's private directory, removed after it */
 static pid_t rx_pid;
 
 static void sink_main(int lfd)
@@ -105,7 +106,8 @@ static int daemon_start(void)
 		fprintf(stderr, "bench_agent: no daemon at %s (make all)\n", scoped);
 		return -1;
 	}
-	snprintf(rx_path, sizeof rx_path, "/tmp/scoped-bench-%d/agent.sock", (int)getpid());
+	snprintf(rx_dir, sizeof rx_dir, "/tmp/scoped-bench-%d", (int)getpid());
+	snprintf(rx_path, sizeof rx_path, "%s/agent.sock", rx_dir);
 	rx_pid = fork();
 	if (rx_pid == 0) {
 		execl(scoped, "scoped", "--foreground", "--socket", rx_path, "--stacks", "signal",
@@ -133,6 +135,15 @@ static void receiver_stop(void)
 	kill(rx_pid, SIGTERM);
 	waitpid(rx_pid, NULL, 0);
 	unlink(rx_path);
+	if (rx_dir[0]) {
+		/* The daemon removed its sockets on SIGTERM; a control socket it
+		 * left behind on a crash goes here too. */
+		char ctl[sizeof rx_dir + 16];
+		snprintf(ctl, sizeof ctl, "%s/control.sock", rx_dir);
+		unlink(ctl);
+		rmdir(rx_dir);
+		rx_dir[0] = 0;
+	}
 }
 
 static int agent_connect(void)
