@@ -37,6 +37,8 @@ struct sc_enc_layout {
 	uint16_t fixed; /* header + common part + the ops' bytes */
 	uint8_t ops[8];
 	uint8_t strs[3];
+	uint8_t site; /* one of ops is OP_SITE (ES below): kept as a bit because
+		       * every event asks, see sc_enc_wants_site */
 };
 
 static const uint8_t op_size[] = {
@@ -48,17 +50,19 @@ static const uint8_t op_size[] = {
  * layout against proto_decode, which insists on exact lengths). */
 #define K(kind) [(kind) - 0x100]
 #define E(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__}
+/* The same for the kinds that carry a call site's number (OP_SITE). */
+#define ES(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__, 1}
 static const struct sc_enc_layout layouts[0x43] = {
 	K(SC_EV_THREAD_START) = E(16, {OP_A, OP_I32, OP_Z32}, {S_S1}),
 	K(SC_EV_THREAD_EXIT) = E(0, {0}, {0}),
 	K(SC_EV_THREAD_NAME) = E(0, {0}, {S_S1}),
 	K(SC_EV_PROCESS_EXIT) = E(8, {OP_U32, OP_I32}, {0}),
-	K(SC_EV_SCOPE_OPEN) = E(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_SITE}, {S_S1}),
+	K(SC_EV_SCOPE_OPEN) = ES(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_SITE}, {S_S1}),
 	K(SC_EV_JOIN_BEGIN) = E(8, {OP_A}, {0}),
 	K(SC_EV_JOIN_END) = E(16, {OP_A, OP_I64}, {0}),
 	K(SC_EV_SCOPE_CANCEL) = E(16, {OP_A, OP_U32, OP_Z32}, {0}),
 	K(SC_EV_SCOPE_CLOSE) = E(16, {OP_A, OP_I64}, {0}),
-	K(SC_EV_TASK_FORK) = E(32, {OP_A, OP_B, OP_D, OP_U32, OP_SITE}, {0}),
+	K(SC_EV_TASK_FORK) = ES(32, {OP_A, OP_B, OP_D, OP_U32, OP_SITE}, {0}),
 	K(SC_EV_TASK_START) = E(16, {OP_A, OP_B}, {0}),
 	K(SC_EV_TASK_END) = E(32, {OP_A, OP_B, OP_I64, OP_U32, OP_Z32}, {0}),
 	K(SC_EV_VIOLATION) = E(24, {OP_A, OP_I64, OP_U32, OP_Z32}, {0}),
@@ -180,10 +184,7 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 
 int sc_enc_wants_site(const struct sc_enc *e)
 {
-	for (int i = 0; i < 8 && e->l->ops[i]; i++)
-		if (e->l->ops[i] == OP_SITE)
-			return 1;
-	return 0;
+	return e->l->site;
 }
 
 /* SITE: header, u32 site, i32 line, then file and func (cut to

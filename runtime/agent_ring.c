@@ -402,8 +402,6 @@ static int cursors_fit(size_t n)
 
 static unsigned last_fill_pct;
 
-/* Makes r's thread a ring RING_GROWTH times larger (see the top of the
- * file).  Agent thread only. */
 /* Hands r's thread a ring of bytes instead (see the top of the file).
  * Agent thread only. */
 static void ring_replace(struct sc_ring *r, size_t bytes)
@@ -427,6 +425,8 @@ static void ring_replace(struct sc_ring *r, size_t bytes)
 	}
 }
 
+/* Makes r's thread a ring RING_GROWTH times larger (see the top of the
+ * file).  Agent thread only. */
 static void ring_grow(struct sc_ring *r)
 {
 	size_t size = (size_t)r->mask + 1;

@@ -171,12 +171,14 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 	}
 }
 
-static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32_t u)
+/* ts 0: the observer stamps it (now). */
+static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32_t u, int64_t ts)
 {
 	struct sc_ev ev;
 
 	sc_ev_init(&ev, kind);
 	ev.snapshot = 1;
+	ev.ts = ts;
 	ev.tid = s->owner_tid;
 	ev.a = s->id;
 	ev.u = u;
@@ -236,20 +238,13 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	}
 	sc_emit_open(s, 1, sn->emit, sn->ctx);
 	sc_values_snapshot(s, sn->emit, sn->ctx);
-	if (s->joining) {
-		/* Stamped when the join began, not now: a daemon that connects
-		 * late still sees how long the owner has been waiting. */
-		struct sc_ev ev;
-		sc_ev_init(&ev, SC_EV_JOIN_BEGIN);
-		ev.snapshot = 1;
-		ev.ts = s->join_ts;
-		ev.tid = s->owner_tid;
-		ev.a = s->id;
-		sn->emit(sn->ctx, &ev);
-	}
+	/* Stamped when the join began, not now: a daemon that connects late
+	 * still sees how long the owner has been waiting. */
+	if (s->joining)
+		snap_scope_event(sn, s, SC_EV_JOIN_BEGIN, 0, s->join_ts);
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled)
-		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled);
+		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled, 0);
 	for (size_t i = 0; i < s->ntasks; i++)
 		snap_task(sn, s, s->tasks[i]);
 	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
