@@ -2,7 +2,12 @@
  * per-event cost on the emitting thread (agent off / connected), a
  * fork-heavy workload without the agent, with it, and with the receiver
  * stopped, and signal-mode stack capture of 1,000 threads.  Baselines are
- * measured in the same run; the table prints medians and ratios. */
+ * measured in the same run; the table prints medians and ratios.
+ *
+ * BENCH_AGENT_ONLY=sink|daemon runs only that receiver's fork section (and
+ * skips the stack capture): for profiling one of them with perf.
+ * BENCH_SCOPED_ARGS adds options to the daemon's command line, and
+ * BENCH_SCOPED names another daemon binary (an A/B of two builds). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -102,6 +107,8 @@ static int daemon_start(void)
 		return -1;
 	*slash = 0;
 	snprintf(scoped, sizeof scoped, "%s/../bin/scoped", exe);
+	if (getenv("BENCH_SCOPED")) /* another build of the daemon, for an A/B */
+		snprintf(scoped, sizeof scoped, "%s", getenv("BENCH_SCOPED"));
 	if (access(scoped, X_OK)) {
 		fprintf(stderr, "bench_agent: no daemon at %s (make all)\n", scoped);
 		return -1;
@@ -110,8 +117,17 @@ static int daemon_start(void)
 	snprintf(rx_path, sizeof rx_path, "%s/agent.sock", rx_dir);
 	rx_pid = fork();
 	if (rx_pid == 0) {
-		execl(scoped, "scoped", "--foreground", "--socket", rx_path, "--stacks", "signal",
-		      "--log-level", "warn", (char *)NULL);
+		/* BENCH_SCOPED_ARGS: more options for the daemon, separated by
+		 * spaces (for experiments, e.g. "--max-retained 4096"). */
+		char *argv[24] = {"scoped",   "--foreground", "--socket",    rx_path,
+				  "--stacks", "signal",	      "--log-level", "warn"};
+		int argc = 8;
+		char *extra = getenv("BENCH_SCOPED_ARGS");
+		for (char *tok = extra ? strtok(extra, " ") : NULL; tok && argc < 23;
+		     tok = strtok(NULL, " "))
+			argv[argc++] = tok;
+		argv[argc] = NULL;
+		execv(scoped, argv);
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {
@@ -594,9 +610,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fork_rate(2000); /* warm the pool up */
-	fork_section("the sink (decodes, keeps nothing)");
+	const char *only = getenv("BENCH_AGENT_ONLY");
+	if (!only || strcmp(only, "daemon"))
+		fork_section("the sink (decodes, keeps nothing)");
 	sc_agent_stop();
 	receiver_stop();
+	if (only && strcmp(only, "daemon"))
+		return 0;
 
 	/* The same with the real daemon, which also applies every event to its
 	 * model: what a user's machine pays. */
@@ -608,6 +628,8 @@ int main(int argc, char **argv)
 	}
 	receiver_stop();
 	scope_pool_destroy(pool);
+	if (only)
+		return 0;
 
 	struct capture one, many;
 	int made = stack_bench(1000, &one, &many);

@@ -138,14 +138,17 @@ static void build_stream(struct stream *s, size_t min_events)
 }
 
 /* Decodes buf and applies each event (model != NULL) the way the daemon's
- * reader does, with a fake clock of 500 ns per event and periodic sweeps.
- * Returns the events handled. */
+ * reader does (prefetching ahead as it does), with a fake clock of 500 ns per event and periodic
+ * sweeps. Returns the events handled. */
 static size_t consume(struct model *model, const uint8_t *buf, size_t len, size_t *off_io)
 {
 	size_t off = *off_io, n = 0;
+	struct model_ahead ahead = {0};
 	for (;;) {
 		struct proto_msg m;
 		size_t used;
+		if (model)
+			model_prefetch_ahead(model, buf, len, off, &ahead);
 		int rc = proto_decode(buf + off, len - off, &m, &used);
 		if (rc == PROTO_EAGAIN)
 			break;

@@ -80,6 +80,12 @@ void *idmap_del(struct idmap *m, uint64_t id)
 	return found;
 }
 
+void idmap_prefetch(const struct idmap *m, uint64_t id)
+{
+	if (m->cap)
+		__builtin_prefetch(&m->slots[slot_of(id, m->cap)]);
+}
+
 void idmap_free(struct idmap *m)
 {
 	free(m->slots);

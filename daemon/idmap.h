@@ -24,6 +24,8 @@ int idmap_put(struct idmap *m, void *ent);
 /* Removes and returns the entity with id, or NULL. */
 void *idmap_del(struct idmap *m, uint64_t id);
 void idmap_free(struct idmap *m);
+/* Starts loading the slot where id would be, ahead of a lookup. */
+void idmap_prefetch(const struct idmap *m, uint64_t id);
 
 /* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i].e) ... */
 

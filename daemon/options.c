@@ -38,7 +38,7 @@ static const struct opt_def table[] = {
 	 "error, warn, info or debug"},
 	{"retain", OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
 	 "keep ended tasks, closed scopes and exited threads visible this long"},
-	{"max-retained", OPT_LONG, OFF(max_retained), "N", 1, 100000000, 16384, NULL,
+	{"max-retained", OPT_LONG, OFF(max_retained), "N", 1, 100000000, 4096, NULL,
 	 "and at most this many of them per process, the oldest going first"},
 	{"max-processes", OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
 	 "instrumented processes held at once, live and exited"},
