@@ -207,12 +207,15 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	d->npending--;
 
 	uint8_t buf[64];
-	struct proto_msg ack = {.type = PROTO_HELLO_ACK, .version = PROTO_VERSION};
+	/* The session's version: the older of the agent's and ours (the
+	 * decoder refused anything outside PROTO_VERSION_MIN..PROTO_VERSION). */
+	uint16_t version = m->version < PROTO_VERSION ? m->version : PROTO_VERSION;
+	struct proto_msg ack = {.type = PROTO_HELLO_ACK, .version = version};
 	int n = proto_encode(buf, sizeof buf, &ack, NULL, NULL);
 	if (n < 0 || !aconn_send(d, a, buf, (size_t)n))
 		return -1;
-	log_info("process %d (%s) registered, uid %u", (int)p->pid, p->name ? p->name : "?",
-		 (unsigned)p->uid);
+	log_info("process %d (%s) registered, uid %u, protocol %u", (int)p->pid,
+		 p->name ? p->name : "?", (unsigned)p->uid, (unsigned)version);
 	if (d->sym) {
 		int rc = sym_attach(d->sym, p->pid, p->starttime);
 		if (rc < 0)

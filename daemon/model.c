@@ -516,6 +516,31 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	return 0;
 }
 
+static void task_started(struct model *m, struct m_task *t, int64_t ts, uint32_t tid)
+{
+	if (!t->started) {
+		t->started = ts;
+		t->worker = tid;
+	}
+	if (task_rank(t->state) < 1) {
+		t->state = SC_TASK_RUNNING;
+		thread_set_task(m, tid, t->id, 0);
+	}
+}
+
+static void task_ended(struct model *m, struct m_task *t, const struct proto_msg *msg,
+		       int64_t ts, int64_t now)
+{
+	if (!end_once(m, ENT_TASK, t, now))
+		return;
+	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
+	t->ended = ts;
+	t->error = msg->error;
+	if (!t->worker)
+		t->worker = msg->tid;
+	thread_set_task(m, t->worker, 0, t->id);
+}
+
 static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;
@@ -523,14 +548,7 @@ static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t n
 	GET(t, ENT_TASK, msg->task);
 	if (!t->scope)
 		t->scope = msg->scope;
-	if (!t->started) {
-		t->started = msg->ts;
-		t->worker = msg->tid;
-	}
-	if (task_rank(t->state) < 1) {
-		t->state = SC_TASK_RUNNING;
-		thread_set_task(m, msg->tid, t->id, 0);
-	}
+	task_started(m, t, msg->ts, msg->tid);
 	return 0;
 }
 
@@ -540,14 +558,19 @@ static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now
 	GET(t, ENT_TASK, msg->task);
 	if (!t->scope)
 		t->scope = msg->scope;
-	if (!end_once(m, ENT_TASK, t, now))
-		return 0;
-	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
-	t->ended = msg->ts;
-	t->error = msg->error;
-	if (!t->worker)
-		t->worker = msg->tid;
-	thread_set_task(m, t->worker, 0, t->id);
+	task_ended(m, t, msg, msg->ts, now);
+	return 0;
+}
+
+/* A TASK_START and its TASK_END in one frame: both, with one lookup. */
+static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_task *t;
+	GET(t, ENT_TASK, msg->task);
+	if (!t->scope)
+		t->scope = msg->scope;
+	task_started(m, t, msg->ts, msg->tid);
+	task_ended(m, t, msg, msg->end_ts, now);
 	return 0;
 }
 
@@ -729,6 +752,7 @@ static const apply_fn ev_table[EV_SPAN] = {
 	EV(PROTO_EV_JOIN_END) = ev_join_end,         EV(PROTO_EV_SCOPE_CANCEL) = ev_scope_cancel,
 	EV(PROTO_EV_SCOPE_CLOSE) = ev_scope_close,   EV(PROTO_EV_TASK_FORK) = ev_task_fork,
 	EV(PROTO_EV_TASK_START) = ev_task_start,     EV(PROTO_EV_TASK_END) = ev_task_end,
+	EV(PROTO_EV_TASK_RAN) = ev_task_ran,
 	EV(PROTO_EV_VIOLATION) = ev_violation,       EV(PROTO_EV_VALUE_BIND) = ev_value_bind,
 	EV(PROTO_EV_POOL_CREATE) = ev_pool_create,   EV(PROTO_EV_POOL_STATS) = ev_pool_stats,
 	EV(PROTO_EV_POOL_DESTROY) = ev_pool_destroy,

@@ -84,6 +84,8 @@ static const struct layout layouts[] = {
 	{PROTO_EV_TASK_START, "TASK_START", A_NONE, 0, {COMMON, X64(task), X64(scope)}, {0}},
 	{PROTO_EV_TASK_END, "TASK_END", A_NONE, 0,
 	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32}, {0}},
+	{PROTO_EV_TASK_RAN, "TASK_RAN", A_NONE, 0,
+	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32, X64(end_ts)}, {0}},
 	{PROTO_EV_VIOLATION, "VIOLATION", A_NONE, 0,
 	 {COMMON, X64(scope), X64(error), U32(kind), PAD32}, {0}},
 	{PROTO_EV_VALUE_BIND, "VALUE_BIND", A_NONE, 0, {COMMON, X64(scope)}, {O(key), O(value)}},
@@ -275,12 +277,14 @@ static uint16_t get_count(const struct proto_msg *m, uint8_t array)
 }
 
 /* Checks the version of HELLO/HELLO_ACK before the layout, so that a peer of
- * another version whose HELLO is laid out differently still gets EVERSION. */
+ * another version whose HELLO is laid out differently still gets EVERSION.
+ * Every version from PROTO_VERSION_MIN on lays HELLO out alike. */
 static int check_version(const struct layout *l, const uint8_t *payload, size_t plen)
 {
 	if (!l->check_version || plen < 2)
 		return PROTO_OK;
-	return get16(payload) == PROTO_VERSION ? PROTO_OK : PROTO_EVERSION;
+	uint16_t v = get16(payload);
+	return v >= PROTO_VERSION_MIN && v <= PROTO_VERSION ? PROTO_OK : PROTO_EVERSION;
 }
 
 /* Domain checks on decoded values. */
@@ -499,7 +503,7 @@ int proto_peek_entity(const uint8_t *buf, size_t len, uint16_t *type, uint64_t *
 	if (len < 32)
 		return 0;
 	uint16_t t = (uint16_t)(buf[4] | buf[5] << 8);
-	if (t < PROTO_EV_SCOPE_OPEN || t > PROTO_EV_TASK_END)
+	if (t < PROTO_EV_SCOPE_OPEN || t > PROTO_EV_TASK_RAN)
 		return 0;
 	uint64_t v = 0;
 	for (int i = 7; i >= 0; i--)

@@ -28,7 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 2 /* 2: call sites sent once (SITE) and referred to by number */
+/* The version this build speaks, and the oldest it still reads.  3: TASK_RAN;
+ * 2: call sites sent once (SITE) and referred to by number.  A reader acks
+ * the older of the HELLO's version and its own, and that is the session's:
+ * an agent sends TASK_RAN only when the ack says 3 or later. */
+#define PROTO_VERSION 3
+#define PROTO_VERSION_MIN 2
 #define PROTO_HDR_SIZE 8u
 #define PROTO_MAX_FRAME 65536u  /* bytes, header included */
 #define PROTO_MAX_STR 1024u     /* bytes of one string, NUL excluded */
@@ -82,6 +87,9 @@ enum proto_type {
 					 * unknown); site the fork site (see SITE; 0 none) */
 	PROTO_EV_TASK_START = 0x0121,   /* u64 task, u64 scope */
 	PROTO_EV_TASK_END = 0x0122,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved */
+	PROTO_EV_TASK_RAN = 0x0123,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved,
+					 * i64 end_ts: a TASK_START (the common part) and its
+					 * TASK_END (end_ts; the rest) in one frame (version 3) */
 	PROTO_EV_VIOLATION = 0x0130,    /* u64 scope, i64 error, u32 kind, u32 reserved */
 	PROTO_EV_VALUE_BIND = 0x0131,   /* u64 scope; strings: key, value */
 	PROTO_EV_POOL_CREATE = 0x0140,  /* u64 pool, then the pool block; strings: name */
@@ -145,7 +153,7 @@ struct proto_msg {
 	uint32_t tid;
 	/* events: ids and values (names as in enum proto_type) */
 	uint64_t scope, parent, parent_task, task, pool_id, fn;
-	int64_t deadline, result, error;
+	int64_t deadline, result, error, end_ts;
 	uint32_t joiner, reason, state, role, kind, how;
 	int32_t line;
 	struct proto_str name, file, func, key, value;
@@ -179,7 +187,7 @@ struct proto_msg {
  * peer.  Never allocates, never reads past len. */
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
 
-/* The scope or task id a scope or task event (0x0110-0x0122) is about, read
+/* The scope or task id a scope or task event (0x0110-0x0123) is about, read
  * from its header and first field without decoding it: 1, with *type and
  * *id set, or 0 (another type, or fewer than 32 bytes).  Only a hint, for a
  * reader that loads its entity ahead of need; the frame is still to be

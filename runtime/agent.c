@@ -265,8 +265,11 @@ static int handshake(void)
 			return -1;
 		int got;
 		while ((got = next_msg(&m, frame)) == 1) {
-			if (m.type == PROTO_HELLO_ACK)
+			if (m.type == PROTO_HELLO_ACK) {
+				/* The session's version (see PROTO_VERSION). */
+				sc_rings_coalesce(m.version >= 3);
 				return 0;
+			}
 			if (m.type == PROTO_ERROR)
 				return -1; /* refused (e.g. too many processes): retry later */
 		}

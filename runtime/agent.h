@@ -100,6 +100,9 @@ SC_HIDDEN int sc_rings_init(size_t ring_bytes);
 /* Moves pending events with ts < horizon into out, merged by ts, until out
  * holds max_bytes.  Returns the number of events moved. */
 SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon);
+/* Whether drains may write a TASK_START and its TASK_END as one TASK_RAN
+ * (the session's protocol version is 3 or later). */
+SC_HIDDEN void sc_rings_coalesce(int on);
 /* How full the fullest ring was (percent) when the last drain began. */
 SC_HIDDEN unsigned sc_rings_last_fill(void);
 /* Throws away every pending event (a snapshot follows and covers them). */

@@ -34,6 +34,10 @@ SEEDS = {
                  + frame(0x0120, common() + struct.pack('<QQQII', 12, 7, 0x401136, 0, 2))
                  + frame(0x0121, common() + struct.pack('<QQ', 12, 7))
                  + frame(0x0122, common() + struct.pack('<QQqII', 12, 7, -125, 4, 0)),
+    'task_ran': frame(0x0120, common() + struct.pack('<QQQII', 13, 7, 0x401136, 0, 2))
+                + frame(0x0123, common() + struct.pack('<QQqIIq', 13, 7, 0, 2, 0, 1900)),
+    'hello_v3': frame(0x0001, struct.pack('<HHIqqq', 3, 0, 4242, 1, 2, 3)
+                      + s('0.2.0') + s('scope-demo') + s('/usr/bin/scope-demo')),
     'scope_end': frame(0x0111, common() + struct.pack('<Q', 7))
                  + frame(0x0113, common() + struct.pack('<QII', 7, 2, 0))
                  + frame(0x0112, common() + struct.pack('<Qq', 7, -110))

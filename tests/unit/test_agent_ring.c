@@ -5,7 +5,8 @@
  * the grown size (on rings exited threads left) until growth stops, and a
  * producer racing the drain loses nothing it does not count; a calm thread's
  * grown ring shrinks back; call sites are
- * defined once, ahead of their first use (protocol v2). */
+ * defined once, ahead of their first use (protocol v2); a task's start and
+ * end drained together go out as one TASK_RAN (protocol v3). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -369,6 +370,98 @@ static void test_sites_defined_once_before_use(void **state)
 	assert_int_equal(seen[1].id, uses[2]);
 }
 
+static void emit_task_ev(uint16_t kind, uint64_t task, int64_t ts, uint32_t state, int64_t err)
+{
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = kind;
+	ev.tid = sc_gettid();
+	ev.ts = ts;
+	ev.a = task;
+	ev.b = 7;
+	ev.u = state;
+	ev.i = err;
+	sc_emit(&ev);
+}
+
+/* Decodes out into msgs; returns how many. */
+static size_t decode_all(const struct sc_buf *out, struct proto_msg *msgs, size_t cap)
+{
+	size_t n = 0;
+	for (size_t off = 0; off < out->len;) {
+		size_t used;
+		assert_true(n < cap);
+		assert_int_equal(proto_decode(out->p + off, out->len - off, &msgs[n++], &used),
+				 PROTO_OK);
+		off += used;
+	}
+	return n;
+}
+
+static void *emit_between(void *arg)
+{
+	(void)arg;
+	emit_task_ev(SC_EV_TASK_START, 900, 1500, 0, 0); /* between 100's start and end */
+	return NULL;
+}
+
+/* With a version-3 session, a TASK_START followed in its ring by the same
+ * task's TASK_END, both before the horizon, goes out as one TASK_RAN at the
+ * start's place; anything else goes out as it was written. */
+static void test_start_end_coalesce(void **state)
+{
+	(void)state;
+	struct proto_msg m[16];
+	struct sc_buf out = {.max = 1u << 20};
+	uint32_t me = sc_gettid();
+
+	sc_rings_coalesce(1);
+	emit_task_ev(SC_EV_TASK_START, 100, 1000, 0, 0);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, emit_between, NULL), 0);
+	pthread_join(th, NULL);
+	emit_task_ev(SC_EV_TASK_END, 100, 2000, SC_TASK_FAILED, -5);
+	emit_task_ev(SC_EV_TASK_START, 101, 3000, 0, 0);
+	emit_task_ev(SC_EV_TASK_END, 102, 4000, SC_TASK_SUCCESS, 0); /* another task */
+	emit_task_ev(SC_EV_TASK_START, 103, 5000, 0, 0);
+	emit_task_ev(SC_EV_TASK_END, 103, 9000, SC_TASK_SUCCESS, 0); /* past the horizon */
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, 6000), 6);
+	size_t n = decode_all(&out, m, 16);
+	assert_int_equal(n, 5);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_RAN);
+	assert_int_equal(m[0].task, 100);
+	assert_int_equal(m[0].scope, 7);
+	assert_int_equal(m[0].ts, 1000);
+	assert_int_equal(m[0].end_ts, 2000);
+	assert_int_equal(m[0].tid, me);
+	assert_int_equal(m[0].state, SC_TASK_FAILED);
+	assert_int_equal(m[0].error, -5);
+	assert_int_equal(m[1].type, PROTO_EV_TASK_START); /* the other thread's, stamped 1500 */
+	assert_int_equal(m[1].task, 900);
+	assert_int_equal(m[2].type, PROTO_EV_TASK_START);
+	assert_int_equal(m[2].task, 101);
+	assert_int_equal(m[3].type, PROTO_EV_TASK_END);
+	assert_int_equal(m[3].task, 102);
+	assert_int_equal(m[4].type, PROTO_EV_TASK_START); /* its end is not sendable yet */
+	assert_int_equal(m[4].task, 103);
+	out.len = 0;
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 1);
+	assert_int_equal(decode_all(&out, m, 16), 1);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_END);
+	assert_int_equal(m[0].task, 103);
+
+	/* A version-2 session: the pair goes out as written. */
+	sc_rings_coalesce(0);
+	out.len = 0;
+	emit_task_ev(SC_EV_TASK_START, 104, 10000, 0, 0);
+	emit_task_ev(SC_EV_TASK_END, 104, 11000, SC_TASK_SUCCESS, 0);
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 2);
+	assert_int_equal(decode_all(&out, m, 16), 2);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_START);
+	assert_int_equal(m[1].type, PROTO_EV_TASK_END);
+	sc_buf_free(&out);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -380,6 +473,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -417,6 +417,52 @@ static void test_bad_streams(void **state)
 	}
 }
 
+/* A whole frame is waiting on fd. */
+static bool frame_ready(struct fixture *f, const void *arg)
+{
+	(void)f;
+	uint8_t b[64];
+	ssize_t n = recv(*(const int *)arg, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+	return n >= (ssize_t)PROTO_HDR_SIZE && n >= (ssize_t)(b[0] | b[1] << 8);
+}
+
+/* The daemon acks the older of the agent's version and its own: a version-2
+ * agent gets a version-2 session (no TASK_RAN); one older than
+ * PROTO_VERSION_MIN is refused. */
+static void test_hello_versions(void **state)
+{
+	(void)state;
+	for (uint16_t v = PROTO_VERSION_MIN; v <= PROTO_VERSION; v++) {
+		struct fixture *f = start();
+		int fd = dial(f->d.agent_path);
+		struct proto_msg m = {.type = PROTO_HELLO, .version = v, .pid = 1};
+		send_frame(fd, &m);
+		pump_until(f, frame_ready, &fd, "acked the HELLO");
+		uint8_t b[64];
+		ssize_t n = recv(fd, b, sizeof b, 0);
+		struct proto_msg ack;
+		size_t used;
+		assert_int_equal(proto_decode(b, (size_t)n, &ack, &used), PROTO_OK);
+		assert_int_equal(ack.type, PROTO_HELLO_ACK);
+		assert_int_equal(ack.version, v);
+		close(fd);
+		stop(f);
+	}
+	struct fixture *f = start();
+	int fd = dial(f->d.agent_path);
+	uint8_t old[64] = {0};
+	struct proto_msg m = {.type = PROTO_HELLO, .version = PROTO_VERSION, .pid = 1};
+	int n = proto_encode(old, sizeof old, &m, NULL, NULL);
+	assert_true(n > 10);
+	old[8] = PROTO_VERSION_MIN - 1; /* the version field, little-endian */
+	old[9] = 0;
+	assert_int_equal(write(fd, old, (size_t)n), n);
+	pump_until(f, fd_hung_up, &fd, "dropped the agent of too old a version");
+	assert_null(proc_find(&f->d, getpid()));
+	close(fd);
+	stop(f);
+}
+
 static void test_second_hello_and_reconnect(void **state)
 {
 	(void)state;
@@ -569,6 +615,7 @@ int main(void)
 		cmocka_unit_test(test_other_uid),
 		cmocka_unit_test(test_bad_streams),
 		cmocka_unit_test(test_second_hello_and_reconnect),
+		cmocka_unit_test(test_hello_versions),
 		cmocka_unit_test(test_sites_over_the_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

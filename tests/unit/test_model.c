@@ -850,6 +850,61 @@ static void test_wire_round_trip(void **state)
 
 /* tasks[].func names the body through the symbolizer, null when the address
  * is 0, names nothing, or no symbolizer is set; the agent thread's role. */
+/* TASK_RAN leaves a task, its thread and the live set as its TASK_START
+ * followed by its TASK_END would. */
+static void test_task_ran(void **state)
+{
+	(void)state;
+	struct model a, b;
+	init(&a, 0);
+	init(&b, 0);
+	struct model *ms[2] = {&a, &b};
+	for (int i = 0; i < 2; i++) {
+		apply_ok(ms[i], thread_start(101, "worker", SC_ROLE_WORKER), 0);
+		apply_ok(ms[i], scope_open(1, 0, "root"), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 5, 1, SC_TASK_FORKED), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 6, 1, SC_TASK_FORKED), 0);
+	}
+	struct proto_msg s = task(PROTO_EV_TASK_START, 5, 1, SC_TASK_RUNNING);
+	struct proto_msg e = task(PROTO_EV_TASK_END, 5, 1, SC_TASK_FAILED);
+	s.ts = 2000;
+	e.ts = 3000;
+	e.error = -5;
+	apply_ok(&a, s, 0);
+	apply_ok(&a, e, 0);
+	struct proto_msg r = task(PROTO_EV_TASK_RAN, 5, 1, SC_TASK_FAILED);
+	r.ts = 2000;
+	r.end_ts = 3000;
+	r.error = -5;
+	apply_ok(&b, r, 0);
+	const struct m_task *ta = idmap_get(&a.ents[ENT_TASK], 5);
+	const struct m_task *tb = idmap_get(&b.ents[ENT_TASK], 5);
+	assert_non_null(tb);
+	assert_int_equal(tb->state, SC_TASK_FAILED);
+	assert_int_equal(tb->started, 2000);
+	assert_int_equal(tb->ended, 3000);
+	assert_int_equal(tb->error, -5);
+	assert_int_equal(tb->worker, 101);
+	assert_int_equal(ta->state, tb->state);
+	assert_int_equal(ta->started, tb->started);
+	assert_int_equal(ta->ended, tb->ended);
+	assert_int_equal(ta->error, tb->error);
+	assert_int_equal(ta->worker, tb->worker);
+	assert_int_equal(ta->flags, tb->flags);
+	const struct m_thread *wa = idmap_get(&a.ents[ENT_THREAD], 101);
+	const struct m_thread *wb = idmap_get(&b.ents[ENT_THREAD], 101);
+	assert_int_equal(wb->task, 0);
+	assert_int_equal(wa->task, wb->task);
+	assert_int_equal(a.live[ENT_TASK].n, 1); /* task 6 */
+	assert_int_equal(b.live[ENT_TASK].n, 1);
+	/* A repeat changes nothing: the task ended once. */
+	r.end_ts = 9000;
+	apply_ok(&b, r, 0);
+	assert_int_equal(tb->ended, 3000);
+	model_free(&a);
+	model_free(&b);
+}
+
 /* The lookahead cursor walks whole frames only, stays within the buffer
  * whatever the length fields say, and keeps a few frames ahead. */
 static void test_prefetch_ahead(void **state)
@@ -1072,6 +1127,7 @@ int main(void)
 		cmocka_unit_test(test_random_streams),
 		cmocka_unit_test(test_task_function),
 		cmocka_unit_test(test_prefetch_ahead),
+		cmocka_unit_test(test_task_ran),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

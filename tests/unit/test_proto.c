@@ -19,7 +19,8 @@ static const uint16_t all_types[] = {
 	PROTO_EV_THREAD_EXIT,
 	PROTO_EV_THREAD_NAME,  PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
 	PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE, PROTO_EV_TASK_FORK,
-	PROTO_EV_TASK_START,   PROTO_EV_TASK_END,    PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,
+	PROTO_EV_TASK_START,   PROTO_EV_TASK_END,    PROTO_EV_TASK_RAN,     PROTO_EV_VIOLATION,
+	PROTO_EV_VALUE_BIND,
 	PROTO_EV_POOL_CREATE,  PROTO_EV_POOL_STATS,  PROTO_EV_POOL_DESTROY, PROTO_STACK_REQUEST,
 	PROTO_STACK_REPLY,     PROTO_STACK_DONE,
 };
@@ -209,6 +210,10 @@ static void bad_hello_version_zero(struct fb *f)
 {
 	hello(f, 0, 0);
 }
+static void bad_hello_version_below_min(struct fb *f)
+{
+	hello(f, PROTO_VERSION_MIN - 1, 0);
+}
 /* A TASK_FORK as it was before fn joined it (task, scope, state, line). */
 static void task_fork_without_fn(struct fb *f, int strings)
 {
@@ -323,6 +328,7 @@ static const struct bad_case bad_cases[] = {
 	BUILT("HELLO of the next version", bad_hello_version, PROTO_EVERSION),
 	BUILT("HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION),
 	BUILT("HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION),
+	BUILT("HELLO older than PROTO_VERSION_MIN", bad_hello_version_below_min, PROTO_EVERSION),
 	SPELLED("HELLO_ACK of another version", PROTO_EVERSION, HDR, PROTO_HELLO_ACK, U16(77), U16(0),
 		U32(0)),
 	SPELLED("type 0x0000", PROTO_ETYPE, HDR, 0x0000, END),
@@ -383,6 +389,7 @@ static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *a
 	m->deadline = 1234567890123;
 	m->result = -20001;
 	m->error = -110;
+	m->end_ts = 5000000999;
 	m->joiner = 3;
 	m->reason = 4;
 	m->state = 2;
@@ -456,6 +463,29 @@ static void test_round_trip_every_type(void **state)
 					 proto_strerror(rc));
 			assert_true(used > 0);
 			assert_true(used <= (size_t)n - (size_t)cut);
+		}
+	}
+}
+
+/* Every version from PROTO_VERSION_MIN to PROTO_VERSION is read, in HELLO
+ * and in HELLO_ACK (a reader acks the older of two versions). */
+static void test_versions_read(void **state)
+{
+	(void)state;
+	uint8_t a[4096];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, d;
+	size_t used;
+	assert_true(PROTO_VERSION_MIN <= PROTO_VERSION);
+	for (uint16_t v = PROTO_VERSION_MIN; v <= PROTO_VERSION; v++) {
+		static const uint16_t types[] = {PROTO_HELLO, PROTO_HELLO_ACK};
+		for (int t = 0; t < 2; t++) {
+			fill(&m, types[t], tids, addrs);
+			m.version = v;
+			int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+			assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+			assert_int_equal(d.version, v);
 		}
 	}
 }
@@ -732,6 +762,7 @@ int main(void)
 		cmocka_unit_test(test_random_garbage),
 		cmocka_unit_test(test_strerror),
 		cmocka_unit_test(test_peek_entity),
+		cmocka_unit_test(test_versions_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
