@@ -7,7 +7,8 @@
  * BENCH_AGENT_ONLY=sink|daemon runs only that receiver's fork section (and
  * skips the stack capture): for profiling one of them with perf.
  * BENCH_SCOPED_ARGS adds options to the daemon's command line, and
- * BENCH_SCOPED names another daemon binary (an A/B of two builds). */
+ * BENCH_SCOPED names another daemon binary (an A/B of two builds);
+ * BENCH_AGENT_ROUNDS=1 prints every round's figures. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -407,10 +408,18 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 			}
 		}
 	}
+	int verbose = getenv("BENCH_AGENT_ROUNDS") != NULL;
 	for (int m = 0; m < NMODES; m++) {
 		double ratio[FORK_REPS];
-		for (int r = 0; r < FORK_REPS; r++)
+		if (verbose)
+			printf("  rounds, %-28s", mode_names[m]);
+		for (int r = 0; r < FORK_REPS; r++) {
 			ratio[r] = v[M_OFF][r] / v[m][r];
+			if (verbose)
+				printf(" %.2f", m == M_OFF ? v[m][r] / 1e6 : ratio[r]);
+		}
+		if (verbose)
+			printf(m == M_OFF ? " (M forks/s)\n" : " (time ratios)\n");
 		paired[m] = bench_median(ratio, FORK_REPS);
 		med[m] = bench_median(v[m], FORK_REPS);
 	}
@@ -605,6 +614,10 @@ int main(int argc, char **argv)
 	pc.queue = SCOPE_QUEUE_DIRECT;
 	pc.policy = SCOPE_POLICY_CALLER_RUNS;
 	pc.prestart = true;
+	if (getenv("BENCH_AGENT_QUEUE")) { /* experiment: two workers behind a queue */
+		pc.core_size = pc.max_size = 2;
+		pc.queue = SCOPE_QUEUE_UNBOUNDED;
+	}
 	if (scope_pool_create(&pool, &pc)) {
 		fprintf(stderr, "bench_agent: cannot create the pool\n");
 		return 1;
