@@ -417,9 +417,12 @@ static void run_capture(const char *mode)
 	pid_t pid;
 
 	if (TSAN) {
-		/* TSan runs an asynchronous signal's handler later, from its own
-		 * wrapper, on whichever stack the thread is on by then. */
-		print_message("skip: under ThreadSanitizer the handler is deferred\n");
+		/* TSan holds an asynchronous signal back until the thread enters
+		 * one of its interceptors (this one parks in a raw futex: the
+		 * capture times out), and SIGSEGV is TSan's, so the runtime gives
+		 * no thread an alternate stack. */
+		print_message("skip: ThreadSanitizer holds the signal back from a thread parked "
+			      "outside its interceptors\n");
 		skip();
 	}
 	pid = fork();
