@@ -200,15 +200,29 @@ void sc_thread_set_role(int role)
 	pthread_mutex_unlock(&threads_lock);
 }
 
+/* In a fork child: a record's eventfd (scope_wait_fd) is an open file the
+ * parent still uses.  A wake-up written there in the child would wake the
+ * parent's thread for nothing, and a read there could take the parent's
+ * own wake-up away.  scope_wait_fd makes a new one when it needs it. */
+static void drop_evfd(struct sc_thread *t)
+{
+	if (t->evfd >= 0)
+		close(t->evfd);
+	t->evfd = -1;
+}
+
 struct sc_thread *sc_threads_after_fork(void)
 {
 	/* Only the forking thread lives on in the child; the lock may have
 	 * been held by a thread that did not come along. */
 	pthread_mutex_init(&threads_lock, NULL);
+	for (struct sc_thread *t = free_records; t; t = t->free_next)
+		drop_evfd(t);
 	/* The other records stay off the free list: inherited scopes and tasks
 	 * still point at them, and a new thread reusing one would pass for
 	 * their owner.  A few hundred bytes each, once per fork. */
 	for (struct sc_thread *t = threads; t; t = t->next) {
+		drop_evfd(t);
 		if (t == self)
 			continue;
 		sc_mutex_init(&t->lock);

@@ -2,8 +2,8 @@
  * endpoint (test_agent_recv --receiver, which rebuilds the model from the
  * wire and compares it with the truth the test sends): the encoder, a
  * multi-thread stream, SIGSTOP with drops and repair, receiver restart,
- * stacks, fork children, PROCESS_EXIT.  test_agent_workload.c drives the
- * agent with the real runtime. */
+ * stacks, fork children, PROCESS_EXIT, a receiver that ends with its test.
+ * test_agent_workload.c drives the agent with the real runtime. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -514,6 +515,52 @@ static void test_agent_thread_reported(void **state)
 	free(dump);
 }
 
+/* A receiver outlives no test: a "test" (a child here) starts one and
+ * ends without its cleanup, as one killed by run.sh's timeout would; its
+ * receiver must be gone too, killed, not left listening. */
+static void test_receiver_dies_with_test(void **state)
+{
+	struct rx orphan = {.pid = 0};
+	int fds[2], status;
+	pid_t test, got = 0;
+	ssize_t n;
+
+	(void)state;
+	/* The orphaned receiver is handed to us, so that its end is ours to
+	 * see (and its pid cannot be reused while we look). */
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	assert_int_equal(pipe(fds), 0);
+	test = fork();
+	assert_true(test >= 0);
+	if (test == 0) {
+		close(fds[0]);
+		rx_start(&orphan);
+		n = write(fds[1], &orphan, sizeof orphan);
+		_exit(n == (ssize_t)sizeof orphan ? 0 : 1);
+	}
+	close(fds[1]);
+	n = read(fds[0], &orphan, sizeof orphan);
+	close(fds[0]);
+	assert_int_equal(waitpid(test, &status, 0), test);
+	assert_int_equal(n, sizeof orphan);
+	assert_true(orphan.pid > 0);
+	for (int i = 0; i < 500 && got == 0; i++) {
+		got = waitpid(orphan.pid, &status, WNOHANG);
+		if (got == 0)
+			usleep(10000);
+	}
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 0);
+	if (got == 0) {
+		rx_cleanup(&orphan); /* kills and reaps it */
+		fail_msg("the receiver outlived the test that started it by 5 s");
+	}
+	assert_int_equal(got, orphan.pid);
+	orphan.pid = 0;
+	rx_cleanup(&orphan); /* its socket files and directory */
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
 /* exit() and a fatal signal each end with PROCESS_EXIT. */
 static void check_exit(const char *mode, unsigned how, int code)
 {
@@ -592,6 +639,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fork_child_quiet_until_used, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent_thread_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_exit_reported, setup, teardown),
+		cmocka_unit_test(test_receiver_dies_with_test),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,18 +2,27 @@
  * run on them (SA_ONSTACK), every thread the runtime registers gets one with
  * a guard page below it, it is unmapped when the thread exits, and a stack
  * the application installed itself is never replaced nor taken down.  The
- * crash itself is tests/e2e/agent_overflow.sh. */
+ * stack-capture handler runs on them too: a thread at the end of its stack
+ * still answers with its own frames, and one whose own alternate stack is
+ * too small for the unwinder answers with an error instead of crashing.
+ * The crash itself is tests/e2e/agent_overflow.sh. */
+#include <alloca.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -197,11 +206,261 @@ static void test_own_stack_kept(void **state)
 	assert_false(s.after.ss_flags & SS_DISABLE);
 }
 
+/* ---- stack capture on the alternate stack ----
+ *
+ * Each case runs in a child process (this program with a mode argument):
+ * the failure it guards against is the death of the process. */
+
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#else
+#define TSAN 0
+#endif
+
+#define THREAD_STACK (256u * 1024)
+#define NEAR_ROOM 512 /* left below the parked frames: less than any signal frame */
+#define SMALL_ALT (6u * 1024) /* a thread's own alternate stack, too small for the unwinder */
+
+/* The captured thread, as the capturing one sees it. */
+struct deep {
+	char *lo;	    /* the lowest byte of the thread's stack */
+	int own_alt;	    /* the thread brings its own small alternate stack */
+	int had_alt;	    /* it ran with an alternate stack (-1: could not set its own) */
+	_Atomic uint32_t tid;
+	_Atomic uint32_t parked;
+	_Atomic uint32_t go; /* futex word */
+};
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val)
+{
+	return syscall(SYS_futex, (uint32_t *)word, op, val, NULL, NULL, 0);
+}
+
+/* The thread's functions are global and never inlined: the test finds them
+ * by name (dladdr; the tests link with -rdynamic) in the captured frames. */
+__attribute__((noinline)) void altstack_test_park(struct deep *d)
+{
+	atomic_store(&d->parked, 1);
+	futex(&d->parked, FUTEX_WAKE_PRIVATE, 1);
+	while (!atomic_load(&d->go))
+		futex(&d->go, FUTEX_WAIT_PRIVATE, 0);
+}
+
+/* Descends in 4 KiB frames, then takes all but NEAR_ROOM of what is left
+ * in one alloca(), and parks there. */
+__attribute__((noinline)) void altstack_test_descend(struct deep *d)
+{
+	volatile char pad[4096];
+	/* Measured from the frame's lowest local: a sanitizer widens frames. */
+	size_t left = (size_t)((uintptr_t)pad - (uintptr_t)d->lo);
+
+	pad[0] = 1;
+	if (left > 4 * sizeof pad) {
+		altstack_test_descend(d);
+	} else {
+		char *rest = alloca(left - NEAR_ROOM);
+		rest[0] = 0;
+		altstack_test_park(d);
+		__asm__ volatile("" : : "r"(rest) : "memory"); /* rest lives past the call */
+	}
+	pad[1] = pad[0]; /* no tail call: every frame stays on the stack */
+}
+
+/* Makes the calls the bottom frames make, so that they are bound now: a
+ * lazy binding there (syscall(), or a sanitizer's alloca hooks) would
+ * need more stack than is left. */
+static __attribute__((noinline)) void bind_now(struct deep *d)
+{
+	char *p = alloca(16);
+
+	p[0] = 0;
+	futex(&d->tid, FUTEX_WAKE_PRIVATE, 1);
+	__asm__ volatile("" : : "r"(p) : "memory");
+}
+
+__attribute__((noinline)) void *altstack_test_thread(void *arg)
+{
+	struct deep *d = arg;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = page + (SMALL_ALT + page - 1) / page * page;
+	stack_t ss, prev;
+	char *alt = NULL;
+
+	if (d->own_alt) {
+		/* Set before the runtime sees the thread, which then keeps it.
+		 * A guard page right below: an overflow faults. */
+		alt = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		d->had_alt = -1;
+		if (alt != MAP_FAILED && mprotect(alt, page, PROT_NONE) == 0) {
+			ss = (stack_t){.ss_sp = alt + page, .ss_size = SMALL_ALT};
+			if (sigaltstack(&ss, &prev) == 0)
+				d->had_alt = 0;
+		}
+		if (d->had_alt < 0) {
+			altstack_test_park(d);
+			return NULL;
+		}
+	}
+	(void)scope_thread_name("deep"); /* registers: the runtime's alternate stack */
+	d->had_alt = sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE);
+	atomic_store(&d->tid, sc_gettid());
+	bind_now(d);
+	if (!d->own_alt) {
+		altstack_test_descend(d);
+		return NULL;
+	}
+	altstack_test_park(d);
+	/* Back to the one it had before (a sanitizer's: its runtime unmaps
+	 * whatever is installed when the thread exits). */
+	(void)sigaltstack(&prev, NULL);
+	munmap(alt, len);
+	return NULL;
+}
+
+static int frame_is(uint64_t addr, const char *name)
+{
+	Dl_info info;
+
+	return dladdr((void *)(uintptr_t)addr, &info) && info.dli_sname &&
+	       strcmp(info.dli_sname, name) == 0;
+}
+
+/* The child's side: starts the thread, captures its stack with
+ * sc_stack_answer() as the agent would, checks the reply.  0 when it is
+ * right, 77 when this build cannot tell, 1 otherwise (with a message). */
+static int capture_child(int own_alt)
+{
+	struct deep d = {.own_alt = own_alt};
+	struct sc_buf out = {.max = 1u << 20};
+	struct proto_msg req = {.type = PROTO_STACK_REQUEST, .req = 7}, m;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), used, at;
+	int park = 0, descend = 0, start = 0, rc = 1;
+	uint8_t raw[4];
+	pthread_attr_t attr;
+	pthread_t th;
+	char *stack;
+
+	sc_exit_init(); /* alternate stacks on, as sc_agent_start does */
+	if (sc_stack_init() != 0) {
+		fprintf(stderr, "sc_stack_init failed\n");
+		return 1;
+	}
+	/* The thread's stack, with a guard page below: its end is known. */
+	stack = mmap(NULL, THREAD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		     0);
+	d.lo = stack + page;
+	pthread_attr_init(&attr);
+	if (stack == MAP_FAILED || mprotect(stack, page, PROT_NONE) != 0 ||
+	    pthread_attr_setstack(&attr, d.lo, THREAD_STACK - page) != 0 ||
+	    pthread_create(&th, &attr, altstack_test_thread, &d) != 0) {
+		fprintf(stderr, "cannot start a thread on a stack of our own\n");
+		return 1;
+	}
+	while (!atomic_load(&d.parked))
+		futex(&d.parked, FUTEX_WAIT_PRIVATE, 0);
+	if (d.had_alt < 0) {
+		fprintf(stderr, "cannot give the thread a %u-byte alternate stack\n", SMALL_ALT);
+		goto out;
+	}
+	if (!d.had_alt) {
+		fprintf(stderr, "skip: the thread has no alternate stack (SIGSEGV is not libscope's)\n");
+		rc = 77;
+		goto out;
+	}
+
+	uint32_t tid = atomic_load(&d.tid);
+	memcpy(raw, &tid, sizeof raw);
+	req.ntids = 1;
+	req.tids_raw = raw;
+	req.max_frames = PROTO_MAX_FRAMES;
+	sc_stack_answer(&req, &out, sc_gettid());
+	if (proto_decode(out.p, out.len, &m, &used) != PROTO_OK || m.type != PROTO_STACK_REPLY ||
+	    m.tid != tid) {
+		fprintf(stderr, "no STACK_REPLY for thread %u\n", tid);
+		goto out;
+	}
+	if (own_alt) {
+		/* Too small to unwind on: an error, and the thread lives on. */
+		if (m.error == -ENOSPC && m.nframes == 0)
+			rc = 0;
+		else
+			fprintf(stderr, "own %u-byte alternate stack: error %d, %u frames (want %d, 0)\n",
+				SMALL_ALT, (int)m.error, m.nframes, -ENOSPC);
+		goto out;
+	}
+	/* The frames are the thread's own: the walk went from the interrupted
+	 * context up its real stack, to the function it started in. */
+	for (at = 0; at < m.nframes; at++) {
+		uint64_t a = proto_addr_at(&m, at) - (at > 0); /* a return address: the call */
+		park |= frame_is(a, "altstack_test_park");
+		descend += frame_is(a, "altstack_test_descend");
+		start |= frame_is(a, "altstack_test_thread");
+	}
+	if (m.error == 0 && park && descend > 1 && start)
+		rc = 0;
+	else
+		fprintf(stderr,
+			"near its stack's end: error %d, %u frames; park %d, descend %d, thread %d\n",
+			(int)m.error, m.nframes, park, descend, start);
+out:
+	atomic_store(&d.go, 1);
+	futex(&d.go, FUTEX_WAKE_PRIVATE, 1);
+	pthread_join(th, NULL);
+	sc_buf_free(&out);
+	return rc;
+}
+
+/* Runs this program in mode; fails unless it exits 0, skips on 77. */
+static void run_capture(const char *mode)
+{
+	int status;
+	pid_t pid;
+
+	if (TSAN) {
+		/* TSan holds an asynchronous signal back until the thread enters
+		 * one of its interceptors (this one parks in a raw futex: the
+		 * capture times out), and SIGSEGV is TSan's, so the runtime gives
+		 * no thread an alternate stack. */
+		print_message("skip: ThreadSanitizer holds the signal back from a thread parked "
+			      "outside its interceptors\n");
+		skip();
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_agent_altstack", mode, (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("%s: the process died of signal %d (the capture overflowed a stack)", mode,
+			 WTERMSIG(status));
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip();
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A thread with almost no stack left is asked for its stack: the handler
+ * runs on the alternate stack, and the frames are still the thread's. */
+static void test_capture_near_stack_end(void **state)
+{
+	(void)state;
+	run_capture("--near-end");
+}
+
+/* A thread whose own alternate stack is too small for the unwinder answers
+ * with an error instead of overflowing it. */
+static void test_capture_small_own_altstack(void **state)
+{
+	(void)state;
+	run_capture("--small-altstack");
+}
+
 int main(int argc, char **argv)
 {
 	stack_t ss;
 
-	(void)argc;
 	/* The constructor's agent would dial the user's real daemon: off. */
 	if (!getenv("SCOPED_DISABLE")) {
 		setenv("SCOPED_DISABLE", "1", 1);
@@ -209,6 +468,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
 		return 1;
 	}
+	if (argc == 2 && strcmp(argv[1], "--near-end") == 0)
+		return capture_child(0);
+	if (argc == 2 && strcmp(argv[1], "--small-altstack") == 0)
+		return capture_child(1);
 	page = sysconf(_SC_PAGESIZE);
 	preinstalled = has_altstack(&ss);
 	if (sigaction(SIGSEGV, NULL, &segv) != 0)
@@ -221,6 +484,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_handlers_on_stack),
 	    cmocka_unit_test(test_registered_thread_gets_one),
 	    cmocka_unit_test(test_own_stack_kept),
+	    cmocka_unit_test(test_capture_near_stack_end),
+	    cmocka_unit_test(test_capture_small_own_altstack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

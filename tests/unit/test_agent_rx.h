@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -41,8 +42,23 @@ RX_FN static void rx_send_all(int fd, const void *p, size_t n)
 	(void)write_all(fd, p, n, true);
 }
 
+/* In a child just forked by parent: dies with it.  A receiver whose test
+ * never reaches rx_cleanup() (an assertion that fails in a setup, after
+ * which cmocka runs no teardown; a test that hangs until run.sh's timeout
+ * kills it, or dies of a signal) would otherwise listen on forever.  The
+ * signal comes when the thread that forked exits (cmocka's tests run on
+ * the main thread); a parent gone before prctl() ran is caught by the
+ * getppid() check. */
+RX_FN static void rx_die_with_parent(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(127);
+}
+
 RX_FN static void rx_start(struct rx *rx)
 {
+	pid_t parent = getpid();
+
 	if (!rx->dir[0]) {
 		snprintf(rx->dir, sizeof rx->dir, "/tmp/scoped-agent-test.XXXXXX");
 		assert_non_null(mkdtemp(rx->dir));
@@ -60,6 +76,7 @@ RX_FN static void rx_start(struct rx *rx)
 	rx->pid = fork();
 	assert_true(rx->pid >= 0);
 	if (rx->pid == 0) {
+		rx_die_with_parent(parent); /* kept across execl() */
 		execl(self, self, "--receiver", rx->sock, rx->ctl, (char *)NULL);
 		_exit(127);
 	}

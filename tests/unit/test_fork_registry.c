@@ -1,9 +1,11 @@
 /* test_fork_registry.c - what a fork child's snapshot holds, in a process
  * that never made a pool (so only the runtime's own atfork handler prunes):
  * the forking thread alone, under the child's tid, and the scopes it owns
- * under that tid; not the parent's other threads nor their scopes.  The
- * whole path through the real daemon is tests/e2e/agent_fork.sh. */
+ * under that tid; not the parent's other threads nor their scopes.  And a
+ * thread's eventfd is the child's own: its wake-ups never reach the parent.
+ * The whole path through the real daemon is tests/e2e/agent_fork.sh. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +105,48 @@ static void test_child_snapshot_is_its_own(void **state)
 	assert_string_equal(got, want);
 }
 
+/* The eventfd scope_wait_fd() polls beside the caller's fd is the child's
+ * own after fork(): a wake-up in the child (a canceller's, through
+ * sc_wake) must not land in the parent's thread's eventfd, where it would
+ * wake that thread for nothing, or be read there and lost to the child. */
+static void test_child_evfd_is_its_own(void **state)
+{
+	struct sc_thread *t;
+	int fds[2], status;
+	uint64_t v;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	/* A wait on a pipe that stays empty makes this thread's eventfd. */
+	assert_int_equal(scope_wait_fd(fds[0], POLLIN, scope_now() + 1000000), -ETIMEDOUT);
+	t = sc_self();
+	assert_true(t->evfd >= 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sc_thread *c = sc_self();
+		int inherited = c->evfd >= 0;
+
+		/* As in a canceller's wake-up of a thread in scope_wait_fd. */
+		(void)scope_wait_fd(fds[0], POLLIN, scope_now() + 1000000);
+		atomic_store(&c->polling, 1);
+		sc_wake(c);
+		atomic_store(&c->polling, 0);
+		_exit(inherited ? 2 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(fds[0]);
+	close(fds[1]);
+	/* Nothing of the child's reached this thread's eventfd. */
+	if (read(t->evfd, &v, sizeof v) == (ssize_t)sizeof v)
+		fail_msg("the child's wake-up (%llu) reached the parent's eventfd",
+			 (unsigned long long)v);
+	assert_int_equal(errno, EAGAIN);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0); /* 2: it kept the parent's eventfd */
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -115,6 +159,7 @@ int main(int argc, char **argv)
 	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_child_snapshot_is_its_own),
+	    cmocka_unit_test(test_child_evfd_is_its_own),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
