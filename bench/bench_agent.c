@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -38,6 +39,15 @@
 static char rx_path[108];
 static char rx_dir[64]; /* the daemon's private directory, removed after it */
 static pid_t rx_pid;
+
+/* A receiver the benchmark started goes when the benchmark goes, however
+ * it ends (the death signal survives the daemon's exec). */
+static void die_with(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+}
 
 static void sink_main(int lfd)
 {
@@ -88,9 +98,12 @@ static void sink_start(void)
 		fprintf(stderr, "bench_agent: cannot listen on %s: %s\n", rx_path, strerror(errno));
 		exit(1);
 	}
+	pid_t parent = getpid();
 	rx_pid = fork();
-	if (rx_pid == 0)
+	if (rx_pid == 0) {
+		die_with(parent);
 		sink_main(lfd);
+	}
 	close(lfd);
 }
 
@@ -116,8 +129,10 @@ static int daemon_start(void)
 	}
 	snprintf(rx_dir, sizeof rx_dir, "/tmp/scoped-bench-%d", (int)getpid());
 	snprintf(rx_path, sizeof rx_path, "%s/agent.sock", rx_dir);
+	pid_t parent = getpid();
 	rx_pid = fork();
 	if (rx_pid == 0) {
+		die_with(parent);
 		/* BENCH_SCOPED_ARGS: more options for the daemon, separated by
 		 * spaces (for experiments, e.g. "--max-retained 4096"). */
 		char *argv[24] = {"scoped",   "--foreground", "--socket",    rx_path,
