@@ -345,14 +345,14 @@ static double cpu_prog[NMODES], cpu_agent[NMODES], cpu_sink[NMODES];
 
 /* Agent connected: events dropped, events delivered live, repairing
  * snapshots, forks. */
-static uint64_t dropped_on, sent_on, snaps_on, forks_on;
+static uint64_t dropped_on, sent_on, snaps_on, forks_on, sheds_on;
 static size_t ring_bytes_on, rings_on; /* the most ring memory seen, and in how many rings */
 
 static void fork_stats_reset(void)
 {
 	for (int m = 0; m < NMODES; m++)
 		cpu_prog[m] = cpu_agent[m] = cpu_sink[m] = 0;
-	dropped_on = sent_on = snaps_on = forks_on = 0;
+	dropped_on = sent_on = snaps_on = forks_on = sheds_on = 0;
 	ring_bytes_on = rings_on = 0;
 }
 
@@ -392,6 +392,7 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 				 * repairing snapshot. */
 				sent_on += st1.events - st0.events;
 				snaps_on += st1.snapshots - st0.snapshots;
+				sheds_on += st1.sheds - st0.sheds;
 				forks_on += (uint64_t)nscopes * 8;
 				dropped_on += sc_rings_dropped() - d0;
 				size_t bytes;
@@ -569,6 +570,8 @@ static void fork_section(const char *receiver)
 	}
 	printf("%-44s %12llu\n", "  events dropped while connected",
 	       (unsigned long long)dropped_on);
+	printf("%-44s %12llu\n", "  daemon stalls that shed events, connected",
+	       (unsigned long long)sheds_on);
 	printf("%-44s %12.2f %14llu\n", "  live events delivered per fork / snapshots",
 	       forks_on ? (double)sent_on / (double)forks_on : 0.0, (unsigned long long)snaps_on);
 	printf("%-44s %9.1f MiB %11zu rings\n", "  ring memory after a connected round, most",

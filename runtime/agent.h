@@ -103,6 +103,9 @@ SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t ho
 /* Whether drains may write a TASK_START and its TASK_END as one TASK_RAN
  * (the session's protocol version is 3 or later). */
 SC_HIDDEN void sc_rings_coalesce(int on);
+/* While on, threads count their new events as dropped instead of writing
+ * them (the agent sets it when the daemon has not read for SHED_NS). */
+SC_HIDDEN void sc_rings_shed(int on);
 /* How full the fullest ring was (percent) when the last drain began. */
 SC_HIDDEN unsigned sc_rings_last_fill(void);
 /* Throws away every pending event (a snapshot follows and covers them). */
@@ -169,6 +172,7 @@ struct sc_agent_stats {
 	uint64_t lost;       /* events dropped */
 	uint64_t lost_msgs;  /* LOST messages sent */
 	uint64_t stack_reqs; /* STACK_REQUESTs answered */
+	uint64_t sheds;      /* daemon stalls long enough that events were shed */
 	int64_t cpu_ns;      /* CPU time the agent thread used so far (-1: unknown) */
 	uint32_t tid;        /* the agent thread's (0: not running or not started yet) */
 };

@@ -55,8 +55,14 @@ struct sc_ring {
  * so no neighbour's writes make the hot path miss. */
 static struct {
 	_Alignas(64) _Atomic int on;
-	char pad[60];
+	_Atomic int shed; /* the daemon stalls: count new events, do not write them */
+	char pad[56];
 } streaming;
+
+void sc_rings_shed(int on)
+{
+	atomic_store_explicit(&streaming.shed, on, memory_order_relaxed);
+}
 
 void sc_agent_set_streaming(int on)
 {
@@ -269,6 +275,10 @@ void sc_ring_observe(const struct sc_ev *ev)
 			atomic_fetch_add_explicit(&gone_dropped, 1, memory_order_relaxed);
 			return;
 		}
+	}
+	if (__builtin_expect(atomic_load_explicit(&streaming.shed, memory_order_relaxed), 0)) {
+		count_drop(r);
+		return;
 	}
 	struct sc_ring *g = atomic_load_explicit(&r->grown, memory_order_acquire);
 	if (__builtin_expect(g != NULL, 0)) {

@@ -462,6 +462,27 @@ static void test_start_end_coalesce(void **state)
 	sc_buf_free(&out);
 }
 
+/* While shedding, a thread's events are counted as dropped and not
+ * written; afterwards they are written again. */
+static void test_shed_counts_instead_of_writing(void **state)
+{
+	(void)state;
+	uint64_t ids[64];
+	emit_run(1, 1);
+	assert_int_equal(drain_all(ids, 0, 64), 1);
+	uint64_t d0 = sc_rings_dropped();
+	sc_rings_shed(1);
+	emit_run(2, 10);
+	assert_int_equal(sc_rings_dropped() - d0, 10);
+	assert_int_equal(sc_rings_pending(), 0);
+	sc_rings_shed(0);
+	emit_run(12, 3);
+	assert_int_equal(sc_rings_dropped() - d0, 10);
+	size_t n = drain_all(ids, 0, 64);
+	assert_int_equal(n, 3);
+	expect_sequence(ids, n, 12);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -474,6 +495,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
