@@ -13,8 +13,12 @@
 
 _Atomic(sc_observer_fn) sc_observer = NULL;
 
-static _Thread_local uint32_t cached_tid;
-static _Thread_local bool is_agent;
+/* Initial-exec, like every hot thread-local of libscope: in a shared library
+ * the default model makes each access a call to __tls_get_addr (every event
+ * reads the tid).  The few bytes fit the static TLS glibc keeps for
+ * libraries loaded late (tests/e2e/dlopen.sh). */
+static _Thread_local uint32_t cached_tid __attribute__((tls_model("initial-exec")));
+static _Thread_local bool is_agent __attribute__((tls_model("initial-exec")));
 
 void sc_observer_set(sc_observer_fn fn)
 {
@@ -55,15 +59,23 @@ void sc_ev_init(struct sc_ev *ev, int kind)
 {
 	/* ts stays 0: the observer stamps the event when it keeps it (see
 	 * event.h), so one that drops or ignores it reads no clock.
-	 * The size is hidden from the compiler so that the C library's vector
-	 * stores clear the event: with it known, gcc inlines a `rep stos`
-	 * whose start-up cost made this function and its caller 7% of a
-	 * fork's CPU with an observer that does nothing. */
-	size_t n = sizeof(*ev);
-	__asm__("" : "+r"(n));
-	memset(ev, 0, n);
+	 * Field by field, not memset: with the size known gcc inlined a
+	 * `rep stos` whose start-up cost made this function and its caller 7%
+	 * of a fork's CPU with an observer that does nothing, and the library's
+	 * memset is a call into 512-bit stores on this kind of machine; these
+	 * are a few plain stores (the padding stays as it was: no observer
+	 * reads it). */
 	ev->kind = (uint16_t)kind;
+	ev->snapshot = 0;
 	ev->tid = sc_gettid();
+	ev->ts = 0;
+	ev->a = ev->b = ev->c = ev->d = 0;
+	ev->i = 0;
+	ev->u = 0;
+	ev->s1 = ev->s2 = NULL;
+	ev->site.file = ev->site.func = NULL;
+	ev->site.line = 0;
+	ev->pool = NULL;
 }
 
 /* Tasks with a smaller id were forked before the last fork() made this

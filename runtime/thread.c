@@ -20,7 +20,8 @@ static struct sc_thread *threads;      /* live records */
 static struct sc_thread *free_records; /* recycled records */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct sc_thread *self;
+/* Initial-exec: read by every structural call (see cached_tid in observe.c). */
+static _Thread_local struct sc_thread *self __attribute__((tls_model("initial-exec")));
 
 static void thread_exit(void *arg);
 
