@@ -1,12 +1,14 @@
 #!/bin/sh
-# scripts/bench-agent-series.sh [RUNS] - runs bench_agent's fork workload
-# against the real daemon RUNS times (default 9) and prints each run's
-# medians of per-round time ratios (agent connected / receiver stopped, to
-# the agent-off baseline of the same round) with the CPU per fork of the
-# program, the agent and the daemon, then the median over the runs.
+# scripts/bench-agent-series.sh [RUNS] - runs bench_agent RUNS times (default
+# 9), as `make bench` runs it, and prints per run, for the fork workload
+# against the real daemon: the medians of per-round time ratios to the
+# agent-off baseline of the same round (agent connected, receiver
+# SIGSTOPped), the CPU per fork of the program, the agent and the daemon,
+# and the events delivered per fork; then the median over the runs, and the
+# same two ratios against the decode-only sink.
 #
 # One run's median swings with whatever else the shared cores do (on the
-# 2-vCPU development machines, 1.02-1.47 for the same build on one day), so
+# 2-vCPU development machines, 1.00-1.27 for one build within an hour), so
 # a figure for the README comes from a series, not from one `make bench`.
 # Build first: make all build/bench/bench_agent.
 set -eu
@@ -20,19 +22,19 @@ trap 'rm -f "$out"' EXIT
 i=0
 while [ "$i" -lt "$RUNS" ]; do
 	i=$((i + 1))
-	BENCH_AGENT_ONLY=daemon "$B" | awk -v run="$i" '
-		/ratios, connected/ { on = $NF }
-		/ratios, stopped/ { st = $NF }
-		/^    agent connected / { prog = $3; agent = $5; rx = $7 }
-		/delivered per fork/ { ev = $(NF - 1) }
-		END { printf "run %2d  connected %s  stopped %s  cpu/fork program %s agent %s daemon %s  events/fork %s\n", run, on, st, prog, agent, rx, ev }' | tee -a "$out"
+	"$B" | awk -v run="$i" '
+		/receiver: scoped/ { daemon = 1 }
+		/ratios, connected/ { if (daemon) on = $NF; else son = $NF }
+		/ratios, stopped/ { if (daemon) st = $NF; else sst = $NF }
+		/^    agent connected / { if (daemon) { prog = $3; agent = $5; rx = $7 } }
+		/delivered per fork/ { if (daemon) ev = $(NF - 1) }
+		END { printf "run %2d  daemon: connected %s stopped %s  cpu/fork program %s agent %s daemon %s  events/fork %s  |  sink: connected %s stopped %s\n", run, on, st, prog, agent, rx, ev, son, sst }' | tee -a "$out"
 done
-awk '{ on[NR] = $4; st[NR] = $6; n = NR }
-	function median(a, n,   i, j, t) {
+awk 'function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
+	{ n = NR; on[n] = $5; st[n] = $7; son[n] = $20; sst[n] = $22; if ($5 < 1.10) under++ }
 	END {
-		under = 0; for (i = 1; i <= n; i++) if (on[i] < 1.10) under++
-		printf "median over %d runs: connected %.3f (%d under 1.10), stopped %.3f\n", n, median(on, n), under, median(st, n)
+		printf "median over %d runs, daemon: connected %.3f (%d runs under 1.10), stopped %.3f; sink: connected %.3f, stopped %.3f\n", n, median(on, n), under, median(st, n), median(son, n), median(sst, n)
 	}' "$out"
