@@ -380,7 +380,7 @@ static void test_stack_request_all_threads(void **state)
 	pthread_barrier_wait(&park_barrier);
 
 	char *r = rx_cmd(&rx, "stacks", NULL, 0);
-	int replies = 0, ok = 0, parked_ok = 0, timed_out = 0;
+	int replies = 0, ok = 0, parked_ok = 0, parked_late = 0, timed_out = 0;
 	unsigned done_n = 0;
 	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
 		unsigned tid, nf;
@@ -394,6 +394,9 @@ static void test_stack_request_all_threads(void **state)
 					parked_ok += atomic_load(&parked_tids[i]) == tid;
 			} else {
 				timed_out += err == -ETIMEDOUT;
+				for (int i = 0; i < NT; i++)
+					parked_late += err == -ETIMEDOUT &&
+						       atomic_load(&parked_tids[i]) == tid;
 				fprintf(stderr, "thread %u: error %d, %u frames\n", tid, err, nf);
 			}
 		}
@@ -407,12 +410,18 @@ static void test_stack_request_all_threads(void **state)
 	/* main, the agent, the NT parked threads at least */
 	assert_true(replies >= NT + 2);
 	assert_int_equal(done_n, (unsigned)replies);
-	assert_int_equal(parked_ok, NT);
 	if (TSAN) {
-		printf("  under TSan: %d of %d threads answered, %d timed out\n", ok, replies,
-		       timed_out);
+		/* TSan runs our handler when the thread next enters one of its
+		 * interceptors; on a loaded machine (the CI's TSan pass) a parked
+		 * thread's once came later than the 200 ms a batch waits.  Every
+		 * parked thread still answers, with frames or in time-out. */
+		printf("  under TSan: %d of %d threads answered, %d timed out (%d parked)\n", ok,
+		       replies, timed_out, parked_late);
 		assert_int_equal(ok + timed_out, replies);
+		assert_int_equal(parked_ok + parked_late, NT);
+		assert_true(parked_ok >= 1);
 	} else {
+		assert_int_equal(parked_ok, NT);
 		assert_int_equal(ok, replies);
 	}
 }
