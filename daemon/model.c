@@ -343,6 +343,13 @@ typedef int (*apply_fn)(struct model *m, const struct proto_msg *msg, int64_t no
 		return err_;                                                                      \
 	touch(m, kind, var)
 
+/* The task an event names, as GET; and the scope it names, if the task had
+ * none yet. */
+#define GET_TASK(var)                                                                             \
+	GET(var, ENT_TASK, msg->task);                                                            \
+	if (!var->scope)                                                                          \
+		var->scope = msg->scope
+
 /* Ends e once: false when it had already ended; otherwise it expires after
  * the retention time. */
 static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
@@ -496,9 +503,7 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 {
 	(void)now;
 	struct m_task *t;
-	GET(t, ENT_TASK, msg->task);
-	if (!t->scope)
-		t->scope = msg->scope;
+	GET_TASK(t);
 	if (!t->fn)
 		t->fn = msg->fn;
 	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
@@ -545,9 +550,7 @@ static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t n
 {
 	(void)now;
 	struct m_task *t;
-	GET(t, ENT_TASK, msg->task);
-	if (!t->scope)
-		t->scope = msg->scope;
+	GET_TASK(t);
 	task_started(m, t, msg->ts, msg->tid);
 	return 0;
 }
@@ -555,9 +558,7 @@ static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t n
 static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	struct m_task *t;
-	GET(t, ENT_TASK, msg->task);
-	if (!t->scope)
-		t->scope = msg->scope;
+	GET_TASK(t);
 	task_ended(m, t, msg, msg->ts, now);
 	return 0;
 }
@@ -566,9 +567,7 @@ static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now
 static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	struct m_task *t;
-	GET(t, ENT_TASK, msg->task);
-	if (!t->scope)
-		t->scope = msg->scope;
+	GET_TASK(t);
 	task_started(m, t, msg->ts, msg->tid);
 	task_ended(m, t, msg, msg->end_ts, now);
 	return 0;
