@@ -66,6 +66,9 @@ void sc_rings_shed(int on)
 
 void sc_agent_set_streaming(int on)
 {
+	/* A session starts (or ends) writing: shedding is a state of one
+	 * session's stall, and a fork() child inherits the parent's flag. */
+	atomic_store(&streaming.shed, 0);
 	atomic_store(&streaming.on, on);
 	/* Installed only while a session streams: with the daemon absent the
 	 * runtime's sc_observed() is false, so it builds no event at all

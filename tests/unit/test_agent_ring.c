@@ -481,6 +481,15 @@ static void test_shed_counts_instead_of_writing(void **state)
 	size_t n = drain_all(ids, 0, 64);
 	assert_int_equal(n, 3);
 	expect_sequence(ids, n, 12);
+	/* A new session (or a fork child's first) starts writing, whatever
+	 * the flag said before. */
+	sc_rings_shed(1);
+	sc_agent_set_streaming(1);
+	emit_run(15, 2);
+	assert_int_equal(sc_rings_dropped() - d0, 10);
+	n = drain_all(ids, 0, 64);
+	assert_int_equal(n, 2);
+	expect_sequence(ids, n, 15);
 }
 
 int main(int argc, char **argv)
