@@ -443,11 +443,12 @@ static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t hor
 	uint32_t len;
 	uint16_t type;
 	rec_at(c->r, next, &len, &type);
+	if (type != PROTO_EV_TASK_END || len != END_LEN)
+		return 0; /* (a pad record may be 8 bytes at the ring's very end) */
 	const uint8_t *e = c->r->buf + (next & c->r->mask);
 	int64_t end_ts;
 	memcpy(&end_ts, e + 8, 8);
-	if (type != PROTO_EV_TASK_END || len != END_LEN || memcmp(s + 24, e + 24, 8) ||
-	    end_ts >= horizon)
+	if (memcmp(s + 24, e + 24, 8) || end_ts >= horizon)
 		return 0;
 	uint8_t *d = sc_buf_reserve(out, RAN_LEN);
 	if (!d)

@@ -462,6 +462,59 @@ static void test_start_end_coalesce(void **state)
 	sc_buf_free(&out);
 }
 
+/* A TASK_START that ends 8 bytes before its ring's end, so that its
+ * TASK_END follows an 8-byte pad record at offset 0: the drain sends them
+ * as two frames, and reads nothing past the ring (ASan checks that). */
+static void *pad_at_end_thread(void *arg)
+{
+	(void)arg;
+	uint64_t ids[600];
+	emit_task_ev(SC_EV_TASK_START, 1, 1, 0, 0);
+	assert_int_equal(sc_ring_bytes_self(NULL), START_RING);
+	(void)drain_all(ids, 0, 600);
+	/* 40-byte STARTs and 56-byte ENDs up to START_RING - 48, in chunks
+	 * small enough that no drain finds the ring a quarter full. */
+	uint64_t at = 40; /* the first START */
+	int ends = 0;
+	while (at < START_RING - 48) {
+		for (int i = 0; i < 500 && at < START_RING - 48; i++) {
+			if ((START_RING - 48 - at) % 40 && ends < 7) {
+				emit_task_ev(SC_EV_TASK_END, 10000 + at, 1, SC_TASK_SUCCESS, 0);
+				at += 56;
+				ends++;
+			} else {
+				emit_task_ev(SC_EV_TASK_START, 10000 + at, 1, 0, 0);
+				at += 40;
+			}
+		}
+		(void)drain_all(ids, 0, 600);
+	}
+	assert_int_equal(at, START_RING - 48);
+	assert_int_equal(sc_ring_bytes_self(NULL), START_RING);
+	emit_task_ev(SC_EV_TASK_START, 77, 1, 0, 0);
+	emit_task_ev(SC_EV_TASK_END, 77, 2, SC_TASK_SUCCESS, 0);
+	struct sc_buf out = {.max = 1u << 20};
+	struct proto_msg m[4];
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 2);
+	assert_int_equal(decode_all(&out, m, 4), 2);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_START);
+	assert_int_equal(m[1].type, PROTO_EV_TASK_END);
+	assert_int_equal(m[1].task, 77);
+	sc_buf_free(&out);
+	return NULL;
+}
+
+static void test_coalesce_across_the_ring_end(void **state)
+{
+	(void)state;
+	quiet(); /* new threads start small */
+	sc_rings_coalesce(1);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, pad_at_end_thread, NULL), 0);
+	pthread_join(th, NULL);
+	sc_rings_coalesce(0);
+}
+
 /* While shedding, a thread's events are counted as dropped and not
  * written; afterwards they are written again. */
 static void test_shed_counts_instead_of_writing(void **state)
@@ -505,6 +558,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
