@@ -638,8 +638,9 @@ static void atfork_child(void)
 	 * the child's crash handler must not wait for it. */
 	atomic_store(&sc_sock_owner, 0);
 	atomic_store(&sc_exit_rest_len, 0);
-	/* The child's statistics are its own, and so are its losses: LOST's
-	 * "since the last one" must not count against the parent's report. */
+	/* The child's statistics are its own, and so are its losses: the ring
+	 * layer counts drops from 0 again, so LOST's total and its "since
+	 * the last one" are the child's alone. */
 	ag.lost_reported = ag.lost_base = sc_rings_dropped();
 	atomic_store(&ag.lost, 0);
 	atomic_store(&ag.sessions, 0);
