@@ -457,9 +457,6 @@ static void test_capture_small_own_altstack(void **state)
 	run_capture("--small-altstack");
 }
 
-int main(int argc, char **argv)
-{
-	stack_t ss;
 /* ---- a late start: threads the runtime knew before stacks were on ----
  *
  * In a child process of its own (this program with --late), where nothing
@@ -603,6 +600,9 @@ static void test_late_start(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+int main(int argc, char **argv)
+{
+	stack_t ss;
 
 	/* The constructor's agent would dial the user's real daemon: off. */
 	if (!getenv("SCOPED_DISABLE")) {
@@ -615,11 +615,11 @@ static void test_late_start(void **state)
 		return capture_child(0);
 	if (argc == 2 && strcmp(argv[1], "--small-altstack") == 0)
 		return capture_child(1);
+	if (argc == 2 && strcmp(argv[1], "--late") == 0)
+		return late_child();
 	page = sysconf(_SC_PAGESIZE);
 	preinstalled = has_altstack(&ss);
 	if (sigaction(SIGSEGV, NULL, &segv) != 0)
-	if (argc == 2 && strcmp(argv[1], "--late") == 0)
-		return late_child();
 		return 1;
 	segv_was_default = segv.sa_handler == SIG_DFL && !(segv.sa_flags & SA_SIGINFO);
 	sc_exit_init(); /* what sc_agent_start does on this thread */
@@ -631,7 +631,7 @@ static void test_late_start(void **state)
 	    cmocka_unit_test(test_own_stack_kept),
 	    cmocka_unit_test(test_capture_near_stack_end),
 	    cmocka_unit_test(test_capture_small_own_altstack),
+	    cmocka_unit_test(test_late_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
-	    cmocka_unit_test(test_late_start),
