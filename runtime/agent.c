@@ -173,6 +173,13 @@ static void snap_site(void *ctx, uint32_t id, const struct sc_site *s)
 		(*count)++;
 }
 
+/* A fork child's first event when the snapshot does not cover it (a
+ * VIOLATION is something that happened, not a state the registry walk can
+ * find): written by the thread that starts the child's agent before
+ * pthread_create, sent once, after the first snapshot. */
+static struct sc_ev first_kept;
+static _Atomic int first_pending;
+
 /* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
  * thrown away first: the walk covers it. */
 static void send_snapshot(void)
@@ -190,6 +197,11 @@ static void send_snapshot(void)
 	sc_registry_snapshot(snap_emit, &count);
 	put_ctl(PROTO_SNAPSHOT_END, ag.snap_seq, count);
 	atomic_fetch_add(&ag.snapshots, 1);
+	/* After the snapshot, ahead of every event the rings hold: it happened
+	 * before this agent existed, so before all of them.  If it does not
+	 * fit, the overflow brings LOST, as for any event lost. */
+	if (atomic_exchange(&first_pending, 0))
+		(void)sc_buf_put_ev(&ag.out, &first_kept, 0);
 }
 
 static int dial(void)
@@ -597,17 +609,26 @@ static _Atomic int start_on_event;
 
 /* The observer a fork child runs with until it uses the runtime: the first
  * event starts the child's own agent (connection, HELLO with the child's
- * pid, snapshot).  The event itself is not kept: the registry changed
- * before it was emitted, so the snapshot covers it. */
+ * pid, snapshot).  A state change needs no copy: the registry changed
+ * before it was emitted, so the snapshot covers it.  A VIOLATION changes no
+ * state, so it is kept and sent after the first snapshot. */
 static void first_event_in_child(const struct sc_ev *ev)
 {
 	char path[sizeof ag.path];
 
-	(void)ev;
 	/* Only the first thread here starts it. */
 	if (!atomic_exchange(&start_on_event, 0))
 		return;
 	sc_observer_set(NULL); /* until the session streams, as in any process */
+	if (ev->kind == SC_EV_VIOLATION) {
+		first_kept = *ev;
+		/* Borrowed strings must not be kept (a VIOLATION has none). */
+		first_kept.s1 = first_kept.s2 = NULL;
+		first_kept.pool = NULL;
+		if (!first_kept.ts)
+			first_kept.ts = now_ns(); /* as the ring observer stamps it */
+		atomic_store(&first_pending, 1);
+	}
 	memcpy(path, ag.path, sizeof path);
 	(void)start(path, 1); /* on failure the child runs unreported */
 }
@@ -638,8 +659,9 @@ static void atfork_child(void)
 	 * the child's crash handler must not wait for it. */
 	atomic_store(&sc_sock_owner, 0);
 	atomic_store(&sc_exit_rest_len, 0);
-	/* The child's statistics are its own, and so are its losses: LOST's
-	 * "since the last one" must not count against the parent's report. */
+	/* The child's statistics are its own, and so are its losses: the ring
+	 * layer counts drops from 0 again, so LOST's total and its "since
+	 * the last one" are the child's alone. */
 	ag.lost_reported = ag.lost_base = sc_rings_dropped();
 	atomic_store(&ag.lost, 0);
 	atomic_store(&ag.sessions, 0);
@@ -648,6 +670,9 @@ static void atfork_child(void)
 	atomic_store(&ag.lost_msgs, 0);
 	atomic_store(&ag.stack_reqs, 0);
 	atomic_store(&ag.sheds, 0);
+	/* A violation the parent kept for its own first snapshot is not the
+	 * child's. */
+	atomic_store(&first_pending, 0);
 	if (restart) {
 		atomic_store(&start_on_event, 1);
 		sc_observer_set(first_event_in_child);

@@ -129,7 +129,8 @@ SC_HIDDEN void sc_rings_calm(void);
 SC_HIDDEN size_t sc_ring_bytes_self(const void **buf);
 SC_HIDDEN size_t sc_rings_count(size_t *bytes);
 /* Forgets every ring without touching them (in a fork child, where their
- * threads do not exist).  Leaks them on purpose: they may be mid-write. */
+ * threads do not exist).  Leaks them on purpose: they may be mid-write.
+ * sc_rings_dropped() counts from 0 again: drops are the parent's. */
 SC_HIDDEN void sc_rings_forget(void);
 
 /* ---- stacks (agent_stack.c) ---- */

@@ -33,6 +33,9 @@ void sc_altstack_enable(void)
 		guard_size = (size_t)page;
 		alt_size = ((size_t)want + guard_size - 1) / guard_size * guard_size;
 		atomic_store_explicit(&enabled, 1, memory_order_release);
+		/* An agent started late (after threads registered): they
+		 * were given none, so each takes one at its next runtime call. */
+		sc_threads_want_altstack();
 	}
 	sc_altstack_thread_start();
 }

@@ -690,6 +690,10 @@ size_t sc_rings_count(size_t *bytes)
 void sc_rings_forget(void)
 {
 	atomic_store_explicit(&rings, NULL, memory_order_relaxed);
+	/* The drops of the parent's exited threads are the parent's: the
+	 * child's LOST totals count from 0 (the rings just forgotten took
+	 * their own counters with them). */
+	atomic_store_explicit(&gone_dropped, 0, memory_order_relaxed);
 	spares = NULL; /* the parent's: left alone */
 	nspares = 0;
 	my_ring = NULL;

@@ -177,6 +177,11 @@ SC_HIDDEN void sc_agent_init(void);
  * them on, and never over one the thread already has.  sc_thread_register
  * calls it.  Defined by the agent (agent_altstack.c). */
 SC_HIDDEN void sc_altstack_thread_start(void);
+/* Alternate stacks were just turned on: every thread registered before
+ * gets one at its next runtime call (sc_self(), sc_self_peek(), or a pool
+ * worker's next task), since only a thread itself can install one.
+ * Defined by the runtime (thread.c); sc_altstack_enable calls it. */
+SC_HIDDEN void sc_threads_want_altstack(void);
 /* Frees the stack sc_altstack_thread_start gave the calling thread (a stack
  * the application installed is left alone); sc_thread_unregister calls it. */
 SC_HIDDEN void sc_altstack_thread_end(void);

@@ -61,6 +61,10 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	/* Alternate signal stacks were turned on after this thread registered
+	 * (an agent started late): it installs its own at its next runtime
+	 * call (sigaltstack acts on the calling thread only). */
+	_Atomic bool alt_want;
 };
 
 /* now + ns for ns >= 0, saturating: a huge timeout means "never", not a
@@ -148,6 +152,14 @@ struct scope {
 };
 
 /* thread.c */
+void sc_thread_altstack_late(struct sc_thread *t);
+/* Gives the calling thread t its alternate signal stack if they were
+ * turned on after it registered: one load of its own record otherwise. */
+static inline void sc_thread_altstack_due(struct sc_thread *t)
+{
+	if (__builtin_expect(atomic_load_explicit(&t->alt_want, memory_order_acquire), 0))
+		sc_thread_altstack_late(t);
+}
 struct sc_thread *sc_self(void);
 struct sc_thread *sc_self_peek(void);
 struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);

@@ -84,6 +84,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	t->frame.task = NULL;
 	t->roots = NULL;
 	t->free_next = NULL;
+	atomic_store_explicit(&t->alt_want, false, memory_order_relaxed); /* (below) */
 	if (name) {
 		sc_thread_set_name(t, name);
 	} else if (prctl(PR_GET_NAME, t->name) != 0) {
@@ -245,15 +246,40 @@ struct sc_thread *sc_threads_after_fork(void)
 	return self;
 }
 
+void sc_thread_altstack_late(struct sc_thread *t)
+{
+	atomic_store_explicit(&t->alt_want, false, memory_order_relaxed);
+	sc_altstack_thread_start();
+}
+
+void sc_threads_want_altstack(void)
+{
+	/* A thread that links itself after this walk calls
+	 * sc_altstack_thread_start() after its link, so after the caller
+	 * turned them on: it sees them on.  One linked before is flagged. */
+	pthread_mutex_lock(&threads_lock);
+	for (struct sc_thread *t = threads; t; t = t->next)
+		atomic_store_explicit(&t->alt_want, true, memory_order_release);
+	pthread_mutex_unlock(&threads_lock);
+}
+
 struct sc_thread *sc_self_peek(void)
 {
-	return self;
+	struct sc_thread *t = self;
+
+	if (t)
+		sc_thread_altstack_due(t);
+	return t;
 }
 
 struct sc_thread *sc_self(void)
 {
-	if (__builtin_expect(self != NULL, 1))
-		return self;
+	struct sc_thread *t = self;
+
+	if (__builtin_expect(t != NULL, 1)) {
+		sc_thread_altstack_due(t);
+		return t;
+	}
 	return sc_thread_register(SC_ROLE_OTHER, NULL, NULL);
 }
 

@@ -120,6 +120,20 @@ def main():
           ("" if after == before else ": was %s, is %s" % (before, after)))
     check(r["process"]["state"] == "live", "the parent's session goes on")
 
+    # --- a child whose very first event is a structure violation: that event
+    # starts its agent, and still reaches the daemon (after the snapshot).
+    p.stdin.write(b"violate\n"); p.stdin.flush()
+    vkid = int(read_line(p, "violator")[1])
+    children.append(Grandchild(vkid))
+    r = wait_until(lambda: (lambda r: r if r and r["model"].get("violations") else None)(tree(c, vkid)),
+                   5, "the violating child's violation")
+    v = r["model"]["violations"]
+    joined = [s["id"] for s in r["model"]["scopes"] if s["name"] == "joined"]
+    check(len(v) == 1 and v[0]["kind"] == "double_join" and v[0]["tid"] == vkid and
+          joined and v[0]["scope"] == joined[0],
+          "the child's first event, a double join of the inherited scope, reached the daemon (%s)" % v)
+    Grandchild(vkid).kill()
+
     Grandchild(kid).kill()
     p.stdin.close(); p.wait(5)
     check(log_is_clean(), "no sanitizer report in the daemon's log")

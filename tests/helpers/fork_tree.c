@@ -9,8 +9,13 @@
  *   child   fork a child that opens "child-outer" (inside the inherited
  *           "parent-outer", the main thread's open scope) and forks 2
  *           subtasks that sleep; the child prints "child PID" once both run
+ *   violate fork a child whose first runtime event is a structure violation:
+ *           the main thread opens and joins "joined", forks, and the child
+ *           joins it again (DOUBLE_JOIN); the child prints "violator PID"
+ *           and lives until killed
  * For quiet and exec the parent prints "reaped PID STATUS" once the child is
- * gone.  EOF ends the program (the child of "child" lives until killed). */
+ * gone.  EOF ends the program (the children of "child" and "violate" live
+ * until killed). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +93,30 @@ static void child_main(void)
 		pause();
 }
 
+/* "violate": the child's very first event is the violation, so the event
+ * is what starts the child's agent. */
+static void fork_violator(void)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+
+	cfg.name = "joined";
+	if (scope_open(&s, &cfg) < 0 || scope_join(s) != 0) {
+		printf("error joined\n");
+		return;
+	}
+	fflush(stdout);
+	if (fork() == 0) {
+		if (scope_join(s) != SCOPE_EJOINED)
+			_exit(2);
+		printf("violator %d\n", (int)getpid());
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	scope_close(s);
+}
+
 static void fork_and_reap(const char *what)
 {
 	int status = 0;
@@ -142,6 +171,8 @@ int main(void)
 			fflush(stdout);
 			if (fork() == 0)
 				child_main();
+		} else if (strcmp(line, "violate") == 0) {
+			fork_violator();
 		} else {
 			fork_and_reap(line);
 		}

@@ -457,6 +457,149 @@ static void test_capture_small_own_altstack(void **state)
 	run_capture("--small-altstack");
 }
 
+/* ---- a late start: threads the runtime knew before stacks were on ----
+ *
+ * In a child process of its own (this program with --late), where nothing
+ * turned alternate stacks on yet: an application thread and a pool worker
+ * register first, then sc_exit_init() (what sc_agent_start does) turns
+ * them on.  Each gets one at its next runtime call (the worker before its
+ * next task), with the guard page below. */
+
+static _Atomic int late_stage; /* 1: the app thread registered; 2: stacks are on */
+
+/* 0 when the calling thread has one of ours; else a reason bit. */
+static int late_check(void)
+{
+	stack_t ss;
+	char p[3][5];
+
+	if (!has_altstack(&ss))
+		return 1;
+	perms_at(ss.ss_sp, p[0]);
+	perms_at((char *)ss.ss_sp + ss.ss_size - 1, p[1]);
+	perms_at((char *)ss.ss_sp - 1, p[2]);
+	if (ss.ss_size < 64 * 1024 || strcmp(p[0], "rw-p") || strcmp(p[1], "rw-p") ||
+	    strcmp(p[2], "---p"))
+		return 2;
+	return 0;
+}
+
+static void *late_app_thread(void *arg)
+{
+	int *rc = arg;
+	stack_t ss;
+	scope_t *s;
+
+	if (scope_thread_name("late-app") != 0 || has_altstack(&ss)) {
+		*rc = 4; /* registered with one: the start was not late */
+		atomic_store(&late_stage, 1);
+		return NULL;
+	}
+	atomic_store(&late_stage, 1);
+	while (atomic_load(&late_stage) < 2)
+		usleep(1000);
+	/* The next runtime call. */
+	if (scope_open(&s, NULL) != 0) {
+		*rc = 8;
+		return NULL;
+	}
+	*rc = late_check();
+	scope_close(s);
+	return NULL;
+}
+
+/* -1 when the joiner ran it itself (it helps): then it proves nothing. */
+static int late_task(void *arg, void **res)
+{
+	(void)res;
+	*(int *)arg = sc_gettid() == (uint32_t)getpid() ? -1 : late_check();
+	return 0;
+}
+
+static int late_worker_probe(void *arg, void **res)
+{
+	(void)res;
+	stack_t ss;
+	*(int *)arg = sc_gettid() == (uint32_t)getpid() ? -1 : has_altstack(&ss);
+	return 0;
+}
+
+static int late_child(void)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	struct sigaction segv_now;
+	int app_rc = -1, worker_before = -1, worker_rc = -1;
+	scope_pool_t *pool;
+	pthread_t th;
+	scope_t *s;
+	stack_t ss;
+
+	if (sigaction(SIGSEGV, NULL, &segv_now) != 0 || segv_now.sa_handler != SIG_DFL ||
+	    (segv_now.sa_flags & SA_SIGINFO) || has_altstack(&ss))
+		return 77; /* a sanitizer's handler or stack: ours never appear */
+	pc.name = "late";
+	pc.core_size = pc.max_size = 1;
+	if (scope_pool_create(&pool, &pc) != 0)
+		return 10;
+	cfg.pool = pool;
+	/* The worker registers and runs a task with no stack on. */
+	if (scope_open(&s, &cfg) != 0 ||
+	    scope_fork(s, late_worker_probe, &worker_before, NULL) != 0 || scope_join(s) != 0)
+		return 11;
+	scope_close(s);
+	if (pthread_create(&th, NULL, late_app_thread, &app_rc) != 0)
+		return 12;
+	while (atomic_load(&late_stage) < 1)
+		usleep(1000);
+	sc_exit_init(); /* the late start */
+	atomic_store(&late_stage, 2);
+	pthread_join(th, NULL);
+	/* The same worker (the pool's only one), its next task. */
+	for (int i = 0; i < 100 && worker_rc < 0; i++) {
+		if (scope_open(&s, &cfg) != 0 || scope_fork(s, late_task, &worker_rc, NULL) != 0)
+			return 13;
+		usleep(1000); /* for the worker, not the joiner, to take it */
+		if (scope_join(s) != 0)
+			return 13;
+		scope_close(s);
+	}
+	scope_pool_destroy(pool);
+	if (app_rc || worker_before || worker_rc || late_check())
+		fprintf(stderr,
+			"late start: app thread %d, worker before %d, worker after %d, "
+			"main %d\n",
+			app_rc, worker_before, worker_rc, late_check());
+	if (worker_before)
+		return 14; /* it had one before: the start was not late */
+	if (app_rc)
+		return 20 + app_rc;
+	return worker_rc ? 40 + worker_rc : 0;
+}
+
+/* Threads registered before a late agent start get their alternate stacks
+ * too (the crash of their stack overflow is then reported). */
+static void test_late_start(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_agent_altstack", "--late", (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77) {
+		print_message("skip: SIGSEGV or the alternate stack is a sanitizer's\n");
+		skip();
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv)
 {
 	stack_t ss;
@@ -472,6 +615,8 @@ int main(int argc, char **argv)
 		return capture_child(0);
 	if (argc == 2 && strcmp(argv[1], "--small-altstack") == 0)
 		return capture_child(1);
+	if (argc == 2 && strcmp(argv[1], "--late") == 0)
+		return late_child();
 	page = sysconf(_SC_PAGESIZE);
 	preinstalled = has_altstack(&ss);
 	if (sigaction(SIGSEGV, NULL, &segv) != 0)
@@ -486,6 +631,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_own_stack_kept),
 	    cmocka_unit_test(test_capture_near_stack_end),
 	    cmocka_unit_test(test_capture_small_own_altstack),
+	    cmocka_unit_test(test_late_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "proto.h"
@@ -545,6 +547,45 @@ static void test_shed_counts_instead_of_writing(void **state)
 	expect_sequence(ids, n, 15);
 }
 
+/* A fork child counts its drops from 0: neither the drops of the parent's
+ * exited threads (kept in the ring layer after their rings were freed) nor
+ * those of its live rings reach the child's LOST totals.  The agent's
+ * atfork handler calls sc_rings_forget(); the child's LOST carries
+ * sc_rings_dropped() as its total. */
+static void test_fork_child_drops_start_at_zero(void **state)
+{
+	(void)state;
+	uint64_t ids[64];
+	int status;
+
+	sc_rings_shed(1);
+	(void)fill_thread(7); /* counted, its ring freed below */
+	emit_run(1, 5);	      /* counted in this thread's live ring */
+	sc_rings_shed(0);
+	sc_rings_reap(0);
+	assert_true(sc_rings_dropped() >= 12);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int rc = 0;
+		sc_rings_forget();
+		if (sc_rings_dropped() != 0)
+			rc |= 1; /* the parent's drops came along */
+		sc_rings_shed(1);
+		emit_run(20, 3);
+		sc_rings_shed(0);
+		if (sc_rings_dropped() != 3)
+			rc |= 2;
+		_exit(rc);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("the child's drop count %s",
+			 WEXITSTATUS(status) & 1 ? "started from the parent's" : "is not its own 3");
+	assert_int_equal(drain_all(ids, 0, 64), 0);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -559,6 +600,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
