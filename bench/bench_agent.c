@@ -208,8 +208,10 @@ static struct sc_ev make_ev(uint16_t kind)
 }
 
 /* ns per sc_emit, median over REPS batches of n events; between batches the
- * agent drains, so a batch never meets a full ring. */
-static double emit_cost(uint16_t kind, int n, uint64_t *dropped)
+ * agent drains, so a batch never meets a full ring.  stamped: ts 0, so the
+ * agent reads the clock, as for every event the runtime emits; else the
+ * event carries its ts (the write alone). */
+static double emit_cost(uint16_t kind, int n, uint64_t *dropped, int stamped)
 {
 	double v[REPS];
 	struct sc_ev ev = make_ev(kind);
@@ -225,7 +227,7 @@ static double emit_cost(uint16_t kind, int n, uint64_t *dropped)
 	for (int r = 0; r < REPS; r++) {
 		int64_t t0 = bench_now_ns();
 		for (int i = 0; i < n; i++) {
-			ev.ts = t0 + i;
+			ev.ts = stamped ? 0 : t0 + i;
 			sc_emit(&ev);
 		}
 		v[r] = (double)(bench_now_ns() - t0) / n;
@@ -600,7 +602,7 @@ int main(int argc, char **argv)
 
 	enum { N = 800 }; /* events per batch: inside one ring even for SCOPE_OPEN */
 	double loop = loop_cost(N);
-	double off = emit_cost(SC_EV_TASK_START, N, NULL);
+	double off = emit_cost(SC_EV_TASK_START, N, NULL, 0);
 	if (agent_connect()) {
 		fprintf(stderr, "bench_agent: the agent did not connect to the sink at %s\n",
 			rx_path);
@@ -608,19 +610,27 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	uint64_t drop_small, drop_big;
-	double on_small = emit_cost(SC_EV_TASK_START, N, &drop_small);
-	double on_big = emit_cost(SC_EV_SCOPE_OPEN, N, &drop_big);
+	double on_small = emit_cost(SC_EV_TASK_START, N, &drop_small, 0);
+	double on_big = emit_cost(SC_EV_SCOPE_OPEN, N, &drop_big, 0);
+	double st_small = emit_cost(SC_EV_TASK_START, N, NULL, 1);
+	double st_big = emit_cost(SC_EV_SCOPE_OPEN, N, NULL, 1);
 
 	printf("%-44s %12s %14s %8s  %s\n", "measure (median of 7; forks: of 15)", "value",
 	       "baseline", "ratio", "target");
 	printf("%-44s %9.2f ns %11.2f ns %8s  %s\n", "emit, agent off (the sc_emit branch)",
 	       off - loop, loop, "-", "< 2 ns");
+	/* The target applies to what the runtime pays per event: its events
+	 * come unstamped, so the agent's clock read is part of it. */
 	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
-	       "emit TASK_START, agent connected", on_small - loop, off - loop, "-",
-	       verdict(on_small - loop < 50));
+	       "emit TASK_START, agent connected", st_small - loop, off - loop, "-",
+	       verdict(st_small - loop < 50));
 	printf("%-44s %9.2f ns %11.2f ns %8s  < 50 ns: %s\n",
-	       "emit SCOPE_OPEN (name, site), agent connected", on_big - loop, off - loop, "-",
-	       verdict(on_big - loop < 50));
+	       "emit SCOPE_OPEN (name, site), agent connected", st_big - loop, off - loop, "-",
+	       verdict(st_big - loop < 50));
+	printf("%-44s %9.2f ns %11.2f ns\n", "  of which the write, ts given: TASK_START",
+	       on_small - loop, off - loop);
+	printf("%-44s %9.2f ns %11.2f ns\n", "  of which the write, ts given: SCOPE_OPEN",
+	       on_big - loop, off - loop);
 	printf("%-44s %12llu\n", "  events dropped during the emit runs",
 	       (unsigned long long)(drop_small + drop_big));
 	fflush(stdout);
