@@ -446,8 +446,9 @@ static void session(void)
 				 * it may never read, threads now only count their
 				 * events (a store to a line they own, instead of a
 				 * write to a ring line out of the caches: with the
-				 * daemon SIGSTOPped the fork workload went from
-				 * about 1.2 to about 1.05 of the agent-off time). */
+				 * daemon SIGSTOPped, bench_agent's fork workload
+				 * went from 1.09-1.27 of the agent-off time to
+				 * 1.00-1.15, 3 same-day runs each). */
 				sc_rings_shed(1);
 				shedding = 1;
 				atomic_fetch_add(&ag.sheds, 1);

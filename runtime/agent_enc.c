@@ -125,6 +125,17 @@ static inline void put32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
+/* A wire string of n bytes of s (u16 n, the bytes, NUL); returns what
+ * follows it. */
+static uint8_t *put_str(uint8_t *p, const char *s, uint16_t n)
+{
+	memcpy(p, &n, 2);
+	if (n)
+		memcpy(p + 2, s, n);
+	p[2 + n] = 0;
+	return p + 3u + n;
+}
+
 static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 {
 	if (!pi) {
@@ -171,15 +182,8 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 		}
 		p += op_size[*o];
 	}
-	for (int i = 0; i < 3 && l->strs[i]; i++) {
-		uint16_t n = e->slen[i];
-		const char *s = str_of(ev, l->strs[i]);
-		memcpy(p, &n, 2);
-		if (n)
-			memcpy(p + 2, s, n);
-		p[2 + n] = 0;
-		p += 3u + n;
-	}
+	for (int i = 0; i < 3 && l->strs[i]; i++)
+		p = put_str(p, str_of(ev, l->strs[i]), e->slen[i]);
 }
 
 int sc_enc_wants_site(const struct sc_enc *e)
@@ -199,19 +203,10 @@ uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2])
 void sc_enc_site(uint8_t *dst, uint32_t size, uint32_t id, const struct sc_site *s,
 		 const uint16_t slen[2], uint16_t flags)
 {
-	const char *str[2] = {s->file, s->func};
-	uint8_t *p = dst;
-
-	put32(p, size);
-	put32(p + 4, (uint32_t)PROTO_SITE | (uint32_t)flags << 16);
-	put32(p + 8, id);
-	put32(p + 12, (uint32_t)s->line);
-	p += PROTO_HDR_SIZE + 8;
-	for (int i = 0; i < 2; i++) {
-		memcpy(p, &slen[i], 2);
-		if (slen[i])
-			memcpy(p + 2, str[i], slen[i]);
-		p[2 + slen[i]] = 0;
-		p += 3u + slen[i];
-	}
+	put32(dst, size);
+	put32(dst + 4, (uint32_t)PROTO_SITE | (uint32_t)flags << 16);
+	put32(dst + 8, id);
+	put32(dst + 12, (uint32_t)s->line);
+	uint8_t *p = put_str(dst + PROTO_HDR_SIZE + 8, s->file, slen[0]);
+	put_str(p, s->func, slen[1]);
 }

@@ -28,7 +28,8 @@
  * new threads start small again.  A grown ring whose thread has been
  * quiet for about ten seconds (never a quarter of a small ring pending at
  * a drain) is swapped back the same way for a small one: a pool worker that
- * once took part in a burst does not keep 4 MiB for the rest of its life. */
+ * once took part in a burst does not keep its grown ring for the rest of
+ * its life. */
 #define REC_ALIGN 8u
 #define PAD_TYPE 0u
 
@@ -51,25 +52,28 @@ struct sc_ring {
 	struct sc_ring *spare_next; /* in the spare list, under rings_lock */
 };
 
-/* Read by every event, written once per session: alone on its cache line,
- * so no neighbour's writes make the hot path miss. */
+/* Read by every event, written a few times per session: alone on its cache
+ * line, so no neighbour's writes make the hot path miss.  One word, so that
+ * an event reads one value: STREAM_OFF, STREAM_WRITE, or STREAM_SHED (the
+ * daemon stalls: threads count their new events instead of writing them). */
+enum { STREAM_OFF, STREAM_WRITE, STREAM_SHED };
 static struct {
-	_Alignas(64) _Atomic int on;
-	_Atomic int shed; /* the daemon stalls: count new events, do not write them */
-	char pad[56];
+	_Alignas(64) _Atomic int state;
+	char pad[60];
 } streaming;
 
 void sc_rings_shed(int on)
 {
-	atomic_store_explicit(&streaming.shed, on, memory_order_relaxed);
+	/* Only while a session writes: shedding is a state of its stall. */
+	int from = on ? STREAM_WRITE : STREAM_SHED;
+	atomic_compare_exchange_strong(&streaming.state, &from, on ? STREAM_SHED : STREAM_WRITE);
 }
 
 void sc_agent_set_streaming(int on)
 {
-	/* A session starts (or ends) writing: shedding is a state of one
-	 * session's stall, and a fork() child inherits the parent's flag. */
-	atomic_store(&streaming.shed, 0);
-	atomic_store(&streaming.on, on);
+	/* A session starts (or ends) writing, not shedding: a fork() child
+	 * also inherits the parent's state. */
+	atomic_store(&streaming.state, on ? STREAM_WRITE : STREAM_OFF);
 	/* Installed only while a session streams: with the daemon absent the
 	 * runtime's sc_observed() is false, so it builds no event at all
 	 * (each would cost a clock read for nothing). */
@@ -136,8 +140,7 @@ int sc_rings_init(size_t bytes)
 
 /* Rings of exited threads, drained, kept for the next threads (under
  * rings_lock).  Threads come and go in the bursts that grow rings; a fresh
- * 4 MiB ring costs a thousand page faults and its munmap, a kept one
- * nothing.  Freed once growth has been quiet for a while. */
+ * 1 MiB ring costs 256 page faults and its munmap, a kept one nothing.  Freed once growth has been quiet for a while. */
 #define MAX_SPARES 8
 static struct sc_ring *spares;
 static unsigned nspares;
@@ -269,7 +272,8 @@ static void ring_define_site(void *ctx, uint32_t id, const struct sc_site *site)
 
 void sc_ring_observe(const struct sc_ev *ev)
 {
-	if (!atomic_load_explicit(&streaming.on, memory_order_relaxed))
+	int state = atomic_load_explicit(&streaming.state, memory_order_relaxed);
+	if (state == STREAM_OFF)
 		return;
 	struct sc_ring *r = my_ring;
 	if (__builtin_expect(!r, 0)) {
@@ -279,7 +283,7 @@ void sc_ring_observe(const struct sc_ev *ev)
 			return;
 		}
 	}
-	if (__builtin_expect(atomic_load_explicit(&streaming.shed, memory_order_relaxed), 0)) {
+	if (__builtin_expect(state == STREAM_SHED, 0)) {
 		count_drop(r);
 		return;
 	}
