@@ -8,7 +8,8 @@
  * skips the stack capture): for profiling one of them with perf.
  * BENCH_SCOPED_ARGS adds options to the daemon's command line, and
  * BENCH_SCOPED names another daemon binary (an A/B of two builds);
- * BENCH_AGENT_ROUNDS=1 prints every round's figures. */
+ * BENCH_AGENT_ROUNDS=1 prints every round's figures; BENCH_SINK=null makes
+ * the sink read and throw away the bytes without decoding them. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -50,7 +51,12 @@ static void die_with(pid_t parent)
 		_exit(0);
 }
 
-static void sink_main(int lfd)
+/* The sink: a receiver that acks HELLO and then decodes every frame and
+ * keeps nothing; with BENCH_SINK=null it decodes nothing after the HELLO
+ * either (what the socket alone costs).  Run as its own exec of this
+ * program (BENCH_SINK_FD names the listening socket), so that it shares no
+ * copy-on-write pages with the process it measures. */
+static void sink_main(int lfd, int decode)
 {
 	static uint8_t buf[1 << 20];
 	for (;;) {
@@ -58,10 +64,13 @@ static void sink_main(int lfd)
 		if (fd < 0)
 			continue;
 		size_t len = 0;
+		int acked = 0;
 		for (;;) {
 			ssize_t n = read(fd, buf + len, sizeof buf - len);
 			if (n <= 0)
 				break;
+			if (acked && !decode)
+				continue;
 			len += (size_t)n;
 			size_t off = 0, used;
 			struct proto_msg m;
@@ -74,6 +83,7 @@ static void sink_main(int lfd)
 					int k = proto_encode(ack, sizeof ack, &a, NULL, NULL);
 					if (write(fd, ack, (size_t)k) != k)
 						break;
+					acked = 1;
 				}
 				off += used;
 			}
@@ -86,6 +96,14 @@ static void sink_main(int lfd)
 		}
 		close(fd);
 	}
+}
+
+static char **self_argv;
+
+static int sink_null(void)
+{
+	const char *v = getenv("BENCH_SINK");
+	return v && !strcmp(v, "null");
 }
 
 static void sink_start(void)
@@ -102,8 +120,12 @@ static void sink_start(void)
 	pid_t parent = getpid();
 	rx_pid = fork();
 	if (rx_pid == 0) {
+		char fd[16];
 		die_with(parent);
-		sink_main(lfd);
+		snprintf(fd, sizeof fd, "%d", lfd);
+		setenv("BENCH_SINK_FD", fd, 1);
+		execv("/proc/self/exe", self_argv);
+		_exit(127);
 	}
 	close(lfd);
 }
@@ -643,6 +665,11 @@ static const char *verdict(int ok)
 int main(int argc, char **argv)
 {
 	(void)argc;
+	if (getenv("BENCH_SINK_FD")) {
+		sink_main(atoi(getenv("BENCH_SINK_FD")), !sink_null());
+		return 0;
+	}
+	self_argv = argv;
 	/* The constructor's agent stays off; this benchmark starts its own. */
 	if (!getenv("SCOPED_DISABLE")) {
 		setenv("SCOPED_DISABLE", "1", 1);
@@ -704,7 +731,8 @@ int main(int argc, char **argv)
 	fork_rate(2000); /* warm the pool up */
 	const char *only = getenv("BENCH_AGENT_ONLY");
 	if (!only || strcmp(only, "daemon"))
-		fork_section("the sink (decodes, keeps nothing)");
+		fork_section(sink_null() ? "the null sink (reads, decodes nothing)"
+					 : "the sink (decodes, keeps nothing)");
 	sc_agent_stop();
 	receiver_stop();
 	if (only && strcmp(only, "daemon"))
