@@ -35,19 +35,20 @@
 
 struct sc_ring {
 	/* The producer's cache line. */
-	_Atomic uint64_t head;   /* bytes written, release-published */
-	uint64_t tail_cache;     /* producer's last view of tail */
+	_Atomic uint64_t head; /* bytes written, release-published */
+	uint64_t tail_cache;   /* producer's last view of tail */
 	_Atomic uint64_t dropped;
 	uint8_t *buf;
 	uint64_t mask;
-	struct sc_ring *_Atomic grown; /* the agent's replacement: larger, or after a calm smaller */
+	struct sc_ring
+	    *_Atomic grown; /* the agent's replacement: larger, or after a calm smaller */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
-	_Atomic int retired; /* replaced or its thread exited: free once drained */
-	_Atomic int exited;  /* its thread has exited */
+	_Atomic int retired;   /* replaced or its thread exited: free once drained */
+	_Atomic int exited;    /* its thread has exited */
 	uint64_t dropped_seen; /* the agent's: dropped when it last looked */
-	uint64_t peak;         /* the agent's: most bytes pending at a drain lately */
-	unsigned calm;         /* the agent's: checks in a row with a small peak */
+	uint64_t peak;	       /* the agent's: most bytes pending at a drain lately */
+	unsigned calm;	       /* the agent's: checks in a row with a small peak */
 	struct sc_ring *_Atomic next;
 	struct sc_ring *spare_next; /* in the spare list, under rings_lock */
 };
@@ -89,13 +90,20 @@ static struct sc_ring *_Atomic rings;
 #define SHRINK_CALM 200u /* sc_rings_tune calls (x REAP_NS, agent.c: 10 s) */
 static size_t ring_max = 1024 * 1024;
 static _Atomic size_t start_bytes = RING_START; /* a new thread's ring */
-static unsigned quiet_reaps;                    /* agent's: reaps since the last growth */
-#define QUIET_REAPS 20                          /* x REAP_NS (agent.c): back to RING_START */
-static _Atomic uint64_t gone_dropped; /* drops of rings already freed or never made */
+static unsigned quiet_reaps;			/* agent's: reaps since the last growth */
+#define QUIET_REAPS 20				/* x REAP_NS (agent.c): back to RING_START */
+static _Atomic uint64_t gone_dropped;		/* drops of rings already freed or never made */
 
 /* Per-batch state of the merge: one cursor per ring with pending events. */
 struct cursor {
 	struct sc_ring *r;
+	/* The ring's buf and mask, copied: they sit on the producer's cache
+	 * line, which its every event writes (head).  Read from the ring for
+	 * each record drained, that line bounced between the agent and the
+	 * producer: a miss for the agent, and for the producer's next event
+	 * a store to a line it no longer held. */
+	const uint8_t *buf;
+	uint64_t mask;
 	uint64_t pos, end;
 	int64_t ts;
 };
@@ -140,7 +148,8 @@ int sc_rings_init(size_t bytes)
 
 /* Rings of exited threads, drained, kept for the next threads (under
  * rings_lock).  Threads come and go in the bursts that grow rings; a fresh
- * 1 MiB ring costs 256 page faults and its munmap, a kept one nothing.  Freed once growth has been quiet for a while. */
+ * 1 MiB ring costs 256 page faults and its munmap, a kept one nothing.  Freed once growth has been
+ * quiet for a while. */
 #define MAX_SPARES 8
 static struct sc_ring *spares;
 static unsigned nspares;
@@ -312,9 +321,9 @@ void sc_ring_observe(const struct sc_ev *ev)
 }
 
 /* The record at pos: its frame length and type. */
-static void rec_at(const struct sc_ring *r, uint64_t pos, uint32_t *len, uint16_t *type)
+static void rec_at(const uint8_t *buf, uint64_t mask, uint64_t pos, uint32_t *len, uint16_t *type)
 {
-	const uint8_t *p = r->buf + (pos & r->mask);
+	const uint8_t *p = buf + (pos & mask);
 	memcpy(len, p, 4);
 	memcpy(type, p + 4, 2);
 }
@@ -331,7 +340,7 @@ static int cursor_settle(struct cursor *c)
 	while (c->pos < c->end) {
 		uint32_t len;
 		uint16_t type;
-		rec_at(c->r, c->pos, &len, &type);
+		rec_at(c->buf, c->mask, c->pos, &len, &type);
 		if (type == PROTO_SITE) {
 			/* No timestamp: a definition goes out as soon as it
 			 * is its ring's next frame (it precedes, in that ring,
@@ -341,7 +350,7 @@ static int cursor_settle(struct cursor *c)
 			return 1;
 		}
 		if (type != PAD_TYPE) {
-			memcpy(&c->ts, c->r->buf + (c->pos & c->r->mask) + 8, 8);
+			memcpy(&c->ts, c->buf + (c->pos & c->mask) + 8, 8);
 			return 1;
 		}
 		c->pos += len;
@@ -440,16 +449,16 @@ void sc_rings_coalesce(int on)
  * effect is stamped after its cause). */
 static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t horizon)
 {
-	const uint8_t *s = c->r->buf + (c->pos & c->r->mask);
+	const uint8_t *s = c->buf + (c->pos & c->mask);
 	uint64_t next = c->pos + rec_size(START_LEN);
 	if (next >= c->end)
 		return 0;
 	uint32_t len;
 	uint16_t type;
-	rec_at(c->r, next, &len, &type);
+	rec_at(c->buf, c->mask, next, &len, &type);
 	if (type != PROTO_EV_TASK_END || len != END_LEN)
 		return 0; /* (a pad record may be 8 bytes at the ring's very end) */
-	const uint8_t *e = c->r->buf + (next & c->r->mask);
+	const uint8_t *e = c->buf + (next & c->mask);
 	int64_t end_ts;
 	memcpy(&end_ts, e + 8, 8);
 	if (memcmp(s + 24, e + 24, 8) || end_ts >= horizon)
@@ -459,9 +468,9 @@ static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t hor
 		return 0;
 	uint32_t hdr[2] = {RAN_LEN, PROTO_EV_TASK_RAN};
 	memcpy(d, hdr, 8);
-	memcpy(d + 6, s + 6, 2);      /* flags */
-	memcpy(d + 8, s + 8, 32);     /* ts, tid, reserved, task, scope: the start's */
-	memcpy(d + 40, e + 40, 16);   /* error, state, reserved: the end's */
+	memcpy(d + 6, s + 6, 2);    /* flags */
+	memcpy(d + 8, s + 8, 32);   /* ts, tid, reserved, task, scope: the start's */
+	memcpy(d + 40, e + 40, 16); /* error, state, reserved: the end's */
 	memcpy(d + 56, &end_ts, 8);
 	out->len += RAN_LEN;
 	return rec_size(START_LEN) + rec_size(END_LEN);
@@ -506,7 +515,8 @@ static void ring_grow(struct sc_ring *r)
 void sc_rings_tune(void)
 {
 	size_t small = ring_max < RING_START ? ring_max : RING_START;
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		if ((size_t)r->mask + 1 <= small)
 			continue;
 		/* Lately never more than a quarter of a small ring pending at a
@@ -530,7 +540,8 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 	size_t nc = 0, nheap = 0, moved = 0;
 	unsigned fill = 0;
 
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
 		uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (pos == end)
@@ -547,7 +558,7 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 		}
 		if (cursors_fit(nc + 1))
 			break; /* out of memory: drain the rings we have now */
-		cursors[nc] = (struct cursor){r, pos, end, 0};
+		cursors[nc] = (struct cursor){r, r->buf, r->mask, pos, end, 0};
 		nc++;
 	}
 	for (size_t i = 0; i < nc; i++)
@@ -559,7 +570,7 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 		struct cursor *c = &cursors[heap[0]];
 		uint32_t len;
 		uint16_t type;
-		rec_at(c->r, c->pos, &len, &type);
+		rec_at(c->buf, c->mask, c->pos, &len, &type);
 		uint64_t took = 0;
 		if (ran && type == PROTO_EV_TASK_START && len == START_LEN &&
 		    (took = take_ran(c, out, horizon)) != 0) {
@@ -568,7 +579,7 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 			uint8_t *dst = sc_buf_reserve(out, len);
 			if (!dst)
 				break;
-			memcpy(dst, c->r->buf + (c->pos & c->r->mask), len);
+			memcpy(dst, c->buf + (c->pos & c->mask), len);
 			out->len += len;
 			moved++;
 			took = rec_size(len);
@@ -589,7 +600,8 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 void sc_rings_discard(void)
 {
 	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
-		atomic_store_explicit(&r->tail, atomic_load_explicit(&r->head, memory_order_acquire),
+		atomic_store_explicit(&r->tail,
+				      atomic_load_explicit(&r->head, memory_order_acquire),
 				      memory_order_release);
 }
 
@@ -601,7 +613,7 @@ static uint64_t count_pending(const struct sc_ring *r)
 	while (pos < end) {
 		uint32_t len;
 		uint16_t type;
-		rec_at(r, pos, &len, &type);
+		rec_at(r->buf, r->mask, pos, &len, &type);
 		if (type != PAD_TYPE)
 			n++;
 		pos += type == PAD_TYPE ? len : rec_size(len);
@@ -621,7 +633,8 @@ void sc_rings_reap(int discard)
 	while ((r = atomic_load_explicit(link, memory_order_relaxed))) {
 		int empty = atomic_load_explicit(&r->tail, memory_order_relaxed) ==
 			    atomic_load_explicit(&r->head, memory_order_acquire);
-		if (!atomic_load_explicit(&r->retired, memory_order_acquire) || (!empty && !discard)) {
+		if (!atomic_load_explicit(&r->retired, memory_order_acquire) ||
+		    (!empty && !discard)) {
 			link = &r->next;
 			continue;
 		}
@@ -681,7 +694,8 @@ size_t sc_rings_count(size_t *bytes)
 {
 	size_t n = 0, b = 0;
 	pthread_mutex_lock(&rings_lock);
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		n++;
 		b += (size_t)r->mask + 1;
 	}
