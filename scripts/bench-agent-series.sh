@@ -4,6 +4,7 @@
 # against the real daemon: the medians of per-round time ratios to the
 # agent-off baseline of the same round (agent connected, receiver
 # SIGSTOPped), the CPU per fork of the program, the agent and the daemon,
+# how often per fork a program thread was preempted (connected),
 # and the events delivered per fork; then the median over the runs, and the
 # same two ratios against the decode-only sink.
 #
@@ -26,15 +27,16 @@ while [ "$i" -lt "$RUNS" ]; do
 		/receiver: scoped/ { daemon = 1 }
 		/ratios, connected/ { if (daemon) on = $NF; else son = $NF }
 		/ratios, stopped/ { if (daemon) st = $NF; else sst = $NF }
-		/^    agent connected / { if (daemon) { prog = $3; agent = $5; rx = $7 } }
+		/^    agent connected +[0-9]+ \// { if (daemon) { prog = $3; agent = $5; rx = $7 } }
+		/^    agent connected +[0-9]+\.[0-9]+ \// { if (daemon) { pre = $5 } }
 		/delivered per fork/ { if (daemon) ev = $(NF - 1) }
-		END { printf "run %2d  daemon: connected %s stopped %s  cpu/fork program %s agent %s daemon %s  events/fork %s  |  sink: connected %s stopped %s\n", run, on, st, prog, agent, rx, ev, son, sst }' | tee -a "$out"
+		END { printf "run %2d  daemon: connected %s stopped %s  cpu/fork program %s agent %s daemon %s  preempted/fork %s  events/fork %s  |  sink: connected %s stopped %s\n", run, on, st, prog, agent, rx, pre, ev, son, sst }' | tee -a "$out"
 done
 awk 'function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
-	{ n = NR; on[n] = $5; st[n] = $7; son[n] = $20; sst[n] = $22; if ($5 < 1.10) under++ }
+	{ n = NR; on[n] = $5; st[n] = $7; son[n] = $22; sst[n] = $24; if ($5 < 1.10) under++ }
 	END {
 		printf "median over %d runs, daemon: connected %.3f (%d runs under 1.10), stopped %.3f; sink: connected %.3f, stopped %.3f\n", n, median(on, n), under, median(st, n), median(son, n), median(sst, n)
 	}' "$out"
