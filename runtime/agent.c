@@ -3,6 +3,7 @@
  * socket in batches; repairs losses with LOST + snapshot; answers stack
  * requests; never lets the daemon block the application. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #define IDLE_MS 4                  /* drain period while they stay nearly empty */
 #define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
 #define SHED_MS 20                 /* after this long blocked, new events are only counted */
+#define STOP_CHECK_MS 2            /* while blocked, how often to look for a stopped daemon */
 #define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
 #define REAP_NS 50000000           /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
@@ -55,6 +57,7 @@ struct agent {
 
 	/* The agent thread's own. */
 	int fd;
+	pid_t peer; /* the daemon's pid, from SO_PEERCRED (0: unknown) */
 	_Atomic uint32_t tid; /* read by sc_agent_get_stats */
 	struct sc_buf out;
 	uint8_t in[IN_CAP];
@@ -72,6 +75,7 @@ struct agent {
 	/* Statistics (sc_agent_get_stats). */
 	_Atomic int connected;
 	_Atomic uint64_t sessions, snapshots, events, lost, lost_msgs, stack_reqs, sheds;
+	_Atomic uint64_t sheds_stopped; /* of sheds: the daemon was seen stopped */
 };
 
 static struct agent ag = {.fd = -1, .wake_fd = -1};
@@ -215,7 +219,33 @@ static int dial(void)
 		close(fd);
 		return -1;
 	}
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	/* The kernel gives the pid as this process's namespace sees it, 0
+	 * when the daemon is outside it. */
+	ag.peer = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
 	return fd;
+}
+
+/* Whether the daemon is stopped (SIGSTOP, or a debugger's stop): the
+ * state field of /proc/PID/stat, after the parenthesised name (which may
+ * itself hold spaces and parentheses).  0 when it cannot be told. */
+static int peer_stopped(pid_t pid)
+{
+	char path[32], buf[512];
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
 }
 
 /* Reads what the daemon sent into ag.in; 0, or -1 on EOF or error. */
@@ -440,7 +470,10 @@ static void session(void)
 			}
 			else if (now - blocked_since > BLOCKED_REAP_NS)
 				sc_rings_reap(1); /* exited threads must not pile up */
-			if (!shedding && blocked_since && now - blocked_since > SHED_MS * 1000000ll) {
+			/* Each wake while blocked (every STOP_CHECK_MS) also
+			 * looks whether the daemon is stopped: a read of /proc. */
+			int stopped = !shedding && peer_stopped(ag.peer);
+			if (!shedding && (stopped || now - blocked_since > SHED_MS * 1000000ll)) {
 				/* A daemon that has not read for this long is stopped
 				 * or swamped: rather than fill megabytes of rings that
 				 * it may never read, threads now only count their
@@ -448,17 +481,23 @@ static void session(void)
 				 * write to a ring line out of the caches: with the
 				 * daemon SIGSTOPped, bench_agent's fork workload
 				 * went from 1.09-1.27 of the agent-off time to
-				 * 1.00-1.15, 3 same-day runs each). */
+				 * 1.00-1.15, 3 same-day runs each).  One that is
+				 * stopped will not read at all: no need to wait
+				 * (same workload, 8 interleaved runs: 1.036 against
+				 * 1.091 after the 20 ms). */
 				sc_rings_shed(1);
 				shedding = 1;
 				atomic_fetch_add(&ag.sheds, 1);
+				if (stopped)
+					atomic_fetch_add(&ag.sheds_stopped, 1);
 			}
 		}
 
 		int pending = ag.out.sent < ag.out.len;
 		struct pollfd p[2] = {{ag.fd, (short)(POLLIN | (pending ? POLLOUT : 0)), 0},
 				      {ag.wake_fd, POLLIN, 0}};
-		if (poll(p, 2, pending ? (shedding ? 100 : SHED_MS) : period) < 0 && errno != EINTR)
+		if (poll(p, 2, pending ? (shedding ? 100 : STOP_CHECK_MS) : period) < 0 &&
+		    errno != EINTR)
 			break;
 		if (p[1].revents & POLLIN) {
 			uint64_t v;
@@ -593,6 +632,7 @@ void sc_agent_get_stats(struct sc_agent_stats *st)
 	st->lost_msgs = atomic_load(&ag.lost_msgs);
 	st->stack_reqs = atomic_load(&ag.stack_reqs);
 	st->sheds = atomic_load(&ag.sheds);
+	st->sheds_stopped = atomic_load(&ag.sheds_stopped);
 	st->tid = ag.running ? atomic_load(&ag.tid) : 0;
 	st->cpu_ns = -1;
 	clockid_t cid;

@@ -326,6 +326,46 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 	expect_scope_and_agent(&ev);
 }
 
+/* A stopped receiver is seen stopped (/proc/PID/stat, by the pid the
+ * socket names) once the socket is full, and the threads shed for that
+ * reason: the agent looks every 2 ms while blocked, rather than wait out
+ * the 20 ms a daemon that merely lags gets (test_agent_peer checks that
+ * one).  The events go out at a pace the agent keeps up with, so that what
+ * blocks is the socket, not a full ring (drops would make the agent
+ * discard and snapshot instead of sending). */
+static void test_stopped_receiver_shed_at_once(void **state)
+{
+	(void)state;
+	struct sc_agent_stats st, st0;
+	sc_agent_get_stats(&st0); /* the counts are the process's */
+	rx_kill(&rx, SIGSTOP);
+	int64_t end = mono() + 10 * 1000000000ll;
+	uint64_t id = 0x7800000000ull;
+	do {
+		for (int i = 0; i < 500; i++, id++) {
+			struct sc_ev ev = mk(SC_EV_SCOPE_OPEN, id, 0);
+			ev.s1 = "paced";
+			sc_emit(&ev);
+			ev = mk(SC_EV_SCOPE_CLOSE, id, 0);
+			sc_emit(&ev);
+		}
+		usleep(2000);
+		sc_agent_get_stats(&st);
+	} while (st.sheds == st0.sheds && mono() < end);
+	rx_kill(&rx, SIGCONT);
+	printf("  sheds %llu -> %llu, at once %llu -> %llu\n", (unsigned long long)st0.sheds,
+	       (unsigned long long)st.sheds, (unsigned long long)st0.sheds_stopped,
+	       (unsigned long long)st.sheds_stopped);
+	assert_true(st.sheds > st0.sheds);
+	assert_true(st.sheds_stopped > st0.sheds_stopped);
+	/* The receiver reads again: shedding ends, and the loss is repaired. */
+	for (int i = 0; i < 200 && sc_agent_flush(100) != 0; i++) {
+	}
+	struct sc_ev ev = emit_scope(0x98, "after the shed");
+	ev.snapshot = 1;
+	expect_scope_and_agent(&ev);
+}
+
 /* The receiver killed and restarted: the program goes on, the agent
  * reconnects with backoff and the new receiver gets a snapshot. */
 static void test_receiver_restart(void **state)
@@ -642,6 +682,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_events_reach_receiver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stopped_receiver_drops_then_repairs, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_stopped_receiver_shed_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_receiver_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),

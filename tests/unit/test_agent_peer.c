@@ -22,6 +22,7 @@
 
 #include "agent.h"
 #include "proto.h"
+#include "scope.h"
 #include "test_agent_rx.h"
 
 /* What the fake daemon does with each agent that connects. */
@@ -32,6 +33,7 @@ enum behaviour {
 	B_VERSION,   /* answers with a HELLO_ACK of version 99 */
 	B_HANGUP,    /* closes right after accept */
 	B_BIG_STACK, /* acks, asks for the stacks of 4096 made-up threads */
+	B_DEAF,      /* acks, then reads nothing more (but is not stopped) */
 };
 
 struct peer {
@@ -164,6 +166,13 @@ static void serve(struct peer *p, int fd)
 		read_replies(p, fd, buf, len);
 		break;
 	}
+	case B_DEAF:
+		m.type = PROTO_HELLO_ACK;
+		m.version = PROTO_VERSION;
+		put(fd, &m, NULL);
+		while (!atomic_load(&p->stop))
+			usleep(5000);
+		break;
 	default:
 		break;
 	}
@@ -318,6 +327,38 @@ static void test_big_stack_request(void **state)
 	assert_int_equal(done, PROTO_MAX_TIDS);
 }
 
+/* A daemon that stops reading but runs: the agent sheds only after its
+ * 20 ms, never taking it for a stopped one (whose stop it sees in /proc
+ * and sheds for at once; test_agent's stopped receiver checks that). */
+static void test_deaf_daemon_is_not_stopped(void **state)
+{
+	(void)state;
+	struct sc_agent_stats st, st0;
+	sc_agent_get_stats(&st0); /* the counts are the process's */
+	peer_start(B_DEAF);
+	int64_t end = mono_ms() + 10000;
+	do {
+		sc_agent_get_stats(&st);
+	} while (!st.connected && mono_ms() < end && usleep(2000) == 0);
+	assert_true(st.connected);
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	cfg.name = "deaf";
+	end = mono_ms() + 10000;
+	while (mono_ms() < end) {
+		for (int i = 0; i < 1000; i++) {
+			scope_t *s;
+			if (scope_open(&s, &cfg) == 0)
+				scope_close(s);
+		}
+		sc_agent_get_stats(&st);
+		if (st.sheds > st0.sheds)
+			break;
+	}
+	peer_stop();
+	assert_true(st.sheds > st0.sheds);
+	assert_int_equal(st.sheds_stopped, st0.sheds_stopped);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -329,6 +370,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_wrong_version_refused),
 		cmocka_unit_test(test_hangup_reconnects),
 		cmocka_unit_test(test_big_stack_request),
+		cmocka_unit_test(test_deaf_daemon_is_not_stopped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
