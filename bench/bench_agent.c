@@ -375,6 +375,8 @@ static double csw_vol[NMODES], csw_invol[NMODES], csw_agent_vol[NMODES], csw_age
 /* Agent connected: events dropped, events delivered live, repairing
  * snapshots, forks. */
 static uint64_t dropped_on, sent_on, snaps_on, forks_on, sheds_on;
+/* Receiver SIGSTOPped: rounds that shed, and of those, for a stop seen. */
+static uint64_t sheds_st, sheds_st_seen;
 static size_t ring_bytes_on, rings_on; /* the most ring memory seen, and in how many rings */
 
 struct csw {
@@ -418,7 +420,7 @@ static void fork_stats_reset(void)
 		cpu_prog[m] = cpu_agent[m] = cpu_sink[m] = 0;
 		csw_vol[m] = csw_invol[m] = csw_agent_vol[m] = csw_agent_invol[m] = 0;
 	}
-	dropped_on = sent_on = snaps_on = forks_on = sheds_on = 0;
+	dropped_on = sent_on = snaps_on = forks_on = sheds_on = sheds_st = sheds_st_seen = 0;
 	ring_bytes_on = rings_on = 0;
 }
 
@@ -483,6 +485,9 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 				worst[m] = atomic_load(&worst_fork);
 			if (m == M_STOPPED) {
 				*lost_stopped += sc_rings_dropped() - d0;
+				sc_agent_get_stats(&st1);
+				sheds_st += st1.sheds - st0.sheds;
+				sheds_st_seen += st1.sheds_stopped - st0.sheds_stopped;
 				kill(rx_pid, SIGCONT);
 			}
 			sc_observer_set(sc_ring_observe);
@@ -654,6 +659,8 @@ static void fork_section(const char *receiver)
 	       (double)ring_bytes_on / (1 << 20), rings_on);
 	printf("%-44s %12llu\n", "  events dropped while SIGSTOPped (counted)",
 	       (unsigned long long)lost_stopped);
+	printf("%-44s %12llu %14llu\n", "  SIGSTOPped rounds that shed / seen stopped",
+	       (unsigned long long)sheds_st, (unsigned long long)sheds_st_seen);
 	fflush(stdout);
 }
 
