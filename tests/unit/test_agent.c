@@ -328,8 +328,8 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 
 /* A stopped receiver is seen stopped (/proc/PID/stat, by the pid the
  * socket names) once the socket is full, and the threads shed for that
- * reason: the agent looks every 2 ms while blocked, rather than wait out
- * the 20 ms a daemon that merely lags gets (test_agent_peer checks that
+ * reason: the agent looks once the socket has been blocked for 5 ms,
+ * rather than wait out the 20 ms a daemon that merely lags gets (test_agent_peer checks that
  * one).  The events go out at a pace the agent keeps up with, so that what
  * blocks is the socket, not a full ring (drops would make the agent
  * discard and snapshot instead of sending). */
