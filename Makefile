@@ -75,13 +75,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BUILD)
 
-# Formats the C files changed since the last commit (and new ones).  Much of
-# the tree predates .clang-format's last settings, so formatting every file
-# rewrites dozens that no one touched: that is `make format-all`, in a commit
-# of its own.
+# Formats the lines of C changed since the last commit (clang-format-diff,
+# from the clang-format package), and new files whole.  Much of the tree
+# predates .clang-format's last settings: formatting whole files realigned
+# dozens of lines no one had touched.  `make format-all` formats the whole
+# tree, in a commit of its own.
 format:
-	@files=$$( (git diff --name-only HEAD; git ls-files --others --exclude-standard) | \
-		grep -E '\.[ch]$$' | sort -u); \
+	@git diff -U0 --no-color HEAD -- '*.c' '*.h' | clang-format-diff -p1 -i
+	@files=$$(git ls-files --others --exclude-standard | grep -E '\.[ch]$$'); \
 	[ -z "$$files" ] || clang-format -i $$files
 
 format-all:
