@@ -1,5 +1,6 @@
 /* cmd_thread_print.c - `Thread.print [-l] [-e]`: the text thread dump on
  * standard output. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	int rc = textdump_write(cli->out, dump, flags);
 	json_decref(dump);
 	if (rc < 0) {
-		cli_errorf(cli, "writing the dump to standard output failed");
+		cli_errorf(cli, "%s",
+			   rc == -ENOMEM ? "out of memory while printing the dump"
+					 : "writing the dump to standard output failed");
 		return CLI_FAIL;
 	}
 	return CLI_OK;

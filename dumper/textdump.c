@@ -136,8 +136,13 @@ int textdump_write(FILE *out, const json_t *dump, unsigned flags)
 		json_int_t d = json_is_integer(pd) ? json_integer_value(pd) + 1 : parent ? 1 : 0;
 		if (d > MAX_DEPTH)
 			d = MAX_DEPTH;
-		if (jt_str(c, "container"))
-			json_object_set_new(depth, jt_str(c, "container"), json_integer(d));
+		/* A depth that could not be kept would indent the children
+		 * wrongly: no dump rather than a wrong one. */
+		if (jt_str(c, "container") &&
+		    json_object_set_new(depth, jt_str(c, "container"), json_integer(d)) < 0) {
+			json_decref(depth);
+			return -ENOMEM;
+		}
 		fputc('\n', out);
 		container_line(out, c, (int)d * INDENT, flags);
 		const json_t *threads = jt_array(c, "threads");

@@ -12,7 +12,8 @@ enum textdump_flags {
 };
 
 /* Prints dump (borrowed; what jdkdump_build() returns) to out.  Tolerates
- * any shape of input.  Returns 0, or -EIO when writing failed. */
+ * any shape of input.  Returns 0, -EIO when writing failed, or -ENOMEM
+ * (part of the dump may have been written then). */
 int textdump_write(FILE *out, const json_t *dump, unsigned flags);
 
 /* The same into a new string (free()), or NULL when out of memory. */
