@@ -31,12 +31,12 @@ __attribute__((noinline)) int model_body_fetch_user(int n)
 
 #define SEC 1000000000ll
 
-static struct proto_str S(const char *s) {
+static struct proto_str S(const char *s)
+{
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static struct proto_msg
-ev(uint16_t type)
+static struct proto_msg ev(uint16_t type)
 {
 	struct proto_msg m;
 	memset(&m, 0, sizeof m);
@@ -191,16 +191,16 @@ static const char *str_at(json_t *obj, const char *key)
 static void build_tree(struct model *m)
 {
 	struct proto_msg msgs[] = {
-	    thread_start(100, "main", SC_ROLE_MAIN),
-	    thread_start(101, "io-1", SC_ROLE_WORKER),
-	    scope_open(1, 0, "root"),
-	    task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
-	    task(PROTO_EV_TASK_START, 10, 1, 0),
-	    scope_open(2, 1, "child"),
-	    task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED),
-	    task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED),
-	    task(PROTO_EV_TASK_END, 12, 2, SC_TASK_FAILED),
-	    scope_ev(PROTO_EV_JOIN_BEGIN, 1),
+		thread_start(100, "main", SC_ROLE_MAIN),
+		thread_start(101, "io-1", SC_ROLE_WORKER),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		scope_open(2, 1, "child"),
+		task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_END, 12, 2, SC_TASK_FAILED),
+		scope_ev(PROTO_EV_JOIN_BEGIN, 1),
 	};
 	msgs[5].parent_task = 10;
 	msgs[8].error = -5;
@@ -228,8 +228,7 @@ static void test_tree_and_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(s2, "parent")), 1);
 	assert_int_equal(json_integer_value(json_object_get(s2, "parent_task")), 10);
 	assert_string_equal(str_at(json_object_get(s2, "site"), "file"), "demo.c");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(s2, "site"), "line")),
-			 42);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(s2, "site"), "line")), 42);
 	/* ts 1000 ns after the reference: 1764441600000 ms and a microsecond. */
 	assert_true(json_real_value(json_object_get(s1, "opened_ms")) > 1764441599999.0 ||
 		    json_integer_value(json_object_get(s1, "opened_ms")) == 1764441600000);
@@ -268,12 +267,12 @@ static void test_out_of_order(void **state)
 	init(&m, 0);
 	/* End before fork and start; close before open. */
 	struct proto_msg msgs[] = {
-	    task(PROTO_EV_TASK_END, 7, 3, SC_TASK_SUCCESS),
-	    task(PROTO_EV_TASK_START, 7, 3, 0),
-	    task(PROTO_EV_TASK_FORK, 7, 3, SC_TASK_FORKED),
-	    scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
-	    scope_ev(PROTO_EV_JOIN_END, 3),
-	    scope_open(3, 0, "late"),
+		task(PROTO_EV_TASK_END, 7, 3, SC_TASK_SUCCESS),
+		task(PROTO_EV_TASK_START, 7, 3, 0),
+		task(PROTO_EV_TASK_FORK, 7, 3, SC_TASK_FORKED),
+		scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
+		scope_ev(PROTO_EV_JOIN_END, 3),
+		scope_open(3, 0, "late"),
 	};
 	apply_all(&m, msgs, 6, 0);
 	json_t *j = render_json(&m);
@@ -314,12 +313,12 @@ static void test_snapshot_repair(void **state)
 	assert_false(m.complete);
 	/* The fresh snapshot lists scope 1, task 10 and the main thread only. */
 	struct proto_msg snapshot[] = {
-	    snap(PROTO_SNAPSHOT_BEGIN, 2),
-	    thread_start(100, "main", SC_ROLE_MAIN),
-	    scope_open(1, 0, "root"),
-	    task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
-	    task(PROTO_EV_TASK_START, 10, 1, 0),
-	    snap(PROTO_SNAPSHOT_END, 2),
+		snap(PROTO_SNAPSHOT_BEGIN, 2),
+		thread_start(100, "main", SC_ROLE_MAIN),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		snap(PROTO_SNAPSHOT_END, 2),
 	};
 	for (int i = 1; i < 5; i++)
 		snapshot[i].flags = PROTO_F_SNAPSHOT;
@@ -328,8 +327,8 @@ static void test_snapshot_repair(void **state)
 	assert_true(m.repaired);
 	assert_int_equal(m.lost, 17);
 	assert_non_null(idmap_get(&m.ents[ENT_SCOPE], 1));
-	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));	   /* live, not in the snapshot */
-	assert_null(idmap_get(&m.ents[ENT_TASK], 11));	   /* live, not in the snapshot */
+	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));  /* live, not in the snapshot */
+	assert_null(idmap_get(&m.ents[ENT_TASK], 11));  /* live, not in the snapshot */
 	assert_non_null(idmap_get(&m.ents[ENT_TASK], 12)); /* ended: kept for retention */
 	assert_null(idmap_get(&m.ents[ENT_THREAD], 101));
 	model_free(&m);
@@ -600,15 +599,15 @@ static void test_site_snapshot(void **state)
 	/* The snapshot: SITE 9 again (not 1 and 2, to show they were kept), then
 	 * the live entities, a repeat of scope 1 naming another site. */
 	struct proto_msg snapshot[] = {
-	    snap(PROTO_SNAPSHOT_BEGIN, 3),
-	    site_def(9, "late.c", "late_open", 99),
-	    thread_start(100, "main", SC_ROLE_MAIN),
-	    scope_open(1, 0, "root"),
-	    task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
-	    task(PROTO_EV_TASK_START, 10, 1, 0),
-	    scope_open(3, 0, "late"),
-	    task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED),
-	    snap(PROTO_SNAPSHOT_END, 3),
+		snap(PROTO_SNAPSHOT_BEGIN, 3),
+		site_def(9, "late.c", "late_open", 99),
+		thread_start(100, "main", SC_ROLE_MAIN),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_START, 10, 1, 0),
+		scope_open(3, 0, "late"),
+		task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED),
+		snap(PROTO_SNAPSHOT_END, 3),
 	};
 	snapshot[3].site = 9;
 	snapshot[6].site = 9;
@@ -644,8 +643,8 @@ static void test_delta(void **state)
 	build_tree(&m);
 	uint64_t g = m.gen;
 	struct proto_msg msgs[] = {
-	    task(PROTO_EV_TASK_START, 11, 2, 0),
-	    ev(PROTO_EV_POOL_CREATE),
+		task(PROTO_EV_TASK_START, 11, 2, 0),
+		ev(PROTO_EV_POOL_CREATE),
 	};
 	msgs[1].pool_id = 3;
 	msgs[1].name = S("io");
@@ -663,7 +662,7 @@ static void test_delta(void **state)
 	json_t *up = json_object_get(j, "upsert"), *rm = json_object_get(j, "remove");
 	assert_int_equal(json_array_size(json_object_get(up, "tasks")), 1);
 	assert_int_equal(json_integer_value(json_object_get(
-			     json_array_get(json_object_get(up, "tasks"), 0), "id")),
+				 json_array_get(json_object_get(up, "tasks"), 0), "id")),
 			 11);
 	assert_int_equal(json_array_size(json_object_get(up, "pools")), 1);
 	assert_int_equal(json_array_size(json_object_get(up, "scopes")), 0);
@@ -721,9 +720,11 @@ static void test_snapshot_end_live_only(void **state)
 	apply_ok(&m, thread_start(50, "new", SC_ROLE_OTHER), 0); /* revived */
 
 	struct proto_msg snapshot[] = {
-	    snap(PROTO_SNAPSHOT_BEGIN, 3), thread_start(101, "worker", SC_ROLE_WORKER),
-	    scope_open(1, 0, "root"),	   task(PROTO_EV_TASK_FORK, 3000, 1, SC_TASK_FORKED),
-	    snap(PROTO_SNAPSHOT_END, 3),
+		snap(PROTO_SNAPSHOT_BEGIN, 3),
+		thread_start(101, "worker", SC_ROLE_WORKER),
+		scope_open(1, 0, "root"),
+		task(PROTO_EV_TASK_FORK, 3000, 1, SC_TASK_FORKED),
+		snap(PROTO_SNAPSHOT_END, 3),
 	};
 	for (int i = 1; i < 4; i++)
 		snapshot[i].flags = PROTO_F_SNAPSHOT;
@@ -1005,12 +1006,12 @@ static void test_task_function(void **state)
 	m.track_removals = true;
 	uint64_t body = (uint64_t)(uintptr_t)&model_body_fetch_user;
 	struct proto_msg msgs[] = {
-	    thread_start(99, "scoped-agent", SC_ROLE_AGENT),
-	    scope_open(1, 0, "root"),
-	    fork_fn(20, body),
-	    fork_fn(21, 0),
-	    fork_fn(22, 16),
-	    fork_fn(20, body + 5), /* a repeat (snapshot) keeps the first address */
+		thread_start(99, "scoped-agent", SC_ROLE_AGENT),
+		scope_open(1, 0, "root"),
+		fork_fn(20, body),
+		fork_fn(21, 0),
+		fork_fn(22, 16),
+		fork_fn(20, body + 5), /* a repeat (snapshot) keeps the first address */
 	};
 	apply_all(&m, msgs, sizeof msgs / sizeof msgs[0], 0);
 	const struct m_task *t20 = idmap_get(&m.ents[ENT_TASK], 20);
@@ -1023,7 +1024,8 @@ static void test_task_function(void **state)
 		assert_non_null(f); /* the member is always there */
 		assert_true(json_is_null(f));
 	}
-	assert_string_equal(str_at(entity(j, "threads", 99), "role"), "agent");
+	assert_string_equal(str_at(entity(j, "threads", 99), "role"),
+			    "agent");
 	json_decref(j);
 
 	struct symbolizer *sym = sym_new(0);
@@ -1083,29 +1085,14 @@ static void test_random_streams(void **state)
 {
 	(void)state;
 	static const uint16_t types[] = {
-	    PROTO_SNAPSHOT_BEGIN,
-	    PROTO_SNAPSHOT_END,
-	    PROTO_LOST,
-	    PROTO_EV_THREAD_START,
-	    PROTO_EV_THREAD_EXIT,
-	    PROTO_EV_THREAD_NAME,
-	    PROTO_EV_PROCESS_EXIT,
-	    PROTO_EV_SCOPE_OPEN,
-	    PROTO_EV_JOIN_BEGIN,
-	    PROTO_EV_JOIN_END,
-	    PROTO_EV_SCOPE_CANCEL,
-	    PROTO_EV_SCOPE_CLOSE,
-	    PROTO_EV_TASK_FORK,
-	    PROTO_EV_TASK_START,
-	    PROTO_EV_TASK_END,
-	    PROTO_EV_VIOLATION,
-	    PROTO_EV_VALUE_BIND,
-	    PROTO_EV_POOL_CREATE,
-	    PROTO_EV_POOL_STATS,
-	    PROTO_EV_POOL_DESTROY,
-	    0x01ff,
-	    PROTO_SITE,
-	    PROTO_SITE,
+		PROTO_SNAPSHOT_BEGIN, PROTO_SNAPSHOT_END,    PROTO_LOST,
+		PROTO_EV_THREAD_START, PROTO_EV_THREAD_EXIT, PROTO_EV_THREAD_NAME,
+		PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
+		PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE,
+		PROTO_EV_TASK_FORK,    PROTO_EV_TASK_START,  PROTO_EV_TASK_END,
+		PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,  PROTO_EV_POOL_CREATE,
+		PROTO_EV_POOL_STATS,   PROTO_EV_POOL_DESTROY, 0x01ff,
+		PROTO_SITE,            PROTO_SITE,
 	};
 	static const char *const strs[] = {"", "a", "x\"y\\z\n", "\x01\x7f", "name"};
 	srand(12345);
@@ -1115,8 +1102,7 @@ static void test_random_streams(void **state)
 		m.track_removals = round % 2;
 		m.lim.max_sites = 4; /* so that the cap is met too */
 		for (int i = 0; i < 5000; i++) {
-			struct proto_msg msg =
-			    ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
+			struct proto_msg msg = ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
 			msg.flags = (uint16_t)(rand() % 2);
 			msg.tid = (uint32_t)(rand() % 8);
 			msg.scope = (uint64_t)(rand() % 40);
@@ -1169,30 +1155,30 @@ static void test_random_streams(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_tree_and_json),
-	    cmocka_unit_test(test_snapshot_end_live_only),
-	    cmocka_unit_test(test_max_retained),
-	    cmocka_unit_test(test_entity_reuse),
-	    cmocka_unit_test(test_join_began),
-	    cmocka_unit_test(test_idempotent),
-	    cmocka_unit_test(test_out_of_order),
-	    cmocka_unit_test(test_placeholder),
-	    cmocka_unit_test(test_snapshot_repair),
-	    cmocka_unit_test(test_snapshot_wrong_seq_ignored),
-	    cmocka_unit_test(test_retention),
-	    cmocka_unit_test(test_entity_cap),
-	    cmocka_unit_test(test_string_and_value_caps),
-	    cmocka_unit_test(test_site_define_and_redefine),
-	    cmocka_unit_test(test_site_unknown),
-	    cmocka_unit_test(test_site_cap),
-	    cmocka_unit_test(test_site_snapshot),
-	    cmocka_unit_test(test_delta),
-	    cmocka_unit_test(test_thread_reuse_and_exit),
-	    cmocka_unit_test(test_wire_round_trip),
-	    cmocka_unit_test(test_random_streams),
-	    cmocka_unit_test(test_task_function),
-	    cmocka_unit_test(test_prefetch_ahead),
-	    cmocka_unit_test(test_task_ran),
+		cmocka_unit_test(test_tree_and_json),
+		cmocka_unit_test(test_snapshot_end_live_only),
+		cmocka_unit_test(test_max_retained),
+		cmocka_unit_test(test_entity_reuse),
+		cmocka_unit_test(test_join_began),
+		cmocka_unit_test(test_idempotent),
+		cmocka_unit_test(test_out_of_order),
+		cmocka_unit_test(test_placeholder),
+		cmocka_unit_test(test_snapshot_repair),
+		cmocka_unit_test(test_snapshot_wrong_seq_ignored),
+		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_entity_cap),
+		cmocka_unit_test(test_string_and_value_caps),
+		cmocka_unit_test(test_site_define_and_redefine),
+		cmocka_unit_test(test_site_unknown),
+		cmocka_unit_test(test_site_cap),
+		cmocka_unit_test(test_site_snapshot),
+		cmocka_unit_test(test_delta),
+		cmocka_unit_test(test_thread_reuse_and_exit),
+		cmocka_unit_test(test_wire_round_trip),
+		cmocka_unit_test(test_random_streams),
+		cmocka_unit_test(test_task_function),
+		cmocka_unit_test(test_prefetch_ahead),
+		cmocka_unit_test(test_task_ran),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
