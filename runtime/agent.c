@@ -728,6 +728,7 @@ static void atfork_child(void)
 	atomic_store(&ag.lost_msgs, 0);
 	atomic_store(&ag.stack_reqs, 0);
 	atomic_store(&ag.sheds, 0);
+	atomic_store(&ag.sheds_stopped, 0);
 	/* A violation the parent kept for its own first snapshot is not the
 	 * child's. */
 	atomic_store(&first_pending, 0);
