@@ -178,12 +178,41 @@ static void snap_site(void *ctx, uint32_t id, const struct sc_site *s)
 		(*count)++;
 }
 
-/* A fork child's first event when the snapshot does not cover it (a
- * VIOLATION is something that happened, not a state the registry walk can
- * find): written by the thread that starts the child's agent before
- * pthread_create, sent once, after the first snapshot. */
-static struct sc_ev first_kept;
-static _Atomic int first_pending;
+/* Structure violations that happen while nothing streams: the daemon is
+ * absent or being reconnected to, or a fork child's session has not begun
+ * (its very first event, which starts its agent, may be one).  A violation
+ * is something that happened, not a state a snapshot's registry walk can
+ * find, so the last KEPT_MAX are kept here and sent after the next
+ * snapshot.  Application threads only trylock: one that would have to wait
+ * drops its violation instead. */
+#define KEPT_MAX 16
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_ev kept[KEPT_MAX];
+static unsigned kept_n, kept_first; /* how many, and the oldest's slot */
+static _Atomic int keeping;         /* an agent runs, or a fork child's will */
+
+static void keep_violation(const struct sc_ev *ev)
+{
+	if (pthread_mutex_trylock(&kept_lock))
+		return;
+	struct sc_ev *k = &kept[(kept_first + kept_n) % KEPT_MAX];
+	if (kept_n == KEPT_MAX)
+		kept_first = (kept_first + 1) % KEPT_MAX; /* the oldest goes */
+	else
+		kept_n++;
+	*k = *ev;
+	k->s1 = k->s2 = NULL; /* borrowed (a VIOLATION has none) */
+	k->pool = NULL;
+	if (!k->ts)
+		k->ts = now_ns(); /* as the ring observer stamps events */
+	pthread_mutex_unlock(&kept_lock);
+}
+
+void sc_keep_violation(const struct sc_ev *ev)
+{
+	if (atomic_load_explicit(&keeping, memory_order_relaxed))
+		keep_violation(ev);
+}
 
 /* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
  * thrown away first: the walk covers it. */
@@ -202,11 +231,14 @@ static void send_snapshot(void)
 	sc_registry_snapshot(snap_emit, &count);
 	put_ctl(PROTO_SNAPSHOT_END, ag.snap_seq, count);
 	atomic_fetch_add(&ag.snapshots, 1);
-	/* After the snapshot, ahead of every event the rings hold: it happened
-	 * before this agent existed, so before all of them.  If it does not
-	 * fit, the overflow brings LOST, as for any event lost. */
-	if (atomic_exchange(&first_pending, 0))
-		(void)sc_buf_put_ev(&ag.out, &first_kept, 0);
+	/* After the snapshot, ahead of every event the rings hold: they
+	 * happened before this session streamed, so before all of them.  One
+	 * that does not fit brings LOST, as for any event lost. */
+	pthread_mutex_lock(&kept_lock);
+	for (unsigned i = 0; i < kept_n; i++)
+		(void)sc_buf_put_ev(&ag.out, &kept[(kept_first + i) % KEPT_MAX], 0);
+	kept_n = kept_first = 0;
+	pthread_mutex_unlock(&kept_lock);
 }
 
 static int dial(void)
@@ -678,15 +710,8 @@ static void first_event_in_child(const struct sc_ev *ev)
 	if (!atomic_exchange(&start_on_event, 0))
 		return;
 	sc_observer_set(NULL); /* until the session streams, as in any process */
-	if (ev->kind == SC_EV_VIOLATION) {
-		first_kept = *ev;
-		/* Borrowed strings must not be kept (a VIOLATION has none). */
-		first_kept.s1 = first_kept.s2 = NULL;
-		first_kept.pool = NULL;
-		if (!first_kept.ts)
-			first_kept.ts = now_ns(); /* as the ring observer stamps it */
-		atomic_store(&first_pending, 1);
-	}
+	if (ev->kind == SC_EV_VIOLATION)
+		keep_violation(ev);
 	memcpy(path, ag.path, sizeof path);
 	(void)start(path, 1); /* on failure the child runs unreported */
 }
@@ -729,9 +754,11 @@ static void atfork_child(void)
 	atomic_store(&ag.stack_reqs, 0);
 	atomic_store(&ag.sheds, 0);
 	atomic_store(&ag.sheds_stopped, 0);
-	/* A violation the parent kept for its own first snapshot is not the
-	 * child's. */
-	atomic_store(&first_pending, 0);
+	/* The violations the parent kept are not the child's; and a parent's
+	 * thread may have held the lock when fork() came. */
+	pthread_mutex_init(&kept_lock, NULL);
+	kept_n = kept_first = 0;
+	atomic_store(&keeping, restart);
 	if (restart) {
 		atomic_store(&start_on_event, 1);
 		sc_observer_set(first_event_in_child);
@@ -786,9 +813,11 @@ static int start(const char *path, int keep_name)
 		sc_observer_set(NULL);
 		close(ag.wake_fd);
 		ag.wake_fd = -1;
+		atomic_store(&keeping, 0);
 		return -rc;
 	}
 	ag.running = 1;
+	atomic_store(&keeping, 1);
 	return 0;
 }
 
@@ -805,6 +834,10 @@ void sc_agent_stop(void)
 	wake_agent();
 	pthread_join(ag.thread, NULL);
 	ag.running = 0;
+	atomic_store(&keeping, 0);
+	pthread_mutex_lock(&kept_lock);
+	kept_n = kept_first = 0; /* for no one now */
+	pthread_mutex_unlock(&kept_lock);
 	sc_observer_set(NULL);
 	sc_agent_set_streaming(0);
 	close(ag.wake_fd);

@@ -140,6 +140,10 @@ static inline int sc_observed(void)
 /* Installs (or with NULL removes) the observer. */
 SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
 
+/* A VIOLATION emitted while nothing observes: the agent keeps the last few
+ * for its next session (runtime/agent.c), since no snapshot can find them. */
+SC_HIDDEN void sc_keep_violation(const struct sc_ev *ev);
+
 /* Walks the runtime's live state and calls emit once per synthesized event
  * (ev->snapshot = 1), parents before children:
  *   every live thread (THREAD_START), every pool (POOL_CREATE), every open

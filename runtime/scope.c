@@ -28,13 +28,14 @@ void sc_emit_violation(uint64_t scope, int kind, int err)
 {
 	struct sc_ev ev;
 
-	if (!sc_observed())
-		return;
 	sc_ev_init(&ev, SC_EV_VIOLATION);
 	ev.a = scope;
 	ev.u = (uint32_t)kind;
 	ev.i = err;
-	sc_emit(&ev);
+	if (sc_observed())
+		sc_emit(&ev);
+	else
+		sc_keep_violation(&ev);
 }
 
 static void emit_scope(int kind, const scope_t *s, int64_t result)

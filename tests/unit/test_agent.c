@@ -366,6 +366,42 @@ static void test_stopped_receiver_shed_at_once(void **state)
 	expect_scope_and_agent(&ev);
 }
 
+/* runtime/rt.h: what scope_join() and the others call on a violation.
+ * Called here directly, so the runtime's registry stays as the other tests
+ * expect it (no thread or pool is made). */
+void sc_emit_violation(uint64_t scope, int kind, int err);
+
+/* Structure violations while the daemon is away change no state that a
+ * snapshot could find: the agent keeps the last 16 and sends them after the
+ * reconnect's snapshot. */
+static void test_violations_kept_while_away(void **state)
+{
+	(void)state;
+	struct sc_agent_stats st;
+	rx_kill(&rx, SIGKILL);
+	for (int i = 0; i < 1000; i++) {
+		sc_agent_get_stats(&st);
+		if (!st.connected)
+			break;
+		usleep(5000);
+	}
+	assert_false(st.connected);
+	for (int i = 0; i < 20; i++)
+		sc_emit_violation(0x7900 + (uint64_t)i, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
+	rx_restart(&rx, "reconnect");
+	long long got = 0;
+	for (int i = 0; i < 1000 && got < 16; i++) {
+		got = rx_stat(&rx, "violations");
+		usleep(5000);
+	}
+	assert_int_equal(got, 16);
+	/* Sent once: a second snapshot brings none again. */
+	rx_kill(&rx, SIGKILL);
+	rx_restart(&rx, "reconnect again");
+	assert_int_equal(sc_agent_flush(5000), 0);
+	assert_int_equal(rx_stat(&rx, "violations"), 0);
+}
+
 /* The receiver killed and restarted: the program goes on, the agent
  * reconnects with backoff and the new receiver gets a snapshot. */
 static void test_receiver_restart(void **state)
@@ -687,6 +723,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stopped_receiver_shed_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_receiver_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_violations_kept_while_away, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_quiet_until_used, setup, teardown),

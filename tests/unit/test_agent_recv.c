@@ -500,13 +500,13 @@ static void reply_stats(struct recv *r, int fd)
 	int n = snprintf(buf, sizeof buf,
 			 "stats events=%llu snapshots=%llu snap_bad=%llu lost_msgs=%llu lost=%llu "
 			 "sessions=%llu bad_frames=%llu sites=%llu sites_refused=%llu exit=%u:%d "
-			 "connected=%d program=%s\n",
+			 "connected=%d violations=%llu program=%s\n",
 			 (unsigned long long)r->m.events, (unsigned long long)r->m.snapshots,
 			 (unsigned long long)r->m.snap_bad, (unsigned long long)r->m.lost_msgs,
 			 (unsigned long long)r->m.lost_total, (unsigned long long)r->sessions,
 			 (unsigned long long)r->bad_frames, (unsigned long long)r->m.sites_defined,
 			 (unsigned long long)r->m.sites_refused, r->m.exit_how, r->m.exit_code,
-			 r->afd >= 0, r->program);
+			 r->afd >= 0, (unsigned long long)r->m.violations, r->program);
 	send_all(fd, buf, (size_t)n);
 }
 
