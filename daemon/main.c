@@ -193,6 +193,12 @@ int main(int argc, char **argv)
 			log_error("cannot daemonize: %s", strerror(-rc));
 			return 1;
 		}
+		/* A peer's SO_PEERCRED is what the listening socket recorded at
+		 * listen(): the process that made it, gone now.  Listening again
+		 * records this one, whose pid agents read our state by (a
+		 * stopped daemon is shed for at once) and a second daemon names. */
+		if ((rc = sock_relisten(d.agent_fd)) < 0 || (rc = sock_relisten(d.ctl_fd)) < 0)
+			log_warn("cannot listen again after detaching: %s", strerror(-rc));
 	}
 	log_info("%s", why);
 	d.sig_fd = setup_signals();

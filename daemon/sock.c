@@ -108,7 +108,7 @@ int sock_listen(const char *path, pid_t *other_pid, ino_t *ino, char *err, size_
 	rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
 	int e = errno;
 	umask(old);
-	if (rc < 0 || listen(fd, 128) < 0) {
+	if (rc < 0 || listen(fd, SOCK_BACKLOG) < 0) {
 		if (rc == 0)
 			e = errno;
 		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
@@ -126,4 +126,9 @@ void sock_remove(const char *path, ino_t ino)
 	/* A newer daemon may have replaced our socket: remove only our own. */
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino)
 		unlink(path);
+}
+
+int sock_relisten(int fd)
+{
+	return listen(fd, SOCK_BACKLOG) < 0 ? -errno : 0;
 }

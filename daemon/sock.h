@@ -3,6 +3,8 @@
 #ifndef DAEMON_SOCK_H
 #define DAEMON_SOCK_H
 
+#define SOCK_BACKLOG 128 /* pending connections a listening socket holds */
+
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -15,6 +17,11 @@ int sock_prepare_dir(const char *dir, char *err, size_t errlen);
  * Returns the fd (and the socket file's inode in *ino) or a negative errno
  * with the reason in err. */
 int sock_listen(const char *path, pid_t *other_pid, ino_t *ino, char *err, size_t errlen);
+
+/* listen() again on a socket sock_listen() made: after fork() the listening
+ * socket still names its maker as every peer's SO_PEERCRED pid, and this
+ * makes it name the caller.  0 or -errno. */
+int sock_relisten(int fd);
 
 /* Removes path if it is still the socket this process created (not one a
  * newer daemon put there). */

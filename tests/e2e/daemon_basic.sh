@@ -4,7 +4,7 @@
 # timeouts, misbehaving peers, caps, a subscriber that never reads, shutdown.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
-import os, select, signal, socket, stat, subprocess, sys, time
+import os, select, signal, socket, stat, struct, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
 import daemon_e2e
 FAKE = daemon_e2e.setup("tests/helpers/daemon_fake_agent")
@@ -215,6 +215,24 @@ def main():
           "SIGTERM: exit 0 and both sockets removed")
     check(log_is_clean(), "no sanitizer report in the daemon's log")
     check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
+
+    # --- in the background: a peer's SO_PEERCRED names the running daemon,
+    # not the process that made the sockets and exited when it detached
+    # (agents read the daemon's state by that pid; a second daemon names it)
+    bg = tmp + "/bg/agent.sock"
+    out = subprocess.run([SCOPED, "--socket", bg, "--stacks=signal"], capture_output=True, text=True,
+                         timeout=10)
+    check(out.returncode == 0, "scoped detaches and its first process exits 0")
+    s = socket.socket(socket.AF_UNIX); s.connect(bg)
+    pid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    s.close()
+    def comm(p):
+        try: return open("/proc/%d/comm" % p).read().strip()
+        except OSError: return None
+    bg_pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and comm(int(p)) == "scoped" and
+               bg.encode() in open("/proc/%s/cmdline" % p, "rb").read()]
+    check(bg_pids == [pid], "a peer of the detached daemon sees its pid (%d; running: %s)" % (pid, bg_pids))
+    for p in bg_pids: os.kill(p, signal.SIGTERM)
     print("all daemon_basic checks passed")
 
 run(main)
