@@ -5,6 +5,7 @@
 #include "jfield.h"
 #include "log.h"
 #include "loop.h"
+#include "procstat.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -32,46 +33,10 @@ struct model_limits daemon_model_limits(const struct daemon *d)
 	};
 }
 
-/* Reads /proc/PID/stat; fills state and (field 22) starttime and (field 52)
- * exit_code, which the kernel keeps while the process is a zombie.
- * Returns 0 or -errno. */
-static int read_stat(pid_t pid, char *state, unsigned long long *starttime, int *exit_code)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	if (!p || p[1] != ' ')
-		return -EINVAL;
-	p += 2;
-	*state = *p;
-	/* Field 3 is the state; count the remaining fields by spaces. */
-	int field = 3;
-	*starttime = 0;
-	*exit_code = -1;
-	for (char *tok = p; tok && *tok; field++) {
-		if (field == 22)
-			*starttime = strtoull(tok, NULL, 10);
-		else if (field == 52)
-			*exit_code = (int)strtol(tok, NULL, 10);
-		tok = strchr(tok, ' ');
-		if (tok)
-			tok++;
-	}
-	return 0;
-}
-
 unsigned long long proc_starttime(pid_t pid)
 {
-	char st;
-	unsigned long long start;
-	int code;
-	return read_stat(pid, &st, &start, &code) == 0 ? start : 0;
+	struct proc_stat st;
+	return pid > 0 && proc_stat_read(pid, 0, &st) == 0 ? st.starttime : 0;
 }
 
 struct proc *proc_find(struct daemon *d, pid_t pid)
@@ -150,12 +115,10 @@ struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
 /* Decides how a process ended from what its agent said and what /proc says. */
 void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
 {
-	char st = 0;
-	unsigned long long start = 0;
-	int code = -1;
-	int rc = read_stat(p->pid, &st, &start, &code);
-	bool same = rc == 0 && (start == p->starttime || !p->starttime);
-	bool running = same && st != 'Z' && st != 'X';
+	struct proc_stat ps = {.exit_code = -1};
+	int rc = p->pid > 0 ? proc_stat_read(p->pid, 0, &ps) : -ESRCH;
+	bool same = rc == 0 && (ps.starttime == p->starttime || !p->starttime);
+	bool running = same && ps.state != 'Z' && ps.state != 'X';
 
 	p->ended_ns = loop_now_ns();
 	p->ended_real_ns = realtime_ns();
@@ -173,8 +136,9 @@ void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
 	} else {
 		p->state = PROC_EXITED;
 		p->exit_cause = "unknown";
-		/* A zombie still holds its wait status. */
-		if (same && st == 'Z' && code >= 0) {
+		/* A zombie still holds its wait status (field 52). */
+		int code = ps.exit_code;
+		if (same && ps.state == 'Z' && code >= 0) {
 			if (code & 0x7f) {
 				p->exit_cause = "signal";
 				p->exit_signal = code & 0x7f;

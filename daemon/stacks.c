@@ -7,6 +7,7 @@
 #include "log.h"
 #include "loop.h"
 #include "options.h"
+#include "procstat.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -172,16 +173,11 @@ static void unlink_req(struct daemon *d, struct stack_req *r)
 /* JDK thread state of a thread as /proc sees it now. */
 static const char *proc_thread_state(pid_t pid, uint32_t tid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/task/%u/stat", (int)pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	struct proc_stat st;
+	int rc = pid > 0 && tid ? proc_stat_read(pid, tid, &st) : -ESRCH;
+	if (rc < 0 && rc != -EINVAL)
 		return NULL;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] == 'R' ? "RUNNABLE" : "WAITING";
+	return rc == 0 && st.state == 'R' ? "RUNNABLE" : "WAITING";
 }
 
 static const char *thread_name(const struct proc *p, const struct stack_thread *st)

@@ -3,7 +3,6 @@
  * socket in batches; repairs losses with LOST + snapshot; answers stack
  * requests; never lets the daemon block the application. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "procstat.h"
 #include "scope.h"
 #include "sockpath.h"
 
@@ -126,24 +126,12 @@ static void read_identity(int keep_name)
 	/* Start time: field 22 of /proc/self/stat, clock ticks after boot. */
 	int64_t boot_age = clock_ns(CLOCK_BOOTTIME), real = clock_ns(CLOCK_REALTIME);
 	ag.start_realtime_ns = real;
-	FILE *f = fopen("/proc/self/stat", "re");
-	char buf[1024];
-	if (f && fgets(buf, sizeof buf, f)) {
-		char *p = strrchr(buf, ')'); /* comm may hold spaces */
-		unsigned long long start = 0;
-		int field = 2;
-		for (; p && *p && field < 22; p++)
-			if (*p == ' ')
-				field++;
-		if (p && sscanf(p, "%llu", &start) == 1) {
-			long hz = sysconf(_SC_CLK_TCK);
-			if (hz > 0)
-				ag.start_realtime_ns =
-					real - (boot_age - (int64_t)(start * (1000000000ull / (unsigned long)hz)));
-		}
-	}
-	if (f)
-		fclose(f);
+	struct proc_stat st;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (proc_stat_read(0, 0, &st) == 0 && hz > 0)
+		ag.start_realtime_ns =
+		    real -
+		    (boot_age - (int64_t)(st.starttime * (1000000000ull / (unsigned long)hz)));
 }
 
 /* ---- session ---- */
@@ -260,25 +248,12 @@ static int dial(void)
 	return fd;
 }
 
-/* Whether the daemon is stopped (SIGSTOP, or a debugger's stop): the
- * state field of /proc/PID/stat, after the parenthesised name (which may
- * itself hold spaces and parentheses).  0 when it cannot be told. */
+/* Whether the daemon is stopped (SIGSTOP, or a debugger's stop), by the
+ * state in its /proc/PID/stat.  0 when it cannot be told. */
 static int peer_stopped(pid_t pid)
 {
-	char path[32], buf[512];
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	const char *paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+	struct proc_stat st;
+	return pid > 0 && proc_stat_read(pid, 0, &st) == 0 && (st.state == 'T' || st.state == 't');
 }
 
 /* Reads what the daemon sent into ag.in; 0, or -1 on EOF or error. */
