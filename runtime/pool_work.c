@@ -447,12 +447,11 @@ static void *worker_main(void *arg)
 		if ((task = w->first) != NULL)
 			p->active++;
 		pthread_mutex_unlock(&p->lock);
-		for (; task || (task = take(w)) != NULL; task = NULL) {
-			/* A worker that registered before an agent's late start
-			 * takes its alternate stack before running a task. */
-			sc_thread_altstack_due(w->t);
+		/* A worker that registered before an agent's late start takes
+		 * its alternate stack before its next task: sc_task_run's
+		 * sc_self() sees to it. */
+		for (; task || (task = take(w)) != NULL; task = NULL)
 			run_hooked(p, task, true);
-		}
 	} else {
 		/* No record (out of memory), no worker.  The task goes back to the
 		 * other workers or, when there are none to run it, fails now:
