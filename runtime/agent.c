@@ -166,40 +166,76 @@ static void snap_site(void *ctx, uint32_t id, const struct sc_site *s)
 		(*count)++;
 }
 
-/* Structure violations that happen while nothing streams: the daemon is
- * absent or being reconnected to, or a fork child's session has not begun
- * (its very first event, which starts its agent, may be one).  A violation
- * is something that happened, not a state a snapshot's registry walk can
- * find, so the last KEPT_MAX are kept here and sent after the next
- * snapshot.  Application threads only trylock: one that would have to wait
- * drops its violation instead. */
+/* Structure violations that nothing delivered: they happened while nothing
+ * streamed (the daemon absent or being reconnected to, or a fork child's
+ * session not begun: its very first event, which starts its agent, may be
+ * one), or the rings lost them (dropped while shedding or with the ring
+ * full, or thrown away for a snapshot; see sc_rings_keep).  A violation is
+ * something that happened, not a state a snapshot's registry walk can find,
+ * so the newest KEPT_MAX are kept here and sent after the next snapshot, in
+ * the order they happened.  Application threads only trylock: one that
+ * would have to wait drops its violation instead. */
 #define KEPT_MAX 16
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_ev kept[KEPT_MAX];
-static unsigned kept_n, kept_first; /* how many, and the oldest's slot */
-static _Atomic int keeping;         /* an agent runs, or a fork child's will */
+static unsigned kept_n;
+static _Atomic int keeping; /* an agent runs, or a fork child's will */
 
-static void keep_violation(const struct sc_ev *ev)
+/* With kept_lock held: keeps ev unless KEPT_MAX newer ones are kept. */
+static void keep_locked(const struct sc_ev *ev, int64_t ts)
 {
-	if (pthread_mutex_trylock(&kept_lock))
-		return;
-	struct sc_ev *k = &kept[(kept_first + kept_n) % KEPT_MAX];
-	if (kept_n == KEPT_MAX)
-		kept_first = (kept_first + 1) % KEPT_MAX; /* the oldest goes */
-	else
+	unsigned slot = kept_n, oldest = 0;
+	if (kept_n == KEPT_MAX) {
+		for (unsigned i = 1; i < KEPT_MAX; i++)
+			if (kept[i].ts < kept[oldest].ts)
+				oldest = i;
+		if (kept[oldest].ts > ts)
+			return; /* older than every one kept */
+		slot = oldest;
+	} else {
 		kept_n++;
+	}
+	struct sc_ev *k = &kept[slot];
 	*k = *ev;
+	k->ts = ts;
 	k->s1 = k->s2 = NULL; /* borrowed (a VIOLATION has none) */
 	k->pool = NULL;
-	if (!k->ts)
-		k->ts = now_ns(); /* as the ring observer stamps events */
+}
+
+static void keep_violation(const struct sc_ev *ev, int may_wait)
+{
+	if (!atomic_load_explicit(&keeping, memory_order_relaxed))
+		return; /* no agent runs, nor will */
+	/* Stamped as the ring observer stamps events. */
+	int64_t ts = ev->ts ? ev->ts : now_ns();
+	if (may_wait)
+		pthread_mutex_lock(&kept_lock);
+	else if (pthread_mutex_trylock(&kept_lock))
+		return;
+	keep_locked(ev, ts);
 	pthread_mutex_unlock(&kept_lock);
 }
 
 void sc_keep_violation(const struct sc_ev *ev)
 {
-	if (atomic_load_explicit(&keeping, memory_order_relaxed))
-		keep_violation(ev);
+	keep_violation(ev, 0);
+}
+
+/* Appends the kept violations to ag.out, oldest first, and forgets them. */
+static void send_kept(void)
+{
+	pthread_mutex_lock(&kept_lock);
+	for (unsigned i = 1; i < kept_n; i++) { /* insertion sort by ts */
+		struct sc_ev e = kept[i];
+		unsigned j = i;
+		for (; j > 0 && kept[j - 1].ts > e.ts; j--)
+			kept[j] = kept[j - 1];
+		kept[j] = e;
+	}
+	for (unsigned i = 0; i < kept_n; i++)
+		(void)sc_buf_put_ev(&ag.out, &kept[i], 0);
+	kept_n = 0;
+	pthread_mutex_unlock(&kept_lock);
 }
 
 /* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
@@ -220,13 +256,10 @@ static void send_snapshot(void)
 	put_ctl(PROTO_SNAPSHOT_END, ag.snap_seq, count);
 	atomic_fetch_add(&ag.snapshots, 1);
 	/* After the snapshot, ahead of every event the rings hold: they
-	 * happened before this session streamed, so before all of them.  One
-	 * that does not fit brings LOST, as for any event lost. */
-	pthread_mutex_lock(&kept_lock);
-	for (unsigned i = 0; i < kept_n; i++)
-		(void)sc_buf_put_ev(&ag.out, &kept[(kept_first + i) % KEPT_MAX], 0);
-	kept_n = kept_first = 0;
-	pthread_mutex_unlock(&kept_lock);
+	 * happened before the rings' events (those the discard above threw
+	 * away, or those written while nothing streamed).  One that does not
+	 * fit brings LOST, as for any event lost. */
+	send_kept();
 }
 
 static int dial(void)
@@ -686,7 +719,7 @@ static void first_event_in_child(const struct sc_ev *ev)
 		return;
 	sc_observer_set(NULL); /* until the session streams, as in any process */
 	if (ev->kind == SC_EV_VIOLATION)
-		keep_violation(ev);
+		keep_violation(ev, 0);
 	memcpy(path, ag.path, sizeof path);
 	(void)start(path, 1); /* on failure the child runs unreported */
 }
@@ -732,7 +765,7 @@ static void atfork_child(void)
 	/* The violations the parent kept are not the child's; and a parent's
 	 * thread may have held the lock when fork() came. */
 	pthread_mutex_init(&kept_lock, NULL);
-	kept_n = kept_first = 0;
+	kept_n = 0;
 	atomic_store(&keeping, restart);
 	if (restart) {
 		atomic_store(&start_on_event, 1);
@@ -764,6 +797,7 @@ static int start(const char *path, int keep_name)
 	rc = sc_rings_init(ring_bytes_from_env());
 	if (rc)
 		return rc;
+	sc_rings_keep(keep_violation);
 	(void)sc_stack_init(); /* without it stack requests time out; events still flow */
 	sc_exit_init();
 	if (!atfork_done && pthread_atfork(NULL, NULL, atfork_child) == 0)
@@ -811,7 +845,7 @@ void sc_agent_stop(void)
 	ag.running = 0;
 	atomic_store(&keeping, 0);
 	pthread_mutex_lock(&kept_lock);
-	kept_n = kept_first = 0; /* for no one now */
+	kept_n = 0; /* for no one now */
 	pthread_mutex_unlock(&kept_lock);
 	sc_observer_set(NULL);
 	sc_agent_set_streaming(0);

@@ -110,6 +110,12 @@ SC_HIDDEN void sc_rings_shed(int on);
 SC_HIDDEN unsigned sc_rings_last_fill(void);
 /* Throws away every pending event (a snapshot follows and covers them). */
 SC_HIDDEN void sc_rings_discard(void);
+/* Receives each structure violation the rings lose: dropped when written
+ * (shedding, a full ring) with may_wait 0, on the writing thread; thrown
+ * away by sc_rings_discard or sc_rings_reap(1) with may_wait 1, on the
+ * agent thread.  No snapshot can give a violation back. */
+typedef void (*sc_keep_fn)(const struct sc_ev *ev, int may_wait);
+SC_HIDDEN void sc_rings_keep(sc_keep_fn fn);
 /* Frees the rings of exited threads; with discard, also those that still
  * hold events (counted as dropped). */
 SC_HIDDEN void sc_rings_reap(int discard);

@@ -233,6 +233,24 @@ static void count_drop(struct sc_ring *r)
 	atomic_store_explicit(&r->dropped, d + 1, memory_order_relaxed);
 }
 
+/* Where violations go that the rings lose (sc_rings_keep). */
+static _Atomic(sc_keep_fn) keep_fn;
+
+void sc_rings_keep(sc_keep_fn fn)
+{
+	atomic_store_explicit(&keep_fn, fn, memory_order_release);
+}
+
+/* A dropped event: a violation is handed to keep_fn, the rest are only
+ * counted (a snapshot gives back the state they changed). */
+static void keep_dropped(const struct sc_ev *ev)
+{
+	sc_keep_fn fn;
+	if (ev->kind == SC_EV_VIOLATION &&
+	    (fn = atomic_load_explicit(&keep_fn, memory_order_acquire)) != NULL)
+		fn(ev, 0);
+}
+
 /* Room for a frame of n bytes in r: where to write it, and (*head) the
  * head to publish once it is written.  NULL, and the drop counted, when the
  * ring is full: the thread never waits for the agent. */
@@ -287,11 +305,13 @@ void sc_ring_observe(const struct sc_ev *ev)
 		r = ring_new();
 		if (!r) {
 			atomic_fetch_add_explicit(&gone_dropped, 1, memory_order_relaxed);
+			keep_dropped(ev);
 			return;
 		}
 	}
 	if (__builtin_expect(state == STREAM_SHED, 0)) {
 		count_drop(r);
+		keep_dropped(ev);
 		return;
 	}
 	struct sc_ring *g = atomic_load_explicit(&r->grown, memory_order_acquire);
@@ -312,8 +332,10 @@ void sc_ring_observe(const struct sc_ev *ev)
 		e.site = sc_site_number(&ev->site, ring_define_site, r);
 	uint64_t head;
 	uint8_t *dst = ring_reserve(r, n, &head);
-	if (!dst)
+	if (!dst) {
+		keep_dropped(ev);
 		return;
+	}
 	sc_enc_write(ev, &e, 0, dst);
 	atomic_store_explicit(&r->head, head, memory_order_release);
 }
@@ -593,27 +615,44 @@ size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 	return moved;
 }
 
-void sc_rings_discard(void)
+/* The frames between r's tail and end, about to be thrown away: counts
+ * them, and hands each violation among them to keep_fn (a snapshot gives
+ * back every state the others changed, but a violation changed none). */
+static uint64_t throw_away(const struct sc_ring *r, uint64_t end)
 {
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next)
-		atomic_store_explicit(&r->tail, atomic_load_explicit(&r->head, memory_order_acquire),
-				      memory_order_release);
-}
-
-/* Counts the frames between tail and head (they are being thrown away). */
-static uint64_t count_pending(const struct sc_ring *r)
-{
+	sc_keep_fn fn = atomic_load_explicit(&keep_fn, memory_order_acquire);
 	uint64_t n = 0, pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
 	while (pos < end) {
 		uint32_t len;
 		uint16_t type;
 		rec_at(r->buf, r->mask, pos, &len, &type);
 		if (type != PAD_TYPE)
 			n++;
+		if (type == SC_EV_VIOLATION && fn) {
+			/* sc_enc_write's layout: the common part, then
+			 * u64 scope, i64 error, u32 kind. */
+			const uint8_t *p = r->buf + (pos & r->mask);
+			struct sc_ev ev = {.kind = SC_EV_VIOLATION};
+			memcpy(&ev.ts, p + 8, 8);
+			memcpy(&ev.tid, p + 16, 4);
+			memcpy(&ev.a, p + 24, 8);
+			memcpy(&ev.i, p + 32, 8);
+			memcpy(&ev.u, p + 40, 4);
+			fn(&ev, 1);
+		}
 		pos += type == PAD_TYPE ? len : rec_size(len);
 	}
 	return n;
+}
+
+void sc_rings_discard(void)
+{
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
+		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+		(void)throw_away(r, head);
+		atomic_store_explicit(&r->tail, head, memory_order_release);
+	}
 }
 
 void sc_rings_reap(int discard)
@@ -634,7 +673,7 @@ void sc_rings_reap(int discard)
 		}
 		uint64_t lost = atomic_load_explicit(&r->dropped, memory_order_relaxed);
 		if (!empty)
-			lost += count_pending(r);
+			lost += throw_away(r, atomic_load_explicit(&r->head, memory_order_acquire));
 		atomic_fetch_add_explicit(&gone_dropped, lost, memory_order_relaxed);
 		atomic_store_explicit(link, r->next, memory_order_release);
 		if (nspares < MAX_SPARES && quiet_reaps < QUIET_REAPS) {

@@ -326,6 +326,11 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 	expect_scope_and_agent(&ev);
 }
 
+/* runtime/rt.h: what scope_join() and the others call on a violation.
+ * Called here directly, so the runtime's registry stays as the other tests
+ * expect it (no thread or pool is made). */
+void sc_emit_violation(uint64_t scope, int kind, int err);
+
 /* A stopped receiver is seen stopped (/proc/PID/stat, by the pid the
  * socket names) once the socket is full, and the threads shed for that
  * reason: the agent looks once the socket has been blocked for 5 ms,
@@ -338,6 +343,7 @@ static void test_stopped_receiver_shed_at_once(void **state)
 	(void)state;
 	struct sc_agent_stats st, st0;
 	sc_agent_get_stats(&st0); /* the counts are the process's */
+	long long viol0 = rx_stat(&rx, "violations");
 	rx_kill(&rx, SIGSTOP);
 	int64_t end = mono() + 10 * 1000000000ll;
 	uint64_t id = 0x7800000000ull;
@@ -352,6 +358,11 @@ static void test_stopped_receiver_shed_at_once(void **state)
 		usleep(2000);
 		sc_agent_get_stats(&st);
 	} while (st.sheds == st0.sheds && mono() < end);
+	/* Violations while shedding are dropped from the rings, and no
+	 * snapshot could give them back: they are kept and come after the
+	 * repairing one. */
+	for (int i = 0; i < 3; i++)
+		sc_emit_violation(0x7a00 + (uint64_t)i, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
 	rx_kill(&rx, SIGCONT);
 	printf("  sheds %llu -> %llu, at once %llu -> %llu\n", (unsigned long long)st0.sheds,
 	       (unsigned long long)st.sheds, (unsigned long long)st0.sheds_stopped,
@@ -364,12 +375,8 @@ static void test_stopped_receiver_shed_at_once(void **state)
 	struct sc_ev ev = emit_scope(0x98, "after the shed");
 	ev.snapshot = 1;
 	expect_scope_and_agent(&ev);
+	assert_int_equal(rx_stat(&rx, "violations") - viol0, 3);
 }
-
-/* runtime/rt.h: what scope_join() and the others call on a violation.
- * Called here directly, so the runtime's registry stays as the other tests
- * expect it (no thread or pool is made). */
-void sc_emit_violation(uint64_t scope, int kind, int err);
 
 /* Structure violations while the daemon is away change no state that a
  * snapshot could find: the agent keeps the last 16 and sends them after the

@@ -6,7 +6,8 @@
  * producer racing the drain loses nothing it does not count; a calm thread's
  * grown ring shrinks back; call sites are
  * defined once, ahead of their first use (protocol v2); a task's start and
- * end drained together go out as one TASK_RAN (protocol v3). */
+ * end drained together go out as one TASK_RAN (protocol v3); a violation
+ * the rings lose is handed on to be kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -547,6 +548,103 @@ static void test_shed_counts_instead_of_writing(void **state)
 	expect_sequence(ids, n, 15);
 }
 
+/* What sc_rings_keep's function received. */
+static struct sc_ev kept_ev[8];
+static int kept_wait[8];
+static int nkept;
+
+static void keep_rec(const struct sc_ev *ev, int may_wait)
+{
+	if (nkept < 8) {
+		kept_ev[nkept] = *ev;
+		kept_wait[nkept] = may_wait;
+	}
+	nkept++;
+}
+
+static void emit_violation(uint64_t scope)
+{
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = SC_EV_VIOLATION;
+	ev.tid = sc_gettid();
+	ev.ts = 1000 + (int64_t)scope; /* given, so the test knows it */
+	ev.a = scope;
+	ev.i = -1;
+	ev.u = 3;
+	sc_emit(&ev);
+}
+
+static void expect_kept(int i, uint64_t scope, uint32_t tid, int may_wait)
+{
+	assert_true(i < nkept);
+	assert_int_equal(kept_ev[i].kind, SC_EV_VIOLATION);
+	assert_int_equal(kept_ev[i].a, scope);
+	assert_int_equal(kept_ev[i].ts, 1000 + (int64_t)scope);
+	assert_int_equal(kept_ev[i].i, -1);
+	assert_int_equal(kept_ev[i].u, 3);
+	assert_int_equal(kept_ev[i].tid, tid);
+	assert_int_equal(kept_wait[i], may_wait);
+}
+
+static void *violate_and_exit(void *arg)
+{
+	emit_run(500, 3);
+	emit_violation((uint64_t)(uintptr_t)arg);
+	return NULL;
+}
+
+/* A violation changes no state, so no snapshot can give one back: every
+ * violation the rings lose goes to sc_rings_keep's function instead.
+ * Dropped while shedding: on the writing thread, which must not wait.
+ * Thrown away for a snapshot (sc_rings_discard), or with an exited thread's
+ * ring (sc_rings_reap(1)): on the agent thread, which may.  The other events
+ * are only counted. */
+static void test_lost_violations_are_kept(void **state)
+{
+	(void)state;
+	uint64_t ids[64];
+	nkept = 0;
+	sc_rings_keep(keep_rec);
+
+	sc_rings_shed(1);
+	emit_run(1, 2);
+	emit_violation(11);
+	sc_rings_shed(0);
+	assert_int_equal(nkept, 1);
+	expect_kept(0, 11, sc_gettid(), 0);
+
+	emit_run(3, 2);
+	emit_violation(12);
+	emit_run(5, 2);
+	emit_violation(13);
+	sc_rings_discard();
+	assert_int_equal(sc_rings_pending(), 0);
+	assert_int_equal(nkept, 3);
+	expect_kept(1, 12, sc_gettid(), 1);
+	expect_kept(2, 13, sc_gettid(), 1);
+
+	/* An exited thread's ring, still holding its events. */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, violate_and_exit, (void *)(uintptr_t)14), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sc_rings_reap(1);
+	assert_int_equal(nkept, 4);
+	assert_int_equal(kept_ev[3].a, 14);
+	assert_int_equal(kept_ev[3].ts, 1014);
+	assert_int_not_equal(kept_ev[3].tid, sc_gettid());
+	assert_int_equal(kept_wait[3], 1);
+
+	/* Drained, a violation is delivered, not kept. */
+	emit_violation(15);
+	struct sc_buf out = {.max = 1u << 20};
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 1);
+	sc_buf_free(&out);
+	assert_int_equal(nkept, 4);
+	sc_rings_keep(NULL);
+	assert_int_equal(drain_all(ids, 0, 64), 0);
+}
+
 /* A fork child counts its drops from 0: neither the drops of the parent's
  * exited threads (kept in the ring layer after their rings were freed) nor
  * those of its live rings reach the child's LOST totals.  The agent's
@@ -602,6 +700,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
