@@ -82,6 +82,10 @@ void sc_ev_init(struct sc_ev *ev, int kind)
  * process: the pool queues they waited in, and the workers that ran them,
  * stayed with the parent. */
 static uint64_t task_floor;
+/* In a fork child made by a thread running a task of a scope another
+ * thread owned: that scope (see sc_scopes_after_fork).  Its owner stayed
+ * behind, so it is never closed here and stays allocated. */
+static scope_t *inherited;
 
 struct snap {
 	void (*emit)(void *ctx, const struct sc_ev *ev);
@@ -271,6 +275,43 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	snap_pinned(sn, &kids, depth + 1);
 }
 
+static void emit_as_root(void *ctx, const struct sc_ev *ev)
+{
+	struct snap *sn = ctx;
+	struct sc_ev e = *ev;
+
+	e.b = e.c = 0; /* its parent scope and task stayed behind */
+	sn->emit(sn->ctx, &e);
+}
+
+/* The scope inherited from the task this fork child's thread was running,
+ * as a root: the task, on the child's thread, and the scopes the thread
+ * opened inside it.  Only while that task runs here.  Its owner's tid is
+ * the parent's thread's (the dump shows it as an owner not in the process);
+ * no join or cancellation is reported: nobody here will join it. */
+static void snap_inherited(struct snap *sn, scope_t *s)
+{
+	struct pinned kids = {0};
+	bool here = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->ntasks && !here; i++) {
+		struct sc_thread *w = atomic_load(&s->tasks[i]->worker);
+		here = atomic_load(&s->tasks[i]->state) == SC_TASK_RUNNING && w && live(sn, w->tid);
+	}
+	if (!here) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	sc_emit_open(s, 1, emit_as_root, sn);
+	for (size_t i = 0; i < s->ntasks; i++)
+		snap_task(sn, s, s->tasks[i]);
+	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
+		;
+	pthread_mutex_unlock(&s->lock);
+	snap_pinned(sn, &kids, 1);
+}
+
 static void pin_roots(void *arg, struct sc_thread *t)
 {
 	struct pinned *roots = arg;
@@ -294,6 +335,8 @@ void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void 
 	sc_pools_walk(snap_pool, &sn);
 	sc_threads_walk(pin_roots, &roots);
 	snap_pinned(&sn, &roots, 0);
+	if (inherited)
+		snap_inherited(&sn, inherited);
 	free(sn.tids);
 }
 
@@ -305,9 +348,10 @@ static void runtime_after_fork(void)
 	struct sc_thread *t;
 
 	cached_tid = 0;
+	inherited = NULL;
 	t = sc_threads_after_fork();
 	if (t)
-		sc_scopes_after_fork(t);
+		inherited = sc_scopes_after_fork(t);
 	task_floor = sc_task_next_id();
 }
 

@@ -199,8 +199,10 @@ void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const str
 void sc_task_finish(scope_task_t *task, int state, int error);
 void sc_emit_violation(uint64_t scope, int kind, int err);
 /* In a fork child: the scopes t owns take its new tid, and lose the locks
- * and pins that threads left behind in the parent held on them. */
-void sc_scopes_after_fork(struct sc_thread *t);
+ * and pins that threads left behind in the parent held on them.  Returns
+ * the scope of the task t was running, when t forked inside a task of a
+ * scope another thread owns (NULL otherwise); its lock is made anew too. */
+scope_t *sc_scopes_after_fork(struct sc_thread *t);
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
 

@@ -571,10 +571,25 @@ static void after_fork(scope_t *s, struct sc_thread *t, int depth)
 		after_fork(c, t, depth + 1);
 }
 
-void sc_scopes_after_fork(struct sc_thread *t)
+scope_t *sc_scopes_after_fork(struct sc_thread *t)
 {
 	for (scope_t *s = t->roots; s; s = s->sib_next)
 		after_fork(s, t, 0);
+	/* A pool worker forked while it ran a task: the task's scope belongs
+	 * to a thread that stayed behind, so the walk above did not reach it,
+	 * nor the scopes t opened inside the task (they hang below it).  Up
+	 * from where t is now, to the first scope t does not own. */
+	scope_t *s = t->frame.top ? t->frame.top : t->frame.task ? t->frame.task->scope : NULL;
+	for (int depth = 0; s && s->owner == t && depth < SC_MAX_DEPTH; depth++)
+		s = s->parent;
+	if (!s || s->owner == t)
+		return NULL;
+	/* Nobody else here can hold its lock: t alone came along. */
+	sc_mutex_init(&s->lock);
+	atomic_store(&s->pins, 0);
+	for (scope_t *c = s->children; c; c = c->sib_next)
+		after_fork(c, t, 0);
+	return s;
 }
 
 uint64_t sc_task_next_id(void)

@@ -2,9 +2,9 @@
 # agent_fork.sh - fork() children against the real daemon: a child that
 # uses libscope after fork() reports itself (its own pid, its own tree:
 # the forking thread, the scopes it had open and what it made since, none of
-# the parent's other threads or their scopes and tasks), the parent's tree
-# and session go on unchanged, and children that only _exit or exec are
-# never reported.
+# the parent's other threads or their scopes and tasks; forked inside a
+# task, that task's scope as a root), the parent's tree and session go on
+# unchanged, and children that only _exit or exec are never reported.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
 import os, select, subprocess, sys
@@ -119,6 +119,43 @@ def main():
     check(after == before, "the parent's tree is unchanged%s" %
           ("" if after == before else ": was %s, is %s" % (before, after)))
     check(r["process"]["state"] == "live", "the parent's session goes on")
+
+    # --- a child forked by a pool worker inside a task of a scope another
+    # thread owns: that scope comes along as a root of the child's tree, with
+    # the task the child's thread runs and the scopes it opens inside it.
+    p.stdin.write(b"subchild\n"); p.stdin.flush()
+    skid = int(read_line(p, "subchild")[1])
+    children.append(Grandchild(skid))
+    def subchild_ready():
+        r = tree(c, skid)
+        si = [s["id"] for s in r["model"]["scopes"] if s["name"] == "subchild-inner"] if r else []
+        return r if si and sum(t["scope"] == si[0] and t["state"] == "running"
+                               for t in r["model"]["tasks"]) == 2 else None
+    r = wait_until(subchild_ready, 5, "the subchild's tree")
+    m = r["model"]
+    scopes = {s["name"]: s for s in m["scopes"]}
+    check(sorted(scopes) == ["parent-inner", "subchild-inner"],
+          "the subchild's scopes are the inherited parent-inner and its own (%s)" %
+          sorted(s["name"] for s in m["scopes"]))
+    pi, si = scopes["parent-inner"], scopes["subchild-inner"]
+    parent_pi = {s[0]: s for s in before[0] if s[1] == "parent-inner"}
+    check(pi["id"] in parent_pi and not pi["parent"],
+          "parent-inner keeps its id and is a root: its parent stayed behind (%s)" % pi)
+    check(pi["owner"] == parent_pi[pi["id"]][3] and pi["owner"] not in
+          {t["tid"] for t in m["threads"] if t["state"] == "live"},
+          "parent-inner's owner is the parent's thread that owns it, not one of the child's")
+    leaf = [t for t in m["tasks"] if t["scope"] == pi["id"]]
+    check(len(leaf) == 1 and leaf[0]["state"] == "running" and leaf[0]["worker"] == skid,
+          "parent-inner holds one task: the leaf the child's thread runs (%s)" % leaf)
+    check(si["owner"] == skid and si["parent"] == pi["id"],
+          "subchild-inner is the child thread's, inside parent-inner (%s)" % si)
+    skid_tids = {int(t) for t in os.listdir("/proc/%d/task" % skid)}
+    sub = [t for t in m["tasks"] if t["scope"] == si["id"]]
+    check(len(sub) == 2 and all(t["worker"] in skid_tids and t["worker"] != skid for t in sub),
+          "subchild-inner's 2 subtasks run on the child's new workers")
+    r = wait_until(lambda: tree(c, p.pid), 5, "the parent's tree after the subchild")
+    check(shape(r["model"]) == before, "the parent's tree is unchanged after the subchild")
+    Grandchild(skid).kill()
 
     # --- a child whose very first event is a structure violation: that event
     # starts its agent, and still reaches the daemon (after the snapshot).

@@ -9,13 +9,17 @@
  *   child   fork a child that opens "child-outer" (inside the inherited
  *           "parent-outer", the main thread's open scope) and forks 2
  *           subtasks that sleep; the child prints "child PID" once both run
+ *   subchild one of the leaves (a pool worker, in a task of a "parent-inner"
+ *           another worker owns) forks a child that opens "subchild-inner"
+ *           inside that task and forks 2 subtasks that sleep; the child
+ *           prints "subchild PID" once both run
  *   violate fork a child whose first runtime event is a structure violation:
  *           the main thread opens and joins "joined", forks, and the child
  *           joins it again (DOUBLE_JOIN); the child prints "violator PID"
  *           and lives until killed
  * For quiet and exec the parent prints "reaped PID STATUS" once the child is
- * gone.  EOF ends the program (the children of "child" and "violate" live
- * until killed). */
+ * gone.  EOF ends the program (the children of "child", "subchild" and
+ * "violate" live until killed). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +34,7 @@
 #define FOREVER (3600LL * 1000000000)
 
 static scope_pool_t *pool;
-static _Atomic int leaves, child_running;
+static _Atomic int leaves, child_running, subfork_req;
 
 static void wait_for(_Atomic int *counter, int n)
 {
@@ -38,11 +42,24 @@ static void wait_for(_Atomic int *counter, int n)
 		usleep(1000);
 }
 
+static void subchild_main(void);
+
+/* Sleeps until cancelled; the first leaf to see a "subchild" request forks
+ * the child from inside its task. */
 static int leaf(void *arg, void **res)
 {
 	(void)arg, (void)res;
 	atomic_fetch_add(&leaves, 1);
-	return scope_sleep(FOREVER);
+	for (;;) {
+		if (atomic_exchange(&subfork_req, 0)) {
+			fflush(stdout);
+			if (fork() == 0)
+				subchild_main();
+		}
+		int rc = scope_sleep(10 * 1000000LL);
+		if (rc)
+			return rc;
+	}
 }
 
 static int parent_task(void *arg, void **res)
@@ -88,6 +105,27 @@ static void child_main(void)
 			_exit(3);
 	wait_for(&child_running, CHILD_TASKS);
 	printf("child %d\n", (int)getpid());
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* The body of the "subchild" child, on the forking leaf's thread, inside
+ * its task: it never returns. */
+static void subchild_main(void)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+
+	cfg.name = "subchild-inner";
+	cfg.pool = pool;
+	if (scope_open(&s, &cfg) < 0)
+		_exit(2);
+	for (int i = 0; i < CHILD_TASKS; i++)
+		if (scope_fork(s, child_task, NULL, NULL) < 0)
+			_exit(3);
+	wait_for(&child_running, CHILD_TASKS);
+	printf("subchild %d\n", (int)getpid());
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -171,6 +209,8 @@ int main(void)
 			fflush(stdout);
 			if (fork() == 0)
 				child_main();
+		} else if (strcmp(line, "subchild") == 0) {
+			atomic_store(&subfork_req, 1);
 		} else if (strcmp(line, "violate") == 0) {
 			fork_violator();
 		} else {
