@@ -90,34 +90,15 @@ static int child_task(void *arg, void **res)
 	return scope_sleep(FOREVER);
 }
 
-/* The body of the "child" child: it never returns. */
-static void child_main(void)
+/* The body of a child that uses libscope: opens scope name, forks
+ * CHILD_TASKS subtasks that sleep onto the inherited pool (it starts new
+ * workers here), says "what PID" once they run, and never returns. */
+static void child_body(const char *name, const char *what)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_t *s;
 
-	cfg.name = "child-outer";
-	cfg.pool = pool; /* the inherited pool: it starts new workers here */
-	if (scope_open(&s, &cfg) < 0)
-		_exit(2);
-	for (int i = 0; i < CHILD_TASKS; i++)
-		if (scope_fork(s, child_task, NULL, NULL) < 0)
-			_exit(3);
-	wait_for(&child_running, CHILD_TASKS);
-	printf("child %d\n", (int)getpid());
-	fflush(stdout);
-	for (;;)
-		pause();
-}
-
-/* The body of the "subchild" child, on the forking leaf's thread, inside
- * its task: it never returns. */
-static void subchild_main(void)
-{
-	struct scope_config cfg = SCOPE_CONFIG_INIT;
-	scope_t *s;
-
-	cfg.name = "subchild-inner";
+	cfg.name = name;
 	cfg.pool = pool;
 	if (scope_open(&s, &cfg) < 0)
 		_exit(2);
@@ -125,10 +106,16 @@ static void subchild_main(void)
 		if (scope_fork(s, child_task, NULL, NULL) < 0)
 			_exit(3);
 	wait_for(&child_running, CHILD_TASKS);
-	printf("subchild %d\n", (int)getpid());
+	printf("%s %d\n", what, (int)getpid());
 	fflush(stdout);
 	for (;;)
 		pause();
+}
+
+/* The "subchild" child, on the forking leaf's thread, inside its task. */
+static void subchild_main(void)
+{
+	child_body("subchild-inner", "subchild");
 }
 
 /* "violate": the child's very first event is the violation, so the event
@@ -208,7 +195,7 @@ int main(void)
 		if (strcmp(line, "child") == 0) {
 			fflush(stdout);
 			if (fork() == 0)
-				child_main();
+				child_body("child-outer", "child");
 		} else if (strcmp(line, "subchild") == 0) {
 			atomic_store(&subfork_req, 1);
 		} else if (strcmp(line, "violate") == 0) {
