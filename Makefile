@@ -5,6 +5,7 @@
 #   make demo       the main job        make test-asan   tests under ASan+UBSan
 #   make bench      benchmarks          make test-tsan   tests under TSan
 #   make deps       Debian packages     make fuzz        libFuzzer targets
+#   make install    under PREFIX (/usr/local), DESTDIR; make uninstall
 #
 # V=1 shows commands.  CI=true adds -Werror.  Each part adds its own rules in
 # mk/<part>.mk; this file holds what they share.
