@@ -309,6 +309,40 @@ static void clear_msg(struct proto_msg *msg)
 	memset(msg, 0, n);
 }
 
+/* The two frames of a fork storm, most of what a daemon decodes there:
+ * TASK_FORK and TASK_RAN, read field by field without the layout walk and
+ * its switch per field (7.5 ns a frame here, against 13 with the walk).
+ * Their layouts fix their lengths exactly and hold no string, array or
+ * checked value, so a right length is all there is to check; any other
+ * length goes the general way, to its error.  test_proto checks these
+ * against the table for every field.  Returns whether it decoded buf. */
+static int decode_hot(const uint8_t *buf, uint32_t flen, struct proto_msg *msg)
+{
+	const uint8_t *p = buf + PROTO_HDR_SIZE;
+
+	if (msg->type == PROTO_EV_TASK_FORK && flen == PROTO_HDR_SIZE + 48) {
+		msg->ts = (int64_t)get64(p);
+		msg->tid = get32(p + 8);
+		msg->task = get64(p + 16);
+		msg->scope = get64(p + 24);
+		msg->fn = get64(p + 32);
+		msg->state = get32(p + 40);
+		msg->site = get32(p + 44);
+		return 1;
+	}
+	if (msg->type == PROTO_EV_TASK_RAN && flen == PROTO_HDR_SIZE + 56) {
+		msg->ts = (int64_t)get64(p);
+		msg->tid = get32(p + 8);
+		msg->task = get64(p + 16);
+		msg->scope = get64(p + 24);
+		msg->error = (int64_t)get64(p + 32);
+		msg->state = get32(p + 40);
+		msg->end_ts = (int64_t)get64(p + 48);
+		return 1;
+	}
+	return 0;
+}
+
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used)
 {
 	clear_msg(msg);
@@ -329,6 +363,10 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *
 	msg->len = flen;
 	msg->type = get16(buf + 4);
 	msg->flags = get16(buf + 6);
+	if (decode_hot(buf, flen, msg)) {
+		*used = flen;
+		return PROTO_OK;
+	}
 
 	const struct layout *l = find_layout(msg->type);
 	if (!l) {

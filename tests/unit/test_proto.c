@@ -265,7 +265,7 @@ struct bad_case {
 	void (*build)(struct fb *f);
 	enum start start;
 	uint16_t type;
-	struct step steps[6]; /* up to 5, then S_END (the zeroed rest) */
+	struct step steps[8]; /* up to 7, then S_END (the zeroed rest) */
 };
 
 static void build_spelled(struct fb *f, const struct bad_case *c)
@@ -340,6 +340,17 @@ static const struct bad_case bad_cases[] = {
 	SPELLED("PROCESS_EXIT with how 3", PROTO_EVALUE, COMMON, PROTO_EV_PROCESS_EXIT, U32(3), U32(0)),
 	BUILT("TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT),
 	BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ELONG),
+	/* The two frames proto_decode reads without its layout walk. */
+	SPELLED("TASK_FORK with a byte more", PROTO_ELONG, COMMON, PROTO_EV_TASK_FORK, U64(1), U64(2),
+		U64(3), U32(1), U32(1), RAW("!", 1)),
+	SPELLED("TASK_FORK without its site", PROTO_ESHORT, COMMON, PROTO_EV_TASK_FORK, U64(1),
+		U64(2), U64(3), U32(1)),
+	SPELLED("TASK_RAN with a field more", PROTO_ELONG, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
+		U64(0), U32(2), U32(0), U64(9), U64(9)),
+	SPELLED("TASK_RAN without end_ts", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
+		U64(0), U32(2), U32(0)),
+	SPELLED("TASK_RAN with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1),
+		U64(2), U64(0), U32(2), U32(0), U32(9)),
 };
 
 static void test_bad_frames(void **state)
@@ -594,6 +605,45 @@ static void test_field_values(void **state)
 	assert_int_equal(d.value.len, 0);
 }
 
+/* TASK_FORK and TASK_RAN decode without the layout walk: the result is
+ * exactly what the table says, every field the type uses and nothing else
+ * (the rest stays zero, as for every type). */
+static void test_hot_frames_exact(void **state)
+{
+	(void)state;
+	static const uint16_t hot[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN};
+	uint8_t a[256];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, d, want;
+	size_t used;
+
+	for (int t = 0; t < 2; t++) {
+		fill(&m, hot[t], tids, addrs);
+		int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+		assert_int_equal(n, hot[t] == PROTO_EV_TASK_FORK ? 56 : 64);
+		memset(&d, 0x5a, sizeof d); /* what a reused message held before */
+		assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
+		memset(&want, 0, sizeof want);
+		want.type = hot[t];
+		want.flags = m.flags;
+		want.len = (uint32_t)n;
+		want.ts = m.ts;
+		want.tid = m.tid;
+		want.task = m.task;
+		want.scope = m.scope;
+		want.state = m.state;
+		if (hot[t] == PROTO_EV_TASK_FORK) {
+			want.fn = m.fn;
+			want.site = m.site;
+		} else {
+			want.error = m.error;
+			want.end_ts = m.end_ts;
+		}
+		assert_memory_equal(&d, &want, sizeof d);
+	}
+}
+
 /* A newer message in a known range is skipped by its len, not refused. */
 static void test_unknown_type_in_range_skipped(void **state)
 {
@@ -755,6 +805,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip_every_type),
 		cmocka_unit_test(test_field_values),
+		cmocka_unit_test(test_hot_frames_exact),
 		cmocka_unit_test(test_bad_frames),
 		cmocka_unit_test(test_unknown_type_in_range_skipped),
 		cmocka_unit_test(test_stream_and_early_refusal),
