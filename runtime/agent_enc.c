@@ -186,6 +186,43 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 		p = put_str(p, str_of(ev, l->strs[i]), e->slen[i]);
 }
 
+uint32_t sc_enc_hot_size(uint16_t kind)
+{
+	switch (kind) {
+	case SC_EV_TASK_START:
+		return PROTO_HDR_SIZE + EV_COMMON + 16;
+	case SC_EV_TASK_END:
+	case SC_EV_TASK_FORK:
+		return PROTO_HDR_SIZE + EV_COMMON + 32;
+	default:
+		return 0;
+	}
+}
+
+/* The layouts table's TASK_START, TASK_END and TASK_FORK, written out
+ * (test_agent compares the bytes with sc_enc_write's). */
+void sc_enc_hot_write(const struct sc_ev *ev, uint32_t site, uint8_t *dst)
+{
+	uint32_t size = sc_enc_hot_size(ev->kind);
+
+	put32(dst, size);
+	put32(dst + 4, ev->kind);
+	put64(dst + 8, (uint64_t)(ev->ts ? ev->ts : scope_now()));
+	put32(dst + 16, ev->tid);
+	put32(dst + 20, 0);
+	put64(dst + 24, ev->a);
+	put64(dst + 32, ev->b);
+	if (ev->kind == SC_EV_TASK_END) {
+		put64(dst + 40, (uint64_t)ev->i);
+		put32(dst + 48, ev->u);
+		put32(dst + 52, 0);
+	} else if (ev->kind == SC_EV_TASK_FORK) {
+		put64(dst + 40, ev->d);
+		put32(dst + 48, ev->u);
+		put32(dst + 52, site);
+	}
+}
+
 int sc_enc_wants_site(const struct sc_enc *e)
 {
 	return e->l->site;

@@ -324,14 +324,27 @@ void sc_ring_observe(const struct sc_ev *ev)
 		atomic_store_explicit(&r->retired, 1, memory_order_release);
 		r = g;
 	}
+	uint64_t head;
+	uint8_t *dst;
+	uint32_t n = sc_enc_hot_size(ev->kind);
+	if (n) { /* a task's events: most of them */
+		uint32_t site = ev->kind == SC_EV_TASK_FORK
+				    ? sc_site_number(&ev->site, ring_define_site, r)
+				    : 0;
+		dst = ring_reserve(r, n, &head);
+		if (!dst)
+			return; /* not a violation: only counted */
+		sc_enc_hot_write(ev, site, dst);
+		atomic_store_explicit(&r->head, head, memory_order_release);
+		return;
+	}
 	struct sc_enc e;
-	uint32_t n = sc_enc_measure(ev, &e);
+	n = sc_enc_measure(ev, &e);
 	if (!n)
 		return;
 	if (sc_enc_wants_site(&e))
 		e.site = sc_site_number(&ev->site, ring_define_site, r);
-	uint64_t head;
-	uint8_t *dst = ring_reserve(r, n, &head);
+	dst = ring_reserve(r, n, &head);
 	if (!dst) {
 		keep_dropped(ev);
 		return;
