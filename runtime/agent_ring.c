@@ -41,6 +41,7 @@ struct sc_ring {
 	uint8_t *buf;
 	uint64_t mask;
 	struct sc_ring *_Atomic grown; /* the agent's replacement: larger, or after a calm smaller */
+	_Atomic uint64_t viol_end;     /* head after the last VIOLATION written (0: none) */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
 	_Atomic int retired; /* replaced or its thread exited: free once drained */
@@ -350,6 +351,8 @@ void sc_ring_observe(const struct sc_ev *ev)
 		return;
 	}
 	sc_enc_write(ev, &e, 0, dst);
+	if (ev->kind == SC_EV_VIOLATION) /* published with head, below */
+		atomic_store_explicit(&r->viol_end, head, memory_order_relaxed);
 	atomic_store_explicit(&r->head, head, memory_order_release);
 }
 
@@ -663,7 +666,12 @@ void sc_rings_discard(void)
 	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
 	     r = r->next) {
 		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-		(void)throw_away(r, head);
+		/* Walked only as far as its last violation, if one is pending:
+		 * a snapshot after a loss in a fork storm throws away megabytes
+		 * of records, and walking them all cost the agent CPU. */
+		uint64_t ve = atomic_load_explicit(&r->viol_end, memory_order_relaxed);
+		if (ve > atomic_load_explicit(&r->tail, memory_order_relaxed))
+			(void)throw_away(r, ve < head ? ve : head);
 		atomic_store_explicit(&r->tail, head, memory_order_release);
 	}
 }
