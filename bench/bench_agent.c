@@ -698,6 +698,7 @@ int main(int argc, char **argv)
 	uint64_t drop_small, drop_big;
 	double on_small = emit_cost(SC_EV_TASK_START, N, &drop_small, 0);
 	double on_big = emit_cost(SC_EV_SCOPE_OPEN, N, &drop_big, 0);
+	double on_fork = emit_cost(SC_EV_TASK_FORK, N, NULL, 0);
 	double st_small = emit_cost(SC_EV_TASK_START, N, NULL, 1);
 	double st_big = emit_cost(SC_EV_SCOPE_OPEN, N, NULL, 1);
 
@@ -716,6 +717,8 @@ int main(int argc, char **argv)
 	       on_small - loop, off - loop);
 	printf("%-44s %9.2f ns %11.2f ns\n", "  of which the write, ts given: SCOPE_OPEN",
 	       on_big - loop, off - loop);
+	printf("%-44s %9.2f ns %11.2f ns\n", "  the write, ts given: TASK_FORK (site)",
+	       on_fork - loop, off - loop);
 	printf("%-44s %12llu\n", "  events dropped during the emit runs",
 	       (unsigned long long)(drop_small + drop_big));
 	fflush(stdout);
