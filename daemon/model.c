@@ -567,17 +567,26 @@ static void task_started(struct model *m, struct m_task *t, int64_t ts, uint32_t
 	}
 }
 
-static void task_ended(struct model *m, struct m_task *t, const struct proto_msg *msg,
-		       int64_t ts, int64_t now)
+/* Ends t at ts, once: its state, time, error and worker; false when it had
+ * ended already. */
+static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *msg, int64_t ts,
+		     int64_t now)
 {
 	if (!end_once(m, ENT_TASK, t, now))
-		return;
+		return false;
 	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
 	t->ended = ts;
 	t->error = msg->error;
 	if (!t->worker)
 		t->worker = msg->tid;
-	thread_set_task(m, t->worker, 0, t->id);
+	return true;
+}
+
+static void task_ended(struct model *m, struct m_task *t, const struct proto_msg *msg, int64_t ts,
+		       int64_t now)
+{
+	if (task_end(m, t, msg, ts, now))
+		thread_set_task(m, t->worker, 0, t->id);
 }
 
 static int ev_task_start(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -597,13 +606,28 @@ static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now
 	return 0;
 }
 
-/* A TASK_START and its TASK_END in one frame: both, with one lookup. */
+/* A TASK_START and its TASK_END in one frame: both, with one lookup of the
+ * task. */
 static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	struct m_task *t;
 	GET_TASK(t);
-	task_started(m, t, msg->ts, msg->tid);
-	task_ended(m, t, msg, msg->end_ts, now);
+	if (task_rank(t->state) >= 1 || (t->started && t->worker != msg->tid)) {
+		/* Known to run already, or on another thread: as the two. */
+		task_started(m, t, msg->ts, msg->tid);
+		task_ended(m, t, msg, msg->end_ts, now);
+		return 0;
+	}
+	/* The storm's case: it started and ended in this frame, on the thread
+	 * that sent it, which runs nothing now (a task it was said to run
+	 * ended unseen).  The two would set that thread's task and clear it
+	 * again, a lookup each; this clears it, with one. */
+	if (!t->started) {
+		t->started = msg->ts;
+		t->worker = msg->tid;
+	}
+	t->state = SC_TASK_RUNNING;
+	thread_set_task(m, msg->tid, task_end(m, t, msg, msg->end_ts, now) ? 0 : t->id, 0);
 	return 0;
 }
 

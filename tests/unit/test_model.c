@@ -901,7 +901,9 @@ static void test_wire_round_trip(void **state)
 /* tasks[].func names the body through the symbolizer, null when the address
  * is 0, names nothing, or no symbolizer is set; the agent thread's role. */
 /* TASK_RAN leaves a task, its thread and the live set as its TASK_START
- * followed by its TASK_END would. */
+ * followed by its TASK_END would: also when the thread was said to run
+ * another task (whose end was lost), and when the task was already known
+ * to run, on another thread (the general way). */
 static void test_task_ran(void **state)
 {
 	(void)state;
@@ -914,7 +916,10 @@ static void test_task_ran(void **state)
 		apply_ok(ms[i], scope_open(1, 0, "root"), 0);
 		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 5, 1, SC_TASK_FORKED), 0);
 		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 6, 1, SC_TASK_FORKED), 0);
+		/* Thread 101 runs task 6; its end will never come. */
+		apply_ok(ms[i], task(PROTO_EV_TASK_START, 6, 1, SC_TASK_RUNNING), 0);
 	}
+	assert_int_equal(((const struct m_thread *)idmap_get(&b.ents[ENT_THREAD], 101))->task, 6);
 	struct proto_msg s = task(PROTO_EV_TASK_START, 5, 1, SC_TASK_RUNNING);
 	struct proto_msg e = task(PROTO_EV_TASK_END, 5, 1, SC_TASK_FAILED);
 	s.ts = 2000;
@@ -951,6 +956,38 @@ static void test_task_ran(void **state)
 	r.end_ts = 9000;
 	apply_ok(&b, r, 0);
 	assert_int_equal(tb->ended, 3000);
+
+	/* Task 7 known to run on thread 102 (a snapshot said so): its TASK_RAN
+	 * ends it there, as a TASK_END would, and leaves thread 101 alone. */
+	for (int i = 0; i < 2; i++) {
+		apply_ok(ms[i], thread_start(102, "worker-2", SC_ROLE_WORKER), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 7, 1, SC_TASK_FORKED), 0);
+		struct proto_msg st = task(PROTO_EV_TASK_START, 7, 1, SC_TASK_RUNNING);
+		st.tid = 102;
+		apply_ok(ms[i], st, 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_START, 8, 1, SC_TASK_RUNNING), 0); /* on 101 */
+	}
+	e = task(PROTO_EV_TASK_END, 7, 1, SC_TASK_SUCCESS);
+	e.ts = 5000;
+	apply_ok(&a, e, 0);
+	r = task(PROTO_EV_TASK_RAN, 7, 1, SC_TASK_SUCCESS);
+	r.ts = 4000;
+	r.end_ts = 5000;
+	apply_ok(&b, r, 0);
+	ta = idmap_get(&a.ents[ENT_TASK], 7);
+	tb = idmap_get(&b.ents[ENT_TASK], 7);
+	assert_int_equal(tb->state, SC_TASK_SUCCESS);
+	assert_int_equal(tb->worker, 102);
+	assert_int_equal(ta->started, tb->started);
+	assert_int_equal(ta->ended, tb->ended);
+	assert_int_equal(ta->worker, tb->worker);
+	for (uint32_t tid = 101; tid <= 102; tid++) {
+		wa = idmap_get(&a.ents[ENT_THREAD], tid);
+		wb = idmap_get(&b.ents[ENT_THREAD], tid);
+		assert_int_equal(wa->task, wb->task);
+	}
+	assert_int_equal(wb->task, 0); /* 102 */
+	assert_int_equal(((const struct m_thread *)idmap_get(&b.ents[ENT_THREAD], 101))->task, 8);
 	model_free(&a);
 	model_free(&b);
 }
