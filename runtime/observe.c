@@ -83,9 +83,10 @@ void sc_ev_init(struct sc_ev *ev, int kind)
  * stayed with the parent. */
 static uint64_t task_floor;
 /* In a fork child made by a thread running a task of a scope another
- * thread owned: that scope (see sc_scopes_after_fork).  Its owner stayed
- * behind, so it is never closed here and stays allocated. */
-static scope_t *inherited;
+ * thread owned: that scope (see sc_scopes_after_fork), until that task
+ * ends here (sc_task_finish).  Its owner stayed behind, so it is never
+ * closed here and stays allocated. */
+_Atomic(scope_t *) sc_inherited;
 
 struct snap {
 	void (*emit)(void *ctx, const struct sc_ev *ev);
@@ -335,6 +336,7 @@ void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void 
 	sc_pools_walk(snap_pool, &sn);
 	sc_threads_walk(pin_roots, &roots);
 	snap_pinned(&sn, &roots, 0);
+	scope_t *inherited = atomic_load(&sc_inherited);
 	if (inherited)
 		snap_inherited(&sn, inherited);
 	free(sn.tids);
@@ -348,10 +350,10 @@ static void runtime_after_fork(void)
 	struct sc_thread *t;
 
 	cached_tid = 0;
-	inherited = NULL;
+	atomic_store(&sc_inherited, NULL);
 	t = sc_threads_after_fork();
 	if (t)
-		inherited = sc_scopes_after_fork(t);
+		atomic_store(&sc_inherited, sc_scopes_after_fork(t));
 	task_floor = sc_task_next_id();
 }
 

@@ -203,6 +203,9 @@ void sc_emit_violation(uint64_t scope, int kind, int err);
  * the scope of the task t was running, when t forked inside a task of a
  * scope another thread owns (NULL otherwise); its lock is made anew too. */
 scope_t *sc_scopes_after_fork(struct sc_thread *t);
+/* That scope, in the fork child, until the task its thread ran there ends
+ * (observe.c). */
+extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
 

@@ -390,6 +390,12 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	task->error = state == SC_TASK_SUCCESS ? 0 : err;
 	atomic_store_explicit(&task->state, state, memory_order_release);
 	emit_task(SC_EV_TASK_END, task, state, task->error);
+	/* A fork child's thread ended the task it was running of a scope
+	 * whose owner stayed behind: nobody here will close that scope, so it
+	 * is reported closed now, rather than left open in the daemon. */
+	if (__builtin_expect(atomic_load_explicit(&sc_inherited, memory_order_relaxed) == s, 0) &&
+	    atomic_exchange(&sc_inherited, NULL) == s)
+		emit_scope(SC_EV_SCOPE_CLOSE, s, 0);
 	sc_joiner_complete(s, task, state);
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&task->worker, NULL);

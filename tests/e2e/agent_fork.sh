@@ -7,7 +7,7 @@
 # unchanged, and children that only _exit or exec are never reported.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
-import os, select, subprocess, sys
+import os, select, signal, subprocess, sys
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
 import daemon_e2e
 FORK_TREE = daemon_e2e.setup("tests/helpers/fork_tree")
@@ -155,6 +155,22 @@ def main():
           "subchild-inner's 2 subtasks run on the child's new workers")
     r = wait_until(lambda: tree(c, p.pid), 5, "the parent's tree after the subchild")
     check(shape(r["model"]) == before, "the parent's tree is unchanged after the subchild")
+    # The child ends its scope and then the leaf task: parent-inner, which
+    # nobody in the child will close, is reported closed with it.
+    os.kill(skid, signal.SIGUSR1)
+    read_line(p, "subchild-done")
+    def states():
+        r = tree(c, skid)
+        if not r:
+            return None
+        sc = {s["name"]: s["state"] for s in r["model"]["scopes"]}
+        lf = [t["state"] for t in r["model"]["tasks"] if t["id"] == leaf[0]["id"]]
+        return (sc.get("parent-inner"), sc.get("subchild-inner"), lf[0] if lf else None)
+    got = wait_until(lambda: (lambda st: st if st and st[2] == "success" else None)(states()), 5,
+                     "the subchild's leaf task to end")
+    check(got == ("closed", "closed", "success"),
+          "the leaf task ended in the child, and parent-inner is reported closed with it "
+          "(parent-inner, subchild-inner, leaf: %s)" % (got,))
     Grandchild(skid).kill()
 
     # --- a child whose very first event is a structure violation: that event

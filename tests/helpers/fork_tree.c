@@ -12,7 +12,9 @@
  *   subchild one of the leaves (a pool worker, in a task of a "parent-inner"
  *           another worker owns) forks a child that opens "subchild-inner"
  *           inside that task and forks 2 subtasks that sleep; the child
- *           prints "subchild PID" once both run
+ *           prints "subchild PID" once both run, and on SIGUSR1 cancels,
+ *           joins and closes its scope, prints "subchild-done PID" and ends
+ *           the leaf task
  *   violate fork a child whose first runtime event is a structure violation:
  *           the main thread opens and joins "joined", forks, and the child
  *           joins it again (DOUBLE_JOIN); the child prints "violator PID"
@@ -20,6 +22,7 @@
  * For quiet and exec the parent prints "reaped PID STATUS" once the child is
  * gone.  EOF ends the program (the children of "child", "subchild" and
  * "violate" live until killed). */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +56,10 @@ static int leaf(void *arg, void **res)
 	for (;;) {
 		if (atomic_exchange(&subfork_req, 0)) {
 			fflush(stdout);
-			if (fork() == 0)
+			if (fork() == 0) {
 				subchild_main();
+				return 0; /* the leaf task ends, in the child */
+			}
 		}
 		int rc = scope_sleep(10 * 1000000LL);
 		if (rc)
@@ -90,14 +95,26 @@ static int child_task(void *arg, void **res)
 	return scope_sleep(FOREVER);
 }
 
+static _Atomic int subchild_end;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_store(&subchild_end, 1);
+}
+
 /* The body of a child that uses libscope: opens scope name, forks
  * CHILD_TASKS subtasks that sleep onto the inherited pool (it starts new
- * workers here), says "what PID" once they run, and never returns. */
-static void child_body(const char *name, const char *what)
+ * workers here), says "what PID" once they run.  Then, with ends, it waits
+ * for SIGUSR1, cancels, joins and closes the scope, says "what-done PID" and
+ * returns; without, it never returns. */
+static void child_body(const char *name, const char *what, int ends)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_t *s;
 
+	if (ends)
+		signal(SIGUSR1, on_usr1);
 	cfg.name = name;
 	cfg.pool = pool;
 	if (scope_open(&s, &cfg) < 0)
@@ -108,14 +125,21 @@ static void child_body(const char *name, const char *what)
 	wait_for(&child_running, CHILD_TASKS);
 	printf("%s %d\n", what, (int)getpid());
 	fflush(stdout);
-	for (;;)
-		pause();
+	if (!ends)
+		for (;;)
+			pause();
+	wait_for(&subchild_end, 1);
+	scope_cancel(s);
+	(void)scope_join(s);
+	scope_close(s);
+	printf("%s-done %d\n", what, (int)getpid());
+	fflush(stdout);
 }
 
 /* The "subchild" child, on the forking leaf's thread, inside its task. */
 static void subchild_main(void)
 {
-	child_body("subchild-inner", "subchild");
+	child_body("subchild-inner", "subchild", 1);
 }
 
 /* "violate": the child's very first event is the violation, so the event
@@ -195,7 +219,7 @@ int main(void)
 		if (strcmp(line, "child") == 0) {
 			fflush(stdout);
 			if (fork() == 0)
-				child_body("child-outer", "child");
+				child_body("child-outer", "child", 0);
 		} else if (strcmp(line, "subchild") == 0) {
 			atomic_store(&subfork_req, 1);
 		} else if (strcmp(line, "violate") == 0) {
