@@ -31,12 +31,14 @@ SC_HIDDEN uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e);
 /* Writes the frame measured by sc_enc_measure into dst (e->size bytes). */
 SC_HIDDEN void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags,
 			    uint8_t *dst);
-/* The three events of every task (TASK_FORK, TASK_START, TASK_END), most
- * of what a program writes, without the layout walk: the frame size of a
- * kind (0: not one of them), and the frame, stamped as by sc_enc_write,
- * with the call site's number (TASK_FORK's). */
-SC_HIDDEN uint32_t sc_enc_hot_size(uint16_t kind);
-SC_HIDDEN void sc_enc_hot_write(const struct sc_ev *ev, uint32_t site, uint8_t *dst);
+/* The three events of every task (TASK_FORK, TASK_START, TASK_END) and
+ * SCOPE_OPEN, most of what a program writes, without the layout walk: the
+ * frame size of ev (0: not one of them; *slen gets SCOPE_OPEN's name
+ * length), and the frame, stamped as by sc_enc_write, with the call site's
+ * number (TASK_FORK's and SCOPE_OPEN's). */
+SC_HIDDEN uint32_t sc_enc_hot_size(const struct sc_ev *ev, uint16_t *slen);
+SC_HIDDEN void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t slen, uint32_t site,
+				uint8_t *dst);
 /* Whether the measured kind refers to its call site by number (then set
  * e->site before sc_enc_write). */
 SC_HIDDEN int sc_enc_wants_site(const struct sc_enc *e);

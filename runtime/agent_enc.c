@@ -186,25 +186,28 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 		p = put_str(p, str_of(ev, l->strs[i]), e->slen[i]);
 }
 
-uint32_t sc_enc_hot_size(uint16_t kind)
+uint32_t sc_enc_hot_size(const struct sc_ev *ev, uint16_t *slen)
 {
-	switch (kind) {
+	switch (ev->kind) {
 	case SC_EV_TASK_START:
 		return PROTO_HDR_SIZE + EV_COMMON + 16;
 	case SC_EV_TASK_END:
 	case SC_EV_TASK_FORK:
 		return PROTO_HDR_SIZE + EV_COMMON + 32;
+	case SC_EV_SCOPE_OPEN:
+		/* Cut to the cap, as sc_enc_measure cuts every string. */
+		*slen = ev->s1 ? (uint16_t)strnlen(ev->s1, PROTO_MAX_STR) : 0;
+		return PROTO_HDR_SIZE + EV_COMMON + 48 + 3u + *slen;
 	default:
 		return 0;
 	}
 }
 
-/* The layouts table's TASK_START, TASK_END and TASK_FORK, written out
- * (test_agent compares the bytes with sc_enc_write's). */
-void sc_enc_hot_write(const struct sc_ev *ev, uint32_t site, uint8_t *dst)
+/* The layouts table's TASK_START, TASK_END, TASK_FORK and SCOPE_OPEN,
+ * written out (test_agent compares the bytes with sc_enc_write's). */
+void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t slen, uint32_t site,
+		      uint8_t *dst)
 {
-	uint32_t size = sc_enc_hot_size(ev->kind);
-
 	put32(dst, size);
 	put32(dst + 4, ev->kind);
 	put64(dst + 8, (uint64_t)(ev->ts ? ev->ts : scope_now()));
@@ -212,14 +215,25 @@ void sc_enc_hot_write(const struct sc_ev *ev, uint32_t site, uint8_t *dst)
 	put32(dst + 20, 0);
 	put64(dst + 24, ev->a);
 	put64(dst + 32, ev->b);
-	if (ev->kind == SC_EV_TASK_END) {
+	switch (ev->kind) {
+	case SC_EV_TASK_END:
 		put64(dst + 40, (uint64_t)ev->i);
 		put32(dst + 48, ev->u);
 		put32(dst + 52, 0);
-	} else if (ev->kind == SC_EV_TASK_FORK) {
+		break;
+	case SC_EV_TASK_FORK:
 		put64(dst + 40, ev->d);
 		put32(dst + 48, ev->u);
 		put32(dst + 52, site);
+		break;
+	case SC_EV_SCOPE_OPEN:
+		put64(dst + 40, ev->c);
+		put64(dst + 48, ev->d);
+		put64(dst + 56, (uint64_t)ev->i);
+		put32(dst + 64, ev->u);
+		put32(dst + 68, site);
+		put_str(dst + 72, ev->s1, slen);
+		break;
 	}
 }
 

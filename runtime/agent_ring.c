@@ -327,15 +327,16 @@ void sc_ring_observe(const struct sc_ev *ev)
 	}
 	uint64_t head;
 	uint8_t *dst;
-	uint32_t n = sc_enc_hot_size(ev->kind);
-	if (n) { /* a task's events: most of them */
-		uint32_t site = ev->kind == SC_EV_TASK_FORK
+	uint16_t slen = 0;
+	uint32_t n = sc_enc_hot_size(ev, &slen);
+	if (n) { /* a task's events and SCOPE_OPEN: most of them */
+		uint32_t site = ev->kind == SC_EV_TASK_FORK || ev->kind == SC_EV_SCOPE_OPEN
 				    ? sc_site_number(&ev->site, ring_define_site, r)
 				    : 0;
 		dst = ring_reserve(r, n, &head);
 		if (!dst)
 			return; /* not a violation: only counted */
-		sc_enc_hot_write(ev, site, dst);
+		sc_enc_hot_write(ev, n, slen, site, dst);
 		atomic_store_explicit(&r->head, head, memory_order_release);
 		return;
 	}

@@ -187,26 +187,33 @@ static void test_encoder_matches_decoder(void **state)
 
 	ev.kind = 0x1ff;
 	assert_int_equal(sc_enc_measure(&ev, &e), 0);
-	assert_int_equal(sc_enc_hot_size(ev.kind), 0);
+	uint16_t nlen = 0;
+	assert_int_equal(sc_enc_hot_size(&ev, &nlen), 0);
 
-	/* A task's three events, written without the layout walk: the same
-	 * bytes as the table's, every field set and the site numbered. */
-	static const uint16_t hot[] = {SC_EV_TASK_FORK, SC_EV_TASK_START, SC_EV_TASK_END};
-	for (int k = 0; k < 3; k++) {
-		uint8_t slow[128], fast[128];
+	/* A task's three events and SCOPE_OPEN, written without the layout
+	 * walk: the same bytes as the table's, every field set and the site
+	 * numbered; SCOPE_OPEN's name as it comes, empty, absent, and cut to
+	 * the cap. */
+	static const uint16_t hot[] = {SC_EV_TASK_FORK,	 SC_EV_TASK_START, SC_EV_TASK_END,
+				       SC_EV_SCOPE_OPEN, SC_EV_SCOPE_OPEN, SC_EV_SCOPE_OPEN,
+				       SC_EV_SCOPE_OPEN};
+	const char *names[] = {"x", "x", "x", "request-handler", "", NULL, big};
+	for (int k = 0; k < 7; k++) {
+		static uint8_t slow[8192], fast[8192];
 		ev = mk(hot[k], 0x1111222233334444ull, 0x5555666677778888ull);
 		ev.ts = -123456789;
 		ev.c = 0x99;
 		ev.d = 0x00007f0012345678ull;
 		ev.i = -110;
 		ev.u = 0xfffffff3u;
+		ev.s1 = names[k];
 		n = sc_enc_measure(&ev, &e);
 		e.site = sc_enc_wants_site(&e) ? 0xabcdef01u : 0;
-		assert_int_equal(sc_enc_hot_size(hot[k]), n);
+		assert_int_equal(sc_enc_hot_size(&ev, &nlen), n);
 		memset(slow, 0xa5, sizeof slow);
 		memset(fast, 0x5a, sizeof fast);
 		sc_enc_write(&ev, &e, 0, slow);
-		sc_enc_hot_write(&ev, e.site, fast);
+		sc_enc_hot_write(&ev, n, nlen, e.site, fast);
 		assert_memory_equal(slow, fast, n);
 	}
 }
