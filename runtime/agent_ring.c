@@ -645,16 +645,16 @@ static uint64_t throw_away(const struct sc_ring *r, uint64_t end)
 		rec_at(r->buf, r->mask, pos, &len, &type);
 		if (type != PAD_TYPE)
 			n++;
-		if (type == SC_EV_VIOLATION && fn) {
-			/* sc_enc_write's layout: the common part, then
-			 * u64 scope, i64 error, u32 kind. */
-			const uint8_t *p = r->buf + (pos & r->mask);
-			struct sc_ev ev = {.kind = SC_EV_VIOLATION};
-			memcpy(&ev.ts, p + 8, 8);
-			memcpy(&ev.tid, p + 16, 4);
-			memcpy(&ev.a, p + 24, 8);
-			memcpy(&ev.i, p + 32, 8);
-			memcpy(&ev.u, p + 40, 4);
+		struct proto_msg m;
+		size_t used;
+		if (type == SC_EV_VIOLATION && fn &&
+		    proto_decode(r->buf + (pos & r->mask), len, &m, &used) == PROTO_OK) {
+			struct sc_ev ev = {.kind = SC_EV_VIOLATION,
+					   .ts = m.ts,
+					   .tid = m.tid,
+					   .a = m.scope,
+					   .i = m.error,
+					   .u = m.kind};
 			fn(&ev, 1);
 		}
 		pos += type == PAD_TYPE ? len : rec_size(len);
