@@ -242,11 +242,24 @@ static void snap_pinned(struct snap *sn, struct pinned *pl, int depth)
 	free(pl->v);
 }
 
+/* With s->lock held (released here): s's tasks, then, pinned, its child
+ * scopes, at depth + 1. */
+static void snap_below(struct snap *sn, scope_t *s, int depth)
+{
+	struct pinned kids = {0};
+
+	for (size_t i = 0; i < s->ntasks; i++)
+		snap_task(sn, s, s->tasks[i]);
+	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
+		;
+	pthread_mutex_unlock(&s->lock);
+	snap_pinned(sn, &kids, depth + 1);
+}
+
 /* One scope, then (pinned, its lock released) everything below it: the
  * scope's lock is held only while its own events are emitted. */
 static void snap_scope(struct snap *sn, scope_t *s, int depth)
 {
-	struct pinned kids = {0};
 	int cancelled;
 
 	/* A scope of a thread that did not come along through fork() is left
@@ -268,12 +281,7 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled)
 		snap_scope_event(sn, s, SC_EV_SCOPE_CANCEL, (uint32_t)cancelled, 0);
-	for (size_t i = 0; i < s->ntasks; i++)
-		snap_task(sn, s, s->tasks[i]);
-	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
-		;
-	pthread_mutex_unlock(&s->lock);
-	snap_pinned(sn, &kids, depth + 1);
+	snap_below(sn, s, depth);
 }
 
 static void emit_as_root(void *ctx, const struct sc_ev *ev)
@@ -292,7 +300,6 @@ static void emit_as_root(void *ctx, const struct sc_ev *ev)
  * no join or cancellation is reported: nobody here will join it. */
 static void snap_inherited(struct snap *sn, scope_t *s)
 {
-	struct pinned kids = {0};
 	bool here = false;
 
 	pthread_mutex_lock(&s->lock);
@@ -305,12 +312,7 @@ static void snap_inherited(struct snap *sn, scope_t *s)
 		return;
 	}
 	sc_emit_open(s, 1, emit_as_root, sn);
-	for (size_t i = 0; i < s->ntasks; i++)
-		snap_task(sn, s, s->tasks[i]);
-	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
-		;
-	pthread_mutex_unlock(&s->lock);
-	snap_pinned(sn, &kids, 1);
+	snap_below(sn, s, 0);
 }
 
 static void pin_roots(void *arg, struct sc_thread *t)
