@@ -49,6 +49,19 @@ def parent_ok(m):
     joining = [s for s in m["scopes"] if s["name"] == "parent-inner" and s["state"] == "joining"]
     return names == ["parent-inner", "parent-inner", "parent-outer"] and len(running) == 4 and len(joining) == 2
 
+def start_child(c, p, cmd, scope):
+    """Has fork_tree make a child with `cmd`; waits until the child's tree
+    holds `scope` with its 2 subtasks running.  Returns its pid and tree."""
+    p.stdin.write((cmd + "\n").encode()); p.stdin.flush()
+    pid = int(read_line(p, cmd)[1])
+    children.append(Grandchild(pid))
+    def ready():
+        r = tree(c, pid)
+        ids = [s["id"] for s in r["model"]["scopes"] if s["name"] == scope] if r else []
+        return r if ids and sum(t["scope"] == ids[0] and t["state"] == "running"
+                                for t in r["model"]["tasks"]) == 2 else None
+    return pid, wait_until(ready, 5, "the %s's tree" % cmd)
+
 def main():
     start_daemon()
     c = Ctl()
@@ -72,15 +85,7 @@ def main():
         quiet.append(int(line[1]))
 
     # --- a child that does
-    p.stdin.write(b"child\n"); p.stdin.flush()
-    kid = int(read_line(p, "child")[1])
-    children.append(Grandchild(kid))
-    def child_ready():
-        r = tree(c, kid)
-        co = [s["id"] for s in r["model"]["scopes"] if s["name"] == "child-outer"] if r else []
-        return r if co and sum(t["scope"] == co[0] and t["state"] == "running"
-                               for t in r["model"]["tasks"]) == 2 else None
-    r = wait_until(child_ready, 5, "the child's tree")
+    kid, r = start_child(c, p, "child", "child-outer")
     m = r["model"]
     check(r["process"]["pid"] == kid and r["process"]["name"] == "fork_tree",
           "the child is its own process: pid %d, the parent's name (%s)" % (kid, r["process"]["name"]))
@@ -123,15 +128,7 @@ def main():
     # --- a child forked by a pool worker inside a task of a scope another
     # thread owns: that scope comes along as a root of the child's tree, with
     # the task the child's thread runs and the scopes it opens inside it.
-    p.stdin.write(b"subchild\n"); p.stdin.flush()
-    skid = int(read_line(p, "subchild")[1])
-    children.append(Grandchild(skid))
-    def subchild_ready():
-        r = tree(c, skid)
-        si = [s["id"] for s in r["model"]["scopes"] if s["name"] == "subchild-inner"] if r else []
-        return r if si and sum(t["scope"] == si[0] and t["state"] == "running"
-                               for t in r["model"]["tasks"]) == 2 else None
-    r = wait_until(subchild_ready, 5, "the subchild's tree")
+    skid, r = start_child(c, p, "subchild", "subchild-inner")
     m = r["model"]
     scopes = {s["name"]: s for s in m["scopes"]}
     check(sorted(scopes) == ["parent-inner", "subchild-inner"],
