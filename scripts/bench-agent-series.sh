@@ -2,15 +2,15 @@
 # scripts/bench-agent-series.sh [RUNS] - runs bench_agent RUNS times (default
 # 9), as `make bench` runs it, and prints per run, for the fork workload
 # against the real daemon: the medians of per-round time ratios to the
-# agent-off baseline of the same round (agent connected, receiver
-# SIGSTOPped), the CPU per fork of the program, the agent and the daemon,
-# how often per fork a program thread was preempted (connected),
-# and the events delivered per fork; then the median over the runs, and the
-# same two ratios against the decode-only sink.
+# agent-off baseline of the same round, with their 95% intervals (agent
+# connected, receiver SIGSTOPped), the CPU per fork of the program, the
+# agent and the daemon, how often per fork a program thread was preempted
+# (connected), and the events delivered per fork; then the median over the
+# runs, and the same two ratios against the decode-only sink.
 #
-# One run's median swings with whatever else the shared cores do (on the
-# 2-vCPU development machines, 1.00-1.27 for one build within an hour), so
-# a figure for the README comes from a series, not from one `make bench`.
+# Each run's interval says how far that run alone can be trusted; a series
+# shows how the level moves from one hour to the next on shared cores.
+# BENCH_AGENT_REPS and BENCH_AGENT_SCOPES pass through (see bench_agent.c).
 # Build first: make all build/bench/bench_agent.
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,12 +25,12 @@ while [ "$i" -lt "$RUNS" ]; do
 	i=$((i + 1))
 	"$B" | awk -v run="$i" '
 		/receiver: scoped/ { daemon = 1 }
-		/ratios, connected/ { if (daemon) on = $NF; else son = $NF }
-		/ratios, stopped/ { if (daemon) st = $NF; else sst = $NF }
+		/ratios, connected/ { if (daemon) { on = $6; oni = $7 } else son = $6 }
+		/ratios, stopped/ { if (daemon) { st = $6; sti = $7 } else sst = $6 }
 		/^    agent connected +[0-9]+ \// { if (daemon) { prog = $3; agent = $5; rx = $7 } }
 		/^    agent connected +[0-9]+\.[0-9]+ \// { if (daemon) { pre = $5 } }
 		/delivered per fork/ { if (daemon) ev = $(NF - 1) }
-		END { printf "run %2d  daemon: connected %s stopped %s  cpu/fork program %s agent %s daemon %s  preempted/fork %s  events/fork %s  |  sink: connected %s stopped %s\n", run, on, st, prog, agent, rx, pre, ev, son, sst }' | tee -a "$out"
+		END { printf "run %2d  daemon: connected %s stopped %s  cpu/fork program %s agent %s daemon %s  preempted/fork %s  events/fork %s  |  sink: connected %s stopped %s  |  intervals: connected %s stopped %s\n", run, on, st, prog, agent, rx, pre, ev, son, sst, oni, sti }' | tee -a "$out"
 done
 awk 'function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
