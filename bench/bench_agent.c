@@ -527,7 +527,7 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 		for (int r = 0; r < fork_reps; r++) {
 			ratio[r] = v[M_OFF][r] / v[m][r];
 			if (verbose)
-				printf(" %.2f", m == M_OFF ? v[m][r] / 1e6 : ratio[r]);
+				printf(" %.3f", m == M_OFF ? v[m][r] / 1e6 : ratio[r]);
 		}
 		if (verbose)
 			printf(m == M_OFF ? " (M forks/s)\n" : " (time ratios)\n");
@@ -637,9 +637,9 @@ static void fork_section(const char *receiver, int reps)
 	fork_stats_reset();
 	long nscopes = getenv("BENCH_AGENT_SCOPES") ? atol(getenv("BENCH_AGENT_SCOPES")) : 8000;
 	fork_reps = fork_reps_env ? fork_reps_env : reps;
-	fork_bench(nscopes > 0 ? nscopes : 8000, rate, paired, ci, worst, &lost_stopped);
-
 	printf("-- fork workload, receiver: %s\n", receiver);
+	fflush(stdout); /* the rounds (BENCH_AGENT_ROUNDS) print under it */
+	fork_bench(nscopes > 0 ? nscopes : 8000, rate, paired, ci, worst, &lost_stopped);
 	for (int m = 0; m < NMODES; m++) {
 		char name[64];
 		snprintf(name, sizeof name, "forks/s, %s", mode_names[m]);

@@ -6,7 +6,9 @@
 # connected, receiver SIGSTOPped), the CPU per fork of the program, the
 # agent and the daemon, how often per fork a program thread was preempted
 # (connected), and the events delivered per fork; then the median over the
-# runs, and the same two ratios against the decode-only sink.
+# runs, and the same two ratios against the decode-only sink; last, every
+# round of every run against the daemon pooled: the median of those rounds'
+# ratios with its 95% interval (the figure a series is for).
 #
 # Each run's interval says how far that run alone can be trusted; a series
 # shows how the level moves from one hour to the next on shared cores.
@@ -19,12 +21,19 @@ B=$TOP/$BUILD/bench/bench_agent
 RUNS=${1:-9}
 [ -x "$B" ] || { echo "bench-agent-series: build $B first (make all $BUILD/bench/bench_agent)" >&2; exit 1; }
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+rounds=$(mktemp)
+trap 'rm -f "$out" "$rounds"' EXIT
 i=0
 while [ "$i" -lt "$RUNS" ]; do
 	i=$((i + 1))
-	"$B" | awk -v run="$i" '
+	BENCH_AGENT_ROUNDS=1 "$B" | awk -v run="$i" -v rounds="$rounds" '
 		/receiver: scoped/ { daemon = 1 }
+		daemon && /^  rounds, (agent connected|receiver SIGSTOPped) / {
+			mode = ($2 == "agent") ? "connected" : "stopped"
+			for (f = 4; f <= NF && $f ~ /^[0-9.]+$/; f++) print mode, $f >> rounds
+			next
+		}
+		/^  rounds, / { next }
 		/ratios, connected/ { if (daemon) { on = $6; oni = $7 } else son = $6 }
 		/ratios, stopped/ { if (daemon) { st = $6; sti = $7 } else sst = $6 }
 		/^    agent connected +[0-9]+ \// { if (daemon) { prog = $3; agent = $5; rx = $7 } }
@@ -40,3 +49,22 @@ awk 'function median(a, n,   i, j, t) {
 	END {
 		printf "median over %d runs, daemon: connected %.3f (%d runs under 1.10), stopped %.3f; sink: connected %.3f, stopped %.3f\n", n, median(on, n), under, median(st, n), median(son, n), median(sst, n)
 	}' "$out"
+# The pooled median of every round's ratio and its distribution-free 95%
+# interval: ranks k and n+1-k, k the largest with P(B < k) <= 2.5% for
+# B ~ Binomial(n, 1/2) (as bench/bench.h computes it).
+sort -k1,1 -k2,2g "$rounds" | awk '
+	function report(mode, n,   j, lc, cum, p, k) {
+		lc = 0; cum = 0; k = 0
+		for (j = 0; j < n; j++) {
+			p = exp(lc - n * log(2))
+			if (cum + p > 0.025) break
+			cum += p; k = j + 1
+			lc += log(n - j) - log(j + 1)
+		}
+		printf "pooled over %d rounds, daemon, %s: median %.3f, 95%% interval %s\n", n, mode,
+			n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2,
+			k ? sprintf("%.3f-%.3f", v[k], v[n + 1 - k]) : "(too few rounds)"
+	}
+	$1 != cur { if (n) report(cur, n); cur = $1; n = 0 }
+	{ v[++n] = $2 }
+	END { if (n) report(cur, n) }'
