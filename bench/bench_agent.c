@@ -78,6 +78,14 @@ static void die_with(pid_t parent)
 static void sink_main(int lfd, int decode)
 {
 	static uint8_t buf[1 << 20];
+	/* Listening here, not in the benchmark that bound the socket: a peer's
+	 * SO_PEERCRED names whoever called listen(), and the agent reads a
+	 * stopped receiver's state from /proc by that pid (the daemon listens
+	 * itself).  The agent retries until this happens. */
+	if (listen(lfd, 4)) {
+		perror("bench_agent: sink: listen");
+		_exit(1);
+	}
 	for (;;) {
 		int fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
@@ -132,8 +140,8 @@ static void sink_start(void)
 	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rx_path);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, 4)) {
-		fprintf(stderr, "bench_agent: cannot listen on %s: %s\n", rx_path, strerror(errno));
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa)) {
+		fprintf(stderr, "bench_agent: cannot bind %s: %s\n", rx_path, strerror(errno));
 		exit(1);
 	}
 	pid_t parent = getpid();
