@@ -50,7 +50,7 @@
 #define FORK_REPS 101
 #define SINK_REPS 25
 #define MAX_FORK_REPS 1001
-static int fork_reps = FORK_REPS, fork_reps_env;
+static long fork_reps_env;	/* BENCH_AGENT_REPS (0: each section's own) */
 static long fork_scopes = 8000; /* BENCH_AGENT_SCOPES */
 
 /* ---- a sink standing in for the daemon: acks HELLO, decodes, discards ---- */
@@ -451,18 +451,18 @@ static void fork_stats_reset(void)
 	ring_bytes_on = rings_on = 0;
 }
 
-/* Interleaves the modes fork_reps times so drift on a shared machine hits
+/* Interleaves the modes reps times so drift on a shared machine hits
  * all of them alike, each round starting at the next mode (a mode that
  * always ran right after another would inherit its pool and cache state);
  * medians per mode, and per mode the median of its ratios to the baseline
  * of the same round. */
-static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
+static void fork_bench(long nscopes, int reps, double med[NMODES], double paired[NMODES],
 		       double ci[NMODES][2], int64_t worst[NMODES], uint64_t *lost_stopped)
 {
 	static double v[NMODES][MAX_FORK_REPS];
 	for (int m = 0; m < NMODES; m++)
 		worst[m] = 0;
-	for (int r = 0; r < fork_reps; r++) {
+	for (int r = 0; r < reps; r++) {
 		for (int k = 0; k < NMODES; k++) {
 			int m = (k + r) % NMODES;
 			sc_observer_fn fn = m == M_OFF	   ? NULL
@@ -499,7 +499,7 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 					rings_on = n;
 				}
 			}
-			double nf = nscopes * 8.0 * fork_reps;
+			double nf = nscopes * 8.0 * reps;
 			int64_t da = agent_cpu_ns() - a0;
 			cpu_agent[m] += (double)da / nf;
 			cpu_prog[m] += (double)(self_cpu_ns() - p0 - da) / nf;
@@ -533,22 +533,22 @@ static void fork_bench(long nscopes, double med[NMODES], double paired[NMODES],
 		double ratio[MAX_FORK_REPS];
 		if (verbose)
 			printf("  rounds, %-28s", mode_names[m]);
-		for (int r = 0; r < fork_reps; r++) {
+		for (int r = 0; r < reps; r++) {
 			ratio[r] = v[M_OFF][r] / v[m][r];
 			if (verbose)
 				printf(" %.3f", m == M_OFF ? v[m][r] / 1e6 : ratio[r]);
 		}
 		if (verbose)
 			printf(m == M_OFF ? " (M forks/s)\n" : " (time ratios)\n");
-		paired[m] = bench_median(ratio, (size_t)fork_reps);
-		(void)bench_median_ci(ratio, (size_t)fork_reps, &ci[m][0], &ci[m][1]);
+		paired[m] = bench_median(ratio, (size_t)reps);
+		(void)bench_median_ci(ratio, (size_t)reps, &ci[m][0], &ci[m][1]);
 	}
 	/* Only now: bench_median sorts in place, and sorting the baseline's
 	 * rates before the other modes' ratios were taken paired each round
 	 * with another round's baseline (the benchmark did that until round 6,
 	 * see docs/agent.md). */
 	for (int m = 0; m < NMODES; m++)
-		med[m] = bench_median(v[m], (size_t)fork_reps);
+		med[m] = bench_median(v[m], (size_t)reps);
 }
 
 /* ---- signal-mode capture of many threads ---- */
@@ -645,10 +645,11 @@ static void fork_section(const char *receiver, int reps, int judged)
 	int64_t worst[NMODES];
 	uint64_t lost_stopped = 0;
 	fork_stats_reset();
-	fork_reps = fork_reps_env ? fork_reps_env : reps;
+	if (fork_reps_env)
+		reps = (int)fork_reps_env;
 	printf("-- fork workload, receiver: %s\n", receiver);
 	fflush(stdout); /* the rounds (BENCH_AGENT_ROUNDS) print under it */
-	fork_bench(fork_scopes, rate, paired, ci, worst, &lost_stopped);
+	fork_bench(fork_scopes, reps, rate, paired, ci, worst, &lost_stopped);
 	for (int m = 0; m < NMODES; m++) {
 		char name[64];
 		snprintf(name, sizeof name, "forks/s, %s", mode_names[m]);
@@ -672,7 +673,7 @@ static void fork_section(const char *receiver, int reps, int judged)
 		       : ci[m][1] < 1.10       ? "< 1.10: ok"
 					       : "< 1.10: ok (the interval reaches past it)");
 	}
-	printf("%-44s %8d rounds\n", "  rounds (modes interleaved)", fork_reps);
+	printf("%-44s %8d rounds\n", "  rounds (modes interleaved)", reps);
 	printf("%-44s %12.0f %14.0f %8.3f  (the agent's own share)\n",
 	       "forks/s, agent connected vs empty observer", rate[M_ON], rate[M_EMPTY],
 	       rate[M_EMPTY] / rate[M_ON]);
@@ -708,6 +709,23 @@ static void fork_section(const char *receiver, int reps, int judged)
 	fflush(stdout);
 }
 
+/* A count from the environment variable name, when set: *out, or -1 with
+ * the reason printed when it is not a number from lo to hi. */
+static int env_count(const char *name, long lo, long hi, long *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	if (!s)
+		return 0;
+	long n = strtol(s, &end, 10);
+	if (end == s || *end || n < lo || n > hi) {
+		fprintf(stderr, "bench_agent: %s must be %ld-%ld\n", name, lo, hi);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
 static const char *verdict(int ok)
 {
 	return ok ? "ok" : "MISSED";
@@ -721,23 +739,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	self_argv = argv;
-	if (getenv("BENCH_AGENT_REPS")) {
-		int n = atoi(getenv("BENCH_AGENT_REPS"));
-		if (n < 1 || n > MAX_FORK_REPS) {
-			fprintf(stderr, "bench_agent: BENCH_AGENT_REPS must be 1-%d\n", MAX_FORK_REPS);
-			return 2;
-		}
-		fork_reps_env = n;
-	}
-	if (getenv("BENCH_AGENT_SCOPES")) {
-		char *end;
-		long n = strtol(getenv("BENCH_AGENT_SCOPES"), &end, 10);
-		if (*end || n < 2 || n > 10000000) {
-			fprintf(stderr, "bench_agent: BENCH_AGENT_SCOPES must be 2-10000000\n");
-			return 2;
-		}
-		fork_scopes = n;
-	}
+	if (env_count("BENCH_AGENT_REPS", 1, MAX_FORK_REPS, &fork_reps_env) ||
+	    env_count("BENCH_AGENT_SCOPES", 2, 10000000, &fork_scopes))
+		return 2;
 	/* The constructor's agent stays off; this benchmark starts its own. */
 	if (!getenv("SCOPED_DISABLE")) {
 		setenv("SCOPED_DISABLE", "1", 1);
