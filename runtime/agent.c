@@ -245,7 +245,7 @@ static void send_snapshot(void)
 	uint64_t count = 0;
 	sc_agent_set_streaming(1);
 	sc_rings_discard();
-	ag.lost_base = sc_rings_dropped();
+	ag.lost_base = sc_rings_drops_seen();
 	ag.out.overflow = 0;
 	ag.snap_seq++;
 	put_ctl(PROTO_SNAPSHOT_BEGIN, ag.snap_seq, 0);
@@ -480,7 +480,7 @@ static void session(void)
 				sc_rings_shed(0);
 				shedding = 0;
 			}
-			uint64_t dropped = sc_rings_dropped();
+			uint64_t dropped = sc_rings_drops_seen();
 			if (dropped != ag.lost_base || ag.out.overflow) {
 				put_ctl(PROTO_LOST, dropped, dropped - ag.lost_reported);
 				ag.lost_reported = dropped;
@@ -493,8 +493,10 @@ static void session(void)
 			 * emitted before it has a ts below the horizon. */
 			uint64_t freq = atomic_load(&ag.flush_req);
 			int64_t now = now_ns();
-			size_t n = sc_rings_drain(&ag.out, BATCH_BYTES, now);
+			size_t n = sc_rings_drain_unless(&ag.out, BATCH_BYTES, now, ag.lost_base);
 			atomic_fetch_add(&ag.events, n);
+			if (sc_rings_drops_seen() != ag.lost_base)
+				continue; /* to the LOST and the snapshot above */
 			if (now - last_reap > REAP_NS) {
 				sc_rings_reap(0);
 				sc_rings_tune();

@@ -108,6 +108,11 @@ SC_HIDDEN int sc_rings_init(size_t ring_bytes);
 /* Moves pending events with ts < horizon into out, merged by ts, until out
  * holds max_bytes.  Returns the number of events moved. */
 SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon);
+/* The same, unless the rings have dropped events beyond drops (a count of
+ * sc_rings_drops_seen): then it moves nothing and returns 0, so that none
+ * of the events written after a loss go out ahead of its LOST. */
+SC_HIDDEN size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horizon,
+				       uint64_t drops);
 /* Whether drains may write a TASK_START and its TASK_END as one TASK_RAN
  * (the session's protocol version is 3 or later). */
 SC_HIDDEN void sc_rings_coalesce(int on);
@@ -129,6 +134,10 @@ SC_HIDDEN void sc_rings_keep(sc_keep_fn fn);
 SC_HIDDEN void sc_rings_reap(int discard);
 /* Events dropped so far because a ring was full (or could not be made). */
 SC_HIDDEN uint64_t sc_rings_dropped(void);
+/* The same, as the agent's last sc_rings_drain or sc_rings_discard counted
+ * them (agent thread only): never more than sc_rings_dropped, never less
+ * than at that walk. */
+SC_HIDDEN uint64_t sc_rings_drops_seen(void);
 /* Bytes pending in all rings. */
 SC_HIDDEN size_t sc_rings_pending(void);
 /* Swaps the rings of threads that have been quiet for a while back to the

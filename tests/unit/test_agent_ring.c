@@ -7,7 +7,8 @@
  * grown ring shrinks back; call sites are
  * defined once, ahead of their first use (protocol v2); a task's start and
  * end drained together go out as one TASK_RAN (protocol v3); a violation
- * the rings lose is handed on to be kept. */
+ * the rings lose is handed on to be kept; the agent's drop count comes from
+ * its drains, and a drain holds back the events after a loss. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -645,6 +646,49 @@ static void test_lost_violations_are_kept(void **state)
 	assert_int_equal(drain_all(ids, 0, 64), 0);
 }
 
+/* The agent learns the drop count from its own walks of the rings (a drain,
+ * a discard), without one of its own; a drain told the count the session
+ * knows moves nothing once the rings dropped more, so no event written
+ * after a loss goes out ahead of its LOST; told the new count, it drains. */
+static void test_drain_waits_for_lost(void **state)
+{
+	(void)state;
+	uint64_t ids[64];
+	struct sc_buf out = {.max = 64u << 20};
+	(void)drain_all(ids, 0, 64);
+	uint64_t known = sc_rings_drops_seen();
+	assert_int_equal(known, sc_rings_dropped());
+
+	emit_run(1, 5);
+	assert_int_equal(sc_rings_drain_unless(&out, 1u << 20, INT64_MAX, known), 5);
+	sc_rings_shed(1);
+	emit_run(6, 3); /* dropped, counted */
+	sc_rings_shed(0);
+	emit_run(9, 4);					/* written after the loss */
+	assert_int_equal(sc_rings_drops_seen(), known); /* no walk since */
+	assert_int_equal(sc_rings_drain_unless(&out, 1u << 20, INT64_MAX, known), 0);
+	assert_int_equal(sc_rings_drops_seen(), known + 3);
+	assert_int_equal(sc_rings_dropped(), known + 3);
+	size_t n = collect(&out, ids, 0, 64);
+	assert_int_equal(n, 5);
+	expect_sequence(ids, n, 1);
+	out.len = 0;
+
+	assert_int_equal(sc_rings_drain_unless(&out, 1u << 20, INT64_MAX, known + 3), 4);
+	n = collect(&out, ids, 0, 64);
+	assert_int_equal(n, 4);
+	expect_sequence(ids, n, 9);
+
+	sc_rings_shed(1);
+	emit_run(20, 2);
+	sc_rings_shed(0);
+	emit_run(22, 1);
+	sc_rings_discard();
+	assert_int_equal(sc_rings_drops_seen(), known + 5);
+	assert_int_equal(drain_all(ids, 0, 64), 0);
+	sc_buf_free(&out);
+}
+
 /* A fork child counts its drops from 0: neither the drops of the parent's
  * exited threads (kept in the ring layer after their rings were freed) nor
  * those of its live rings reach the child's LOST totals.  The agent's
@@ -689,18 +733,17 @@ int main(int argc, char **argv)
 	(void)argc;
 	rx_reexec_disabled(argv); /* no agent thread: the test is the consumer */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
