@@ -12,7 +12,8 @@
  * N rounds of the fork workload in each section (default: FORK_REPS against
  * the daemon, SINK_REPS against the sink; at most MAX_FORK_REPS), and
  * BENCH_AGENT_SCOPES=N makes a round N scopes of 8 forks per mode (default
- * 8000); BENCH_SINK=null makes the sink read and throw away the bytes
+ * 8000); BENCH_AGENT_SEED=N repeats the modes' order of a run that printed
+ * that seed; BENCH_SINK=null makes the sink read and throw away the bytes
  * without decoding them. */
 #include <errno.h>
 #include <poll.h>
@@ -52,6 +53,7 @@
 #define MAX_FORK_REPS 1001
 static long fork_reps_env;	/* BENCH_AGENT_REPS (0: each section's own) */
 static long fork_scopes = 8000; /* BENCH_AGENT_SCOPES */
+static long order_seed;		/* BENCH_AGENT_SEED (0: from the clock) */
 
 /* ---- a sink standing in for the daemon: acks HELLO, decodes, discards ---- */
 
@@ -486,7 +488,14 @@ static void fork_bench(long nscopes, int reps, double med[NMODES], double paired
 	static double v[NMODES][MAX_FORK_REPS];
 	for (int m = 0; m < NMODES; m++)
 		worst[m] = 0;
-	uint64_t rng = 0x9e3779b97f4a7c15u; /* fixed: every run uses the same orders */
+	/* Each run its own orders, so a series pools many (with one fixed
+	 * seed, an imbalance in its 101 orders would repeat in every run);
+	 * printed, and BENCH_AGENT_SEED repeats a run's. */
+	uint64_t seed =
+	    order_seed ? (uint64_t)order_seed : (uint64_t)bench_now_ns() % 1000000000u + 1;
+	printf("  (the modes' order each round: seed %llu)\n", (unsigned long long)seed);
+	fflush(stdout);
+	uint64_t rng = seed * 0x9e3779b97f4a7c15u; /* xorshift64 needs a state not 0 */
 	for (int r = 0; r < reps; r++) {
 		int order[NMODES];
 		round_order(order, &rng);
@@ -767,7 +776,8 @@ int main(int argc, char **argv)
 	}
 	self_argv = argv;
 	if (env_count("BENCH_AGENT_REPS", 1, MAX_FORK_REPS, &fork_reps_env) ||
-	    env_count("BENCH_AGENT_SCOPES", 2, 10000000, &fork_scopes))
+	    env_count("BENCH_AGENT_SCOPES", 2, 10000000, &fork_scopes) ||
+	    env_count("BENCH_AGENT_SEED", 1, 1000000000, &order_seed))
 		return 2;
 	/* The constructor's agent stays off; this benchmark starts its own. */
 	if (!getenv("SCOPED_DISABLE")) {

@@ -8,7 +8,9 @@
 # (connected), and the events delivered per fork; then the median over the
 # runs, and the same two ratios against the decode-only sink; last, every
 # round of every run against the daemon pooled: the median of those rounds'
-# ratios with its 95% interval (the figure a series is for).
+# ratios with its 95% interval (the figure a series is for), for the agent
+# connected, the receiver SIGSTOPped, the empty observer and the A/A arm
+# (the baseline again: what the series makes of two identical arms).
 #
 # Each run's interval says how far that run alone can be trusted; a series
 # shows how the level moves from one hour to the next on shared cores.
@@ -28,9 +30,10 @@ while [ "$i" -lt "$RUNS" ]; do
 	i=$((i + 1))
 	BENCH_AGENT_ROUNDS=1 "$B" | awk -v run="$i" -v rounds="$rounds" '
 		/receiver: scoped/ { daemon = 1 }
-		daemon && /^  rounds, (agent connected|receiver SIGSTOPped) / {
-			mode = ($2 == "agent") ? "connected" : "stopped"
-			for (f = 4; f <= NF && $f ~ /^[0-9.]+$/; f++) print mode, $f >> rounds
+		daemon && /^  rounds, (agent connected|receiver SIGSTOPped|agent off again|empty observer) / {
+			mode = $3 == "connected" ? "connected" : $3 == "SIGSTOPped" ? "stopped" : $3 == "off" ? "A/A" : "empty"
+			for (f = 3; f <= NF && $f !~ /^[0-9.]+$/; f++) continue
+			for (; f <= NF && $f ~ /^[0-9.]+$/; f++) print mode, $f >> rounds
 			next
 		}
 		/^  rounds, / { next }
