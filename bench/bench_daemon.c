@@ -154,12 +154,9 @@ static void build_stream(struct stream *s, size_t min_events, bool ran)
 static size_t consume(struct model *model, const uint8_t *buf, size_t len, size_t *off_io)
 {
 	size_t off = *off_io, n = 0;
-	struct model_ahead ahead = {0};
 	for (;;) {
 		struct proto_msg m;
 		size_t used;
-		if (model)
-			model_prefetch_ahead(model, buf, len, off, &ahead);
 		int rc = proto_decode(buf + off, len - off, &m, &used);
 		if (rc == PROTO_EAGAIN)
 			break;

@@ -320,10 +320,7 @@ static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 		 * the daemon's time in a fork storm); retention needs no finer. */
 		a->read_ns = loop_now_ns();
 		size_t off = 0;
-		struct model_ahead ahead = {0};
 		for (;;) {
-			if (a->proc)
-				model_prefetch_ahead(&a->proc->model, a->buf, a->len, off, &ahead);
 			struct proto_msg m;
 			size_t used = 0;
 			int rc = proto_decode(a->buf + off, a->len - off, &m, &used);

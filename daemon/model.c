@@ -839,36 +839,3 @@ int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
 		expire_oldest(m);
 	return rc;
 }
-
-#define PREFETCH_FRAMES 4
-
-void model_prefetch_ahead(const struct model *m, const uint8_t *buf, size_t len, size_t off,
-			  struct model_ahead *la)
-{
-	if (off != la->off) {
-		la->off = off;
-		if (la->n)
-			la->n--;
-	}
-	if (la->at < off) {
-		la->at = off;
-		la->n = 0;
-	}
-	while (la->n < PREFETCH_FRAMES && len - la->at >= 8) {
-		const uint8_t *f = buf + la->at;
-		size_t flen =
-		    (size_t)f[0] | (size_t)f[1] << 8 | (size_t)f[2] << 16 | (size_t)f[3] << 24;
-		if (flen < 8 || flen > len - la->at)
-			break;
-		uint16_t type;
-		uint64_t id;
-		if (proto_peek_entity(f, flen, &type, &id)) {
-			if (type >= PROTO_EV_TASK_FORK)
-				idmap_prefetch(&m->ents[ENT_TASK], id);
-			else if (type <= PROTO_EV_SCOPE_CLOSE)
-				idmap_prefetch(&m->ents[ENT_SCOPE], id);
-		}
-		la->at += flen;
-		la->n++;
-	}
-}

@@ -181,18 +181,6 @@ void model_free(struct model *m);
  * counts in m->sites_refused, m->err says why, and events naming it have no
  * site. */
 int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns);
-/* A reader's cursor a few frames ahead of the one it decodes next. */
-struct model_ahead {
-	size_t at, off;
-	unsigned n; /* whole frames in [off, at) */
-};
-/* Called before decoding each frame of buf[0..len) at off (one call per
- * frame, in order; zero *la whenever buf's contents move): starts loading
- * the map slots of the entities a few frames ahead, whose misses were a
- * seventh of the daemon's time in a fork storm (a new task's slot is never
- * in the caches).  Reads only frame headers and ids (proto_peek_entity). */
-void model_prefetch_ahead(const struct model *m, const uint8_t *buf, size_t len, size_t off,
-			  struct model_ahead *la);
 
 /* Removes ended entities whose retention has passed. */
 void model_sweep(struct model *m, int64_t now_ns);

@@ -535,18 +535,3 @@ const char *proto_type_name(uint16_t type)
 	const struct layout *l = find_layout(type);
 	return l ? l->name : "unknown";
 }
-
-int proto_peek_entity(const uint8_t *buf, size_t len, uint16_t *type, uint64_t *id)
-{
-	if (len < 32)
-		return 0;
-	uint16_t t = (uint16_t)(buf[4] | buf[5] << 8);
-	if (t < PROTO_EV_SCOPE_OPEN || t > PROTO_EV_TASK_RAN)
-		return 0;
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | buf[24 + i];
-	*type = t;
-	*id = v;
-	return 1;
-}

@@ -187,13 +187,6 @@ struct proto_msg {
  * peer.  Never allocates, never reads past len. */
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
 
-/* The scope or task id a scope or task event (0x0110-0x0123) is about, read
- * from its header and first field without decoding it: 1, with *type and
- * *id set, or 0 (another type, or fewer than 32 bytes).  Only a hint, for a
- * reader that loads its entity ahead of need; the frame is still to be
- * decoded and may be malformed. */
-int proto_peek_entity(const uint8_t *buf, size_t len, uint16_t *type, uint64_t *id);
-
 /* Reads the i-th tid / address of a decoded STACK_REQUEST / STACK_REPLY. */
 uint32_t proto_tid_at(const struct proto_msg *msg, size_t i);
 uint64_t proto_addr_at(const struct proto_msg *msg, size_t i);

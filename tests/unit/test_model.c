@@ -992,49 +992,6 @@ static void test_task_ran(void **state)
 	model_free(&b);
 }
 
-/* The lookahead cursor walks whole frames only, stays within the buffer
- * whatever the length fields say, and keeps a few frames ahead. */
-static void test_prefetch_ahead(void **state)
-{
-	(void)state;
-	struct model m;
-	init(&m, 0);
-	uint8_t buf[4096];
-	size_t len = 0, starts[32];
-	int nf = 0;
-	for (uint64_t id = 1; id <= 20; id++) {
-		struct proto_msg t =
-		    task(id % 2 ? PROTO_EV_TASK_FORK : PROTO_EV_TASK_START, id, 1, SC_TASK_FORKED);
-		starts[nf++] = len;
-		int n = proto_encode(buf + len, sizeof buf - len, &t, NULL, NULL);
-		assert_true(n > 0);
-		len += (size_t)n;
-	}
-	struct model_ahead la = {0};
-	for (int i = 0; i < nf; i++) {
-		model_prefetch_ahead(&m, buf, len, starts[i], &la);
-		assert_true(la.at <= len);
-		assert_true(la.at > starts[i]); /* at least the frame about to be decoded */
-		assert_true(la.n >= 1 && la.n <= 4);
-		int k = i + (int)la.n; /* it stops on a frame boundary */
-		assert_true(la.at == (k < nf ? starts[k] : len));
-	}
-	/* A partial last frame: the cursor stops before it. */
-	la = (struct model_ahead){0};
-	model_prefetch_ahead(&m, buf, starts[1] + 10, 0, &la);
-	assert_true(la.at == starts[1]);
-	/* Lengths that lie (too small, past the end): no step over them. */
-	uint8_t bad[64] = {0};
-	bad[0] = 3;
-	la = (struct model_ahead){0};
-	model_prefetch_ahead(&m, bad, sizeof bad, 0, &la);
-	assert_true(la.at == 0 && la.n == 0);
-	bad[0] = 200;
-	model_prefetch_ahead(&m, bad, sizeof bad, 0, &la);
-	assert_true(la.at == 0 && la.n == 0);
-	model_free(&m);
-}
-
 static void test_task_function(void **state)
 {
 	(void)state;
@@ -1214,7 +1171,6 @@ int main(void)
 		cmocka_unit_test(test_wire_round_trip),
 		cmocka_unit_test(test_random_streams),
 		cmocka_unit_test(test_task_function),
-		cmocka_unit_test(test_prefetch_ahead),
 		cmocka_unit_test(test_task_ran),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -764,42 +764,6 @@ static void test_strerror(void **state)
 	assert_string_equal(proto_strerror(5), "unknown protocol error");
 }
 
-/* proto_peek_entity reads the id of scope and task events only, from the
- * raw bytes, and never past len. */
-static void test_peek_entity(void **state)
-{
-	(void)state;
-	uint8_t b[256];
-	uint16_t type = 0;
-	uint64_t id = 0;
-	struct proto_msg m = {
-	    .type = PROTO_EV_TASK_FORK, .task = 0x1122334455667788ull, .scope = 9, .site = 3};
-	int n = proto_encode(b, sizeof b, &m, NULL, NULL);
-	assert_true(n >= 32);
-	assert_int_equal(proto_peek_entity(b, (size_t)n, &type, &id), 1);
-	assert_int_equal(type, PROTO_EV_TASK_FORK);
-	assert_true(id == 0x1122334455667788ull);
-	assert_int_equal(proto_peek_entity(b, 31, &type, &id), 0); /* too short to hold it */
-
-	m = (struct proto_msg){.type = PROTO_EV_JOIN_END, .scope = 77};
-	n = proto_encode(b, sizeof b, &m, NULL, NULL);
-	assert_int_equal(proto_peek_entity(b, (size_t)n, &type, &id), 1);
-	assert_int_equal(type, PROTO_EV_JOIN_END);
-	assert_true(id == 77);
-
-	/* Threads, pools and session messages name no scope or task. */
-	static const uint16_t others[] = {PROTO_EV_THREAD_START, PROTO_EV_VIOLATION,
-					  PROTO_EV_POOL_STATS, PROTO_SNAPSHOT_END};
-	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-		m = (struct proto_msg){.type = others[i], .pool_id = 5, .scope = 5};
-		n = proto_encode(b, sizeof b, &m, NULL, NULL);
-		assert_true(n > 0);
-		type = 0;
-		assert_int_equal(proto_peek_entity(b, (size_t)n, &type, &id), 0);
-		assert_int_equal(type, 0);
-	}
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -812,7 +776,6 @@ int main(void)
 		cmocka_unit_test(test_encode_errors),
 		cmocka_unit_test(test_random_garbage),
 		cmocka_unit_test(test_strerror),
-		cmocka_unit_test(test_peek_entity),
 		cmocka_unit_test(test_versions_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
