@@ -42,7 +42,7 @@
  * forks/s from one round to the next; a quarter of the rounds' ratios lie
  * 10 points or more from their median), so the median needs many: with 101
  * rounds its 95% interval (the 41st to the 61st ratio) is about 4 points
- * either side, where 15 rounds gave about 10.  A round is about 0.4 s, four
+ * either side, where 15 rounds gave about 10.  A round is about 0.5 s, five
  * modes of 64,000 forks each.  Shorter rounds would narrow the interval
  * more for the time, but the agent's last batch of a connected run is sent
  * after the run's clock stops (about 0.6 ms, under 1% of 85 ms), so they

@@ -664,8 +664,9 @@ static void test_drain_waits_for_lost(void **state)
 	sc_rings_shed(1);
 	emit_run(6, 3); /* dropped, counted */
 	sc_rings_shed(0);
-	emit_run(9, 4);					/* written after the loss */
-	assert_int_equal(sc_rings_drops_seen(), known); /* no walk since */
+	emit_run(9, 4); /* written after the loss */
+	/* No walk since: the count is the last drain's. */
+	assert_int_equal(sc_rings_drops_seen(), known);
 	assert_int_equal(sc_rings_drain_unless(&out, 1u << 20, INT64_MAX, known), 0);
 	assert_int_equal(sc_rings_drops_seen(), known + 3);
 	assert_int_equal(sc_rings_dropped(), known + 3);
@@ -733,17 +734,19 @@ int main(int argc, char **argv)
 	(void)argc;
 	rx_reexec_disabled(argv); /* no agent thread: the test is the consumer */
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
