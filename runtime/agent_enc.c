@@ -49,9 +49,11 @@ static const uint8_t op_size[] = {
 /* bytes: what the ops write after the common part (test_agent checks every
  * layout against proto_decode, which insists on exact lengths). */
 #define K(kind) [(kind) - 0x100]
+/* clang-format off */
 #define E(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__, 0}
 /* The same for the kinds that carry a call site's number (OP_SITE). */
 #define ES(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__, 1}
+/* clang-format on */
 static const struct sc_enc_layout layouts[0x43] = {
 	K(SC_EV_THREAD_START) = E(16, {OP_A, OP_I32, OP_Z32}, {S_S1}),
 	K(SC_EV_THREAD_EXIT) = E(0, {0}, {0}),
