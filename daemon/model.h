@@ -89,6 +89,13 @@ struct m_violation {
 	uint32_t kind, tid;
 };
 
+/* A WARNING: subject past limit by amount (proto/wire.h, PROTO_WARNINGS). */
+struct m_warning {
+	uint64_t subject, limit;
+	int64_t amount, ts;
+	uint32_t kind, tid;
+};
+
 struct m_removal {
 	uint64_t gen, id;
 	uint8_t kind;
@@ -113,6 +120,7 @@ struct model_limits {
 };
 
 #define MODEL_VIOLATIONS 64
+#define MODEL_WARNINGS 64
 /* Ended entities kept for the retention time, at most: a fork storm ends
  * hundreds of thousands of tasks a second, and keeping them all for 5 s made
  * the task map millions strong (every lookup a cache miss) and pressed the
@@ -155,6 +163,8 @@ struct model {
 	int32_t exit_code;
 	struct m_violation viol[MODEL_VIOLATIONS];
 	uint64_t nviol; /* total seen; the last MODEL_VIOLATIONS are kept */
+	struct m_warning warn[MODEL_WARNINGS];
+	uint64_t nwarn; /* total seen; the last MODEL_WARNINGS are kept */
 	/* Removals, for subscribers' deltas; entries at or below rm_floor are gone. */
 	bool track_removals;
 	struct m_removal *rm;

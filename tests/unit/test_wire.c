@@ -148,6 +148,7 @@ static const struct named cancel_reasons[] = {{1, "joiner"},   {2, "timeout"},  
 static const struct named violations[] = {{1, "not_owner"},  {2, "double_join"},
 					  {3, "fork_after_join"}, {4, "inner_open"},
 					  {5, "thread_exit"}, {6, "no_join"}};
+static const struct named warnings[] = {{1, "pool_over_max"}};
 static const struct named roles[] = {{0, "other"}, {1, "main"}, {2, "worker"}, {3, "agent"}};
 static const struct named joiners[] = {{0, "all_successful"}, {1, "any_successful"},
 				       {2, "await_all"}, {3, "until"}, {4, "custom"}};
@@ -207,6 +208,7 @@ static void test_wire_values_everywhere(void **state)
 	assert_int_equal(SC_TASK_FAILED, 3);
 	assert_int_equal(SC_ROLE_WORKER, 2);
 	assert_int_equal(SC_VIOL_NO_JOIN, 6);
+	assert_int_equal(SC_WARN_POOL_OVER_MAX, 1);
 
 	for (size_t i = 0; i < N(task_states); i++) {
 		unsigned v = task_states[i].value;
@@ -257,6 +259,11 @@ static void test_wire_values_everywhere(void **state)
 		v.kind = violations[i].value;
 		assert_int_equal(model_apply(&m, &v, 0), 0);
 	}
+	for (size_t i = 0; i < N(warnings); i++) {
+		struct proto_msg w = sample(PROTO_EV_WARNING);
+		w.kind = warnings[i].value;
+		assert_int_equal(model_apply(&m, &w, 0), 0);
+	}
 	for (size_t i = 0; i < N(task_states); i++) {
 		struct proto_msg t = sample(PROTO_EV_TASK_FORK);
 		t.task = 400 + i;
@@ -299,6 +306,11 @@ static void test_wire_values_everywhere(void **state)
 	for (size_t i = 0; i < N(violations); i++)
 		assert_string_equal(json_string_value(json_object_get(json_array_get(viol, i), "kind")),
 				    violations[i].name);
+	json_t *warn = json_object_get(j, "warnings");
+	assert_int_equal(json_array_size(warn), N(warnings));
+	for (size_t i = 0; i < N(warnings); i++)
+		assert_string_equal(json_string_value(json_object_get(json_array_get(warn, i), "kind")),
+				    warnings[i].name);
 	for (size_t i = 0; i < N(task_states); i++)
 		assert_string_equal(member(j, "tasks", 400 + i, "state"), task_states[i].name);
 	json_decref(j);
@@ -367,7 +379,8 @@ static int fail_io(void *arg, void **result)
 /* A scope cancelled by its deadline says "timeout", its inner scope
  * "parent", a scope cancelled by scope_cancel "explicit"; tasks that
  * succeeded, failed and were forked into a cancelled scope say so, and
- * scope_task_state agrees with each. */
+ * scope_task_state agrees with each; a warning arrives with its kind and
+ * numbers. */
 static void test_runtime_values_reach_the_json(void **state)
 {
 	(void)state;
@@ -405,6 +418,7 @@ static void test_runtime_values_reach_the_json(void **state)
 	assert_int_equal(scope_task_state(late), SCOPE_TASK_UNAVAILABLE);
 	uint64_t expl_id = scope_id(expl), late_id = scope_task_id(late);
 	(void)scope_close(expl);
+	sc_emit_warning(SC_WARN_POOL_OVER_MAX, 77, 9, 8);
 	sc_observer_set(NULL);
 
 	struct model m;
@@ -417,6 +431,13 @@ static void test_runtime_values_reach_the_json(void **state)
 	assert_string_equal(member(j, "tasks", bad_id, "state"), "failed");
 	assert_string_equal(member(j, "tasks", sleeper_id, "state"), "cancelled");
 	assert_string_equal(member(j, "tasks", late_id, "state"), "unavailable");
+	json_t *w = json_array_get(json_object_get(j, "warnings"), 0);
+	assert_non_null(w);
+	assert_string_equal(json_string_value(json_object_get(w, "kind")), "pool_over_max");
+	assert_int_equal(json_integer_value(json_object_get(w, "subject")), 77);
+	assert_int_equal(json_integer_value(json_object_get(w, "amount")), 9);
+	assert_int_equal(json_integer_value(json_object_get(w, "limit")), 8);
+	assert_int_equal(json_integer_value(json_object_get(w, "tid")), sc_gettid());
 	json_decref(j);
 	model_free(&m);
 }
