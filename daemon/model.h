@@ -124,10 +124,9 @@ struct model_limits {
 /* Ended entities kept for the retention time, at most: a fork storm ends
  * hundreds of thousands of tasks a second, and keeping them all for 5 s made
  * the task map millions strong (every lookup a cache miss) and pressed the
- * entity cap.  Past it the oldest go first.  4096 rather than 16384: in a
- * fork storm the expiry of an entity that many ends ago is a cache miss on
- * it and its map slot; bench_agent measured the daemon's CPU per fork at
- * 222 ns with 4096 against 320 with 16384 (medians of 4 interleaved runs). */
+ * entity cap.  Past it the oldest go first.  Not more: in a fork storm the
+ * expiry of an entity that many ends ago is a cache miss on it and its map
+ * slot (docs/perf-notes.md). */
 #define MODEL_MAX_RETAINED 4096u
 /* Call sites one process may define: far more than a program's source has
  * scope_open and scope_fork calls, few enough to bound the table (about
