@@ -244,7 +244,7 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		return -1;
 	case PROTO_STACK_REPLY:
 	case PROTO_STACK_DONE:
-		stack_req_reply(d, m, p);
+		daemon_agent_msg(d, m, p);
 		return 0;
 	default:
 		break;
