@@ -47,7 +47,8 @@ static void a_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
 	note(m->type == PROTO_STACK_DONE ? 'm' : '?');
 }
 
-static const struct watcher wa = {a_ended, a_freed, a_client, a_msg};
+static const struct watcher wa = {
+	.proc_ended = a_ended, .proc_freed = a_freed, .client_gone = a_client, .agent_msg = a_msg};
 static const struct watcher wb = {.client_gone = b_client};
 
 static void test_watchers_told_once_each_in_order(void **state)
