@@ -66,6 +66,8 @@ static void unlink_proc(struct daemon *d, struct proc *p)
 void proc_free(struct daemon *d, struct proc *p)
 {
 	unlink_proc(d, p);
+	/* No connection (ingest.c), subscription or request may outlive the
+	 * entry it points at: each is told through its watcher. */
 	daemon_proc_freed(d, p);
 	if (d->sym)
 		sym_forget(d->sym, p->pid, p->starttime);
