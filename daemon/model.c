@@ -638,6 +638,14 @@ static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t no
 	return 0;
 }
 
+static int ev_warning(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->warn[m->nwarn++ % MODEL_WARNINGS] = (struct m_warning){
+	    msg->subject, msg->limit, msg->amount, msg->ts, msg->kind, msg->tid};
+	return 0;
+}
+
 static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;

@@ -66,9 +66,9 @@ static void unlink_proc(struct daemon *d, struct proc *p)
 void proc_free(struct daemon *d, struct proc *p)
 {
 	unlink_proc(d, p);
-	/* No connection may outlive the entry it feeds. */
-	aconns_forget_proc(d, p);
-	subs_forget_proc(d, p);
+	/* No connection (ingest.c), subscription or request may outlive the
+	 * entry it points at: each is told through its watcher. */
+	daemon_proc_freed(d, p);
 	if (d->sym)
 		sym_forget(d->sym, p->pid, p->starttime);
 	model_free(&p->model);
@@ -152,7 +152,7 @@ void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
 	}
 	/* Keep the tree as it was at the end: nothing more expires from it. */
 	p->model.track_removals = p->nsubs > 0;
-	stack_reqs_proc_gone(d, p);
+	daemon_proc_ended(d, p);
 	if (d->sym)
 		sym_process_exited(d->sym, p->pid, p->starttime);
 	log_msg(dropped_why ? LOG_LVL_WARN : LOG_LVL_INFO, "process %d (%s) %s: %s%s%s", (int)p->pid, p->name ? p->name : "?",

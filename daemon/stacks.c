@@ -15,6 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void reqs_proc_ended(struct daemon *d, struct proc *p);
+static void reqs_client_gone(struct daemon *d, struct client *c);
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
+/* Requests in flight point at their process and their client, and wait for
+ * the agent's replies. */
+static const struct watcher reqs_watch = {
+	.proc_ended = reqs_proc_ended,
+	.client_gone = reqs_client_gone,
+	.agent_msg = reqs_agent_msg,
+};
+
 #define MAX_THREADS PROTO_MAX_TIDS
 #define DEFAULT_FRAMES 64
 
@@ -301,7 +312,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 		write_reply(d, c, r);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
@@ -312,7 +323,7 @@ static void fail_req(struct daemon *d, struct stack_req *r, const char *code, co
 		reply_error(c, r->req_id, code, "%s", msg);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 /* Reads "tids" and "max_frames"; false after an error reply. */
@@ -409,10 +420,12 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	}
 	r->next = d->reqs;
 	d->reqs = r;
+	daemon_watch(d, &reqs_watch);
 	return CMD_PENDING;
 }
 
-void stack_req_reply(struct daemon *d, const struct proto_msg *m, struct proc *p)
+/* A STACK_REPLY or STACK_DONE of p's agent. */
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
 {
 	struct stack_req *r = d->reqs;
 	while (r && !(r->id == m->req && r->proc == p))
@@ -457,7 +470,8 @@ void stack_reqs_housekeep(struct daemon *d, int64_t now_ns)
 	}
 }
 
-void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
+/* Fails the requests of a process whose agent went away. */
+static void reqs_proc_ended(struct daemon *d, struct proc *p)
 {
 	for (struct stack_req *r = d->reqs, *next; r; r = next) {
 		next = r->next;
@@ -471,7 +485,7 @@ void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
 	}
 }
 
-void stack_reqs_client_gone(struct daemon *d, struct client *c)
+static void reqs_client_gone(struct daemon *d, struct client *c)
 {
 	for (struct stack_req *r = d->reqs; r; r = r->next)
 		if (r->client == c)

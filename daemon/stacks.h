@@ -11,7 +11,7 @@ struct stack_req;
 struct stack_source {
 	const char *name; /* "signal" or "bpf", as replies say in "source" */
 	/* Starts a capture for r.  Returns 0 when the threads will arrive later
-	 * (stack_req_reply / timeout), 1 when r is already complete, or a
+	 * (the agent's replies / timeout), 1 when r is already complete, or a
 	 * negative errno with a sentence in err. */
 	int (*capture)(struct daemon *d, struct stack_req *r, char *err, size_t errlen);
 };
