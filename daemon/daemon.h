@@ -148,6 +148,12 @@ void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why);
 /* Drops exited processes past --keep-exited or --keep-exited-for. */
 void proc_evict(struct daemon *d, int64_t now_ns);
 void proc_free(struct daemon *d, struct proc *p);
+/* Whether p's pid is still the process p registered (same start time)
+ * and, for a viewer other than root, runs with the viewer's uid and no
+ * other (real, effective, saved, filesystem): checked before anything is
+ * read from the live process and again before the reply.  Returns 0,
+ * -ESRCH (gone or reused) or -EPERM, with a sentence in err. */
+int proc_check_live(const struct proc *p, uid_t viewer, char *err, size_t errlen);
 /* /proc/PID/stat starttime, or 0. */
 unsigned long long proc_starttime(pid_t pid);
 /* Writes the process summary object. */

@@ -183,7 +183,11 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 {
 	unsigned long long start = proc_starttime(a->pid);
 	struct proc *p = proc_find(d, a->pid);
-	if (p && p->state != PROC_EXITED && (p->starttime == start || !start)) {
+	/* The same process is the same pid, start time and uid: one that
+	 * registered as another uid (and then exec'd a setuid program, say)
+	 * is a new identity, not the old entry revived with the old uid. */
+	if (p && p->state != PROC_EXITED && (p->starttime == start || !start) &&
+	    p->uid == a->uid) {
 		if (p->conn) {
 			log_info("process %d connected again; the new connection replaces the old",
 				 (int)a->pid);
@@ -198,10 +202,11 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		p->model.exit_how = 0;
 	} else {
 		if (p && p->state == PROC_LIVE) {
-			/* The pid was reused: whoever still holds the old process's
-			 * socket (a fork child that inherited it) is not the process
-			 * the entry describes, and must not feed it once it is
-			 * ended, nor after it is evicted. */
+			/* The pid was reused (or its uid changed): whoever still
+			 * holds the old process's socket (a fork child that
+			 * inherited it) is not the process the entry describes,
+			 * and must not feed it once it is ended, nor after it is
+			 * evicted. */
 			struct aconn *old = p->conn;
 			proc_ended(d, p, NULL);
 			if (old)

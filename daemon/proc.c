@@ -39,6 +39,61 @@ unsigned long long proc_starttime(pid_t pid)
 	return pid > 0 && proc_stat_read(pid, 0, &st) == 0 ? st.starttime : 0;
 }
 
+/* The four uids of /proc/PID/status (real, effective, saved, filesystem). */
+static int read_uids(pid_t pid, uid_t uids[4])
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	int rc = -EINVAL;
+	while (fgets(line, sizeof line, f)) {
+		unsigned u[4];
+		if (sscanf(line, "Uid: %u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4) {
+			for (int i = 0; i < 4; i++)
+				uids[i] = (uid_t)u[i];
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int proc_check_live(const struct proc *p, uid_t viewer, char *err, size_t errlen)
+{
+	unsigned long long start = proc_starttime(p->pid);
+	if (!start || !p->starttime || start != p->starttime) {
+		snprintf(err, errlen,
+			 "process %d is no longer the one scoped registered (it exited%s); its last "
+			 "tree is still available",
+			 (int)p->pid, start ? " and its pid was reused" : "");
+		return -ESRCH;
+	}
+	uid_t uids[4];
+	int rc = read_uids(p->pid, uids);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot read the credentials of process %d: %s", (int)p->pid,
+			 strerror(-rc));
+		return rc == -ENOENT ? -ESRCH : rc;
+	}
+	if (viewer == 0)
+		return 0;
+	/* As ptrace's rule: every uid of the process is the viewer's.  One that
+	 * registered as the viewer and then gained others (a setuid program
+	 * exec'd with the socket kept) is not the viewer's to read any more. */
+	for (int i = 0; i < 4; i++)
+		if (uids[i] != viewer || uids[i] != p->uid) {
+			snprintf(err, errlen,
+				 "process %d now runs as uid %u (it registered as uid %u); you are "
+				 "uid %u",
+				 (int)p->pid, (unsigned)uids[1], (unsigned)p->uid, (unsigned)viewer);
+			return -EPERM;
+		}
+	return 0;
+}
+
 struct proc *proc_find(struct daemon *d, pid_t pid)
 {
 	struct proc *best = NULL;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -44,6 +45,12 @@ static void on_agent_listen(struct loop *l, int fd, unsigned ev, void *ctx)
 	agent_accept(ctx);
 }
 
+static void on_ctl_listen(struct loop *l, int fd, unsigned ev, void *ctx)
+{
+	(void)l, (void)fd, (void)ev;
+	client_accept(ctx);
+}
+
 static struct fixture *start(const char *keep_exited)
 {
 	struct fixture *f = calloc(1, sizeof *f);
@@ -58,23 +65,28 @@ static struct fixture *start(const char *keep_exited)
 	snprintf(f->d.ctl_path, sizeof f->d.ctl_path, "%s/control.sock", f->dir);
 	pid_t other;
 	f->d.agent_fd = sock_listen(f->d.agent_path, &other, &f->ino[0], err, sizeof err);
-	assert_true(f->d.agent_fd >= 0);
-	f->d.ctl_fd = -1;
+	f->d.ctl_fd = sock_listen(f->d.ctl_path, &other, &f->ino[1], err, sizeof err);
+	assert_true(f->d.agent_fd >= 0 && f->d.ctl_fd >= 0);
 	f->d.loop = loop_new();
 	assert_non_null(f->d.loop);
 	loop_add(f->d.loop, f->d.agent_fd, LOOP_READ, on_agent_listen, &f->d);
+	loop_add(f->d.loop, f->d.ctl_fd, LOOP_READ, on_ctl_listen, &f->d);
 	f->d.started_ns = loop_now_ns();
 	return f;
 }
 
 static void stop(struct fixture *f)
 {
+	while (f->d.clients)
+		client_close(f->d.clients);
 	while (f->d.conns)
 		aconn_close(&f->d, f->d.conns);
 	while (f->d.procs)
 		proc_free(&f->d, f->d.procs);
 	sock_remove(f->d.agent_path, f->ino[0]);
+	sock_remove(f->d.ctl_path, f->ino[1]);
 	close(f->d.agent_fd);
+	close(f->d.ctl_fd);
 	loop_free(f->d.loop);
 	rmdir(f->dir);
 	free(f);
@@ -335,10 +347,140 @@ static void test_pid_reuse_old_socket(void **state)
 	stop(f);
 }
 
+static bool line_ready(struct fixture *f, const void *arg)
+{
+	(void)f;
+	char buf[4096];
+	ssize_t n = recv(*(const int *)arg, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memchr(buf, '\n', (size_t)n);
+}
+
+static bool client_in(struct fixture *f, const void *arg)
+{
+	(void)arg;
+	return f->d.clients != NULL;
+}
+
+/* Asks the daemon for pid's stacks as a client of uid viewer; returns the
+ * reply line (static). */
+static const char *stacks_as(struct fixture *f, uid_t viewer, pid_t pid)
+{
+	static char buf[4096];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s", (int)sizeof sa.sun_path - 1, f->d.ctl_path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	pump_until(f, client_in, NULL, "accepted the control client");
+	f->d.clients->uid = viewer; /* as if that user had connected */
+	char line[96];
+	int n = snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"stacks\",\"pid\":%d}\n", (int)pid);
+	assert_int_equal(write(fd, line, (size_t)n), n);
+	pump_until(f, line_ready, &fd, "answered the stacks request");
+	ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+	assert_true(got > 0);
+	buf[got] = '\0';
+	close(fd);
+	while (f->d.clients)
+		client_close(f->d.clients);
+	return buf;
+}
+
+static struct proc *live_entry(struct fixture *f, pid_t pid, uid_t uid)
+{
+	for (struct proc *p = f->d.procs; p; p = p->next)
+		if (p->pid == pid && p->uid == uid && p->state == PROC_LIVE)
+			return p;
+	return NULL;
+}
+
+/* Identity is pid + start time + uid: a process registered as nobody that
+ * then becomes root (as exec of a setuid program would make it, the old
+ * socket kept) can no longer be read by nobody, whatever its entry says,
+ * and its HELLO as root is a new entry, not the nobody entry revived; once
+ * it is gone, its entry's pid reads nothing live. */
+static void test_identity_at_use(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip(); /* changing uids back and forth needs root */
+		return;
+	}
+	const uid_t nobody = 65534;
+	struct fixture *f = start("64");
+	/* Open to nobody for this test: scoped makes its sockets the owner's. */
+	assert_int_equal(chmod(f->dir, 0711), 0);
+	assert_int_equal(chmod(f->d.agent_path, 0666), 0);
+	int go[2], step[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(step), 0);
+	pid_t x = fork();
+	assert_true(x >= 0);
+	if (x == 0) {
+		only_fds(go[0], step[1]);
+		char c;
+		int fd = agent_socket();
+		/* Effective nobody, root kept as the saved uid to come back to. */
+		if (setresgid(nobody, nobody, 0) < 0 || setresuid(nobody, nobody, 0) < 0)
+			_exit(5);
+		connect_and_hello(fd, f->d.agent_path);
+		if (read(go[0], &c, 1) != 1)
+			_exit(4);
+		if (setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0)
+			_exit(5);
+		if (write(step[1], "x", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(4);
+		int fd2 = agent_socket();
+		connect_and_hello(fd2, f->d.agent_path);
+		if (read(go[0], &c, 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	close(go[0]);
+	close(step[1]);
+	struct pid_state as_nobody = {x, 0, nobody};
+	pump_until(f, registered, &as_nobody, "registered the process as nobody");
+	struct proc *p = live_entry(f, x, nobody);
+	char err[256];
+	/* Its saved uid is root's: nobody may not read it even now (ptrace's
+	 * rule), root may. */
+	assert_int_equal(proc_check_live(p, nobody, err, sizeof err), -EPERM);
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), 0);
+
+	/* Root now, the entry still nobody's. */
+	char c;
+	assert_int_equal(write(go[1], "x", 1), 1);
+	assert_int_equal(read(step[0], &c, 1), 1);
+	assert_int_equal(proc_check_live(p, nobody, err, sizeof err), -EPERM);
+	assert_non_null(strstr(err, "now runs as uid 0"));
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), 0);
+	const char *r = stacks_as(f, nobody, x);
+	if (!strstr(r, "\"permission_denied\""))
+		fail_msg("nobody read the stacks of a process that runs as root now: %s", r);
+
+	/* Its HELLO as root: a new entry of uid 0; nobody's entry is over. */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	struct pid_state as_root = {x, 0, 0};
+	pump_until(f, registered, &as_root, "registered the process again as root");
+	assert_null(live_entry(f, x, nobody));
+	r = stacks_as(f, nobody, x);
+	if (!strstr(r, "\"permission_denied\""))
+		fail_msg("nobody was served the root process: %s", r);
+
+	/* Gone: nothing live is read under its entry. */
+	close(go[1]);
+	assert_int_equal(waitpid(x, NULL, 0), x);
+	p = proc_find(&f->d, x);
+	assert_non_null(p);
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), -ESRCH);
+	close(step[0]);
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pid_reuse_old_socket),
+		cmocka_unit_test(test_identity_at_use),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
