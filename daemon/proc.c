@@ -144,7 +144,14 @@ static struct proc *oldest_ended(struct daemon *d)
 
 struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
 {
-	if (d->nprocs >= (size_t)d->opt.max_processes) {
+	size_t cap = (size_t)d->opt.max_processes, mine = 0;
+	if (uid != 0) {
+		for (const struct proc *p = d->procs; p; p = p->next)
+			mine += p->uid == uid && p->state == PROC_LIVE;
+		if (mine >= per_uid_share(cap))
+			return NULL; /* one user may not lock the others out */
+	}
+	if (d->nprocs >= cap) {
 		struct proc *old = oldest_ended(d);
 		if (!old)
 			return NULL;

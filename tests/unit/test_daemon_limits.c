@@ -1,0 +1,136 @@
+/* test_daemon_limits.c - scoped's shares and timeouts against one greedy
+ * peer: one user cannot take every process slot, a control client that never reads its reply is dropped, and log
+ * lines about a flood are rate-limited. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../daemon/conn.h"
+#include "../../daemon/daemon.h"
+#include "../../daemon/log.h"
+#include "../../daemon/loop.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct daemon *new_daemon(const char *max_processes)
+{
+	struct daemon *d = calloc(1, sizeof *d);
+	assert_non_null(d);
+	log_setup(LOG_LVL_ERROR, 0);
+	char *argv[] = {"scoped", "--stacks=signal", "--max-processes", (char *)max_processes,
+			NULL};
+	char err[256];
+	assert_int_equal(options_parse(&d->opt, 4, argv, err, sizeof err), 0);
+	d->loop = loop_new();
+	assert_non_null(d->loop);
+	return d;
+}
+
+static void free_daemon(struct daemon *d)
+{
+	while (d->clients)
+		client_close(d->clients);
+	while (d->procs)
+		proc_free(d, d->procs);
+	loop_free(d->loop);
+	free(d);
+}
+
+static void test_process_shares(void **state)
+{
+	(void)state;
+	struct daemon *d = new_daemon("8");
+	/* One user: six of the eight slots (three quarters), then refused. */
+	pid_t pid = 100000;
+	for (int i = 0; i < 6; i++)
+		assert_non_null(proc_new(d, pid++, 1000));
+	assert_null(proc_new(d, pid++, 1000));
+	/* Another user (or root) gets the rest; then the cap holds. */
+	assert_non_null(proc_new(d, pid++, 1001));
+	assert_non_null(proc_new(d, pid++, 0));
+	assert_int_equal(d->nprocs, 8);
+	assert_null(proc_new(d, pid++, 1001));
+	assert_null(proc_new(d, pid++, 0));
+	/* An ended entry makes room for the user again. */
+	struct proc *p = d->procs;
+	while (p && p->uid != 1000)
+		p = p->next;
+	assert_non_null(p);
+	p->state = PROC_EXITED;
+	assert_non_null(proc_new(d, pid++, 1000));
+	free_daemon(d);
+}
+
+static void on_client_noop(struct loop *l, int fd, unsigned ev, void *ctx)
+{
+	(void)l, (void)fd, (void)ev, (void)ctx;
+}
+
+/* A client that asked for a reply bigger than its socket holds and reads
+ * nothing: dropped once nothing has drained for CLIENT_STALL_NS, not kept
+ * (with the reply's memory) for as long as it stays connected. */
+static void test_stalled_client(void **state)
+{
+	(void)state;
+	struct daemon *d = new_daemon("8");
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	struct client *c = calloc(1, sizeof *c);
+	assert_non_null(c);
+	c->d = d;
+	c->fd = sv[0];
+	c->drained_ns = loop_now_ns();
+	jb_init(&c->out);
+	assert_int_equal(loop_add(d->loop, sv[0], LOOP_READ, on_client_noop, c), 0);
+	d->clients = c;
+	d->nclients = 1;
+	static char chunk[1 << 16];
+	memset(chunk, 'x', sizeof chunk);
+	for (int i = 0; i < 64; i++) /* 4 MiB: more than the socket takes */
+		jb_raw(&c->out, chunk, sizeof chunk);
+	client_flush(c);
+	assert_true(c->out.len > 0);
+	client_trim(c);
+	assert_false(c->dead); /* it just stopped: not yet */
+	c->drained_ns -= CLIENT_STALL_NS + 1;
+	client_trim(c);
+	assert_true(c->dead);
+	/* A client that reads keeps its place however big its reply. */
+	c->dead = false;
+	char buf[1 << 16];
+	while (recv(sv[1], buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	client_flush(c);
+	client_trim(c);
+	assert_false(c->dead);
+	free_daemon(d);
+	close(sv[1]);
+}
+
+static void test_ratelog(void **state)
+{
+	(void)state;
+	struct conn_ratelog r = {0};
+	for (int i = 0; i < 1000; i++)
+		conn_warn_limited(&r, "flood %d", i);
+	assert_int_equal(r.held, 999); /* said once, the rest held back */
+	r.last_ns -= 11000000000ll;
+	conn_warn_limited(&r, "flood again");
+	assert_int_equal(r.held, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_process_shares),
+		cmocka_unit_test(test_stalled_client),
+		cmocka_unit_test(test_ratelog),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
