@@ -1,5 +1,6 @@
 /* test_daemon_limits.c - scoped's shares and timeouts against one greedy
- * peer: one user cannot take every process slot, a control client that never reads its reply is dropped, and log
+ * peer: one user cannot take every process slot, ids chosen to collide do
+ * not make the id map quadratic, a control client that never reads its reply is dropped, and log
  * lines about a flood are rate-limited. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 
 #include "../../daemon/conn.h"
 #include "../../daemon/daemon.h"
+#include "../../daemon/idmap.h"
 #include "../../daemon/log.h"
 #include "../../daemon/loop.h"
 
@@ -113,6 +115,83 @@ static void test_stalled_client(void **state)
 	close(sv[1]);
 }
 
+struct ent {
+	uint64_t id;
+};
+
+/* Ids chosen to collide under the old fixed multiplicative hash (multiples
+ * of 2^47 all went to slot 0: 160k of them cost 28.7 s of daemon CPU): the
+ * keyed map keeps its runs short, and finds, keeps and removes them all. */
+static void test_idmap_flood(void **state)
+{
+	(void)state;
+	enum { N = 100000 };
+	struct ent *e = calloc(N, sizeof *e);
+	assert_non_null(e);
+	struct idmap m = {0};
+	for (uint64_t i = 0; i < N; i++) {
+		e[i].id = (i + 1) << 47;
+		assert_int_equal(idmap_put(&m, &e[i]), 0);
+	}
+	size_t run = idmap_longest_run(&m);
+	if (run > 1000)
+		fail_msg("a run of %zu slots among %d colliding ids", run, N);
+	for (uint64_t i = 0; i < N; i++)
+		assert_ptr_equal(idmap_get(&m, e[i].id), &e[i]);
+	for (uint64_t i = 0; i < N; i += 2)
+		assert_ptr_equal(idmap_del(&m, e[i].id), &e[i]);
+	for (uint64_t i = 0; i < N; i++)
+		assert_ptr_equal(idmap_get(&m, e[i].id), i % 2 ? &e[i] : NULL);
+	/* The flood made the map take a secret key; counters keep the plain
+	 * hash, with runs as short. */
+	assert_true(m.key != 0);
+	struct idmap plain = {0};
+	for (uint64_t i = 0; i < N; i++) {
+		e[i].id = i + 1;
+		assert_int_equal(idmap_put(&plain, &e[i]), 0);
+	}
+	assert_int_equal(plain.key, 0);
+	assert_true(idmap_longest_run(&plain) <= 1000);
+	idmap_free(&plain);
+	idmap_free(&m);
+	free(e);
+}
+
+/* Values of 1 KiB in scope after scope: refused once the process holds its
+ * byte budget (not only once the entity or value caps are reached), the
+ * model marked incomplete, and the bytes given back when scopes go. */
+static void test_owned_bytes(void **state)
+{
+	(void)state;
+	struct model m;
+	struct model_limits lim = {.max_owned_bytes = 64u << 10};
+	model_init(&m, &lim);
+	m.complete = true;
+	static char big[1024];
+	memset(big, 'v', sizeof big);
+	int rc = 0;
+	uint64_t scope = 1;
+	for (; scope <= 1000 && rc == 0; scope++) {
+		struct proto_msg o = {.type = PROTO_EV_SCOPE_OPEN, .scope = scope, .ts = 10};
+		o.name = (struct proto_str){"s", 1};
+		assert_int_equal(model_apply(&m, &o, 0), 0);
+		for (int v = 0; v < 8 && rc == 0; v++) {
+			char key[16];
+			int n = snprintf(key, sizeof key, "k%d", v);
+			struct proto_msg b = {.type = PROTO_EV_VALUE_BIND, .scope = scope, .ts = 11};
+			b.key = (struct proto_str){key, (uint16_t)n};
+			b.value = (struct proto_str){big, sizeof big};
+			rc = model_apply(&m, &b, 0);
+		}
+	}
+	assert_int_equal(rc, -ENOSPC);
+	assert_non_null(strstr(m.err, "the cap for one process"));
+	assert_false(m.complete);
+	assert_true(m.owned_bytes <= lim.max_owned_bytes);
+	assert_true(scope < 100); /* refused after about 64 KiB, not 8 MiB */
+	model_free(&m);
+}
+
 static void test_ratelog(void **state)
 {
 	(void)state;
@@ -131,6 +210,8 @@ int main(void)
 		cmocka_unit_test(test_process_shares),
 		cmocka_unit_test(test_stalled_client),
 		cmocka_unit_test(test_ratelog),
+		cmocka_unit_test(test_idmap_flood),
+		cmocka_unit_test(test_owned_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
