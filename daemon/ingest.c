@@ -6,6 +6,7 @@
 #include "log.h"
 #include "loop.h"
 #include "symbolize.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -189,14 +190,10 @@ void agent_accept(struct daemon *d)
 	conn_accept_each(d->agent_fd, "an agent", d->agent_path, take_agent, d);
 }
 
+/* The peer's text, kept as valid UTF-8 without control characters. */
 static char *copy_str(const struct proto_str *s)
 {
-	char *c = malloc((size_t)s->len + 1);
-	if (c) {
-		memcpy(c, s->p ? s->p : "", s->len);
-		c[s->len] = '\0';
-	}
-	return c;
+	return text_clean_dup(s->p ? s->p : "", s->len, NULL);
 }
 
 /* HELLO: the peer's own pid (from SO_PEERCRED) names the process.  A second

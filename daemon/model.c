@@ -1,6 +1,7 @@
 /* model.c - applying wire events to a process model: state only moves forward,
  * unknown ids become placeholders, snapshots repair, ended entities expire. */
 #include "model.h"
+#include "utf8.h"
 
 #include "event.h"
 
@@ -331,29 +332,45 @@ void model_sweep(struct model *m, int64_t now_ns)
 		expire_oldest(m);
 }
 
-/* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out. */
+/* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out.
+ * Text that is not valid UTF-8, or holds control characters, is kept with
+ * those replaced (utf8.h): every viewer renders it. */
 static int set_str(struct model *m, char **dst, const struct proto_str *s)
 {
-	if (*dst && strlen(*dst) == s->len && memcmp(*dst, s->p ? s->p : "", s->len) == 0)
+	const char *p = s->p ? s->p : "";
+	size_t len = s->len;
+	char *clean = NULL;
+	if (!text_is_clean(p, len)) {
+		clean = text_clean_dup(p, len, &len);
+		if (!clean)
+			return fail(m, -ENOMEM, "out of memory copying a name");
+		p = clean;
+	}
+	if (*dst && strlen(*dst) == len && memcmp(*dst, p, len) == 0) {
+		free(clean);
 		return 0;
+	}
 	/* Bytes, not only entities, are bounded: values of 1 KiB in every
 	 * scope reached hundreds of MiB within the entity cap. */
 	size_t old = *dst ? strlen(*dst) + 1 : 0;
-	if (m->owned_bytes - old + s->len + 1 > m->lim.max_owned_bytes) {
+	if (m->owned_bytes - old + len + 1 > m->lim.max_owned_bytes) {
+		free(clean);
 		m->complete = false;
 		return fail(m, -ENOSPC,
 			    "names and values over %zu bytes, the cap for one process; its model "
 			    "is incomplete",
 			    m->lim.max_owned_bytes);
 	}
-	char *c = malloc((size_t)s->len + 1);
-	if (!c)
-		return fail(m, -ENOMEM, "out of memory copying a name");
-	if (s->len)
-		memcpy(c, s->p, s->len);
-	c[s->len] = '\0';
+	char *c = clean;
+	if (!c) {
+		c = malloc(len + 1);
+		if (!c)
+			return fail(m, -ENOMEM, "out of memory copying a name");
+		memcpy(c, p, len);
+		c[len] = '\0';
+	}
 	free_str(m, *dst);
-	m->owned_bytes += (size_t)s->len + 1;
+	m->owned_bytes += len + 1;
 	*dst = c;
 	return 0;
 }
@@ -364,7 +381,17 @@ static int intern(struct model *m, const char **dst, const struct proto_str *s)
 		*dst = NULL;
 		return 0;
 	}
-	const char *c = strtab_intern(&m->strings, s->p, s->len);
+	const char *p = s->p;
+	size_t len = s->len;
+	char *clean = NULL;
+	if (!text_is_clean(p, len)) {
+		clean = text_clean_dup(p, len, &len);
+		if (!clean)
+			return fail(m, -ENOMEM, "out of memory copying a site name");
+		p = clean;
+	}
+	const char *c = strtab_intern(&m->strings, p, len);
+	free(clean);
 	if (!c)
 		return fail(m, -E2BIG,
 			    "sent over %zu bytes of distinct file and function names, the cap",

@@ -17,6 +17,7 @@
 #include "../../daemon/sock.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
@@ -156,10 +157,12 @@ static void frame_to(int fd, const struct proto_msg *m)
 		_exit(3);
 }
 
+static const char *hello_name = "life";
+
 static void hello_to(int fd)
 {
 	struct proto_msg m = {.type = PROTO_HELLO, .version = PROTO_VERSION, .pid = 1};
-	m.program = (struct proto_str){"life", 4};
+	m.program = (struct proto_str){hello_name, (uint16_t)strlen(hello_name)};
 	m.runtime_version = (struct proto_str){"0.1.0", 5};
 	frame_to(fd, &m);
 }
@@ -361,21 +364,18 @@ static bool client_in(struct fixture *f, const void *arg)
 	return f->d.clients != NULL;
 }
 
-/* Asks the daemon for pid's stacks as a client of uid viewer; returns the
- * reply line (static). */
-static const char *stacks_as(struct fixture *f, uid_t viewer, pid_t pid)
+/* Sends line as a client of uid viewer; returns the reply line (static). */
+static const char *ask_as(struct fixture *f, uid_t viewer, const char *line)
 {
-	static char buf[4096];
+	static char buf[65536];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s", (int)sizeof sa.sun_path - 1, f->d.ctl_path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	pump_until(f, client_in, NULL, "accepted the control client");
 	f->d.clients->uid = viewer; /* as if that user had connected */
-	char line[96];
-	int n = snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"stacks\",\"pid\":%d}\n", (int)pid);
-	assert_int_equal(write(fd, line, (size_t)n), n);
-	pump_until(f, line_ready, &fd, "answered the stacks request");
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	pump_until(f, line_ready, &fd, "answered the request");
 	ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
 	assert_true(got > 0);
 	buf[got] = '\0';
@@ -383,6 +383,13 @@ static const char *stacks_as(struct fixture *f, uid_t viewer, pid_t pid)
 	while (f->d.clients)
 		client_close(f->d.clients);
 	return buf;
+}
+
+static const char *stacks_as(struct fixture *f, uid_t viewer, pid_t pid)
+{
+	char line[96];
+	snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"stacks\",\"pid\":%d}\n", (int)pid);
+	return ask_as(f, viewer, line);
 }
 
 static struct proc *live_entry(struct fixture *f, pid_t pid, uid_t uid)
@@ -476,11 +483,47 @@ static void test_identity_at_use(void **state)
 	stop(f);
 }
 
+/* A program named with byte 0xff, an escape sequence and a newline: every
+ * viewer's list still parses, and shows none of them raw. */
+static void test_hostile_name(void **state)
+{
+	(void)state;
+	struct fixture *f = start("64");
+	int fd = agent_socket();
+	pid_t x = fork();
+	assert_true(x >= 0);
+	if (x == 0) {
+		only_fds(fd, -1);
+		hello_name = "\xff\x1b[2Jevil\nline\xc2\x9b";
+		connect_and_hello(fd, f->d.agent_path);
+		pause();
+		_exit(0);
+	}
+	close(fd);
+	struct pid_state w = {x, 0, geteuid()};
+	pump_until(f, registered, &w, "registered the process");
+	const char *r = ask_as(f, 0, "{\"id\":1,\"cmd\":\"list\"}\n");
+	json_error_t err;
+	json_t *j = json_loads(r, JSON_DISABLE_EOF_CHECK, &err);
+	if (!j)
+		fail_msg("the list does not parse (%s): %s", err.text, r);
+	json_t *procs = json_object_get(j, "processes");
+	assert_int_equal(json_array_size(procs), 1);
+	const char *name = json_string_value(json_object_get(json_array_get(procs, 0), "name"));
+	assert_non_null(name);
+	assert_string_equal(name, "\xef\xbf\xbd\xef\xbf\xbd[2Jevil\xef\xbf\xbdline\xef\xbf\xbd");
+	json_decref(j);
+	kill(x, SIGKILL);
+	waitpid(x, NULL, 0);
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pid_reuse_old_socket),
 		cmocka_unit_test(test_identity_at_use),
+		cmocka_unit_test(test_hostile_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
