@@ -252,7 +252,7 @@ void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 	jf_str(b, "name", p->name);
 	jf_str(b, "exe", p->exe);
 	jf_str(b, "runtime_version", p->runtime_version);
-	jf_ms_if(b, "start_time_ms", p->start_realtime_ns != 0, p->start_realtime_ns);
+	jf_ms_if(b, "start_time_ms", p->start_realtime_ns > 0, p->start_realtime_ns);
 	jf_str(b, "state", state_names[p->state]);
 	jf_str(b, "exit_cause", p->state == PROC_LIVE ? NULL : p->exit_cause);
 	jf_i64_if(b, "exit_code", p->exit_code >= 0, p->exit_code);
@@ -266,9 +266,14 @@ void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 	jf_bool(b, "repaired", m->repaired);
 	/* The process's own uptime when its start is known, else time registered. */
 	jb_key(b, "uptime_ms");
-	if (p->start_realtime_ns)
-		jb_ms(b, (p->state == PROC_LIVE ? realtime_ns() : p->ended_real_ns) -
-				 p->start_realtime_ns);
+	int64_t up;
+	/* The start time is the peer's word: one that makes no sense gives
+	 * the time registered instead, never an overflow. */
+	if (p->start_realtime_ns > 0 &&
+	    !__builtin_sub_overflow(p->state == PROC_LIVE ? realtime_ns() : p->ended_real_ns,
+				    p->start_realtime_ns, &up) &&
+	    up >= 0)
+		jb_ms(b, up);
 	else
 		jb_ms(b, (p->state == PROC_LIVE ? now_ns : p->ended_ns) - p->registered_ns);
 	jb_obj_end(b);

@@ -513,6 +513,19 @@ static void test_hostile_name(void **state)
 	assert_non_null(name);
 	assert_string_equal(name, "\xef\xbf\xbd\xef\xbf\xbd[2Jevil\xef\xbf\xbdline\xef\xbf\xbd");
 	json_decref(j);
+	/* An unknown command of 65+ bytes of two-byte characters, cut in the
+	 * error message mid-character: the reply is still UTF-8. */
+	char line[256] = "{\"id\":2,\"cmd\":\"x";
+	for (int i = 0; i < 40; i++)
+		strcat(line, "\xc3\xa9");
+	strcat(line, "\"}\n");
+	r = ask_as(f, 1000, line);
+	j = json_loads(r, JSON_DISABLE_EOF_CHECK, &err);
+	if (!j)
+		fail_msg("the unknown_command reply does not parse (%s): %s", err.text, r);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "unknown_command");
+	json_decref(j);
 	kill(x, SIGKILL);
 	waitpid(x, NULL, 0);
 	stop(f);

@@ -14,6 +14,8 @@
 #include "../../daemon/loop.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +194,44 @@ static void test_owned_bytes(void **state)
 	model_free(&m);
 }
 
+/* Times and clock references at the ends of int64: rendered as null, not
+ * overflowed (UBSan aborted the daemon) into negative times. */
+static void test_time_edges(void **state)
+{
+	(void)state;
+	static const struct {
+		int64_t ts, mono, real;
+	} cases[] = {
+		{INT64_MAX, INT64_MIN + 1, INT64_MAX},
+		{INT64_MIN, INT64_MAX, 0},
+		{1, INT64_MAX, 0},
+		{5, 10, 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct model m;
+		struct model_limits lim = {0};
+		model_init(&m, &lim);
+		struct proto_msg o = {.type = PROTO_EV_SCOPE_OPEN, .scope = 1, .ts = cases[i].ts};
+		o.name = (struct proto_str){"s", 1};
+		assert_int_equal(model_apply(&m, &o, 0), 0);
+		struct clockref clk = {cases[i].mono, cases[i].real};
+		struct jbuf b;
+		jb_init(&b);
+		model_render(&m, &clk, 1, &b);
+		json_error_t err;
+		json_t *j = json_loadb(b.p, b.len, 0, &err);
+		if (!j)
+			fail_msg("case %zu: the render does not parse: %s", i, err.text);
+		json_t *s = json_array_get(json_object_get(j, "scopes"), 0);
+		assert_non_null(s);
+		if (!json_is_null(json_object_get(s, "opened_ms")))
+			fail_msg("case %zu: opened_ms is not null: %.*s", i, (int)b.len, b.p);
+		json_decref(j);
+		jb_free(&b);
+		model_free(&m);
+	}
+}
+
 static void test_ratelog(void **state)
 {
 	(void)state;
@@ -212,6 +252,7 @@ int main(void)
 		cmocka_unit_test(test_ratelog),
 		cmocka_unit_test(test_idmap_flood),
 		cmocka_unit_test(test_owned_bytes),
+		cmocka_unit_test(test_time_edges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
