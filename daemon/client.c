@@ -36,6 +36,18 @@ void client_close(struct client *c)
 
 void client_trim(struct client *c)
 {
+	/* A client that asked for a big reply and never reads it would hold
+	 * the reply's memory for as long as it stays connected. */
+	int64_t now = loop_now_ns();
+	if (!c->out.len) {
+		c->drained_ns = now;
+	} else if (now - c->drained_ns > CLIENT_STALL_NS && !c->dead) {
+		log_warn("control client pid %d read nothing of its reply for %lld s (%zu bytes "
+			 "unsent); dropping it",
+			 (int)c->pid, (long long)(CLIENT_STALL_NS / 1000000000), c->out.len);
+		c->dead = true;
+		return;
+	}
 	conn_out_trim(&c->out, 64u << 10);
 	if (!c->waiting)
 		c->in = conn_shrink(c->in, &c->incap, c->inlen, 4096);
@@ -45,7 +57,13 @@ void client_trim(struct client *c)
 static void take_client(void *ctx, int fd, const struct ucred *cred)
 {
 	struct daemon *d = ctx;
-	if (d->nclients >= (size_t)d->opt.max_clients) {
+	size_t cap = (size_t)d->opt.max_clients, mine = 0;
+	for (const struct client *o = d->clients; o; o = o->next)
+		mine += o->uid == cred->uid;
+	/* Root is always served (a reserve past the cap); another user gets
+	 * at most a share of it, so one cannot lock the others out. */
+	if (cred->uid == 0 ? d->nclients >= cap + CLIENT_ROOT_RESERVE
+			   : (d->nclients >= cap || mine >= per_uid_share(cap))) {
 		static const char busy[] =
 			"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
 			"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
@@ -64,6 +82,7 @@ static void take_client(void *ctx, int fd, const struct ucred *cred)
 	c->fd = fd;
 	c->pid = cred->pid;
 	c->uid = cred->uid;
+	c->drained_ns = loop_now_ns();
 	jb_init(&c->out);
 	if (loop_add(d->loop, fd, LOOP_READ, on_client, c) < 0) {
 		free(c);

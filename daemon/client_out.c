@@ -18,8 +18,11 @@ void client_flush(struct client *c)
 		c->dead = true;
 		return;
 	}
+	size_t before = c->out.len;
 	if (conn_write(c->fd, &c->out) < 0)
 		c->dead = true;
+	if (c->out.len < before)
+		c->drained_ns = loop_now_ns();
 	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
 }
 

@@ -19,6 +19,8 @@
 #define DAEMON_STACK_TIMEOUT_NS 2000000000ll
 #define CLIENT_MAX_LINE (1u << 20)     /* a request line, bytes */
 #define CLIENT_MAX_UNSENT (4u << 20)   /* unsent output before a client is dropped */
+#define CLIENT_ROOT_RESERVE 16         /* root's clients served past --max-clients */
+#define CLIENT_STALL_NS 10000000000ll  /* a client whose output does not drain goes */
 #define AGENT_MAX_UNSENT (256u << 10)  /* unsent requests to an agent */
 
 enum proc_state { PROC_LIVE = 0, PROC_DETACHED = 1, PROC_EXITED = 2 };
@@ -75,6 +77,7 @@ struct client {
 	char *in;
 	size_t inlen, incap;
 	struct jbuf out;
+	int64_t drained_ns; /* when output last drained or left: a stalled reader goes */
 	bool waiting; /* an async reply is pending: later lines wait their turn */
 	bool dead;
 	struct sub *subs;
@@ -142,6 +145,7 @@ struct daemon {
 	size_t nprocs;
 	struct aconn *conns;
 	size_t nconns, npending;
+	size_t max_conns; /* agent connections the descriptor limit leaves room for */
 	struct client *clients;
 	size_t nclients;
 	struct stack_req *reqs;
@@ -167,18 +171,33 @@ void daemon_client_gone(struct daemon *d, struct client *c);
 void daemon_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
 void daemon_reply_done(struct daemon *d, struct client *c);
 
+/* What one uid other than root may take of a shared cap (processes, agent
+ * connections, control clients): three quarters, so that one user cannot
+ * lock the others, or root, out. */
+static inline size_t per_uid_share(size_t cap)
+{
+	return cap - cap / 4 > 0 ? cap - cap / 4 : 1;
+}
+
 /* proc.c */
 struct model_limits daemon_model_limits(const struct daemon *d);
 /* The live process with pid, else the newest one kept with that pid. */
 struct proc *proc_find(struct daemon *d, pid_t pid);
 /* A new live process entry for pid (linked in), or NULL when every slot is
- * taken by live processes (--max-processes). */
+ * taken by live processes (--max-processes), or uid (not root) holds its
+ * share of them (per_uid_share), so that the others keep a quarter. */
 struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid);
 /* The agent connection ended: marks the process exited, detached or dropped. */
 void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why);
 /* Drops exited processes past --keep-exited or --keep-exited-for. */
 void proc_evict(struct daemon *d, int64_t now_ns);
 void proc_free(struct daemon *d, struct proc *p);
+/* Whether p's pid is still the process p registered (same start time)
+ * and, for a viewer other than root, runs with the viewer's uid and no
+ * other (real, effective, saved, filesystem): checked before anything is
+ * read from the live process and again before the reply.  Returns 0,
+ * -ESRCH (gone or reused) or -EPERM, with a sentence in err. */
+int proc_check_live(const struct proc *p, uid_t viewer, char *err, size_t errlen);
 /* /proc/PID/stat starttime, or 0. */
 unsigned long long proc_starttime(pid_t pid);
 /* Writes the process summary object. */
@@ -196,7 +215,8 @@ void agents_housekeep(struct daemon *d, int64_t now_ns);
 /* client.c */
 void client_accept(struct daemon *d);
 void client_close(struct client *c);
-/* Gives back buffer memory a big request or reply left behind. */
+/* Gives back buffer memory a big request or reply left behind, and marks
+ * dead a client that has read nothing of its output for CLIENT_STALL_NS. */
 void client_trim(struct client *c);
 
 /* client_out.c */

@@ -1,6 +1,7 @@
 /* main.c - scoped: options, sockets, daemonizing, signals, and the event loop's wiring. */
 #include "daemon.h"
 
+#include "conn.h"
 #include "log.h"
 #include "loop.h"
 #include "sock.h"
@@ -182,6 +183,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scoped: %s\n", why);
 		return 1;
 	}
+	/* Room for agents: what the descriptor limit leaves after the control
+	 * clients' share and the daemon's own files (symbols, BPF, logs). */
+	long nofile = conn_fds_setup();
+	long for_clients = d.opt.max_clients < nofile / 4 ? d.opt.max_clients : nofile / 4;
+	long agents = nofile - for_clients - 64 - nofile / 8;
+	d.max_conns = agents > 8 ? (size_t)agents : 8;
 	if (open_sockets(&d) < 0) {
 		stacks_close(d.stacks);
 		return 1;

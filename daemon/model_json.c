@@ -94,10 +94,14 @@ const char *model_scope_state_name(const struct m_scope *s)
 	return "open";
 }
 
-/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null. */
+/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null,
+ * and so is a time that the peer's values take past int64 or before 1970. */
 static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
 {
-	jf_ms_if(b, key, ts != 0, ts ? ts - clk->mono + clk->real : 0);
+	int64_t since, real = 0;
+	bool ok = ts && !__builtin_sub_overflow(ts, clk->mono, &since) &&
+		  !__builtin_add_overflow(since, clk->real, &real) && real >= 0;
+	jf_ms_if(b, key, ok, real);
 }
 
 static void site(struct jbuf *b, const char *file, int32_t line, const char *func)

@@ -304,8 +304,16 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 }
 
 /* Answers r and lets the client's next request run. */
+static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg);
+
 static void finish(struct daemon *d, struct stack_req *r)
 {
+	char err[256];
+	int rc;
+	if (r->client && (rc = proc_check_live(r->proc, r->client->uid, err, sizeof err)) < 0) {
+		fail_req(d, r, rc == -EPERM ? "permission_denied" : "exited", err);
+		return;
+	}
 	unlink_req(d, r);
 	struct client *c = r->client;
 	if (c)
@@ -406,10 +414,23 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		return CMD_DONE;
 	}
 	char err[256] = "";
-	int rc = src->capture(d, r, err, sizeof err);
+	/* Identity at the moment of use: the pid still the registered process,
+	 * with the viewer's credentials; again below, before the reply. */
+	int rc = proc_check_live(p, x->c->uid, err, sizeof err);
+	if (rc < 0) {
+		reply_error(x->c, x->id, rc == -EPERM ? "permission_denied" : "exited", "%s", err);
+		req_free(r);
+		return CMD_DONE;
+	}
+	rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
-		write_reply(d, x->c, r);
+		int again = proc_check_live(p, x->c->uid, err, sizeof err);
+		if (again < 0)
+			reply_error(x->c, x->id, again == -EPERM ? "permission_denied" : "exited",
+				    "%s", err);
+		else
+			write_reply(d, x->c, r);
 		req_free(r);
 		return CMD_DONE;
 	}
