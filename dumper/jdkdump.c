@@ -213,6 +213,7 @@ static json_t *scope_container(struct builder *b, size_t i)
 	jj_set(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
 	jj_set(c, "deadline", iso_or_null(jv_get(s, "deadline_ms")));
 	jj_set(c, "openedAt", iso_or_null(jv_get(s, "opened_ms")));
+	jj_set(c, "joinBeganAt", iso_or_null(jv_get(s, "join_began_ms")));
 	jj_set(c, "openSite", jj_site(jv_get(s, "site")));
 	jj_set(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
 	jj_set(c, "parentTask", jj_int_or_null(s, "parent_task"));
@@ -589,6 +590,7 @@ static json_t *assemble(struct builder *b)
 	jj_set(td, "threadContainers", arr);
 	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
 	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
+	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
 	jj_set(td, "complete", json_boolean(b->complete));
 	jj_set(td, "eventsLost",
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));

@@ -341,6 +341,11 @@ json_t *jj_task(const jv *task)
 	       jv_is_number(forked)
 		   ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
 		   : json_null());
+	const jv *started = jv_get(task, "started_ms");
+	jj_set(t, "startedAt",
+	       jv_is_number(started)
+		   ? json_string(jdkdump_iso_time(jv_number(started), iso, sizeof iso))
+		   : json_null());
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))
 		jj_set(t, "error", json_integer(jv_integer(err)));

@@ -70,7 +70,7 @@ const char *jj_thread_state(const jv *stack);
  * into the frame after them. */
 json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined);
 
-/* {"id","state","function","forkSite","forkedAt"} of a model task. */
+/* {"id","state","function","forkSite","forkedAt","startedAt"} of a model task. */
 json_t *jj_task(const jv *task);
 
 /* The statistics block of a model pool. */
