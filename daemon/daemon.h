@@ -100,6 +100,7 @@ struct stack_req {
 	struct client *client; /* NULL when the client left */
 	json_t *req_id;        /* the client's id (new reference) or NULL */
 	bool dump;
+	bool captured; /* a capture ran (not a post-mortem reply) */
 	int max_frames;
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */

@@ -4,6 +4,7 @@
 
 #include "../bpf/bpfstack.h"
 #include "cmd.h"
+#include "jfield.h"
 #include "log.h"
 #include "loop.h"
 #include "options.h"
@@ -170,11 +171,15 @@ static void unlink_req(struct daemon *d, struct stack_req *r)
 		}
 }
 
-/* JDK thread state of a thread as /proc sees it now. */
-static const char *proc_thread_state(pid_t pid, uint32_t tid)
+/* JDK thread state of a thread as /proc sees it now; NULL when /proc does
+ * not say.  *gone: the thread no longer exists (or is a zombie). */
+static const char *proc_thread_state(pid_t pid, uint32_t tid, bool *gone)
 {
 	struct proc_stat st;
 	int rc = pid > 0 && tid ? proc_stat_read(pid, tid, &st) : -ESRCH;
+	*gone = rc == -ENOENT || rc == -ESRCH || (rc == 0 && (st.state == 'Z' || st.state == 'X'));
+	if (*gone)
+		return "TERMINATED";
 	if (rc < 0 && rc != -EINVAL)
 		return NULL;
 	return rc == 0 && st.state == 'R' ? "RUNNABLE" : "WAITING";
@@ -246,6 +251,51 @@ static void frames_json(struct daemon *d, struct jbuf *b, const struct proc *p,
 	jb_arr_end(b);
 }
 
+static int tid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The live threads of the model that the capture did not return, each
+ * with the state /proc gives now and why it has no stack: it exited during
+ * the capture, or started after it.  So that every thread of the dump has
+ * a real state, and says what is not known. */
+static void missed_json(struct jbuf *b, const struct stack_req *r)
+{
+	const struct proc *p = r->proc;
+	const struct live_set *ls = &p->model.live[ENT_THREAD];
+	uint32_t *got = malloc((r->nthreads ? r->nthreads : 1) * sizeof *got);
+	if (!got)
+		return;
+	for (size_t i = 0; i < r->nthreads; i++)
+		got[i] = r->threads[i].tid;
+	qsort(got, r->nthreads, sizeof *got, tid_cmp);
+	for (uint32_t i = 0; i < ls->n; i++) {
+		const struct m_thread *t = ls->e[i];
+		uint32_t tid = (uint32_t)t->id;
+		if (!wanted(r, tid) || bsearch(&tid, got, r->nthreads, sizeof *got, tid_cmp))
+			continue;
+		bool gone = false;
+		const char *state = proc_thread_state(p->pid, tid, &gone);
+		jb_obj(b);
+		jf_u64(b, "tid", tid);
+		jf_str(b, "name", t->name);
+		jf_str(b, "error", gone ? "the thread exited during the capture"
+					: "the thread was not in the capture (it started after it)");
+		jf_str(b, "state", state);
+		if (gone)
+			jf_bool(b, "exited", true);
+		jf_str(b, "blocked_in", NULL);
+		jf_bool(b, "approximate", false);
+		jb_key(b, "frames");
+		jb_arr(b);
+		jb_arr_end(b);
+		jb_obj_end(b);
+	}
+	free(got);
+}
+
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
@@ -262,8 +312,14 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, thread_name(p, t));
 		jb_key(b, "error");
 		jb_str(b, t->error ? strerror(-t->error) : NULL);
+		bool gone = false;
+		const char *state = t->state ? t->state : proc_thread_state(p->pid, t->tid, &gone);
 		jb_key(b, "state");
-		jb_str(b, t->state ? t->state : proc_thread_state(p->pid, t->tid));
+		jb_str(b, state);
+		if (gone) {
+			jb_key(b, "exited");
+			jb_bool(b, true);
+		}
 		jb_key(b, "blocked_in");
 		jb_str(b, t->blocked_in);
 		jb_key(b, "approximate");
@@ -271,6 +327,8 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		frames_json(d, b, p, t);
 		jb_obj_end(b);
 	}
+	if (r->captured)
+		missed_json(b, r);
 	jb_arr_end(b);
 	jb_key(b, "capture_ns");
 	jb_i64(b, r->capture_ns);
@@ -395,6 +453,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		return CMD_DONE;
 	}
 	char err[256] = "";
+	r->captured = true; /* a reply that follows comes from a capture */
 	int rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */

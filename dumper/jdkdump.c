@@ -471,7 +471,13 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	/* A thread gone with its process (post-mortem) or on its own has no
 	 * stack, and the JDK has a state for it. */
 	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
-	jj_set(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
+	const char *state = gone ? "TERMINATED" : jj_thread_state(st);
+	/* Only JDK states: what we do not know goes beside, not into it. */
+	jj_set(th, "state", json_string(state ? state : "RUNNABLE"));
+	if (!state)
+		jj_set(th, "stateKnown", json_false());
+	if (jv_is_true(jv_get(st, "exited")))
+		jj_set(th, "exitedDuringCapture", json_true());
 	json_t *inlined = NULL;
 	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
 	/* Beside the JDK's strings: which frames are inlined into the next. */

@@ -258,10 +258,12 @@ json_t *jj_values(const jv *values)
 const char *jj_thread_state(const jv *stack)
 {
 	const char *s = jj_str(stack, "state");
+	if (jv_is_true(jv_get(stack, "exited")))
+		return "TERMINATED";
 	for (size_t i = 0; s && i < sizeof jdk_states / sizeof *jdk_states; i++)
 		if (strcmp(s, jdk_states[i]) == 0)
 			return jdk_states[i];
-	return "UNKNOWN";
+	return NULL;
 }
 
 static json_t *frame_string(const jv *f)

@@ -57,8 +57,8 @@ json_t *jj_site(const jv *site);
 /* A new object holding the string-valued members of values (capped). */
 json_t *jj_values(const jv *values);
 
-/* The JDK state of a thread stack entry ("WAITING"...), "UNKNOWN" without
- * one.  Static string. */
+/* The JDK state of a thread stack entry ("WAITING"...; "TERMINATED" for a
+ * thread that exited during the capture), NULL when the entry gives none. */
 const char *jj_thread_state(const jv *stack);
 
 /* The frames of a stack entry as JDK frame strings, top first, at most max:

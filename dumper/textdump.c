@@ -84,9 +84,13 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 {
 	const json_t *tid = json_object_get(t, "tid");
-	fprintf(out, "%*s#%lld \"%s\" %s\n", ind, "",
+	const char *note = json_is_false(json_object_get(t, "stateKnown")) ? " (state not known)"
+			   : json_is_true(json_object_get(t, "exitedDuringCapture"))
+			       ? " (exited during the capture)"
+			       : "";
+	fprintf(out, "%*s#%lld \"%s\" %s%s\n", ind, "",
 		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL,
-		str_or(t, "name", ""), str_or(t, "state", "UNKNOWN"));
+		str_or(t, "name", ""), str_or(t, "state", "?"), note);
 	if (flags & TEXTDUMP_EXTENDED) {
 		const json_t *task = json_object_get(t, "task");
 		const json_t *id = json_object_get(task, "id");
