@@ -570,13 +570,34 @@ static json_t *duration_or_null(const jv *obj, const char *key)
 	return jv_is_integer(v) && jv_integer(v) >= 0 ? json_integer(jv_integer(v)) : json_null();
 }
 
+/* Whether v reads as a version: numbers joined by dots, then optionally
+ * "-" or "+" and letters, digits, dots, "-" or "+" ("0.1.0", "1.2.3-rc1"). */
+static bool version_ok(const char *v)
+{
+	size_t i = 0;
+	for (;;) {
+		size_t d = strspn(v + i, "0123456789");
+		if (!d)
+			return false;
+		i += d;
+		if (v[i] != '.')
+			break;
+		i++;
+	}
+	if (v[i] == '-' || v[i] == '+') {
+		const char *rest = v + i + 1;
+		return *rest && strspn(rest, "0123456789abcdefghijklmnopqrstuvwxyz"
+					     "ABCDEFGHIJKLMNOPQRSTUVWXYZ.-+") == strlen(rest);
+	}
+	return v[i] == '\0';
+}
+
 static json_t *assemble(struct builder *b)
 {
 	const jv *pid = jv_get(b->process, "pid");
 	const jv *lost = jv_get(b->process, "lost");
-	char rv[JDKDUMP_MAX_STR + 1], ver[JDKDUMP_MAX_STR + 16];
-	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "unknown");
-	snprintf(ver, sizeof ver, "libscope %s", rv);
+	char rv[JDKDUMP_MAX_STR + 1];
+	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "");
 
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < b->ncont; i++) {
@@ -592,8 +613,10 @@ static json_t *assemble(struct builder *b)
 	jj_set(td, "formatVersion", json_integer(2));
 	jj_set(td, "processId", json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
 	jj_set(td, "time", json_string(b->now_iso));
-	jj_set(td, "runtimeVersion", jj_string_new(ver));
+	/* A version where readers expect one; the runtime's name beside it. */
+	jj_set(td, "runtimeVersion", json_string(version_ok(rv) ? rv : "0"));
 	jj_set(td, "threadContainers", arr);
+	jj_set(td, "runtimeName", json_string("libscope"));
 	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
 	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
 	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));

@@ -26,7 +26,8 @@ static void header(FILE *out, const json_t *td)
 	if (jt_str(td, "processName"))
 		fprintf(out, " (%s)", jt_str(td, "processName"));
 	fprintf(out, " at %s\n", str_or(td, "time", "?"));
-	fprintf(out, "%s, stacks from %s", str_or(td, "runtimeVersion", "libscope ?"),
+	fprintf(out, "%s %s, stacks from %s", str_or(td, "runtimeName", "libscope"),
+		str_or(td, "runtimeVersion", "?"),
 		str_or(td, "stackSource", "nowhere"));
 	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, ", process exited (post-mortem)");

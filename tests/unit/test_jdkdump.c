@@ -179,7 +179,8 @@ static void test_structure(void **state)
 	assert_int_equal(json_integer_value(json_object_get(td, "formatVersion")), 2);
 	assert_int_equal(json_integer_value(json_object_get(td, "processId")), 4242);
 	assert_string_equal(str(td, "time"), "2025-11-29T18:40:05.321Z");
-	assert_string_equal(str(td, "runtimeVersion"), "libscope 0.1.0");
+	assert_string_equal(str(td, "runtimeVersion"), "0.1.0");
+	assert_string_equal(str(td, "runtimeName"), "libscope");
 
 	const json_t *cs = containers(d);
 	const char *order[] = {"<root>", "pool:io@1", "request@3", "fetch@5", "orphan@6"};
@@ -339,6 +340,8 @@ static void test_inlined_frames(void **state)
 		" {\"tid\":3,\"state\":\"TERMINATED\",\"exited\":true,\"frames\":[],"
 		"  \"error\":\"the thread exited during the capture\"}]}";
 	json_t *d = build(reply);
+	/* No version reported: still one that parses. */
+	assert_string_equal(str(json_object_get(d, "threadDump"), "runtimeVersion"), "0");
 	/* A thread that exited during the capture: the JDK's state for it. */
 	assert_string_equal(str(thread(d, 3), "state"), "TERMINATED");
 	assert_true(json_is_true(json_object_get(thread(d, 3), "exitedDuringCapture")));
@@ -614,17 +617,17 @@ static void test_validate_saved(void **state)
 	static const char *bad[] = {
 		/* a tid twice */
 		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":2,\"threads\":[%s,%s]}]}}",
 		/* a count that lies */
 		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":3,\"threads\":[%s]}]}}",
 		/* formatVersion 1 and a string pid */
 		"{\"threadDump\":{\"formatVersion\":1,\"processId\":\"1\",\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":1,\"threads\":[%s]}]}}",
 	};
