@@ -227,28 +227,44 @@ static void frame_json(struct jbuf *b, uint64_t addr, const struct sym_frame *f)
  * functions inlined there first, then the one that holds the code.  Past
  * twice the physical frames, only physical frames are added, so a deep
  * recursion of inlined helpers cannot multiply a reply. */
-static void frames_json(struct daemon *d, struct jbuf *b, const struct proc *p,
-			const struct stack_thread *t)
+static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct proc *p,
+			const uint64_t *frames, uint16_t nframes)
 {
-	size_t budget = 2 * (size_t)t->nframes + SYM_MAX_INLINE, out = 0;
+	size_t budget = 2 * (size_t)nframes + SYM_MAX_INLINE, out = 0;
 	jb_key(b, "frames");
 	jb_arr(b);
-	for (uint16_t k = 0; k < t->nframes; k++) {
+	for (uint16_t k = 0; k < nframes; k++) {
 		struct sym_frame f[SYM_MAX_INLINE + 1];
 		size_t n = 1;
 		f[0] = (struct sym_frame){0};
-		if (d->sym) {
-			size_t left = (size_t)(t->nframes - k); /* physical frames still to add */
+		if (sym) {
+			size_t left = (size_t)(nframes - k); /* physical frames still to add */
 			size_t room = budget - out > left ? budget - out - left : 0;
 			size_t max = room + 1 < SYM_MAX_INLINE + 1 ? room + 1 : SYM_MAX_INLINE + 1;
-			n = sym_lookup_inline(d->sym, p->pid, p->starttime, t->frames[k], k > 0, f, max,
+			n = sym_lookup_inline(sym, p->pid, p->starttime, frames[k], k > 0, f, max,
 					      NULL);
 		}
 		for (size_t i = 0; i < n; i++)
-			frame_json(b, t->frames[k], &f[i]);
+			frame_json(b, frames[k], &f[i]);
 		out += n;
 	}
 	jb_arr_end(b);
+}
+
+void stacks_crash_json(struct jbuf *b, const struct proc *p)
+{
+	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], p->crash.tid);
+	const struct m_task *task = t && t->task ? idmap_get(&p->model.ents[ENT_TASK], t->task) : NULL;
+	jb_key(b, "crash");
+	jb_obj(b);
+	jf_u64(b, "tid", p->crash.tid);
+	jf_i64_if(b, "signal", p->exit_signal >= 0, p->exit_signal);
+	jf_id(b, "task", task ? task->id : 0);
+	jf_id(b, "scope", task ? task->scope : 0);
+	/* Resolved from the cache the handler's reply filled while the
+	 * process still lived. */
+	frames_json(p->model.sym, b, p, p->crash.frames, p->crash.nframes);
+	jb_obj_end(b);
 }
 
 static int tid_cmp(const void *a, const void *b)
@@ -324,7 +340,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, t->blocked_in);
 		jb_key(b, "approximate");
 		jb_bool(b, t->approximate);
-		frames_json(d, b, p, t);
+		frames_json(d->sym, b, p, t->frames, t->nframes);
 		jb_obj_end(b);
 	}
 	if (r->captured)
@@ -471,8 +487,35 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	return CMD_PENDING;
 }
 
+/* The crashing thread's stack, sent unasked by the fatal-signal handler:
+ * kept for post-mortem dumps and resolved now, while the process's modules
+ * are still known (afterwards only the cache answers). */
+static void crash_stack(struct daemon *d, const struct proto_msg *m, struct proc *p)
+{
+	if (m->type != PROTO_STACK_REPLY || p->crash.tid)
+		return;
+	uint16_t n = m->nframes;
+	uint64_t *frames = n ? malloc(n * sizeof *frames) : NULL;
+	if (n && !frames)
+		return;
+	for (uint16_t i = 0; i < n; i++) {
+		frames[i] = proto_addr_at(m, i);
+		struct sym_frame f[SYM_MAX_INLINE + 1];
+		if (d->sym)
+			sym_lookup_inline(d->sym, p->pid, p->starttime, frames[i], i > 0, f,
+					  SYM_MAX_INLINE + 1, NULL);
+	}
+	p->crash.tid = m->tid;
+	p->crash.nframes = n;
+	p->crash.frames = frames;
+}
+
 void stack_req_reply(struct daemon *d, const struct proto_msg *m, struct proc *p)
 {
+	if (m->req == 0) {
+		crash_stack(d, m, p);
+		return;
+	}
 	struct stack_req *r = d->reqs;
 	while (r && !(r->id == m->req && r->proc == p))
 		r = r->next;

@@ -2,6 +2,7 @@
  * sites, frames, tasks and pools used by the dump builder. */
 #include "jdkjson.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -202,6 +203,26 @@ json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allow
 		if (strcmp(s, allowed[i]) == 0)
 			return json_string(allowed[i]);
 	return json_null();
+}
+
+json_t *jj_string_or_null(const char *s)
+{
+	return s ? jj_string_new(s) : json_null();
+}
+
+const char *jj_signal_name(long long sig)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},
+		     {SIGILL, "SIGILL"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+		     {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},   {SIGTRAP, "SIGTRAP"},
+		     {SIGSYS, "SIGSYS"},   {SIGQUIT, "SIGQUIT"}, {SIGHUP, "SIGHUP"}};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	return NULL;
 }
 
 json_t *jj_int_or_null(const jv *obj, const char *key)

@@ -50,6 +50,10 @@ extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cance
 
 /* New JSON integer of member key, or null when it is not an integer. */
 json_t *jj_int_or_null(const jv *obj, const char *key);
+/* s as a string (cut and made UTF-8 as jj_string_new does), or null. */
+json_t *jj_string_or_null(const char *s);
+/* "SIGSEGV" for 11 and so on for the signals that end processes; NULL for others. */
+const char *jj_signal_name(long long sig);
 
 /* "func (file:line)" for a site {file,line,func}, or null. */
 json_t *jj_site(const jv *site);
