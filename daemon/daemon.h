@@ -41,6 +41,13 @@ struct proc {
 	int exit_code, exit_signal; /* -1: not known */
 	int64_t registered_ns, ended_ns; /* daemon monotonic clock */
 	int64_t ended_real_ns;
+	/* The crashing thread's stack, from the agent's fatal-signal handler
+	 * (an unsolicited STACK_REPLY before PROCESS_EXIT); tid 0: none. */
+	struct {
+		uint32_t tid;
+		uint16_t nframes;
+		uint64_t *frames;
+	} crash;
 	struct model model;
 	struct aconn *conn; /* NULL unless live */
 	int nsubs;
@@ -103,6 +110,7 @@ struct stack_req {
 	struct client *client; /* NULL when the client left */
 	json_t *req_id;        /* the client's id (new reference) or NULL */
 	bool dump;
+	bool captured; /* a capture ran (not a post-mortem reply) */
 	int max_frames;
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */

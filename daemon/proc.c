@@ -1,6 +1,7 @@
 /* proc.c - the processes scoped knows: registration, how each one ended, and
  * how long exited ones are kept for post-mortem dumps. */
 #include "daemon.h"
+#include "stacks.h"
 
 #include "jfield.h"
 #include "log.h"
@@ -128,6 +129,7 @@ void proc_free(struct daemon *d, struct proc *p)
 	if (d->sym)
 		sym_forget(d->sym, p->pid, p->starttime);
 	model_free(&p->model);
+	free(p->crash.frames);
 	free(p->name);
 	free(p->exe);
 	free(p->runtime_version);
@@ -264,6 +266,8 @@ void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 	jf_u64(b, "lost", m->lost);
 	jf_bool(b, "complete", m->complete);
 	jf_bool(b, "repaired", m->repaired);
+	if (p->crash.tid)
+		stacks_crash_json(b, p);
 	/* The process's own uptime when its start is known, else time registered. */
 	jb_key(b, "uptime_ms");
 	int64_t up;

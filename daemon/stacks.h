@@ -25,4 +25,11 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen);
 void stacks_close(struct stacks *s);
 const struct stack_source *stacks_source(const struct stacks *s);
 
+struct jbuf;
+struct proc;
+
+/* Writes "crash": {tid, signal, task, scope, frames} for a process whose
+ * agent sent its crashing thread's stack (p->crash.tid != 0). */
+void stacks_crash_json(struct jbuf *b, const struct proc *p);
+
 #endif

@@ -815,6 +815,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&kept_lock, NULL);
 	kept_n = 0;
 	atomic_store(&keeping, restart);
+	atomic_store(&sc_keep_times, restart);
 	if (restart) {
 		atomic_store(&start_on_event, 1);
 		sc_observer_set(first_event_in_child);
@@ -871,10 +872,12 @@ static int start(const char *path, int keep_name)
 		close(ag.wake_fd);
 		ag.wake_fd = -1;
 		atomic_store(&keeping, 0);
+		atomic_store(&sc_keep_times, 0);
 		return -rc;
 	}
 	ag.running = 1;
 	atomic_store(&keeping, 1);
+	atomic_store(&sc_keep_times, 1);
 	return 0;
 }
 
@@ -892,6 +895,7 @@ void sc_agent_stop(void)
 	pthread_join(ag.thread, NULL);
 	ag.running = 0;
 	atomic_store(&keeping, 0);
+	atomic_store(&sc_keep_times, 0);
 	pthread_mutex_lock(&kept_lock);
 	kept_n = 0; /* for no one now */
 	pthread_mutex_unlock(&kept_lock);

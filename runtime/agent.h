@@ -191,6 +191,10 @@ SC_HIDDEN int sc_stack_init(void);
 /* Answers one STACK_REQUEST: one STACK_REPLY per thread and a STACK_DONE
  * appended to out.  agent_tid is the caller's, unwound directly. */
 SC_HIDDEN void sc_stack_answer(const struct proto_msg *req, struct sc_buf *out, uint32_t agent_tid);
+/* In a signal handler: unwinds the interrupted context uctx into
+ * addr[0..max), top first, with the pre-warmed unwinder (no allocation, no
+ * lock); returns the frame count, 0 when it cannot do so safely. */
+SC_HIDDEN uint16_t sc_stack_unwind_here(void *uctx, uint64_t *addr, uint16_t max);
 
 /* ---- exit paths (agent_exit.c) ---- */
 

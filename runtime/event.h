@@ -126,6 +126,10 @@ static inline void sc_emit_warning(uint32_t kind, uint64_t subject, int64_t amou
 /* Installs (or with NULL removes) the observer. */
 SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
 
+/* Set by the agent while it runs, connected or not: the runtime then keeps
+ * the times of what a snapshot repeats, also while nothing observes. */
+extern _Atomic int sc_keep_times SC_HIDDEN;
+
 /* A VIOLATION emitted while nothing observes: the agent keeps the last few
  * for its next session (runtime/agent.c), since no snapshot can find them. */
 SC_HIDDEN void sc_keep_violation(const struct sc_ev *ev);
