@@ -174,6 +174,15 @@ int cli_flags_normalize(const struct dcmd *cmd, int argc, char **argv)
 	return n;
 }
 
+bool cli_wants_json(int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], "-format=", 8))
+			json = !strcmp(argv[i] + 8, "json");
+	return json;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
