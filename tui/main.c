@@ -14,6 +14,7 @@
 #include "../common/ctl.h"
 #include "app.h"
 #include "once.h"
+#include "rowfmt.h"
 #include "scope.h"
 
 #define TICK_MS 250	     /* the loop wakes at least this often */
@@ -29,7 +30,8 @@ enum opt_id {
 	O_DUMPDIR,
 	O_HELP,
 	O_VERSION,
-	O_JSON
+	O_JSON,
+	O_COLUMNS
 };
 
 struct optdef {
@@ -54,6 +56,10 @@ static const struct optdef opts[] = {
      86400000},
     {"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0,
      0},
+    {"columns", O_COLUMNS, 1, "LIST",
+     "the optional columns to show, comma-separated, of id,age,joiner,deadline,site,worker "
+     "(default all that fit; keys 1..6 toggle them)",
+     0, 0},
     {"help", O_HELP, 0, NULL, "this help", 0, 0},
     {"version", O_VERSION, 0, NULL, "print the version", 0, 0},
 };
@@ -89,6 +95,25 @@ static int parse_num(const struct optdef *o, const char *s, long *out)
 	return 0;
 }
 
+/* --columns id,site,...: every optional column not named is hidden. */
+static int parse_columns(const char *list, unsigned *hide)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", list);
+	unsigned shown = (1u << RF_STATE) | (1u << RF_NAME);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int c = rf_col_parse(t);
+		if (c < 0) {
+			fprintf(stderr, "scopetop: --columns: no column '%s'; the columns are id, age, "
+					"joiner, deadline, site, worker\n", t);
+			return -1;
+		}
+		shown |= 1u << c;
+	}
+	*hide = ~shown & ((1u << RF_NCOLS) - 1);
+	return 0;
+}
+
 struct cli {
 	struct app_opts o;
 	bool once, json;
@@ -119,6 +144,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case O_JSON:
 			c->json = true;
+			break;
+		case O_COLUMNS:
+			if (parse_columns(optarg, &c->o.hide_cols))
+				return -1;
 			break;
 		case O_ASCII:
 			c->o.ascii = true;
@@ -304,6 +333,23 @@ static void handle_key(struct app *a, int ch)
 		scr_resize(&a->scr);
 		a->dirty = true;
 		return;
+	}
+	/* An Esc with "[" or "O" right behind it starts a key sequence curses
+	 * did not know (an F-key of another terminal): ignore all of it, up to
+	 * its final byte, rather than take it as Esc (which would clear the
+	 * filter or leave the view) followed by stray characters. */
+	if (ch == 27) {
+		int next = getch();
+		if (next == '[' || next == 'O') {
+			int c = next == 'O' ? getch() : 0;
+			/* CSI: parameter and intermediate bytes, then one final. */
+			while (next == '[' && (c = getch()) != ERR && (c < 0x40 || c > 0x7e))
+				;
+			app_status(a, "ignored an unknown key sequence");
+			return;
+		}
+		if (next != ERR)
+			ungetch(next); /* Esc then a key: both count */
 	}
 	const struct view *v = &app_views[a->view];
 	if (v->key && v->key(a, ch))
