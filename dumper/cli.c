@@ -265,6 +265,10 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 	int rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err);
 	if (rc == 0)
 		return CLI_OK;
+	if (rc == -EPERM) { /* another user's socket or daemon: starting ours cannot help */
+		cli_errorf(cli, "%s", err);
+		return CLI_FAIL;
+	}
 	if ((rc != -ENOENT && rc != -ECONNREFUSED) || cli->no_start) {
 		cli_errorf(cli, "%s; start one with 'scoped --socket %s'", err, cli->agent_path);
 		return CLI_FAIL;

@@ -47,10 +47,12 @@ done
 run kv $S $hpid Thread.print -l=true -e=TRUE
 [ $rc -eq 0 ] || bad "Thread.print -l=true -e=TRUE exited $rc: $(cat "$D/kv.err")"
 run bare $S $hpid Thread.print -l -e
-grep -c 'blocked in\|scoped values' "$D/bare.out" >"$D/n.bare"
-grep -c 'blocked in\|scoped values' "$D/kv.out" >"$D/n.kv"
-cmp -s "$D/n.bare" "$D/n.kv" && [ "$(cat "$D/n.kv")" -gt 0 ] ||
-	bad "-l=true -e=TRUE does not print what -l -e prints"
+# Two dumps of a live process differ in which threads are blocked at that
+# moment, so compare what each flag adds, not the counts of lines.
+for f in bare kv; do
+	grep -q 'blocked in' "$D/$f.out" && grep -q 'scoped values' "$D/$f.out" ||
+		bad "Thread.print ($f form of -l -e) lacks 'blocked in' or 'scoped values'"
+done
 run kvf $S $hpid Thread.print -l=false
 grep -q 'blocked in' "$D/kvf.out" && bad "-l=false still printed what -l adds"
 cd "$D" || exit 1
