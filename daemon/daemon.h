@@ -110,6 +110,7 @@ struct stack_req {
 	int64_t capture_ns, max_pause_ns;
 };
 
+struct metrics;
 struct stacks;
 struct symbolizer;
 
@@ -134,6 +135,7 @@ struct daemon {
 	int64_t rate_ns;
 	double events_per_sec;
 	int64_t tick_id;
+	struct metrics *metrics; /* the /metrics endpoint (metrics.h), NULL when off */
 };
 
 /* proc.c */

@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -155,6 +156,7 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
 	loop_free(d->loop);
@@ -182,7 +184,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scoped: %s\n", why);
 		return 1;
 	}
+	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		stacks_close(d.stacks);
+		return 1;
+	}
 	if (open_sockets(&d) < 0) {
+		metrics_stop(&d);
 		stacks_close(d.stacks);
 		return 1;
 	}
@@ -209,6 +217,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.started_ns = d.rate_ns = loop_now_ns();
+	int rc;
 	if (loop_add(d.loop, d.agent_fd, LOOP_READ, on_agent_listen, &d) < 0 ||
 	    loop_add(d.loop, d.ctl_fd, LOOP_READ, on_ctl_listen, &d) < 0 ||
 	    loop_add(d.loop, d.sig_fd, LOOP_READ, on_signal, &d) < 0 ||
@@ -216,8 +225,12 @@ int main(int argc, char **argv)
 		log_error("cannot watch the sockets: %s", strerror(errno));
 		return 1;
 	}
+	if ((rc = metrics_start(&d)) < 0) {
+		log_error("cannot serve metrics: %s", strerror(-rc));
+		return 1;
+	}
 	log_info("listening on %s (agents) and %s (clients)", d.agent_path, d.ctl_path);
-	int rc = loop_run(d.loop);
+	rc = loop_run(d.loop);
 	if (rc < 0)
 		log_error("the event loop failed: %s", strerror(-rc));
 	shutdown_all(&d);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 struct symbolizer;
+struct tally;
 
 enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
 
@@ -110,6 +111,7 @@ struct model_limits {
 	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
 	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
+	bool tally;              /* keep running counts for /metrics (tally.h) */
 };
 
 #define MODEL_VIOLATIONS 64
@@ -168,6 +170,7 @@ struct model {
 	struct symbolizer *sym;
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
+	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
 };
 
 void model_init(struct model *m, const struct model_limits *lim);
@@ -217,5 +220,7 @@ void model_render_delta(const struct model *m, const struct clockref *clk, uint6
 /* Names used in the JSON (NULL when out of range). */
 const char *model_task_state_name(unsigned state);
 const char *model_scope_state_name(const struct m_scope *s);
+const char *model_cancel_reason_name(unsigned reason);
+const char *model_violation_name(unsigned kind);
 
 #endif

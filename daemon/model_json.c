@@ -90,6 +90,16 @@ const char *model_task_state_name(unsigned state)
 	return NAME(task_states, state);
 }
 
+const char *model_cancel_reason_name(unsigned reason)
+{
+	return NAME(cancel_reasons, reason);
+}
+
+const char *model_violation_name(unsigned kind)
+{
+	return NAME(violations, kind);
+}
+
 /* The most advanced state wins; a cancelled scope still being joined says
  * "cancelled", since that is what the reader needs to know. */
 const char *model_scope_state_name(const struct m_scope *s)

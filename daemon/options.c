@@ -52,6 +52,9 @@ static const struct opt_def table[] = {
 	 "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
 	{"stacks", OPT_CHOICE, OFF(stacks), "MODE", 0, 2, STACKS_AUTO, stack_modes,
 	 "stack source: auto (BPF when it loads, else signal), bpf (required) or signal"},
+	{"metrics", OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
+	 "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
+	 "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])

@@ -18,6 +18,7 @@ struct options {
 	long max_clients;          /* control connections */
 	long max_entities;         /* scopes + tasks + threads + pools per process */
 	int stacks;                /* enum stacks_mode */
+	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -6,6 +6,7 @@
 #include "cmd.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "procstat.h"
 #include "symbolize.h"
@@ -274,6 +275,7 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 static void finish(struct daemon *d, struct stack_req *r)
 {
 	unlink_req(d, r);
+	metrics_stack_done(d, r, true);
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
@@ -285,6 +287,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
 {
 	unlink_req(d, r);
+	metrics_stack_done(d, r, false);
 	struct client *c = r->client;
 	if (c)
 		reply_error(c, r->req_id, code, "%s", msg);
