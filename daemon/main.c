@@ -179,14 +179,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_setup(d.opt.log_level, d.opt.syslog);
+	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 1;
+	}
 	char why[512];
 	if (stacks_open(&d.stacks, d.opt.stacks, why, sizeof why) < 0) {
 		fprintf(stderr, "scoped: %s\n", why);
-		return 1;
-	}
-	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
-		fprintf(stderr, "scoped: %s\n", err);
-		stacks_close(d.stacks);
+		metrics_stop(&d);
 		return 1;
 	}
 	if (open_sockets(&d) < 0) {

@@ -91,6 +91,9 @@ void tally_scope_cancelled(struct model *m, uint32_t reason)
 
 void tally_violation(struct model *m, uint32_t kind)
 {
+	/* A snapshot repeats the violations the agent keeps: counted once. */
+	if (m->in_snapshot)
+		return;
 	m->tally->violations[kind < TALLY_KINDS ? kind : 0]++;
 }
 
