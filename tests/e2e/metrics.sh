@@ -211,6 +211,9 @@ def main():
     wait_until(lambda: value(scrape(url), "scoped_process_live", pid=pid) == 0, 5,
                "the exited process to read 0 in scoped_process_live")
     check(scrape.checked > 3, "promtool accepted all %d scrapes" % scrape.checked)
+    metrics_daemon.terminate()
+    check(metrics_daemon.wait(10) == 0 and log_is_clean(),
+          "scoped stops cleanly, the HTTP server with it, with no sanitizer report")
 
 run(main)
 PY
