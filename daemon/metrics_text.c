@@ -2,7 +2,6 @@
  * format (0.0.4): one family at a time, every label value escaped. */
 #include "metrics.h"
 
-#include "event.h"
 #include "loop.h"
 
 #include <dirent.h>
@@ -13,6 +12,24 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+/* The wire's value lists (proto/wire.h), as value and name. */
+struct named {
+	unsigned value;
+	const char *name;
+};
+#define NAMED(NAME, value, json) {value, json},
+static const struct named task_states[] = {PROTO_TASK_STATES(NAMED)};
+static const struct named cancel_reasons[] = {PROTO_CANCEL_REASONS(NAMED)};
+static const struct named violations[] = {PROTO_VIOLATIONS(NAMED)};
+#define FITS(v, bound) _Static_assert((v) < (bound), "a wire value has no tally slot");
+#define FITS_STATE(NAME, value, json) FITS(value, TALLY_STATES)
+#define FITS_REASON(NAME, value, json) FITS(value, TALLY_REASONS)
+#define FITS_KIND(NAME, value, json) FITS(value, TALLY_KINDS)
+PROTO_TASK_STATES(FITS_STATE)
+PROTO_CANCEL_REASONS(FITS_REASON)
+PROTO_VIOLATIONS(FITS_KIND)
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 #define LABELS 768     /* one sample's labels, escaped */
 #define LABEL_VALUE 128 /* bytes of a peer's string kept in a label value */
@@ -276,11 +293,13 @@ static void tallied(struct daemon *d, struct jbuf *b)
 	for (uint32_t i = 0; p->model.tally && i < p->model.tally->npools; i++) {
 		const struct tally_pool *tp = &p->model.tally->pool[i];
 		pool_name(&p->model, tp->id, tp->name, name, sizeof name);
-		for (unsigned s = SC_TASK_SUCCESS; s <= SC_TASK_UNAVAILABLE; s++) {
+		for (size_t s = 0; s < COUNT(task_states); s++) {
+			if (task_states[s].value < PROTO_TASK_SUCCESS)
+				continue; /* not an end */
 			pid_label(l, p);
 			label(l, "pool", name);
-			label(l, "state", model_task_state_name(s));
-			sample(b, "scoped_tasks_ended_total", l, tp->ended[s]);
+			label(l, "state", task_states[s].name);
+			sample(b, "scoped_tasks_ended_total", l, tp->ended[task_states[s].value]);
 		}
 	}
 }
@@ -368,19 +387,20 @@ static void processes(struct daemon *d, struct jbuf *b)
 	}
 	family(b, "scoped_structure_violations_total", "counter", "Structure violations, by kind.");
 	EACH_PROC(d, p)
-	for (unsigned k = SC_VIOL_NOT_OWNER; p->model.tally && k <= SC_VIOL_NO_JOIN; k++) {
+	for (size_t k = 0; p->model.tally && k < COUNT(violations); k++) {
 		pid_label(l, p);
-		label(l, "kind", model_violation_name(k));
+		label(l, "kind", violations[k].name);
 		sample(b, "scoped_structure_violations_total", l,
-		       p->model.tally->violations[k]);
+		       p->model.tally->violations[violations[k].value]);
 	}
 	family(b, "scoped_scope_cancellations_total", "counter",
 	       "Scopes cancelled, by the first reason given.");
 	EACH_PROC(d, p)
-	for (unsigned r = SC_CANCEL_JOINER; p->model.tally && r <= SC_CANCEL_CLOSE; r++) {
+	for (size_t r = 0; p->model.tally && r < COUNT(cancel_reasons); r++) {
 		pid_label(l, p);
-		label(l, "reason", model_cancel_reason_name(r));
-		sample(b, "scoped_scope_cancellations_total", l, p->model.tally->cancels[r]);
+		label(l, "reason", cancel_reasons[r].name);
+		sample(b, "scoped_scope_cancellations_total", l,
+		       p->model.tally->cancels[cancel_reasons[r].value]);
 	}
 	static const char *const scope_states[] = {"open", "joining", "joined", "cancelled"};
 	family(b, "scoped_scopes", "gauge", "Scopes not closed yet, by state.");
@@ -405,10 +425,11 @@ static void processes(struct daemon *d, struct jbuf *b)
 		uint64_t n[2] = {0};
 		const struct live_set *ls = &p->model.live[ENT_TASK];
 		for (uint32_t i = 0; i < ls->n; i++)
-			n[((const struct m_task *)ls->e[i])->state == SC_TASK_FORKED ? 0 : 1]++;
-		for (unsigned s = SC_TASK_FORKED; s <= SC_TASK_RUNNING; s++) {
+			n[((const struct m_task *)ls->e[i])->state == PROTO_TASK_FORKED ? 0 : 1]++;
+		static const unsigned live[] = {PROTO_TASK_FORKED, PROTO_TASK_RUNNING};
+		for (size_t s = 0; s < 2; s++) {
 			pid_label(l, p);
-			label(l, "state", model_task_state_name(s));
+			label(l, "state", model_task_state_name(live[s]));
 			sample(b, "scoped_tasks", l, n[s]);
 		}
 	}

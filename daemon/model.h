@@ -220,7 +220,5 @@ void model_render_delta(const struct model *m, const struct clockref *clk, uint6
 /* Names used in the JSON (NULL when out of range). */
 const char *model_task_state_name(unsigned state);
 const char *model_scope_state_name(const struct m_scope *s);
-const char *model_cancel_reason_name(unsigned reason);
-const char *model_violation_name(unsigned kind);
 
 #endif

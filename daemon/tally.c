@@ -1,7 +1,6 @@
 /* tally.c - the running counts behind /metrics, kept as the model applies events. */
 #include "tally.h"
 
-#include "event.h"
 #include "model.h"
 
 #include <stdio.h>

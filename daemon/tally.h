@@ -22,9 +22,11 @@ struct tally_hist {
 	int64_t sum_ns;
 };
 
-#define TALLY_STATES 8  /* enum sc_task_state values kept apart (larger: the last) */
-#define TALLY_REASONS 8 /* enum sc_cancel_reason */
-#define TALLY_KINDS 8   /* enum sc_violation */
+/* Room for the values of proto/wire.h's lists (metrics_text.c checks that
+ * every value fits; a larger one from a peer counts in slot 0 or the last). */
+#define TALLY_STATES 8  /* PROTO_TASK_STATES */
+#define TALLY_REASONS 8 /* PROTO_CANCEL_REASONS */
+#define TALLY_KINDS 8   /* PROTO_VIOLATIONS */
 /* Pools tallied apart per process; tasks of further pools share the last
  * slot, named TALLY_OTHER, so that a program creating pools without end
  * cannot grow the series without end. */

@@ -9,7 +9,6 @@
 
 #include "../../daemon/metrics.h"
 #include "../../daemon/model.h"
-#include "event.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -147,18 +146,18 @@ static void test_counts_and_histograms(void **state)
 	assert_non_null(p->model.tally);
 	pool_create(p, 1, "io");
 	scope_open(p, 10, 1);
-	task(p, 1, 10, 2 * MS, 3 * MS, SC_TASK_SUCCESS);
-	task(p, 2, 10, 20 * MS, 200 * MS, SC_TASK_FAILED);
-	task(p, 3, 10, 0, 70 * 1000 * MS, SC_TASK_CANCELLED); /* past the last bound */
+	task(p, 1, 10, 2 * MS, 3 * MS, PROTO_TASK_SUCCESS);
+	task(p, 2, 10, 20 * MS, 200 * MS, PROTO_TASK_FAILED);
+	task(p, 3, 10, 0, 70 * 1000 * MS, PROTO_TASK_CANCELLED); /* past the last bound */
 	struct proto_msg m = ev(PROTO_EV_SCOPE_CANCEL, 300 * MS);
 	m.scope = 10;
-	m.reason = SC_CANCEL_TIMEOUT;
+	m.reason = PROTO_CANCEL_TIMEOUT;
 	apply(p, m);
-	m.reason = SC_CANCEL_EXPLICIT; /* the first reason counts, once */
+	m.reason = PROTO_CANCEL_EXPLICIT; /* the first reason counts, once */
 	apply(p, m);
 	m = ev(PROTO_EV_VIOLATION, 310 * MS);
 	m.scope = 10;
-	m.kind = SC_VIOL_DOUBLE_JOIN;
+	m.kind = PROTO_VIOL_DOUBLE_JOIN;
 	apply(p, m);
 	m = ev(PROTO_EV_SCOPE_CLOSE, 320 * MS);
 	m.scope = 10;
@@ -232,7 +231,7 @@ static void test_pool_cap(void **state)
 		snprintf(name, sizeof name, "p%llu", (unsigned long long)i);
 		pool_create(p, i, name);
 		scope_open(p, 1000 + i, i);
-		task(p, i, 1000 + i, MS, MS, SC_TASK_SUCCESS);
+		task(p, i, 1000 + i, MS, MS, PROTO_TASK_SUCCESS);
 	}
 	char *t = render(d);
 	size_t series = 0;
