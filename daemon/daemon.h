@@ -121,6 +121,7 @@ struct stack_req {
 	int64_t capture_ns, max_pause_ns;
 };
 
+struct metrics;
 struct stacks;
 struct symbolizer;
 struct daemon;
@@ -168,6 +169,7 @@ struct daemon {
 	int64_t tick_id;
 	const struct watcher *watch[DAEMON_MAX_WATCHES];
 	size_t nwatch;
+	struct metrics *metrics; /* the /metrics endpoint (metrics.h), NULL when off */
 };
 
 /* watch.c */

@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -188,6 +189,7 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
 	loop_free(d->loop);
@@ -214,9 +216,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_setup(d.opt.log_level, d.opt.syslog);
+	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 1;
+	}
 	char why[512];
 	if (stacks_open(&d.stacks, d.opt.stacks, why, sizeof why) < 0) {
 		fprintf(stderr, "scoped: %s\n", why);
+		metrics_stop(&d);
 		return 1;
 	}
 	/* Room for agents: what the descriptor limit leaves after the control
@@ -226,6 +233,7 @@ int main(int argc, char **argv)
 	long agents = nofile - for_clients - 64 - nofile / 8;
 	d.max_conns = agents > 8 ? (size_t)agents : 8;
 	if (open_sockets(&d) < 0) {
+		metrics_stop(&d);
 		stacks_close(d.stacks);
 		return 1;
 	}
@@ -258,11 +266,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.started_ns = d.rate_ns = busy_ns = loop_now_ns();
+	int rc;
 	if (loop_add(d.loop, d.agent_fd, LOOP_READ, on_agent_listen, &d) < 0 ||
 	    loop_add(d.loop, d.ctl_fd, LOOP_READ, on_ctl_listen, &d) < 0 ||
 	    loop_add(d.loop, d.sig_fd, LOOP_READ, on_signal, &d) < 0 ||
 	    loop_timer_add(d.loop, TICK_MS, tick, &d) < 0) {
 		log_error("cannot watch the sockets: %s", strerror(errno));
+		return 1;
+	}
+	if ((rc = metrics_start(&d)) < 0) {
+		log_error("cannot serve metrics: %s", strerror(-rc));
 		return 1;
 	}
 	log_info("listening on %s (agents) and %s (clients)%s%s", d.agent_path, d.ctl_path,
@@ -271,7 +284,7 @@ int main(int argc, char **argv)
 	if (d.opt.idle_exit_s > 0)
 		log_info("exits after %ld s with no program and no client (--idle-exit)",
 			 d.opt.idle_exit_s);
-	int rc = loop_run(d.loop);
+	rc = loop_run(d.loop);
 	if (rc < 0)
 		log_error("the event loop failed: %s", strerror(-rc));
 	shutdown_all(&d);

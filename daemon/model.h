@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 struct symbolizer;
+struct tally;
 
 enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
 
@@ -118,6 +119,7 @@ struct model_limits {
 	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
 	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
+	bool tally;              /* keep running counts for /metrics (tally.h) */
 };
 
 #define MODEL_MAX_OWNED_BYTES (64u << 20) /* names and values of one process */
@@ -180,6 +182,7 @@ struct model {
 	struct symbolizer *sym;
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
+	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
 };
 
 void model_init(struct model *m, const struct model_limits *lim);

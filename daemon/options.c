@@ -61,6 +61,9 @@ static const struct opt_def table[] = {
 	{"socket-group", 0, OPT_STR, OFF(socket_group), "GROUP", 0, 0, 0, NULL,
 	 "let GROUP's members connect (directory 0710, sockets 0660, group GROUP); each "
 	 "client still sees only its own uid's processes"},
+	{"metrics", 0, OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
+	 "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
+	 "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])

@@ -7,6 +7,7 @@
 #include "jfield.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "procstat.h"
 #include "symbolize.h"
@@ -389,6 +390,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 		return;
 	}
 	unlink_req(d, r);
+	metrics_stack_done(d, r, true);
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
@@ -400,6 +402,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
 {
 	unlink_req(d, r);
+	metrics_stack_done(d, r, false);
 	struct client *c = r->client;
 	if (c)
 		reply_error(c, r->req_id, code, "%s", msg);

@@ -9,7 +9,8 @@
 set -eu
 PKGS="build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libjansson-dev libncurses-dev libcmocka-dev libdw-dev elfutils libunwind-dev
-tmux python3 python3-jsonschema procps util-linux"
+tmux python3 python3-jsonschema procps util-linux
+libmicrohttpd-dev prometheus"
 # gdb: bench_dump's peer; libclang-rt-14-dev: libFuzzer (make fuzz);
 # clang-format: make format-check.
 OPT_PKGS="gdb libclang-rt-14-dev clang-format"
