@@ -155,6 +155,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
+	s->owner_task = t->frame.task;
 	s->owner_tid = t->tid;
 	s->parent = parent;
 	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
@@ -266,6 +267,13 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	return 0;
 }
 
+bool sc_owns(const scope_t *s)
+{
+	struct sc_thread *t = sc_self_peek();
+
+	return t == s->owner && t->frame.task == s->owner_task;
+}
+
 /* The owner check every structural call starts with. */
 static int owner_check(scope_t *s, struct sc_thread **tp)
 {
@@ -273,7 +281,7 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 
 	if (!s)
 		return -EINVAL;
-	if (t != s->owner) {
+	if (t != s->owner || t->frame.task != s->owner_task) {
 		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
 		return -EPERM;
 	}
@@ -500,12 +508,18 @@ int scope_join(scope_t *s)
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
 		rc = SCOPE_ENOFORKS;
 	} else {
+		/* Only a joiner that waits for every subtask anyway runs queued
+		 * ones itself: any other must return the moment it decides,
+		 * not when a subtask it picked up ends. */
+		bool helps = s->joiner == SCOPE_JOIN_ALL_SUCCESSFUL ||
+			     s->joiner == SCOPE_JOIN_AWAIT_ALL;
 		struct sc_wait w = {
 		    .ctx = s,
 		    .done = join_done,
 		    .arg = s,
 		    .spin = true,
-		    .help = s,
+		    .help = helps ? s : NULL,
+		    .lend = true,
 		};
 		(void)sc_wait(&w);
 		if (atomic_load(&s->stop))
@@ -537,7 +551,8 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		pthread_mutex_lock(&s->lock);
 		s->waiter = t;
 		pthread_mutex_unlock(&s->lock);
-		struct sc_wait w = {.done = all_done, .arg = s, .spin = true, .help = s};
+		struct sc_wait w = {
+		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
 	pthread_mutex_lock(&s->lock);
