@@ -345,6 +345,9 @@ static scope_pool_t *default_create(void)
 	cfg.queue = SCOPE_QUEUE_UNBOUNDED;
 	cfg.policy = SCOPE_POLICY_ABORT;
 	cfg.keep_alive_ns = DEFAULT_KEEP_ALIVE;
+	/* Started now, so the first forks find threads waiting rather than
+	 * each paying a thread's creation. */
+	cfg.prestart = true;
 	scope_pool_t *p;
 	if (scope_pool_create(&p, &cfg))
 		return NULL;

@@ -613,6 +613,11 @@ static void *worker_main(void *arg)
 		p->cfg.hooks.terminated(p->cfg.hooks.ctx, p);
 	sc_thread_unregister();
 	pthread_mutex_lock(&p->lock);
+	/* Left on its own (past max, keep-alive) while the pool lives on:
+	 * nobody may join it before the pool's next spawn, so it frees its
+	 * thread itself.  At shutdown, destroy joins it. */
+	if (!p->shutdown && !w->detached && pthread_detach(pthread_self()) == 0)
+		w->detached = true;
 	w->exited = true;
 	p->live--;
 	pthread_cond_broadcast(&p->gone);
