@@ -13,6 +13,7 @@
 #define SPIN_IDLE_NS 20000	/* an idle worker's wait for the next fork */
 #define SPIN_BACKOFF_NS 200000	/* no spinning for this long after a spin found nothing */
 #define POOL_HARD_MAX 32768	/* threads, compensation included */
+#define STEAL_GRACE_NS 1500	/* a spinner leaves a fresh fork to its joiner this long */
 
 static void *worker_main(void *arg);
 
@@ -431,15 +432,26 @@ void sc_pool_reclaim(scope_pool_t *p, scope_t *s)
 	}
 }
 
-/* Spins until the queue has work or forks stop coming for SPIN_IDLE_NS;
- * true when any fork came meanwhile (even one its owner ran itself). */
+/* Spins until the queue has had work for STEAL_GRACE_NS or forks stop
+ * coming for SPIN_IDLE_NS; true when any fork came meanwhile (even one its
+ * owner ran itself).  The grace leaves a task its owner is about to join
+ * to the owner, which runs it without a hand-off. */
 static bool spin_for_work(scope_pool_t *p)
 {
 	uint64_t seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
-	int64_t end = scope_now() + SPIN_IDLE_NS;
+	int64_t end = scope_now() + SPIN_IDLE_NS, since = 0;
 	bool forks = false;
 
-	for (unsigned i = 1; !atomic_load_explicit(&p->queued, memory_order_acquire); i++) {
+	for (unsigned i = 1;; i++) {
+		if (atomic_load_explicit(&p->queued, memory_order_acquire)) {
+			int64_t now = scope_now();
+			if (!since)
+				since = now;
+			else if (now - since >= STEAL_GRACE_NS)
+				return true;
+		} else {
+			since = 0;
+		}
 		sc_cpu_relax();
 		if ((i & 63) == 0) {
 			uint64_t now_seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
@@ -451,12 +463,11 @@ static bool spin_for_work(scope_pool_t *p)
 				seen = now_seen;
 				forks = true;
 				end = now + SPIN_IDLE_NS;
-			} else if (now >= end) {
+			} else if (now >= end && !since) {
 				return forks;
 			}
 		}
 	}
-	return true;
 }
 
 /* Next task for worker w, or NULL when it should exit (shutdown, shrink,

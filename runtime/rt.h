@@ -62,6 +62,8 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
+	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
 	 * (an agent started late): it installs its own at its next runtime
 	 * call (sigaltstack acts on the calling thread only). */
@@ -145,7 +147,9 @@ struct scope {
 	_Atomic int stop;	  /* the joiner decided */
 	bool joined, joining;
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
-	size_t pending; /* forked, not ended */
+	/* Forked, not ended: written under lock, read without it by the
+	 * joiner's done check. */
+	_Atomic size_t pending;
 	scope_task_t **tasks;
 	size_t ntasks, cap;
 	scope_task_t *failure, *winner;
