@@ -34,10 +34,13 @@ WERROR := $(if $(filter true,$(CI)),-Werror,)
 PKGS := jansson ncursesw libdw libelf libbpf cmocka libunwind
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 
+# CFLAGS and LDFLAGS are the user's (`make CFLAGS=-O0`); what the build
+# cannot work without lives in SC_CFLAGS and SC_LDFLAGS, which come first so
+# that the user's flags still win where they overlap.
 CFLAGS ?= $(OPT) -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
+SC_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
 	  -MMD -MP -Iinclude -Iproto -Iruntime -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
-LDFLAGS += $(SANFLAGS) -rdynamic
+SC_LDFLAGS := $(SANFLAGS) -rdynamic
 LIBS_ALL := -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
 
 # Per top-level directory extra flags (CFLAGS_runtime, CFLAGS_proto, ...).
@@ -46,10 +49,24 @@ CFLAGS_proto := -fvisibility=hidden
 
 all:
 
-$(BUILD)/obj/%.o: %.c
+# The compiler and flags of the last build are kept in $(FLAGS_STAMP); when
+# they change (CC=clang, CI=true, CFLAGS=...) the stamp is rewritten, and
+# every object, being older than it, is built again (as Redis does).
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_NOW := $(strip $(CC) | $(SC_CFLAGS) | $(CFLAGS) | $(SC_LDFLAGS) | $(LDFLAGS))
+ifeq ($(filter clean deps format format-all format-check,$(MAKECMDGOALS)),)
+ifneq ($(FLAGS_NOW),$(strip $(file <$(FLAGS_STAMP))))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_STAMP),$(FLAGS_NOW))
+endif
+endif
+$(FLAGS_STAMP):
+	@mkdir -p $(@D) && printf '%s\n' '$(FLAGS_NOW)' >$@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(E) CC $<
-	$(Q)$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$<))) -c $< -o $@
+	$(Q)$(CC) $(SC_CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$<))) $(CFLAGS) -c $< -o $@
 
 include $(sort $(wildcard mk/*.mk))
 

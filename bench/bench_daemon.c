@@ -10,7 +10,6 @@
 #include "../daemon/loop.h"
 #include "../daemon/model.h"
 #include "../daemon/sock.h"
-#include "event.h"
 
 #include <jansson.h>
 #include <malloc.h>
@@ -61,7 +60,7 @@ static void emit(struct stream *s, const struct proto_msg *m)
 static struct proto_msg worker_start(uint32_t t)
 {
 	struct proto_msg m = {
-	    .type = PROTO_EV_THREAD_START, .tid = 1000 + t, .role = SC_ROLE_WORKER};
+	    .type = PROTO_EV_THREAD_START, .tid = 1000 + t, .role = PROTO_ROLE_WORKER};
 	m.name = (struct proto_str){"worker", 6};
 	return m;
 }
@@ -128,10 +127,10 @@ static void build_stream(struct stream *s, size_t min_events, bool ran)
 			for (int k = 0; k < TASKS_PER_SCOPE && !(ran && ph == 2); k++) {
 				m = fetch_event(phases[ph], task + (uint64_t)k, scope,
 						1000 + (uint32_t)(k % 16), ts++, ph == 0);
-				m.state = ph == 2 ? SC_TASK_SUCCESS : SC_TASK_FORKED;
+				m.state = ph == 2 ? PROTO_TASK_SUCCESS : PROTO_TASK_FORKED;
 				if (ran && ph == 1) {
 					m.type = PROTO_EV_TASK_RAN;
-					m.state = SC_TASK_SUCCESS;
+					m.state = PROTO_TASK_SUCCESS;
 					m.end_ts = ts++;
 				}
 				emit(s, &m);

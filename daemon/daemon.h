@@ -158,6 +158,8 @@ int64_t realtime_ns(void);
 /* ingest.c */
 void agent_accept(struct daemon *d);
 void aconn_close(struct daemon *d, struct aconn *a);
+/* Closes every agent connection that refers to p (before p is freed). */
+void aconns_forget_proc(struct daemon *d, struct proc *p);
 /* Queues frame bytes to the agent; false when the connection had to go. */
 bool aconn_send(struct daemon *d, struct aconn *a, const void *frame, size_t len);
 void agents_housekeep(struct daemon *d, int64_t now_ns);

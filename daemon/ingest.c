@@ -22,6 +22,20 @@
 
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
 
+void aconns_forget_proc(struct daemon *d, struct proc *p)
+{
+	for (struct aconn *a = d->conns, *next; a; a = next) {
+		next = a->next;
+		if (a->proc != p)
+			continue;
+		log_debug("closing the agent connection of pid %d: its entry is freed",
+			  (int)a->pid);
+		if (p->conn == a)
+			p->conn = NULL;
+		aconn_close(d, a);
+	}
+}
+
 void aconn_close(struct daemon *d, struct aconn *a)
 {
 	for (struct aconn **pp = &d->conns; *pp; pp = &(*pp)->next)
@@ -183,8 +197,16 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		p->exit_cause = NULL;
 		p->model.exit_how = 0;
 	} else {
-		if (p && p->state == PROC_LIVE)
-			proc_ended(d, p, NULL); /* the pid was reused */
+		if (p && p->state == PROC_LIVE) {
+			/* The pid was reused: whoever still holds the old process's
+			 * socket (a fork child that inherited it) is not the process
+			 * the entry describes, and must not feed it once it is
+			 * ended, nor after it is evicted. */
+			struct aconn *old = p->conn;
+			proc_ended(d, p, NULL);
+			if (old)
+				aconn_close(d, old);
+		}
 		p = proc_new(d, a->pid, a->uid);
 		if (!p) {
 			log_warn("refusing process %d: %ld processes held, the cap (--max-processes)",
@@ -238,6 +260,13 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		return on_hello(d, a, m);
 	}
 	struct proc *p = a->proc;
+	if (p->conn != a) {
+		/* Cannot happen while every path that ends a process closes its
+		 * connection; refusing here keeps a missed path from feeding an
+		 * entry that has moved on. */
+		snprintf(why, whylen, "its process entry belongs to another connection");
+		return -1;
+	}
 	switch (m->type) {
 	case PROTO_HELLO:
 		snprintf(why, whylen, "sent a second HELLO");

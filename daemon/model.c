@@ -2,7 +2,6 @@
  * unknown ids become placeholders, snapshots repair, ended entities expire. */
 #include "model.h"
 
-#include "event.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -354,7 +353,7 @@ static int intern(struct model *m, const char **dst, const struct proto_str *s)
 /* Task states ordered by how far along they are: ended states share a rank. */
 static int task_rank(unsigned state)
 {
-	return state >= SC_TASK_SUCCESS ? 2 : (int)state;
+	return state >= PROTO_TASK_SUCCESS ? 2 : (int)state;
 }
 
 static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64_t only_if)
@@ -562,7 +561,7 @@ static void task_started(struct model *m, struct m_task *t, int64_t ts, uint32_t
 		t->worker = tid;
 	}
 	if (task_rank(t->state) < 1) {
-		t->state = SC_TASK_RUNNING;
+		t->state = PROTO_TASK_RUNNING;
 		thread_set_task(m, tid, t->id, 0);
 	}
 }
@@ -574,7 +573,7 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 {
 	if (!end_once(m, ENT_TASK, t, now))
 		return false;
-	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : SC_TASK_FAILED;
+	t->state = task_rank(msg->state) == 2 ? (uint8_t)msg->state : PROTO_TASK_FAILED;
 	t->ended = ts;
 	t->error = msg->error;
 	if (!t->worker)
@@ -626,7 +625,7 @@ static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now
 		t->started = msg->ts;
 		t->worker = msg->tid;
 	}
-	t->state = SC_TASK_RUNNING;
+	t->state = PROTO_TASK_RUNNING;
 	thread_set_task(m, msg->tid, task_end(m, t, msg, msg->end_ts, now) ? 0 : t->id, 0);
 	return 0;
 }
@@ -802,25 +801,24 @@ static int ev_lost(struct model *m, const struct proto_msg *msg, int64_t now)
 #define EV_SPAN 0x0100u
 #define EV(t) [(t)-EV_BASE]
 
-static const apply_fn ev_table[EV_SPAN] = {
-	EV(PROTO_EV_THREAD_START) = ev_thread_start, EV(PROTO_EV_THREAD_EXIT) = ev_thread_exit,
-	EV(PROTO_EV_THREAD_NAME) = ev_thread_name,   EV(PROTO_EV_PROCESS_EXIT) = ev_process_exit,
-	EV(PROTO_EV_SCOPE_OPEN) = ev_scope_open,     EV(PROTO_EV_JOIN_BEGIN) = ev_join_begin,
-	EV(PROTO_EV_JOIN_END) = ev_join_end,         EV(PROTO_EV_SCOPE_CANCEL) = ev_scope_cancel,
-	EV(PROTO_EV_SCOPE_CLOSE) = ev_scope_close,   EV(PROTO_EV_TASK_FORK) = ev_task_fork,
-	EV(PROTO_EV_TASK_START) = ev_task_start,     EV(PROTO_EV_TASK_END) = ev_task_end,
-	EV(PROTO_EV_TASK_RAN) = ev_task_ran,
-	EV(PROTO_EV_VIOLATION) = ev_violation,       EV(PROTO_EV_VALUE_BIND) = ev_value_bind,
-	EV(PROTO_EV_POOL_CREATE) = ev_pool_create,   EV(PROTO_EV_POOL_STATS) = ev_pool_stats,
-	EV(PROTO_EV_POOL_DESTROY) = ev_pool_destroy,
-};
+/* One handler per message the model applies, named ev_<name> after the
+ * message's declaration in proto/wire.h: a MARK, EVENT or DERIVED message
+ * without its handler does not compile. */
+#define EV_ROW_EVENT(NAME, name) EV(PROTO_##NAME) = ev_##name,
+#define EV_ROW_DERIVED(NAME, name) EV(PROTO_##NAME) = ev_##name,
+#define EV_ROW_MARK(NAME, name)
+#define EV_ROW_SESSION(NAME, name)
+#define EV_ROW_STACK(NAME, name)
+#define EV_ROW(NAME, name, number, class, array) EV_ROW_##class(NAME, name)
+static const apply_fn ev_table[EV_SPAN] = {PROTO_MESSAGES(EV_ROW)};
 
-static const apply_fn session_table[0x100] = {
-	[PROTO_SNAPSHOT_BEGIN] = ev_snapshot_begin,
-	[PROTO_SNAPSHOT_END] = ev_snapshot_end,
-	[PROTO_LOST] = ev_lost,
-	[PROTO_SITE] = ev_site,
-};
+#define SESSION_ROW_MARK(NAME, name) [PROTO_##NAME] = ev_##name,
+#define SESSION_ROW_EVENT(NAME, name)
+#define SESSION_ROW_DERIVED(NAME, name)
+#define SESSION_ROW_SESSION(NAME, name)
+#define SESSION_ROW_STACK(NAME, name)
+#define SESSION_ROW(NAME, name, number, class, array) SESSION_ROW_##class(NAME, name)
+static const apply_fn session_table[0x100] = {PROTO_MESSAGES(SESSION_ROW)};
 
 int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
 {

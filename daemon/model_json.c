@@ -1,35 +1,23 @@
 /* model_json.c - the model as the JSON of schemas/control.md, whole or as a delta. */
 #include "model.h"
 
-#include "event.h"
 #include "jfield.h"
 #include "symbolize.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const task_states[] = {
-	[SC_TASK_FORKED] = "forked",	   [SC_TASK_RUNNING] = "running",
-	[SC_TASK_SUCCESS] = "success",	   [SC_TASK_FAILED] = "failed",
-	[SC_TASK_CANCELLED] = "cancelled", [SC_TASK_UNAVAILABLE] = "unavailable",
-};
-static const char *const joiners[] = {"all_successful", "any_successful", "await_all", "until",
-				      "custom"};
-static const char *const cancel_reasons[] = {
-	[SC_CANCEL_JOINER] = "joiner",	     [SC_CANCEL_TIMEOUT] = "timeout",
-	[SC_CANCEL_EXPLICIT] = "explicit",   [SC_CANCEL_PARENT] = "parent",
-	[SC_CANCEL_VIOLATION] = "violation", [SC_CANCEL_CLOSE] = "close",
-};
-static const char *const roles[] = {
-	[SC_ROLE_OTHER] = "other", [SC_ROLE_MAIN] = "main", [SC_ROLE_WORKER] = "worker",
-	[SC_ROLE_AGENT] = "agent"};
-static const char *const queues[] = {"unbounded", "bounded", "direct"};
-static const char *const policies[] = {"abort", "caller_runs", "discard", "discard_oldest", "block"};
-static const char *const violations[] = {
-	[SC_VIOL_NOT_OWNER] = "not_owner",     [SC_VIOL_DOUBLE_JOIN] = "double_join",
-	[SC_VIOL_FORK_AFTER_JOIN] = "fork_after_join", [SC_VIOL_INNER_OPEN] = "inner_open",
-	[SC_VIOL_THREAD_EXIT] = "thread_exit", [SC_VIOL_NO_JOIN] = "no_join",
-};
+/* The names of the wire's values (proto/wire.h): [PROTO_TASK_FAILED] =
+ * "failed", ... */
+#define NAME_OF(NAME, value, json) [value] = json,
+#define NAME_OF_PUBLIC(NAME, value, json, public) [value] = json,
+static const char *const task_states[] = {PROTO_TASK_STATES(NAME_OF)};
+static const char *const joiners[] = {PROTO_JOINERS(NAME_OF_PUBLIC)};
+static const char *const cancel_reasons[] = {PROTO_CANCEL_REASONS(NAME_OF)};
+static const char *const roles[] = {PROTO_ROLES(NAME_OF)};
+static const char *const queues[] = {PROTO_QUEUE_KINDS(NAME_OF_PUBLIC)};
+static const char *const policies[] = {PROTO_POLICIES(NAME_OF_PUBLIC)};
+static const char *const violations[] = {PROTO_VIOLATIONS(NAME_OF)};
 
 #define NAME(tab, i) ((size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : NULL)
 
@@ -203,7 +191,7 @@ static void task_json(struct jbuf *b, struct render *r, const void *ent)
 	jf_id(b, "scope", t->scope);
 	jf_str(b, "state", NAME(task_states, t->state));
 	jf_id(b, "worker", t->worker);
-	jf_i64_if(b, "error", t->flags & EF_ENDED && t->state == SC_TASK_FAILED, t->error);
+	jf_i64_if(b, "error", t->flags & EF_ENDED && t->state == PROTO_TASK_FAILED, t->error);
 	site(b, t->file, t->line, t->func);
 	jf_str(b, "func", fn_name(r, t->fn));
 	time_ms(b, "forked_ms", clk, t->forked);

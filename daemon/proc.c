@@ -66,6 +66,8 @@ static void unlink_proc(struct daemon *d, struct proc *p)
 void proc_free(struct daemon *d, struct proc *p)
 {
 	unlink_proc(d, p);
+	/* No connection may outlive the entry it feeds. */
+	aconns_forget_proc(d, p);
 	subs_forget_proc(d, p);
 	if (d->sym)
 		sym_forget(d->sym, p->pid, p->starttime);

@@ -188,36 +188,62 @@ static const char *thread_name(const struct proc *p, const struct stack_thread *
 	return st->comm[0] ? st->comm : NULL;
 }
 
-static void frame_json(struct daemon *d, struct jbuf *b, const struct proc *p, uint64_t addr,
-		       bool is_return)
+static void frame_json(struct jbuf *b, uint64_t addr, const struct sym_frame *f)
 {
 	char hex[24];
-	struct sym_frame f = {0};
-	if (d->sym)
-		sym_lookup(d->sym, p->pid, p->starttime, addr, is_return, &f);
 	jb_obj(b);
 	snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)addr);
 	jb_key(b, "addr");
 	jb_str(b, hex);
 	jb_key(b, "func");
-	jb_str(b, f.func);
+	jb_str(b, f->func);
 	jb_key(b, "file");
-	jb_str(b, f.file);
+	jb_str(b, f->file);
 	jb_key(b, "line");
-	if (f.line > 0)
-		jb_i64(b, f.line);
+	if (f->line > 0)
+		jb_i64(b, f->line);
 	else
 		jb_null(b);
 	jb_key(b, "module");
-	jb_str(b, f.module);
+	jb_str(b, f->module);
 	jb_key(b, "offset");
-	if (f.module) {
-		snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f.offset);
+	if (f->module) {
+		snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f->offset);
 		jb_str(b, hex);
 	} else {
 		jb_null(b);
 	}
+	jb_key(b, "inlined");
+	jb_bool(b, f->inlined);
 	jb_obj_end(b);
+}
+
+/* A thread's frames, each address as the frames a debugger shows: the
+ * functions inlined there first, then the one that holds the code.  Past
+ * twice the physical frames, only physical frames are added, so a deep
+ * recursion of inlined helpers cannot multiply a reply. */
+static void frames_json(struct daemon *d, struct jbuf *b, const struct proc *p,
+			const struct stack_thread *t)
+{
+	size_t budget = 2 * (size_t)t->nframes + SYM_MAX_INLINE, out = 0;
+	jb_key(b, "frames");
+	jb_arr(b);
+	for (uint16_t k = 0; k < t->nframes; k++) {
+		struct sym_frame f[SYM_MAX_INLINE + 1];
+		size_t n = 1;
+		f[0] = (struct sym_frame){0};
+		if (d->sym) {
+			size_t left = (size_t)(t->nframes - k); /* physical frames still to add */
+			size_t room = budget - out > left ? budget - out - left : 0;
+			size_t max = room + 1 < SYM_MAX_INLINE + 1 ? room + 1 : SYM_MAX_INLINE + 1;
+			n = sym_lookup_inline(d->sym, p->pid, p->starttime, t->frames[k], k > 0, f, max,
+					      NULL);
+		}
+		for (size_t i = 0; i < n; i++)
+			frame_json(b, t->frames[k], &f[i]);
+		out += n;
+	}
+	jb_arr_end(b);
 }
 
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
@@ -242,11 +268,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, t->blocked_in);
 		jb_key(b, "approximate");
 		jb_bool(b, t->approximate);
-		jb_key(b, "frames");
-		jb_arr(b);
-		for (uint16_t k = 0; k < t->nframes; k++)
-			frame_json(d, b, p, t->frames[k], k > 0);
-		jb_arr_end(b);
+		frames_json(d, b, p, t);
 		jb_obj_end(b);
 	}
 	jb_arr_end(b);

@@ -471,7 +471,13 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	 * stack, and the JDK has a state for it. */
 	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
 	jj_set(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
-	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames));
+	json_t *inlined = NULL;
+	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
+	/* Beside the JDK's strings: which frames are inlined into the next. */
+	if (json_array_size(inlined))
+		jj_set(th, "inlinedFrames", inlined);
+	else
+		json_decref(inlined);
 	jj_set(th, "role", jj_enum_or_null(t, "role", jj_roles));
 	jj_set(th, "task", task ? jj_task(task) : json_null());
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());

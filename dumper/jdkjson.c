@@ -288,16 +288,25 @@ static json_t *frame_string(const jv *f)
 	return jj_string_new(buf);
 }
 
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
+json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined)
 {
 	json_t *out = json_array();
 	const jv *frames = jj_array(stack, "frames");
 	size_t n = jv_size(frames);
+	const char *prev = NULL; /* the address of the frame before */
+	unsigned chain = 0;      /* frames before this one at the same address */
 
+	if (inlined)
+		*inlined = json_array();
 	for (size_t i = 0; i < n && i < max; i++) {
 		const jv *f = jv_at(frames, i);
 		const char *addr = jj_str(f, "addr");
-		json_t *hit = cache && addr ? json_object_get(cache, addr) : NULL;
+		chain = addr && prev && strcmp(addr, prev) == 0 ? chain + 1 : 0;
+		prev = addr;
+		char key[96];
+		if (addr)
+			snprintf(key, sizeof key, "%.64s/%u", addr, chain);
+		json_t *hit = cache && addr ? json_object_get(cache, key) : NULL;
 		if (hit) {
 			jj_append(out, json_incref(hit));
 		} else if (jv_is_object(f)) {
@@ -305,10 +314,15 @@ json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
 			/* Threads blocked alike share most frames: format each
 			 * address once per dump. */
 			if (cache && addr && json_object_size(cache) < JJ_MAX_CACHED)
-				json_object_set(cache, addr, str);
+				json_object_set(cache, key, str);
 			jj_append(out, str);
-		} else if (jv_is_string(f))
+		} else if (jv_is_string(f)) {
 			jj_append(out, jj_string_new(jv_string(f)));
+		} else {
+			continue;
+		}
+		if (inlined && jv_is_true(jv_get(f, "inlined")))
+			jj_append(*inlined, json_integer((json_int_t)json_array_size(out) - 1));
 	}
 	return out;
 }

@@ -64,8 +64,11 @@ const char *jj_thread_state(const jv *stack);
 /* The frames of a stack entry as JDK frame strings, top first, at most max:
  * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr".
  * cache (an object, or NULL) maps addresses already formatted in this dump
- * to their strings: one address means one symbol within a process. */
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache);
+ * to their strings: one address and its place in that address's inline
+ * chain mean one frame within a process.  When inlined is not NULL it gets
+ * a new array of the positions (in the returned array) of frames inlined
+ * into the frame after them. */
+json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined);
 
 /* {"id","state","function","forkSite","forkedAt"} of a model task. */
 json_t *jj_task(const jv *task);

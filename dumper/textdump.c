@@ -3,6 +3,7 @@
 #include "textdump.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,10 +112,21 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
 	}
 	const json_t *stack = jt_array(t, "stack");
+	const json_t *inl = jt_array(t, "inlinedFrames");
+	size_t next_inl = 0; /* inlinedFrames is in increasing order */
 	for (size_t i = 0; i < json_array_size(stack); i++) {
 		const char *f = json_string_value(json_array_get(stack, i));
+		bool inlined = false;
+		while (next_inl < json_array_size(inl)) {
+			const json_t *at = json_array_get(inl, next_inl);
+			json_int_t k = json_is_integer(at) ? json_integer_value(at) : -1;
+			if (k > (json_int_t)i)
+				break;
+			next_inl++;
+			inlined = inlined || k == (json_int_t)i;
+		}
 		if (f)
-			fprintf(out, "%*s    at %s\n", ind, "", f);
+			fprintf(out, "%*s    at %s%s\n", ind, "", f, inlined ? " (inlined)" : "");
 	}
 }
 

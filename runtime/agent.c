@@ -20,6 +20,7 @@
 #include "agent.h"
 #include "procstat.h"
 #include "scope.h"
+#include "sockcheck.h"
 #include "sockpath.h"
 
 #define BACKOFF_MIN_MS 50
@@ -262,14 +263,20 @@ static void send_snapshot(void)
 	send_kept();
 }
 
+/* Connects to the daemon; -1 when none answers, or when the socket or the
+ * process answering it is not one we trust (another user's directory or
+ * daemon): the program's names and addresses go to nobody else. */
 static int dial(void)
 {
+	if (scoped_socket_check(ag.path, false, NULL, 0) < 0)
+		return -1;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	memcpy(sa.sun_path, ag.path, sizeof sa.sun_path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+	    scoped_peer_check(fd, ag.path, false, NULL, 0) < 0) {
 		close(fd);
 		return -1;
 	}

@@ -78,6 +78,27 @@ static int altstack_too_small(const ucontext_t *uc, const void *here)
 	return p - lo < HANDLER_ROOM;
 }
 
+#if defined(__x86_64__)
+/* A thread blocked in a system call that the signal interrupted comes back
+ * to user space with its pc moved back onto the `syscall` instruction, so
+ * that the kernel can restart the call after the handler.  The thread is
+ * in the call, and a debugger or the kernel's own register view shows the
+ * pc after it: so does the capture.  (A thread caught just before a
+ * `syscall` looks the same; it is about to block there, and the line after
+ * is as true of it.)  The interrupted pc was being executed, so its bytes
+ * are mapped, and 0x0f opens a two-byte opcode, so the second is too. */
+static uint64_t past_restarted_syscall(uint64_t pc)
+{
+	const volatile unsigned char *code = (const volatile unsigned char *)(uintptr_t)pc;
+	return pc && code[0] == 0x0f && code[1] == 0x05 ? pc + 2 : pc;
+}
+#else
+static uint64_t past_restarted_syscall(uint64_t pc)
+{
+	return pc;
+}
+#endif
+
 /* The unwind itself, apart from the handler, so that the handler's own
  * frame stays small until it has checked its room: the cursor is 1 KiB. */
 static __attribute__((noinline)) uint16_t unwind_from(void *uctx, uint64_t *addr, uint16_t max)
@@ -86,7 +107,10 @@ static __attribute__((noinline)) uint16_t unwind_from(void *uctx, uint64_t *addr
 
 	if (unw_init_local2(&c, (unw_context_t *)uctx, UNW_INIT_SIGNAL_FRAME) != 0)
 		return 0;
-	return unwind(&c, addr, max);
+	uint16_t n = unwind(&c, addr, max);
+	if (n)
+		addr[0] = past_restarted_syscall(addr[0]);
+	return n;
 }
 
 /* Runs on the captured thread.  Only async-signal-safe work: atomics,

@@ -11,7 +11,9 @@
 
 #include "rt.h"
 
-_Atomic(sc_observer_fn) sc_observer = NULL;
+/* Zero-initialized (no observer): clang refuses NULL as a constant
+ * initializer of an _Atomic function pointer. */
+_Atomic(sc_observer_fn) sc_observer;
 
 /* Initial-exec, like every hot thread-local of libscope: in a shared library
  * the default model makes each access a call to __tls_get_addr (every event

@@ -214,11 +214,13 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 	stack(l, a, live ? s->owner : 0, "owner");
 }
 
-static void root_lines(struct lines *l, const struct app *a)
+static void root_lines(struct lines *l, const struct app *a, double now)
 {
 	const struct tm_proc *p = &a->model.proc;
 	char up[32];
-	ttx_duration(up, sizeof up, p->uptime_ms);
+	/* From the process's own start, on the clock that keeps running (and
+	 * stops when the process ended), not the uptime of the first reply. */
+	ttx_duration(up, sizeof up, p->start_ms > 0 ? now - p->start_ms : p->uptime_ms);
 	add(l, TA_TITLE, "process %lld \"%s\"  %s", (long long)p->pid, p->name,
 	    p->exited ? "exited" : "live");
 	add(l, TA_NORMAL, "  exe %s", p->exe[0] ? p->exe : "?");
@@ -282,7 +284,7 @@ void detail_draw(struct app *a, int y0, int h)
 	else if (r->kind == TR_SCOPE)
 		scope_lines(&l, a, r, now);
 	else if (r->kind == TR_ROOT)
-		root_lines(&l, a);
+		root_lines(&l, a, now);
 	else
 		pool_lines(&l, a, r);
 	for (int i = 0; i < h; i++) {

@@ -315,6 +315,44 @@ static void test_text(void **state)
 	json_decref(d);
 }
 
+/* Inlined functions are frames of their own, listed in inlinedFrames and
+ * marked in the text; one address formats per place in its inline chain,
+ * so a second thread at the same address gets the same frames. */
+static void test_inlined_frames(void **state)
+{
+	(void)state;
+	static const char *reply =
+		"{\"ok\":true,\"source\":\"bpf\",\"process\":{\"pid\":7,\"state\":\"live\"},"
+		"\"model\":{\"threads\":[],\"pools\":[],\"scopes\":[],\"tasks\":[]},"
+		"\"stacks\":["
+		" {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
+		"  {\"addr\":\"0x10\",\"func\":\"syscall\",\"file\":\"syscall.S\",\"line\":38},"
+		"  {\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":true},"
+		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170,\"inlined\":false}]},"
+		" {\"tid\":2,\"state\":\"WAITING\",\"frames\":["
+		"  {\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":true},"
+		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170}]}]}";
+	json_t *d = build(reply);
+	const char *want1[] = {"syscall (syscall.S:38)", "join_close (d.c:80)", "handle (d.c:170)"};
+	const json_t *st = json_object_get(thread(d, 1), "stack");
+	assert_int_equal(json_array_size(st), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(json_string_value(json_array_get(st, i)), want1[i]);
+	const json_t *inl = json_object_get(thread(d, 1), "inlinedFrames");
+	assert_int_equal(json_array_size(inl), 1);
+	assert_int_equal(json_integer_value(json_array_get(inl, 0)), 1);
+	st = json_object_get(thread(d, 2), "stack");
+	assert_string_equal(json_string_value(json_array_get(st, 0)), "join_close (d.c:80)");
+	assert_string_equal(json_string_value(json_array_get(st, 1)), "handle (d.c:170)");
+	inl = json_object_get(thread(d, 2), "inlinedFrames");
+	assert_int_equal(json_integer_value(json_array_get(inl, 0)), 0);
+	char *s = textdump_string(d, 0);
+	assert_non_null(strstr(s, "      at syscall (syscall.S:38)\n      at join_close (d.c:80) (inlined)\n"
+				  "      at handle (d.c:170)\n"));
+	free(s);
+	json_decref(d);
+}
+
 /* A worker that runs, inline while joining, a task of an inner scope is in
  * that inner scope's container, once. */
 static void test_inline_task(void **state)
@@ -673,6 +711,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
+		cmocka_unit_test(test_inlined_frames),
 		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
 		cmocka_unit_test(test_inline_task),   cmocka_unit_test(test_closed_chain),
 		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
