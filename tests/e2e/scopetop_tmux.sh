@@ -61,7 +61,7 @@ once_full() {
 poll 100 once_full || :
 # Subtask rows are named by the function they run (tui_tree.c's bodies).
 for want in "<root> tui_tree \[$HPID\]" "server" "handle" "queued" "done" "pools \(1\)" \
-	"io size 4/4" "running .*tui_fetch_user " "running .*tui_handle " "done .*tui_audit " \
+	"io size 5/4" "running .*tui_fetch_user " "(running|joining) .*tui_handle " "done .*tui_audit " \
 	"queued .*tui_backlog " "tui_poll_peer "; do
 	grep -Eq -- "$want" "$D/once" || { cat "$D/once"; fail "--once lacks '$want'"; }
 done
