@@ -226,6 +226,7 @@ int main(int argc, char **argv)
 		metrics_stop(&d);
 		return 1;
 	}
+	stacks_attach(&d);
 	/* Room for agents: what the descriptor limit leaves after the control
 	 * clients' share and the daemon's own files (symbols, BPF, logs). */
 	long nofile = conn_fds_setup();

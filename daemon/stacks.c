@@ -452,6 +452,12 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 	return true;
 }
 
+void stacks_attach(struct daemon *d)
+{
+	/* At start, not at the first request: a crash report comes unasked. */
+	daemon_watch(d, &reqs_watch);
+}
+
 int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 {
 	struct daemon *d = x->d;

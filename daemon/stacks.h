@@ -22,6 +22,9 @@ struct stacks;
  * else signal; why says which and why (one line for the log).  bpf: fails
  * with -errno and the reason in why when BPF cannot load. */
 int stacks_open(struct stacks **out, int mode, char *why, size_t whylen);
+/* Listens for the agents' stack replies, and for the crash reports they
+ * send unasked; the daemon calls it once, after stacks_open. */
+void stacks_attach(struct daemon *d);
 void stacks_close(struct stacks *s);
 const struct stack_source *stacks_source(const struct stacks *s);
 
