@@ -105,10 +105,12 @@ const char *model_scope_state_name(const struct m_scope *s)
 	return "open";
 }
 
-/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null. */
+/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null.
+ * Wrapping arithmetic: a peer's ts is any i64, and a bad one must not be UB. */
 static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
 {
-	jf_ms_if(b, key, ts != 0, ts ? ts - clk->mono + clk->real : 0);
+	jf_ms_if(b, key, ts != 0,
+		 ts ? (int64_t)((uint64_t)ts - (uint64_t)clk->mono + (uint64_t)clk->real) : 0);
 }
 
 static void site(struct jbuf *b, const char *file, int32_t line, const char *func)
