@@ -1,6 +1,8 @@
 /* jbuf.c - JSON writer: escapes strings, formats integers by hand, tracks commas per level. */
 #include "jbuf.h"
 
+#include "utf8.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,31 +115,6 @@ void jb_arr_end(struct jbuf *b)
 	close_(b, ']');
 }
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no
- * overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-	size_t len;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-	else
-		return 0;
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
-
-/* Strings from peers are bytes (a thread name, a file name): what is not
- * UTF-8 is written as U+FFFD, since JSON text must be UTF-8 (fuzz_model). */
 static void quoted(struct jbuf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -146,22 +123,30 @@ static void quoted(struct jbuf *b, const char *s, size_t n)
 	put(b, '"');
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x80) {
-			size_t len = utf8_len((const unsigned char *)s + i, n - i);
-			if (len) {
-				jb_raw(b, s + i, len);
-				i += len - 1;
-			} else {
-				jb_raw(b, "\\ufffd", 6);
-			}
-		} else if (c >= 0x20 && c != '"' && c != '\\') {
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
 			put(b, (char)c);
 		} else if (c == '"' || c == '\\') {
 			put(b, '\\');
 			put(b, (char)c);
-		} else {
+		} else if (c < 0x80) {
 			char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			jb_raw(b, esc, 6);
+		} else {
+			/* Output is always UTF-8, whatever came in (a thread's
+			 * kernel name may hold any byte): an invalid byte becomes
+			 * U+FFFD, a C1 control an escape. */
+			size_t seq = utf8_seq((const unsigned char *)s + i, n - i);
+			if (!seq) {
+				jb_raw(b, "\xef\xbf\xbd", 3);
+			} else if (seq == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) {
+				unsigned char c1 = (unsigned char)s[i + 1];
+				char esc[6] = {'\\', 'u', '0', '0', hex[c1 >> 4], hex[c1 & 15]};
+				jb_raw(b, esc, 6);
+				i++;
+			} else {
+				jb_raw(b, s + i, seq);
+				i += seq - 1;
+			}
 		}
 	}
 	put(b, '"');

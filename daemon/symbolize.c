@@ -5,6 +5,8 @@
 #include "loop.h"
 #include "strtab.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -27,11 +29,19 @@ struct sym_proc {
 	int64_t refreshed_ns;
 };
 
+/* An inlined function at an address: its name and where in it the code is. */
+struct sym_inl {
+	const char *func, *file;
+	int line;
+};
+
 struct cache_ent {
 	const char *key; /* NULL: free slot */
 	uint64_t off;
-	const char *func, *file;
+	const char *func, *file; /* the physical frame */
 	int line;
+	unsigned ninl;
+	struct sym_inl *inl; /* innermost first; owned */
 };
 
 struct symbolizer {
@@ -42,6 +52,8 @@ struct symbolizer {
 	size_t cap, n, max;
 	uint64_t hits, misses;
 };
+
+static void cache_flush(struct symbolizer *s);
 
 static const Dwfl_Callbacks proc_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf,
@@ -77,8 +89,8 @@ void sym_free(struct symbolizer *s)
 		proc_release(p);
 	}
 	strtab_free(&s->keys);
+	cache_flush(s);
 	strtab_free(&s->names);
-	free(s->tab);
 	free(s);
 }
 
@@ -213,6 +225,8 @@ static struct cache_ent *cache_find(struct symbolizer *s, const char *key, uint6
 
 static void cache_flush(struct symbolizer *s)
 {
+	for (size_t i = 0; i < s->cap; i++)
+		free(s->tab[i].inl);
 	free(s->tab);
 	s->tab = NULL;
 	s->cap = s->n = 0;
@@ -222,8 +236,13 @@ static void cache_flush(struct symbolizer *s)
 
 /* Inserts a resolution; drops the whole cache when it reaches its cap, which
  * is simpler than LRU and costs only re-resolution. */
+static const char *intern(struct symbolizer *s, const char *str)
+{
+	return str ? strtab_intern(&s->names, str, strlen(str)) : NULL;
+}
+
 static void cache_put(struct symbolizer *s, const char *key, uint64_t off, const char *func,
-		      const char *file, int line)
+		      const char *file, int line, const struct sym_inl *inl, unsigned ninl)
 {
 	if (s->n >= s->max)
 		cache_flush(s);
@@ -245,12 +264,15 @@ static void cache_put(struct symbolizer *s, const char *key, uint64_t off, const
 			}
 		free(old);
 	}
-	const char *f = func ? strtab_intern(&s->names, func, strlen(func)) : NULL;
-	const char *fl = file ? strtab_intern(&s->names, file, strlen(file)) : NULL;
+	struct sym_inl *copy = ninl ? malloc(ninl * sizeof *copy) : NULL;
+	if (ninl && !copy)
+		ninl = 0; /* the physical frame still resolves */
+	for (unsigned i = 0; i < ninl; i++)
+		copy[i] = (struct sym_inl){intern(s, inl[i].func), intern(s, inl[i].file), inl[i].line};
 	size_t j = slot_of(s, key, off);
 	while (s->tab[j].key)
 		j = (j + 1) & (s->cap - 1);
-	s->tab[j] = (struct cache_ent){key, off, f, fl, line};
+	s->tab[j] = (struct cache_ent){key, off, intern(s, func), intern(s, file), line, ninl, copy};
 	s->n++;
 }
 
@@ -268,19 +290,88 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, uint64_t addr,
-		bool is_return, struct sym_frame *out)
+/* The name of a function DIE, following an inlined instance to its
+ * abstract origin (which is where the name is). */
+static const char *die_name(Dwarf_Die *die)
 {
-	memset(out, 0, sizeof *out);
+	Dwarf_Attribute at;
+	const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+	if (!name)
+		name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
+	return name;
+}
+
+/* Where an inlined call is: DW_AT_call_file/line of the inlined instance. */
+static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles, const char **file,
+		      int *line)
+{
+	Dwarf_Attribute at;
+	Dwarf_Word v;
+	*file = NULL;
+	*line = 0;
+	if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &at), &v) == 0 && v <= INT32_MAX)
+		*line = (int)v;
+	if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &v) == 0 && v < nfiles)
+		*file = base_name(dwarf_filesrc(files, v, NULL, NULL));
+}
+
+/* Fills inl[] (innermost first, at most SYM_MAX_INLINE) with the functions
+ * inlined at a and returns how many; *file and *line come in as the line
+ * table's position of a and go out as the physical frame's: the call site
+ * of the outermost inlined function. */
+static unsigned inline_chain(Dwfl_Module *mod, Dwarf_Addr a, struct sym_inl *inl,
+			     const char **file, int *line)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
+	Dwarf_Die *scopes = NULL;
+	int n = cu ? dwarf_getscopes(cu, a - bias, &scopes) : -1;
+	if (n <= 0) {
+		free(scopes);
+		return 0;
+	}
+	/* dwarf_getscopes mixes in the abstract origin's scopes; the
+	 * containment of the concrete innermost DIE is what a stack is. */
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	n = dwarf_getscopes_die(&inner, &scopes);
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	unsigned k = 0;
+	for (int i = 0; i < n; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_entry_point)
+			break;
+		if (tag != DW_TAG_inlined_subroutine)
+			continue;
+		/* Past the cap the innermost are kept, and the physical frame
+		 * still gets the outermost call's line. */
+		if (k < SYM_MAX_INLINE)
+			inl[k++] = (struct sym_inl){die_name(&scopes[i]), *file, *line};
+		call_site(&scopes[i], files, nfiles, file, line);
+	}
+	free(scopes);
+	return k;
+}
+
+/* The cache entry for addr, resolved now on a miss; NULL when the address
+ * is in no module or could not be resolved.  *m gets the module. */
+static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
+				       unsigned long long starttime, uint64_t a,
+				       const struct sym_module **mp)
+{
 	struct sym_proc *p = find_proc(s, pid, starttime);
+	*mp = NULL;
 	if (!p) {
 		if (sym_attach(s, pid, starttime) < 0)
-			return false;
+			return NULL;
 		p = find_proc(s, pid, starttime);
 		if (!p)
-			return false;
+			return NULL;
 	}
-	uint64_t a = is_return && addr ? addr - 1 : addr;
 	const struct sym_module *m = find_module(p, a);
 	/* A module loaded after the warm-up (dlopen): look again, once a second. */
 	if (!m && p->dwfl && loop_now_ns() - p->refreshed_ns > 1000000000) {
@@ -288,24 +379,20 @@ bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, u
 		m = find_module(p, a);
 	}
 	if (!m)
-		return false;
-	out->module = m->path;
-	out->offset = addr - m->start;
+		return NULL;
+	*mp = m;
 	uint64_t off = a - m->start;
 	struct cache_ent *e = m->key ? cache_find(s, m->key, off) : NULL;
 	if (e) {
 		s->hits++;
-		out->func = e->func;
-		out->file = e->file;
-		out->line = e->line;
-		return true;
+		return e;
 	}
 	s->misses++;
-	if (!p->dwfl)
-		return true; /* exited: only what the cache held */
+	if (!p->dwfl || !m->key)
+		return NULL; /* exited: only what the cache held */
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, a);
 	if (!mod)
-		return true;
+		return NULL;
 	GElf_Off symoff;
 	GElf_Sym sym;
 	const char *func = dwfl_module_addrinfo(mod, a, &symoff, &sym, NULL, NULL, NULL);
@@ -322,15 +409,53 @@ bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, u
 	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
 	if (dl)
 		file = base_name(dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL));
-	if (m->key)
-		cache_put(s, m->key, off, func, file, line);
-	e = m->key ? cache_find(s, m->key, off) : NULL;
-	if (e) {
-		out->func = e->func;
-		out->file = e->file;
-		out->line = e->line;
+	struct sym_inl inl[SYM_MAX_INLINE];
+	unsigned ninl = inline_chain(mod, a, inl, &file, &line);
+	cache_put(s, m->key, off, func, file, line, inl, ninl);
+	return cache_find(s, m->key, off);
+}
+
+size_t sym_lookup_inline(struct symbolizer *s, pid_t pid, unsigned long long starttime,
+			 uint64_t addr, bool is_return, struct sym_frame *out, size_t max,
+			 bool *found)
+{
+	uint64_t a = is_return && addr ? addr - 1 : addr;
+	const struct sym_module *m = NULL;
+	const struct cache_ent *e = max ? resolve(s, pid, starttime, a, &m) : NULL;
+	size_t n = 0;
+	if (found)
+		*found = max && m;
+	if (!max)
+		return 0;
+	/* Inlined frames past max drop from the innermost end: the frame
+	 * that owns the code and its callers' view stay right. */
+	unsigned ninl = e ? e->ninl : 0;
+	unsigned skip = ninl + 1 > max ? ninl + 1 - (unsigned)max : 0;
+	for (unsigned i = skip; i < ninl; i++)
+		out[n++] = (struct sym_frame){e->inl[i].func, e->inl[i].file, m->path,
+					      e->inl[i].line, addr - m->start, true};
+	out[n] = (struct sym_frame){0};
+	if (m) {
+		out[n].module = m->path;
+		out[n].offset = addr - m->start;
 	}
-	return true;
+	if (e) {
+		out[n].func = e->func;
+		out[n].file = e->file;
+		out[n].line = e->line;
+	}
+	return n + 1;
+}
+
+bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, uint64_t addr,
+		bool is_return, struct sym_frame *out)
+{
+	bool found;
+	struct sym_frame all[SYM_MAX_INLINE + 1];
+	size_t n = sym_lookup_inline(s, pid, starttime, addr, is_return, all, SYM_MAX_INLINE + 1,
+				     &found);
+	*out = all[n - 1];
+	return found;
 }
 
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries)

@@ -10,12 +10,16 @@
 struct symbolizer;
 
 /* One resolved frame.  Strings are borrowed from the symbolizer and stay
- * valid until the next sym_lookup() that misses the cache, or sym_free(). */
+ * valid until the next lookup that misses the cache, or sym_free(). */
 struct sym_frame {
 	const char *func, *file, *module; /* NULL when unknown */
 	int line;                         /* 0 when unknown */
 	uint64_t offset;                  /* address - module start */
+	bool inlined; /* a function inlined into the next frame (same address) */
 };
+
+/* Inline frames kept per address; deeper inlining keeps the innermost. */
+#define SYM_MAX_INLINE 16
 
 /* New symbolizer (NULL on out of memory).  max_entries caps the cache (0: 256k). */
 struct symbolizer *sym_new(size_t max_entries);
@@ -33,11 +37,24 @@ void sym_process_exited(struct symbolizer *s, pid_t pid, unsigned long long star
 /* Forget the process entirely. */
 void sym_forget(struct symbolizer *s, pid_t pid, unsigned long long starttime);
 
-/* Resolves addr in pid.  is_return: addr is a return address (every frame
- * but the top), so the call site is looked up at addr - 1.  Always fills
- * *out (all-unknown when nothing matched); returns true when a module was found. */
+/* Resolves addr in pid to its physical frame: the function that holds the
+ * code (ELF symbol) and, when code of other functions is inlined there, the
+ * line of the outermost inlined call.  is_return: addr is a return address
+ * (every frame but the top), so the call site is looked up at addr - 1.
+ * Always fills *out (all-unknown when nothing matched); returns true when a
+ * module was found. */
 bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, uint64_t addr,
 		bool is_return, struct sym_frame *out);
+
+/* The same address as the frames a debugger shows: the innermost inlined
+ * function first (its own file:line), each enclosing inlined function at the
+ * line of the call it inlines, and last the physical frame (what sym_lookup
+ * gives); all but the last have `inlined` set.  Writes at most max (>= 1)
+ * frames to out and returns how many (always >= 1); the return value of
+ * sym_lookup goes to *found when found is not NULL. */
+size_t sym_lookup_inline(struct symbolizer *s, pid_t pid, unsigned long long starttime,
+			 uint64_t addr, bool is_return, struct sym_frame *out, size_t max,
+			 bool *found);
 
 /* Cache statistics, for tests and status. */
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries);

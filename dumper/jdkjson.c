@@ -2,6 +2,7 @@
  * sites, frames, tasks and pools used by the dump builder. */
 #include "jdkjson.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -204,6 +205,26 @@ json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allow
 	return json_null();
 }
 
+json_t *jj_string_or_null(const char *s)
+{
+	return s ? jj_string_new(s) : json_null();
+}
+
+const char *jj_signal_name(long long sig)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},
+		     {SIGILL, "SIGILL"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+		     {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},   {SIGTRAP, "SIGTRAP"},
+		     {SIGSYS, "SIGSYS"},   {SIGQUIT, "SIGQUIT"}, {SIGHUP, "SIGHUP"}};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	return NULL;
+}
+
 json_t *jj_int_or_null(const jv *obj, const char *key)
 {
 	const jv *v = jv_get(obj, key);
@@ -258,10 +279,12 @@ json_t *jj_values(const jv *values)
 const char *jj_thread_state(const jv *stack)
 {
 	const char *s = jj_str(stack, "state");
+	if (jv_is_true(jv_get(stack, "exited")))
+		return "TERMINATED";
 	for (size_t i = 0; s && i < sizeof jdk_states / sizeof *jdk_states; i++)
 		if (strcmp(s, jdk_states[i]) == 0)
 			return jdk_states[i];
-	return "UNKNOWN";
+	return NULL;
 }
 
 static json_t *frame_string(const jv *f)
@@ -288,16 +311,25 @@ static json_t *frame_string(const jv *f)
 	return jj_string_new(buf);
 }
 
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
+json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined)
 {
 	json_t *out = json_array();
 	const jv *frames = jj_array(stack, "frames");
 	size_t n = jv_size(frames);
+	const char *prev = NULL; /* the address of the frame before */
+	unsigned chain = 0;      /* frames before this one at the same address */
 
+	if (inlined)
+		*inlined = json_array();
 	for (size_t i = 0; i < n && i < max; i++) {
 		const jv *f = jv_at(frames, i);
 		const char *addr = jj_str(f, "addr");
-		json_t *hit = cache && addr ? json_object_get(cache, addr) : NULL;
+		chain = addr && prev && strcmp(addr, prev) == 0 ? chain + 1 : 0;
+		prev = addr;
+		char key[96];
+		if (addr)
+			snprintf(key, sizeof key, "%.64s/%u", addr, chain);
+		json_t *hit = cache && addr ? json_object_get(cache, key) : NULL;
 		if (hit) {
 			jj_append(out, json_incref(hit));
 		} else if (jv_is_object(f)) {
@@ -305,10 +337,15 @@ json_t *jj_stack(const jv *stack, size_t max, json_t *cache)
 			/* Threads blocked alike share most frames: format each
 			 * address once per dump. */
 			if (cache && addr && json_object_size(cache) < JJ_MAX_CACHED)
-				json_object_set(cache, addr, str);
+				json_object_set(cache, key, str);
 			jj_append(out, str);
-		} else if (jv_is_string(f))
+		} else if (jv_is_string(f)) {
 			jj_append(out, jj_string_new(jv_string(f)));
+		} else {
+			continue;
+		}
+		if (inlined && jv_is_true(jv_get(f, "inlined")))
+			jj_append(*inlined, json_integer((json_int_t)json_array_size(out) - 1));
 	}
 	return out;
 }
@@ -326,6 +363,11 @@ json_t *jj_task(const jv *task)
 	jj_set(t, "forkedAt",
 	       jv_is_number(forked)
 		   ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
+		   : json_null());
+	const jv *started = jv_get(task, "started_ms");
+	jj_set(t, "startedAt",
+	       jv_is_number(started)
+		   ? json_string(jdkdump_iso_time(jv_number(started), iso, sizeof iso))
 		   : json_null());
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))

@@ -41,6 +41,7 @@ struct slot {
 static struct slot slots[NSLOTS];
 static _Atomic uint32_t done_seq; /* futex word: bumped by every handler */
 static uint32_t next_gen;
+static _Atomic int warmed; /* warm_up() ran: the handler's unwinding is safe */
 
 static int64_t now_ns(void)
 {
@@ -78,6 +79,27 @@ static int altstack_too_small(const ucontext_t *uc, const void *here)
 	return p - lo < HANDLER_ROOM;
 }
 
+#if defined(__x86_64__)
+/* A thread blocked in a system call that the signal interrupted comes back
+ * to user space with its pc moved back onto the `syscall` instruction, so
+ * that the kernel can restart the call after the handler.  The thread is
+ * in the call, and a debugger or the kernel's own register view shows the
+ * pc after it: so does the capture.  (A thread caught just before a
+ * `syscall` looks the same; it is about to block there, and the line after
+ * is as true of it.)  The interrupted pc was being executed, so its bytes
+ * are mapped, and 0x0f opens a two-byte opcode, so the second is too. */
+static uint64_t past_restarted_syscall(uint64_t pc)
+{
+	const volatile unsigned char *code = (const volatile unsigned char *)(uintptr_t)pc;
+	return pc && code[0] == 0x0f && code[1] == 0x05 ? pc + 2 : pc;
+}
+#else
+static uint64_t past_restarted_syscall(uint64_t pc)
+{
+	return pc;
+}
+#endif
+
 /* The unwind itself, apart from the handler, so that the handler's own
  * frame stays small until it has checked its room: the cursor is 1 KiB. */
 static __attribute__((noinline)) uint16_t unwind_from(void *uctx, uint64_t *addr, uint16_t max)
@@ -86,7 +108,10 @@ static __attribute__((noinline)) uint16_t unwind_from(void *uctx, uint64_t *addr
 
 	if (unw_init_local2(&c, (unw_context_t *)uctx, UNW_INIT_SIGNAL_FRAME) != 0)
 		return 0;
-	return unwind(&c, addr, max);
+	uint16_t n = unwind(&c, addr, max);
+	if (n)
+		addr[0] = past_restarted_syscall(addr[0]);
+	return n;
 }
 
 /* Runs on the captured thread.  Only async-signal-safe work: atomics,
@@ -152,9 +177,19 @@ int sc_stack_init(void)
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	warm_up(); /* before any signal can come */
+	atomic_store(&warmed, 1);
 	if (sigaction(SC_SIG_STACK, &sa, NULL) < 0)
 		return -errno;
 	return 0;
+}
+
+uint16_t sc_stack_unwind_here(void *uctx, uint64_t *addr, uint16_t max)
+{
+	/* Unwarmed, libunwind could take locks or bind lazily: in a crash
+	 * handler that could hang the process instead of ending it. */
+	if (!atomic_load(&warmed) || altstack_too_small(uctx, __builtin_frame_address(0)))
+		return 0;
+	return unwind_from(uctx, addr, max);
 }
 
 static void put_reply(struct sc_buf *out, const struct proto_msg *req, uint32_t tid, int error,

@@ -9,10 +9,12 @@
 set -eu
 PKGS="build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libjansson-dev libncurses-dev libcmocka-dev libdw-dev elfutils libunwind-dev
-tmux python3 python3-jsonschema procps util-linux"
+tmux python3 python3-jsonschema procps util-linux
+libmicrohttpd-dev prometheus"
 # gdb: bench_dump's peer; libclang-rt-14-dev: libFuzzer (make fuzz);
-# clang-format: make format-check.
-OPT_PKGS="gdb libclang-rt-14-dev clang-format"
+# clang-format: make format-check; libtbb-dev, libglib2.0-dev: the
+# scheduler benchmark's peers (TBB, GLib).
+OPT_PKGS="gdb libclang-rt-14-dev clang-format libtbb-dev libglib2.0-dev"
 
 missing_of() {
 	for p in "$@"; do

@@ -28,7 +28,8 @@ static uint64_t hash_str(uint64_t h, const char *s)
 	return h * 0x100000001b3ull;
 }
 
-/* "func (file:line)", or the address and module when symbols are missing. */
+/* "func (file:line)", or the address and module when symbols are missing;
+ * " (inlined)" after a function inlined into the next frame. */
 static char *frame_text(json_t *f)
 {
 	const char *func = tm_jraw(f, "func"), *file = tm_jraw(f, "file"),
@@ -48,6 +49,11 @@ static char *frame_text(json_t *f)
 			 off ? off : "?");
 	} else
 		snprintf(b, sizeof b, "%s", addr ? addr : "?");
+	/* Inlined into the frame below it, at the same address (as gdb shows). */
+	if (json_is_true(json_object_get(f, "inlined"))) {
+		size_t len = strlen(b);
+		snprintf(b + len, sizeof b - len, " (inlined)");
+	}
 	return tm_str_copy(b);
 }
 

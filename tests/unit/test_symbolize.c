@@ -111,6 +111,67 @@ static void test_cache_cap_flushes(void **state)
 	sym_free(s);
 }
 
+/* Where the inlined helper below called out from. */
+static uint64_t inline_ret;
+
+__attribute__((noinline)) void record_caller(void)
+{
+	inline_ret = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	__asm__ volatile("" ::: "memory");
+}
+
+enum { INLINED_CALL_LINE = __LINE__ + 3 };
+static inline __attribute__((always_inline)) void inlined_helper(void)
+{
+	record_caller();
+	__asm__ volatile("" ::: "memory");
+}
+
+enum { OUTER_CALL_LINE = __LINE__ + 3 };
+__attribute__((noinline)) void calls_inlined(void)
+{
+	inlined_helper();
+	__asm__ volatile("" ::: "memory");
+}
+
+/* A return address inside inlined code: the inlined function is a frame of
+ * its own at its own line, the holder of the code follows at the line of
+ * the inlined call; sym_lookup gives the holder alone. */
+static void test_inline_chain(void **state)
+{
+	(void)state;
+	struct symbolizer *s = sym_new(0);
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	calls_inlined();
+	struct sym_frame f[SYM_MAX_INLINE + 1];
+	bool found = false;
+	for (int pass = 0; pass < 2; pass++) { /* a miss, then the cache */
+		size_t n = sym_lookup_inline(s, pid, st, inline_ret, true, f, SYM_MAX_INLINE + 1,
+					     &found);
+		assert_true(found);
+		assert_int_equal(n, 2);
+		assert_true(f[0].inlined);
+		assert_string_equal(f[0].func, "inlined_helper");
+		assert_string_equal(f[0].file, "test_symbolize.c");
+		assert_int_equal(f[0].line, INLINED_CALL_LINE);
+		assert_false(f[1].inlined);
+		assert_string_equal(f[1].func, "calls_inlined");
+		assert_string_equal(f[1].file, "test_symbolize.c");
+		assert_int_equal(f[1].line, OUTER_CALL_LINE);
+		assert_int_equal(f[0].offset, f[1].offset);
+	}
+	/* Room for one frame: the physical one. */
+	assert_int_equal(sym_lookup_inline(s, pid, st, inline_ret, true, f, 1, NULL), 1);
+	assert_string_equal(f[0].func, "calls_inlined");
+	assert_false(f[0].inlined);
+	struct sym_frame one;
+	assert_true(sym_lookup(s, pid, st, inline_ret, true, &one));
+	assert_string_equal(one.func, "calls_inlined");
+	assert_int_equal(one.line, OUTER_CALL_LINE);
+	sym_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -118,6 +179,7 @@ int main(void)
 		cmocka_unit_test(test_libc_function),
 		cmocka_unit_test(test_cache_and_exited),
 		cmocka_unit_test(test_cache_cap_flushes),
+		cmocka_unit_test(test_inline_chain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,6 +135,22 @@ static void test_layout_80x24(void **state)
 	assert_true(screen_has("subtasks: 2 (2 running)"));
 }
 
+/* The process pane's uptime runs on from the process's own start, though
+ * the reply that brought it said an older uptime. */
+static void test_uptime_runs(void **state)
+{
+	(void)state;
+	json_t *p = json_pack("{s:i, s:s, s:s, s:f, s:i}", "pid", 4242, "name", "demo", "state",
+			      "live", "start_time_ms", 1764441605000.0 - 23000, "uptime_ms", 6500);
+	tm_model_set_process(&a.model, p);
+	json_decref(p);
+	draw();
+	assert_true(screen_has("uptime 23.0s"));
+	a.now_local += 5000;
+	draw();
+	assert_true(screen_has("uptime 28.0s"));
+}
+
 static void test_only_changed_lines(void **state)
 {
 	(void)state;
@@ -345,6 +361,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_layout_80x24, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_only_changed_lines, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_uptime_runs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
