@@ -10,7 +10,7 @@ BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/tui_tree
-command -v tmux >/dev/null 2>&1 || { echo "skip: tmux is not installed (make deps)"; exit 77; }
+command -v tmux >/dev/null 2>&1 || { echo "FAIL: tmux is not installed (make deps)"; exit 1; }
 for f in "$BIN/scoped" "$BIN/scopetop" "$HELPER"; do
 	[ -x "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
 done
