@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 static void on_client(struct loop *l, int fd, unsigned events, void *ctx);
+static void client_resume(struct daemon *d, struct client *c);
+static const struct watcher client_watch = {.reply_done = client_resume};
 
 void client_close(struct client *c)
 {
@@ -24,48 +26,12 @@ void client_close(struct client *c)
 			break;
 		}
 	d->nclients--;
-	stack_reqs_client_gone(d, c);
-	sub_free_all(c);
+	daemon_client_gone(d, c);
 	loop_del(d->loop, c->fd);
 	close(c->fd);
 	jb_free(&c->out);
 	free(c->in);
 	free(c);
-}
-
-/* Writes what it can without blocking; the rest waits for LOOP_WRITE. */
-void client_flush(struct client *c)
-{
-	if (c->dead)
-		return;
-	if (c->out.oom) {
-		log_warn("control client pid %d: out of memory for its reply; dropping it",
-			 (int)c->pid);
-		c->dead = true;
-		return;
-	}
-	size_t before = c->out.len;
-	if (conn_write(c->fd, &c->out) < 0)
-		c->dead = true;
-	if (c->out.len < before)
-		c->drained_ns = loop_now_ns();
-	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
-}
-
-/* One reply may be larger than the cap (a big tree); a client that lets
- * output pile up past it before more is added does not read, and goes.  It is
- * closed by its handler or the housekeeper, never mid-command. */
-bool client_room(struct client *c)
-{
-	if (c->dead)
-		return false;
-	if (c->out.len <= CLIENT_MAX_UNSENT)
-		return true;
-	log_warn("control client pid %d does not read its replies (%zu bytes unsent, cap %u); "
-		 "dropping it",
-		 (int)c->pid, c->out.len, CLIENT_MAX_UNSENT);
-	c->dead = true;
-	return false;
 }
 
 void client_trim(struct client *c)
@@ -112,6 +78,7 @@ static void take_client(void *ctx, int fd, const struct ucred *cred)
 		return;
 	}
 	c->d = d;
+	daemon_watch(d, &client_watch);
 	c->fd = fd;
 	c->pid = cred->pid;
 	c->uid = cred->uid;
@@ -184,8 +151,10 @@ static void run_lines(struct client *c)
 	}
 }
 
-void client_resume(struct client *c)
+/* An asynchronous reply to c is written: the lines that waited run. */
+static void client_resume(struct daemon *d, struct client *c)
 {
+	(void)d;
 	c->waiting = false;
 	run_lines(c);
 	client_flush(c);

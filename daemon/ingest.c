@@ -23,8 +23,12 @@
 #define PENDING_PER_PID 4   /* connections one process may hold before its HELLO */
 
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
+static void aconns_forget_proc(struct daemon *d, struct proc *p);
+/* Connections point at the process entries they feed. */
+static const struct watcher aconn_watch = {.proc_freed = aconns_forget_proc};
 
-void aconns_forget_proc(struct daemon *d, struct proc *p)
+/* No connection may outlive the process entry it feeds. */
+static void aconns_forget_proc(struct daemon *d, struct proc *p)
 {
 	for (struct aconn *a = d->conns, *next; a; a = next) {
 		next = a->next;
@@ -256,6 +260,7 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	p->clk = (struct clockref){m->ref_mono_ns, m->ref_realtime_ns};
 	p->conn = a;
 	a->proc = p;
+	daemon_watch(d, &aconn_watch);
 	d->npending--;
 
 	uint8_t buf[64];
@@ -303,7 +308,7 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		return -1;
 	case PROTO_STACK_REPLY:
 	case PROTO_STACK_DONE:
-		stack_req_reply(d, m, p);
+		daemon_agent_msg(d, m, p);
 		return 0;
 	default:
 		break;

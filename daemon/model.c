@@ -3,6 +3,7 @@
 #include "model.h"
 #include "utf8.h"
 
+#include "tally.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -28,6 +29,8 @@ void model_init(struct model *m, const struct model_limits *lim)
 	if (!m->lim.max_owned_bytes)
 		m->lim.max_owned_bytes = MODEL_MAX_OWNED_BYTES;
 	m->strings.max_bytes = m->lim.max_string_bytes;
+	if (lim->tally)
+		m->tally = tally_new();
 }
 
 /* Where each kind keeps the fields the generic code touches, so one path
@@ -168,6 +171,7 @@ void model_free(struct model *m)
 	strtab_free(&m->strings);
 	free(m->rm);
 	free(m->exp);
+	tally_free(m->tally);
 	memset(m, 0, sizeof *m);
 }
 
@@ -566,6 +570,8 @@ static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
+	if (m->tally && !(s->flags & EF_CANCELLED))
+		tally_scope_cancelled(m, msg->reason);
 	s->flags |= EF_CANCELLED;
 	if (!s->cancel_reason)
 		s->cancel_reason = (uint8_t)msg->reason;
@@ -576,8 +582,11 @@ static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t 
 {
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	if (end_once(m, ENT_SCOPE, s, now))
+	if (end_once(m, ENT_SCOPE, s, now)) {
 		s->closed = msg->ts;
+		if (m->tally)
+			tally_scope_closed(m);
+	}
 	return 0;
 }
 
@@ -590,8 +599,11 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 		t->fn = msg->fn;
 	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
 		t->state = (uint8_t)msg->state;
-		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now))
+		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now)) {
 			t->ended = msg->ts;
+			if (m->tally)
+				tally_task_ended(m, t);
+		}
 	}
 	if (!(t->flags & EF_PLACEHOLDER) && t->forked) {
 		repair_site(m, msg->site, &t->file, &t->func, &t->line);
@@ -627,6 +639,8 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 	t->error = msg->error;
 	if (!t->worker)
 		t->worker = msg->tid;
+	if (m->tally)
+		tally_task_ended(m, t);
 	return true;
 }
 
@@ -682,8 +696,18 @@ static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now
 static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;
+	if (m->tally)
+		tally_violation(m, msg->kind);
 	m->viol[m->nviol++ % MODEL_VIOLATIONS] =
 		(struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
+	return 0;
+}
+
+static int ev_warning(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->warn[m->nwarn++ % MODEL_WARNINGS] = (struct m_warning){
+	    msg->subject, msg->limit, msg->amount, msg->ts, msg->kind, msg->tid};
 	return 0;
 }
 
@@ -880,6 +904,8 @@ int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
 		return 0;
 	m->events++;
 	int rc = fn(m, msg, now_ns);
+	if (m->tally)
+		tally_event(m, msg, now_ns);
 	/* Past the cap on ended entities the oldest go now, not after their
 	 * retention; here, once no handler holds an entity it could free. */
 	while (m->exp_n > m->lim.max_retained)

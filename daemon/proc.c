@@ -1,6 +1,7 @@
 /* proc.c - the processes scoped knows: registration, how each one ended, and
  * how long exited ones are kept for post-mortem dumps. */
 #include "daemon.h"
+#include "stacks.h"
 
 #include "jfield.h"
 #include "log.h"
@@ -31,6 +32,7 @@ struct model_limits daemon_model_limits(const struct daemon *d)
 		.max_sites = MODEL_MAX_SITES,
 		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
 		.max_retained = (size_t)d->opt.max_retained,
+		.tally = d->opt.metrics != NULL,
 	};
 }
 
@@ -122,12 +124,13 @@ static void unlink_proc(struct daemon *d, struct proc *p)
 void proc_free(struct daemon *d, struct proc *p)
 {
 	unlink_proc(d, p);
-	/* No connection may outlive the entry it feeds. */
-	aconns_forget_proc(d, p);
-	subs_forget_proc(d, p);
+	/* No connection (ingest.c), subscription or request may outlive the
+	 * entry it points at: each is told through its watcher. */
+	daemon_proc_freed(d, p);
 	if (d->sym)
 		sym_forget(d->sym, p->pid, p->starttime);
 	model_free(&p->model);
+	free(p->crash.frames);
 	free(p->name);
 	free(p->exe);
 	free(p->runtime_version);
@@ -215,7 +218,7 @@ void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
 	}
 	/* Keep the tree as it was at the end: nothing more expires from it. */
 	p->model.track_removals = p->nsubs > 0;
-	stack_reqs_proc_gone(d, p);
+	daemon_proc_ended(d, p);
 	if (d->sym)
 		sym_process_exited(d->sym, p->pid, p->starttime);
 	log_msg(dropped_why ? LOG_LVL_WARN : LOG_LVL_INFO, "process %d (%s) %s: %s%s%s", (int)p->pid, p->name ? p->name : "?",
@@ -264,6 +267,8 @@ void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 	jf_u64(b, "lost", m->lost);
 	jf_bool(b, "complete", m->complete);
 	jf_bool(b, "repaired", m->repaired);
+	if (p->crash.tid)
+		stacks_crash_json(b, p);
 	/* The process's own uptime when its start is known, else time registered. */
 	jb_key(b, "uptime_ms");
 	int64_t up;
