@@ -105,6 +105,10 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 		t->tid = th[i].tid;
 		memcpy(t->comm, th[i].comm, sizeof t->comm);
 		t->comm[sizeof t->comm - 1] = '\0';
+		/* The target names its threads (prctl): no terminal escapes. */
+		for (char *c = t->comm; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 		t->error = th[i].error;
 		t->state = th[i].jstate;
 		t->blocked_in = th[i].blocked_in;
