@@ -108,6 +108,7 @@ struct stack_req {
 	json_t *req_id;        /* the client's id (new reference) or NULL */
 	bool dump;
 	bool captured; /* a capture ran (not a post-mortem reply) */
+	uint64_t events_at_capture; /* the model's event count when it began */
 	int max_frames;
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */

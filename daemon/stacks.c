@@ -361,6 +361,10 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		proc_summary_json(b, r->proc, loop_now_ns());
 		jb_key(b, "model");
 		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		/* What the tree took in while the stacks were taken. */
+		if (r->captured)
+			jf_u64(b, "events_during_capture",
+			       r->proc->model.events - r->events_at_capture);
 	}
 	stacks_json(d, b, r);
 	reply_end(c);
@@ -470,6 +474,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	}
 	char err[256] = "";
 	r->captured = true; /* a reply that follows comes from a capture */
+	r->events_at_capture = p->model.events;
 	int rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */

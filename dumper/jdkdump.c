@@ -459,6 +459,31 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	long ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
 	size_t container = 0;
 	long ctx = -1;
+	/* An owner that runs, while it joins, a subtask of its own scope is
+	 * shown where its own work is (the container of the task whose body
+	 * opened that scope, else where a thread without a task goes), with
+	 * the subtask it runs for the join beside: inside its own container
+	 * it would read as one of the scope's forked threads. */
+	const jv *helping = NULL;
+	long joins = -1;
+	const jv *owner = ts >= 0 ? jv_get(b->si[ts].j, "owner") : NULL;
+	if (jv_is_integer(owner) && jv_integer(owner) == tid && b->si[ts].container >= 0) {
+		helping = task;
+		joins = ts;
+		long pt = lookup(b->task_ref, b->ntask_ref, jv_get(b->si[ts].j, "parent_task"));
+		const jv *own = pt >= 0 ? jv_at(b->tasks, (size_t)pt) : NULL;
+		const jv *w = jv_get(own, "worker");
+		task = own && jj_str_is(own, "state", "running") && jv_is_integer(w) &&
+			       jv_integer(w) == tid
+			   ? own
+			   : NULL;
+		if (!task) { /* no parent task known: the task the thread names */
+			long k2 = lookup(b->task_ref, b->ntask_ref, jv_get(t, "task"));
+			const jv *named = k2 >= 0 ? jv_at(b->tasks, (size_t)k2) : NULL;
+			task = named != helping ? named : NULL;
+		}
+		ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
+	}
 
 	if (ts >= 0 && b->si[ts].container >= 0) {
 		container = (size_t)b->si[ts].container;
@@ -505,6 +530,15 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	jj_set(th, "task", tj);
 	if (crashed)
 		jj_set(th, "crashed", json_true());
+	if (helping) {
+		const char *jc = cname(b, b->si[joins].container);
+		json_t *h = jj_task(helping);
+		jj_set(h, "container", json_string(jc));
+		jj_set(th, "joins", json_string(jc));
+		jj_set(th, "runsWhileJoining", h);
+		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
+		       jj_int_or_null(helping, "id"));
+	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
 	if (jv_is_true(jv_get(st, "approximate")))
@@ -675,6 +709,10 @@ static json_t *assemble(struct builder *b)
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
 	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	/* Whether tree and stacks are of one moment; if not, by how much. */
+	const jv *moved = jv_get(b->reply, "events_during_capture");
+	if (jv_is_integer(moved) && jv_integer(moved) >= 0)
+		jj_set(td, "eventsDuringCapture", json_integer(jv_integer(moved)));
 	jj_set(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);
 }
