@@ -46,6 +46,14 @@ struct proc {
 		uint16_t nframes;
 		uint64_t *frames;
 	} crash;
+	/* The stacks of the last capture, kept for post-mortem dumps: the
+	 * threads' last known stacks (source NULL: none yet). */
+	struct {
+		struct stack_thread *threads;
+		size_t n;
+		int64_t real_ns;
+		const char *source;
+	} last;
 	struct model model;
 	struct aconn *conn; /* NULL unless live */
 	int nsubs;

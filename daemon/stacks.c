@@ -152,6 +152,33 @@ const struct stack_source *stacks_source(const struct stacks *s)
 	return s ? s->src : &signal_source;
 }
 
+void stacks_forget_last(struct proc *p)
+{
+	for (size_t i = 0; i < p->last.n; i++)
+		free(p->last.threads[i].frames);
+	free(p->last.threads);
+	p->last.threads = NULL;
+	p->last.n = 0;
+	p->last.source = NULL;
+}
+
+/* The threads of a finished capture become the process's last known
+ * stacks: what a post-mortem dump can still show (their frames were just
+ * resolved, so the symbolizer's cache still knows them). */
+static void keep_last(struct stack_req *r)
+{
+	struct proc *p = r->proc;
+	if (!r->captured || !r->nthreads || r->tids || p->state != PROC_LIVE)
+		return;
+	stacks_forget_last(p);
+	p->last.threads = r->threads;
+	p->last.n = r->nthreads;
+	p->last.real_ns = realtime_ns();
+	p->last.source = r->source;
+	r->threads = NULL;
+	r->nthreads = r->cap = 0;
+}
+
 static void req_free(struct stack_req *r)
 {
 	for (size_t i = 0; i < r->nthreads; i++)
@@ -352,6 +379,28 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 	jb_i64(b, r->max_pause_ns);
 }
 
+/* A post-mortem dump's "last_stacks": each thread's stack as the last
+ * capture before the end found it. */
+static void last_stacks_json(struct daemon *d, struct jbuf *b, const struct proc *p)
+{
+	jb_key(b, "last_stacks");
+	jb_obj(b);
+	jf_str(b, "source", p->last.source);
+	jb_key(b, "taken_ms");
+	jb_ms(b, p->last.real_ns);
+	jb_key(b, "stacks");
+	jb_arr(b);
+	for (size_t i = 0; i < p->last.n; i++) {
+		const struct stack_thread *t = &p->last.threads[i];
+		jb_obj(b);
+		jf_u64(b, "tid", t->tid);
+		frames_json(d->sym, b, p, t->frames, t->nframes);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+	jb_obj_end(b);
+}
+
 /* Writes the reply: the stacks, and for a dump the tree of this same moment. */
 static void write_reply(struct daemon *d, struct client *c, const struct stack_req *r)
 {
@@ -365,6 +414,8 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		if (r->captured)
 			jf_u64(b, "events_during_capture",
 			       r->proc->model.events - r->events_at_capture);
+		if (!r->captured && r->proc->last.source)
+			last_stacks_json(d, b, r->proc);
 	}
 	stacks_json(d, b, r);
 	reply_end(c);
@@ -377,6 +428,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
+	keep_last(r);
 	req_free(r);
 	if (c)
 		client_resume(c);
@@ -479,6 +531,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
 		write_reply(d, x->c, r);
+		keep_last(r);
 		req_free(r);
 		return CMD_DONE;
 	}

@@ -182,6 +182,12 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
 	}
 	print_stack(out, t, ind);
+	const json_t *last = jt_array(t, "lastStack");
+	if (json_array_size(last))
+		fprintf(out, "%*s  - last known stack:\n", ind, "");
+	for (size_t i = 0; i < json_array_size(last); i++)
+		if (json_is_string(json_array_get(last, i)))
+			fprintf(out, "%*s    at %s\n", ind, "", json_string_value(json_array_get(last, i)));
 }
 
 int textdump_write(FILE *out, const json_t *dump, unsigned flags)
