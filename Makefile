@@ -41,7 +41,7 @@ CFLAGS ?= $(OPT) -g
 SC_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
 	  -MMD -MP -Iinclude -Iproto -Iruntime -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
 SC_LDFLAGS := $(SANFLAGS) -rdynamic
-LIBS_ALL := -lmicrohttpd -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
+LIBS_ALL := -lmicrohttpd -lcurl -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
 
 # Per top-level directory extra flags (CFLAGS_runtime, CFLAGS_proto, ...).
 CFLAGS_runtime := -DSCOPE_BUILDING_LIBRARY -fvisibility=hidden

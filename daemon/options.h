@@ -19,6 +19,10 @@ struct options {
 	long max_entities;         /* scopes + tasks + threads + pools per process */
 	int stacks;                /* enum stacks_mode */
 	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
+	const char *otlp;          /* borrowed from argv; NULL: no trace export */
+	long otlp_sample;          /* trees that went well exported, per 1000 */
+	long otlp_max_spans;       /* spans held for export at once */
+	long otlp_max_rate;        /* spans exported per second */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libjansson-dev libncurses-dev libcmocka-dev libdw-dev elfutils libunwind-dev
-tmux gdb python3 python3-jsonschema libclang-rt-14-dev procps util-linux libmicrohttpd-dev prometheus"
+tmux gdb python3 python3-jsonschema libclang-rt-14-dev procps util-linux libmicrohttpd-dev prometheus libcurl4-openssl-dev nodejs"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" \
