@@ -69,6 +69,14 @@ def run_load(sock):
     return load, pid, c
 
 
+def metrics_url(n):
+    """The n-th metrics address in the log (the daemon logs it once it serves)."""
+    def found():
+        urls = re.findall(r"serving metrics on (http://\S+)", open(LOG).read())
+        return urls[n] if len(urls) > n else None
+    return wait_until(found, 5, "scoped to log its metrics address")
+
+
 def metrics(url):
     with urllib.request.urlopen(url, timeout=5) as r:
         text = r.read().decode()
@@ -84,7 +92,7 @@ def main():
     rp, port, got = receiver("ok")
     start_daemon("--stacks=signal", "--otlp", "http://127.0.0.1:%d/v1/traces" % port, "--otlp-sample", "0",
                  "--metrics", "0")
-    murl = re.search(r"serving metrics on (http://\S+)", open(LOG).read()).group(1)
+    murl = metrics_url(0)
     load, pid, c = run_load(SOCK)
     spans = wait_until(lambda: (lambda s: s if len(s) >= 8 else None)(spans_in(got)), 10,
                        "the kept trees at the receiver")
@@ -150,7 +158,7 @@ def main():
         t1 = time.time(); st = c.req({"cmd": "status"}); dt = time.time() - t1
         check(st["ok"] and dt < 1, "receiver %s: the daemon answers at once (%.3f s) and holds the model" % (mode, dt))
         if mode == "down":
-            url = re.findall(r"serving metrics on (http://\S+)", open(LOG).read())[-1]
+            url = metrics_url(1)
             m = metrics(url)
             check(m["dropped_memory"] > 0 and m["exported"] == 0,
                   "past --otlp-max-spans spans are dropped and counted (%s)" % m)
