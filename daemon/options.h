@@ -18,6 +18,9 @@ struct options {
 	long max_clients;          /* control connections */
 	long max_entities;         /* scopes + tasks + threads + pools per process */
 	int stacks;                /* enum stacks_mode */
+	const char *log_file;      /* --log-file, or NULL */
+	long idle_exit_s;          /* exit after this long with nobody connected; 0 never */
+	const char *socket_group;  /* --socket-group: members may connect, or NULL */
 	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
 	const char *otlp;          /* borrowed from argv; NULL: no trace export */
 	long otlp_sample;          /* trees that went well exported, per 1000 */
