@@ -479,6 +479,9 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	}
 	emit_task(SC_EV_TASK_START, task, SC_TASK_RUNNING, 0);
 	saved = t->frame;
+	task->run_saved = saved;
+	task->run_pool = pool;
+	task->run_active = active;
 	t->frame.top = NULL;
 	t->frame.task = task;
 	if (hooks && hooks->before)
@@ -511,6 +514,21 @@ static bool all_done(void *arg)
 	scope_t *s = arg;
 
 	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+}
+
+void sc_tasks_abandon(struct sc_thread *t)
+{
+	while (t->frame.task) {
+		scope_task_t *task = t->frame.task;
+
+		sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+		t->frame = task->run_saved;
+		if (task->run_pool)
+			sc_pool_task_done(task->run_pool, task->run_active);
+		sc_task_finish(task, SC_TASK_FAILED, SCOPE_EEXITED);
+	}
+	if (t->worker)
+		sc_pool_worker_gone(t);
 }
 
 static bool join_done(void *arg)

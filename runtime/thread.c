@@ -150,6 +150,10 @@ void sc_thread_unregister(void)
 static void thread_exit(void *arg)
 {
 	(void)arg;
+	/* Left in the middle of a task (pthread_exit): the tasks end, and a
+	 * worker's pool learns it lost a thread. */
+	if (self && (self->frame.task || self->worker))
+		sc_tasks_abandon(self);
 	sc_thread_unregister();
 }
 
