@@ -11,6 +11,17 @@
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
 
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
+
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
 
@@ -98,11 +109,13 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	if (s) {
 		t->free_scopes = s->free_next;
 		t->nfree--;
+#if SC_TSAN
 		/* A fresh lock for a fresh scope: a recycled one may sit at
-		 * another place in the tree, and lock-order checkers (TSan)
+		 * another place in the tree, and TSan's lock-order checker
 		 * would otherwise join its old life's order to the new one. */
 		pthread_mutex_destroy(&s->lock);
 		sc_mutex_init(&s->lock);
+#endif
 		return s;
 	}
 	s = malloc(sizeof(*s));
@@ -464,13 +477,13 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	void *result = NULL;
 	int cancelled, rc, state;
 
-	pthread_mutex_lock(&s->lock);
+	/* No lock: the canceller sets the flag, then reads the workers (both
+	 * sequentially consistent), and this thread publishes itself, then
+	 * reads the flag, so either it sees the cancel or the canceller sees
+	 * it (and at worst wakes a thread that already let the task go). */
+	atomic_store(&task->worker, t);
+	atomic_store(&task->state, SC_TASK_RUNNING);
 	cancelled = atomic_load(&s->cancelled);
-	if (!cancelled) {
-		atomic_store(&task->worker, t);
-		atomic_store(&task->state, SC_TASK_RUNNING);
-	}
-	pthread_mutex_unlock(&s->lock);
 	if (cancelled || sc_check(s)) {
 		if (pool)
 			sc_pool_task_done(pool, active);
