@@ -22,6 +22,7 @@
 
 #define START_WAIT_MS 2000    /* for a started daemon to answer */
 #define REGISTER_WAIT_MS 2000 /* for programs to register with it */
+#define START_IDLE_EXIT "600"  /* seconds a started daemon lives on unused */
 
 void cli_errorf(struct cli *cli, const char *fmt, ...)
 {
@@ -173,6 +174,15 @@ int cli_flags_normalize(const struct dcmd *cmd, int argc, char **argv)
 	return n;
 }
 
+bool cli_wants_json(int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], "-format=", 8))
+			json = !strcmp(argv[i] + 8, "json");
+	return json;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -205,10 +215,14 @@ static int daemon_path(char *buf, size_t len)
 }
 
 /* Starts scoped on the resolved socket, detached from our terminal; it
- * daemonizes itself.  Returns its launcher's pid or -errno. */
+ * daemonizes itself, and exits once nothing has used it for
+ * START_IDLE_EXIT seconds.  Returns its launcher's pid or -errno. */
 static pid_t start_daemon(struct cli *cli, const char *exe)
 {
 	pid_t pid = fork();
+	if (pid > 0)
+		fprintf(cli->err, "scopecmd: the started daemon exits after %s s with no program "
+				  "and no client connected\n", START_IDLE_EXIT);
 	if (pid != 0)
 		return pid < 0 ? -errno : pid;
 	setsid();
@@ -218,7 +232,7 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 		dup2(fd, 1);
 		dup2(fd, 2);
 	}
-	execl(exe, "scoped", "--socket", cli->agent_path, (char *)NULL);
+	execl(exe, "scoped", "--socket", cli->agent_path, "--idle-exit", START_IDLE_EXIT, (char *)NULL);
 	_exit(127);
 }
 

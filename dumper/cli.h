@@ -69,6 +69,10 @@ bool cli_options_valid(const struct dcmd *cmd, int argc, char **argv);
  * argument count. */
 int cli_flags_normalize(const struct dcmd *cmd, int argc, char **argv);
 
+/* Whether argv asks for JSON (-format=json): the raw_stdout of commands
+ * that print JSON to standard output. */
+bool cli_wants_json(int argc, char **argv);
+
 /* Connects to the daemon, starting one in the background when none answers
  * (unless --no-start) and waiting up to 2 s for want_pid (or, when 0, any
  * program) to register.  Returns CLI_OK or CLI_FAIL with the reason

@@ -12,7 +12,7 @@
 #define DEFAULT_TIMEOUT_MS 10000
 
 struct opts {
-	bool help, version, list;
+	bool help, version, list, json;
 };
 
 struct opt {
@@ -62,6 +62,13 @@ static int set_list(struct cli *cli, struct opts *o, const char *val)
 	return 0;
 }
 
+static int set_json(struct cli *cli, struct opts *o, const char *val)
+{
+	(void)cli, (void)val;
+	o->json = true;
+	return 0;
+}
+
 static int set_help(struct cli *cli, struct opts *o, const char *val)
 {
 	(void)cli, (void)val;
@@ -86,6 +93,10 @@ static const struct opt options[] = {
 	{"timeout", 0, "MS", "how long to wait for each daemon reply (100..600000, default 10000)",
 	 set_timeout},
 	{"no-start", 0, NULL, "fail instead of starting a daemon when none answers", set_no_start},
+	{"json", 0, NULL,
+	 "list as JSON, {\"processes\":[...]} (schemas/process-list.schema.json); commands "
+	 "take -format=json",
+	 set_json},
 	{"help", 'h', NULL, "print this help and exit", set_help},
 	{"version", 'V', NULL, "print the version and exit", set_version},
 };
@@ -186,7 +197,7 @@ static int parse_options(struct cli *cli, struct opts *o, int argc, char **argv)
 	return i;
 }
 
-static int list_processes(struct cli *cli)
+static int list_processes(struct cli *cli, bool json)
 {
 	if (cli_connect(cli, 0) != CLI_OK)
 		return CLI_FAIL;
@@ -194,6 +205,18 @@ static int list_processes(struct cli *cli)
 	if (!r)
 		return CLI_FAIL;
 	const json_t *ps = json_object_get(r, "processes");
+	if (json) {
+		/* The daemon's process summaries as they are: the control
+		 * protocol's schema describes each. */
+		json_t *doc = json_pack("{s:O}", "processes", json_is_array(ps) ? ps : json_null());
+		int rc = doc && json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+				 fputc('\n', cli->out) != EOF
+			 ? CLI_OK
+			 : CLI_FAIL;
+		json_decref(doc);
+		json_decref(r);
+		return rc;
+	}
 	for (size_t i = 0; i < json_array_size(ps); i++) {
 		const json_t *p = json_array_get(ps, i);
 		const json_t *pid = json_object_get(p, "pid");
@@ -351,7 +374,7 @@ int main(int argc, char **argv)
 			cli_errorf(&cli, "-l takes no target ('%s' given)", args[0]);
 			return CLI_USAGE;
 		}
-		int rc = list_processes(&cli);
+		int rc = list_processes(&cli, o.json);
 		ctl_close(cli.ctl);
 		return check_stdout(&cli, &out_failed) == CLI_OK ? rc : CLI_FAIL;
 	}

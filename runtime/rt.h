@@ -44,6 +44,7 @@ struct sc_thread {
 	void *worker;	    /* its struct worker there */
 	pthread_t self;
 	char name[SC_THREAD_NAME];
+	_Atomic int64_t start_ts; /* scope_now() at registration, for snapshots */
 
 	/* Parking: an event count the thread sleeps on (futex) and an eventfd
 	 * it polls with scope_wait_fd.  Wakers bump seq, then wake. */
@@ -108,6 +109,9 @@ struct scope_task {
 	_Atomic int state;		  /* enum sc_task_state */
 	struct sc_thread *_Atomic worker; /* while running */
 	struct sc_site site;
+	/* scope_now() when the fork and the start were reported (0: not
+	 * observed then), so that a snapshot sends the original times. */
+	_Atomic int64_t fork_ts, start_ts;
 	/* While queued (the pool's lock): in the pool's inject queue or in the
 	 * deque of the worker that forked it (home), and in its scope's list,
 	 * so a joiner finds its own queued work without looking at others'. */
@@ -153,6 +157,7 @@ struct scope {
 	_Atomic int stop;	  /* the joiner decided */
 	bool joined, joining;
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
+	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
 	/* Forked, not ended: written under lock, read without it by the
 	 * joiner's done check. */
 	_Atomic size_t pending;
@@ -216,7 +221,7 @@ void sc_scope_close_frame(struct sc_thread *t, int viol);
 /* Runs task on the calling thread, with pool's hooks (NULL: none, as for
  * caller-runs); active says the pool counted this run as active. */
 void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active);
-void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
 /* The calling thread t exits (pthread_exit) while it runs tasks: each
@@ -292,6 +297,23 @@ void sc_values_snapshot(const scope_t *s, void (*emit)(void *, const struct sc_e
 
 /* observe.c */
 void sc_ev_init(struct sc_ev *ev, int kind);
+
+/* The time to keep for an event that a snapshot repeats (scope open, task
+ * fork and start), so that a daemon that comes late, or restarts, is told
+ * the original one; 0 when no agent runs (sc_keep_times: nothing will ever
+ * ask).  Unobserved it comes from the coarse clock (a tick's precision for
+ * a tenth of the cost); observed, from scope_now(), which the observer
+ * would read anyway. */
+static inline int64_t sc_event_time(void)
+{
+	struct timespec ts;
+	if (sc_observed())
+		return scope_now();
+	if (!atomic_load_explicit(&sc_keep_times, memory_order_relaxed) ||
+	    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 bool sc_thread_is_agent(void);
 
 #endif /* SC_RT_H */

@@ -62,13 +62,23 @@ static void emit_scope(int kind, const scope_t *s, int64_t result)
 	sc_emit(&ev);
 }
 
-static void emit_task(int kind, const scope_task_t *task, int state, int err)
+static void emit_task(int kind, scope_task_t *task, int state, int err)
 {
 	struct sc_ev ev;
+	int64_t ts = 0;
 
+	/* Kept for the snapshot after a late start, a restart or a loss,
+	 * which then tells the original times. */
+	if ((kind == SC_EV_TASK_FORK || kind == SC_EV_TASK_START) &&
+	    (sc_observed() || atomic_load_explicit(&sc_keep_times, memory_order_relaxed))) {
+		ts = sc_event_time();
+		atomic_store_explicit(kind == SC_EV_TASK_FORK ? &task->fork_ts : &task->start_ts, ts,
+				      memory_order_relaxed);
+	}
 	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
+	ev.ts = ts;
 	ev.a = task->id;
 	ev.b = task->scope->id;
 	ev.u = (uint32_t)state;
@@ -80,13 +90,17 @@ static void emit_task(int kind, const scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
-void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx)
 {
 	struct sc_ev ev;
 
 	sc_ev_init(&ev, SC_EV_SCOPE_OPEN);
 	ev.snapshot = (uint16_t)snapshot;
+	/* The open's time, kept for the snapshots that repeat it. */
+	if (!snapshot)
+		atomic_store_explicit(&s->open_ts, sc_event_time(), memory_order_relaxed);
+	ev.ts = atomic_load_explicit(&s->open_ts, memory_order_relaxed);
 	ev.tid = s->owner_tid;
 	ev.a = s->id;
 	ev.b = s->parent ? s->parent->id : 0;
@@ -315,6 +329,8 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	t->frame.top = s;
 	if (sc_observed())
 		sc_emit_open(s, 0, NULL, NULL);
+	else if (atomic_load_explicit(&sc_keep_times, memory_order_relaxed))
+		atomic_store_explicit(&s->open_ts, sc_event_time(), memory_order_relaxed);
 	*out = s;
 	return 0;
 }

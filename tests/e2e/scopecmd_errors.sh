@@ -74,7 +74,7 @@ expect 0 "The following commands are available" "$BIN/scopecmd" 1
 expect 1 "Thread.dump_to_file: no file given" "$BIN/scopecmd" 1 Thread.dump_to_file
 expect 1 "-format takes json, text or jstack, not 'xml'" "$BIN/scopecmd" 1 Thread.dump_to_file -format=xml "$D/x"
 expect 1 "one file only" "$BIN/scopecmd" 1 Thread.dump_to_file "$D/x" "$D/y"
-expect 1 "Scope.tree takes no arguments" "$BIN/scopecmd" 1 Scope.tree extra
+expect 1 "Scope.tree takes only -format=text or -format=json" "$BIN/scopecmd" 1 Scope.tree extra
 expect 1 "unknown command 'Thread.dmp'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" help Thread.dmp
 
 # Targets that are no instrumented process of ours: exit 1.
