@@ -113,6 +113,10 @@ int main(int argc, char **argv)
 	if (scope_open(&s, &cfg) < 0)
 		return 1;
 	scope_fork(s, crash_task, NULL, NULL);
+	/* Joined once a worker runs it: an all-successful join that found it
+	 * still queued would run it on this thread. */
+	while (!worker_tid)
+		usleep(1000);
 	scope_join(s);
 	scope_close(s);
 	return 0;
