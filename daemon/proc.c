@@ -131,6 +131,7 @@ void proc_free(struct daemon *d, struct proc *p)
 		sym_forget(d->sym, p->pid, p->starttime);
 	model_free(&p->model);
 	free(p->crash.frames);
+	stacks_forget_last(p);
 	free(p->name);
 	free(p->exe);
 	free(p->runtime_version);
