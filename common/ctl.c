@@ -17,6 +17,7 @@
 #include "jtext.h"
 #include "jv.h"
 #include "writeall.h"
+#include "sockcheck.h"
 #include "sockpath.h"
 
 /* A whole dump of a large process is one line; anything past this is a
@@ -63,6 +64,14 @@ int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 
+	/* Nothing is sent to a daemon we cannot trust: not even the request
+	 * that names what we look at. */
+	char why[768];
+	int rc = scoped_socket_check(path, true, why, sizeof why);
+	if (rc < 0) {
+		seterr(err, errlen, "%s", why);
+		return rc;
+	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		int e = errno;
@@ -78,6 +87,11 @@ int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen
 		else
 			seterr(err, errlen, "no scoped daemon answers on %s (%s)", path, strerror(e));
 		return -e;
+	}
+	if ((rc = scoped_peer_check(fd, path, true, why, sizeof why)) < 0) {
+		close(fd);
+		seterr(err, errlen, "%s", why);
+		return rc;
 	}
 	struct ctl *c = calloc(1, sizeof *c);
 	json_t *q = json_array();

@@ -1,8 +1,10 @@
 /* main.c - scoped: options, sockets, daemonizing, signals, and the event loop's wiring. */
 #include "daemon.h"
 
+#include "conn.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -10,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 #define TICK_MS 25
 
 static ino_t agent_ino, ctl_ino;
+static int64_t busy_ns; /* when a program or a client was last connected */
 
 static void on_agent_listen(struct loop *l, int fd, unsigned events, void *ctx)
 {
@@ -48,7 +52,6 @@ static void on_signal(struct loop *l, int fd, unsigned events, void *ctx)
 /* Everything periodic: subscriptions every tick, the rest less often. */
 static int64_t tick(struct loop *l, void *ctx)
 {
-	(void)l;
 	struct daemon *d = ctx;
 	static unsigned n;
 	int64_t now = loop_now_ns();
@@ -69,6 +72,13 @@ static int64_t tick(struct loop *l, void *ctx)
 			client_close(c);
 		else if (n % 40 == 0)
 			client_trim(c);
+	}
+	if (d->conns || d->clients)
+		busy_ns = now;
+	else if (d->opt.idle_exit_s > 0 && now - busy_ns >= d->opt.idle_exit_s * 1000000000LL) {
+		log_info("no program and no client for %ld s (--idle-exit): exiting",
+			 d->opt.idle_exit_s);
+		loop_stop(l);
 	}
 	return TICK_MS;
 }
@@ -143,6 +153,30 @@ static int open_sockets(struct daemon *d)
 	return 0;
 }
 
+/* --socket-group: the group may reach the directory (search only: no
+ * listing) and connect to both sockets.  Who sees what is unchanged: the
+ * daemon answers each client about its own uid's processes. */
+static int share_with_group(struct daemon *d)
+{
+	char buf[4096];
+	struct group gr, *g = NULL;
+	int rc = getgrnam_r(d->opt.socket_group, &gr, buf, sizeof buf, &g);
+	if (!g) {
+		fprintf(stderr, "scoped: --socket-group: no group '%s'%s%s\n", d->opt.socket_group,
+			rc ? ": " : "", rc ? strerror(rc) : "");
+		return -1;
+	}
+	const char *paths[] = {d->dir, d->agent_path, d->ctl_path};
+	const mode_t modes[] = {0710, 0660, 0660};
+	for (int i = 0; i < 3; i++)
+		if (chown(paths[i], (uid_t)-1, g->gr_gid) < 0 || chmod(paths[i], modes[i]) < 0) {
+			fprintf(stderr, "scoped: cannot give %s to group %s: %s\n", paths[i],
+				d->opt.socket_group, strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
 static void shutdown_all(struct daemon *d)
 {
 	while (d->clients)
@@ -155,6 +189,7 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
 	loop_free(d->loop);
@@ -176,13 +211,36 @@ int main(int argc, char **argv)
 		printf("scoped %s (protocol %d)\n", SCOPED_VERSION, PROTO_VERSION);
 		return 0;
 	}
+	if (d.opt.log_file && log_open_file(d.opt.log_file, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 1;
+	}
 	log_setup(d.opt.log_level, d.opt.syslog);
+	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 1;
+	}
 	char why[512];
 	if (stacks_open(&d.stacks, d.opt.stacks, why, sizeof why) < 0) {
 		fprintf(stderr, "scoped: %s\n", why);
+		metrics_stop(&d);
 		return 1;
 	}
+	stacks_attach(&d);
+	/* Room for agents: what the descriptor limit leaves after the control
+	 * clients' share and the daemon's own files (symbols, BPF, logs). */
+	long nofile = conn_fds_setup();
+	long for_clients = d.opt.max_clients < nofile / 4 ? d.opt.max_clients : nofile / 4;
+	long agents = nofile - for_clients - 64 - nofile / 8;
+	d.max_conns = agents > 8 ? (size_t)agents : 8;
 	if (open_sockets(&d) < 0) {
+		metrics_stop(&d);
+		stacks_close(d.stacks);
+		return 1;
+	}
+	if (d.opt.socket_group && share_with_group(&d) < 0) {
+		sock_remove(d.agent_path, agent_ino);
+		sock_remove(d.ctl_path, ctl_ino);
 		stacks_close(d.stacks);
 		return 1;
 	}
@@ -208,7 +266,8 @@ int main(int argc, char **argv)
 		log_error("cannot start the event loop: %s", strerror(errno));
 		return 1;
 	}
-	d.started_ns = d.rate_ns = loop_now_ns();
+	d.started_ns = d.rate_ns = busy_ns = loop_now_ns();
+	int rc;
 	if (loop_add(d.loop, d.agent_fd, LOOP_READ, on_agent_listen, &d) < 0 ||
 	    loop_add(d.loop, d.ctl_fd, LOOP_READ, on_ctl_listen, &d) < 0 ||
 	    loop_add(d.loop, d.sig_fd, LOOP_READ, on_signal, &d) < 0 ||
@@ -216,8 +275,17 @@ int main(int argc, char **argv)
 		log_error("cannot watch the sockets: %s", strerror(errno));
 		return 1;
 	}
-	log_info("listening on %s (agents) and %s (clients)", d.agent_path, d.ctl_path);
-	int rc = loop_run(d.loop);
+	if ((rc = metrics_start(&d)) < 0) {
+		log_error("cannot serve metrics: %s", strerror(-rc));
+		return 1;
+	}
+	log_info("listening on %s (agents) and %s (clients)%s%s", d.agent_path, d.ctl_path,
+		 d.opt.socket_group ? ", open to group " : "",
+		 d.opt.socket_group ? d.opt.socket_group : "");
+	if (d.opt.idle_exit_s > 0)
+		log_info("exits after %ld s with no program and no client (--idle-exit)",
+			 d.opt.idle_exit_s);
+	rc = loop_run(d.loop);
 	if (rc < 0)
 		log_error("the event loop failed: %s", strerror(-rc));
 	shutdown_all(&d);

@@ -1,35 +1,24 @@
 /* model_json.c - the model as the JSON of schemas/control.md, whole or as a delta. */
 #include "model.h"
 
-#include "event.h"
 #include "jfield.h"
 #include "symbolize.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const task_states[] = {
-	[SC_TASK_FORKED] = "forked",	   [SC_TASK_RUNNING] = "running",
-	[SC_TASK_SUCCESS] = "success",	   [SC_TASK_FAILED] = "failed",
-	[SC_TASK_CANCELLED] = "cancelled", [SC_TASK_UNAVAILABLE] = "unavailable",
-};
-static const char *const joiners[] = {"all_successful", "any_successful", "await_all", "until",
-				      "custom"};
-static const char *const cancel_reasons[] = {
-	[SC_CANCEL_JOINER] = "joiner",	     [SC_CANCEL_TIMEOUT] = "timeout",
-	[SC_CANCEL_EXPLICIT] = "explicit",   [SC_CANCEL_PARENT] = "parent",
-	[SC_CANCEL_VIOLATION] = "violation", [SC_CANCEL_CLOSE] = "close",
-};
-static const char *const roles[] = {
-	[SC_ROLE_OTHER] = "other", [SC_ROLE_MAIN] = "main", [SC_ROLE_WORKER] = "worker",
-	[SC_ROLE_AGENT] = "agent"};
-static const char *const queues[] = {"unbounded", "bounded", "direct"};
-static const char *const policies[] = {"abort", "caller_runs", "discard", "discard_oldest", "block"};
-static const char *const violations[] = {
-	[SC_VIOL_NOT_OWNER] = "not_owner",     [SC_VIOL_DOUBLE_JOIN] = "double_join",
-	[SC_VIOL_FORK_AFTER_JOIN] = "fork_after_join", [SC_VIOL_INNER_OPEN] = "inner_open",
-	[SC_VIOL_THREAD_EXIT] = "thread_exit", [SC_VIOL_NO_JOIN] = "no_join",
-};
+/* The names of the wire's values (proto/wire.h): [PROTO_TASK_FAILED] =
+ * "failed", ... */
+#define NAME_OF(NAME, value, json) [value] = json,
+#define NAME_OF_PUBLIC(NAME, value, json, public) [value] = json,
+static const char *const task_states[] = {PROTO_TASK_STATES(NAME_OF)};
+static const char *const joiners[] = {PROTO_JOINERS(NAME_OF_PUBLIC)};
+static const char *const cancel_reasons[] = {PROTO_CANCEL_REASONS(NAME_OF)};
+static const char *const roles[] = {PROTO_ROLES(NAME_OF)};
+static const char *const queues[] = {PROTO_QUEUE_KINDS(NAME_OF_PUBLIC)};
+static const char *const policies[] = {PROTO_POLICIES(NAME_OF_PUBLIC)};
+static const char *const violations[] = {PROTO_VIOLATIONS(NAME_OF)};
+static const char *const warnings[] = {PROTO_WARNINGS(NAME_OF)};
 
 #define NAME(tab, i) ((size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : NULL)
 
@@ -105,10 +94,14 @@ const char *model_scope_state_name(const struct m_scope *s)
 	return "open";
 }
 
-/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null. */
+/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null,
+ * and so is a time that the peer's values take past int64 or before 1970. */
 static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
 {
-	jf_ms_if(b, key, ts != 0, ts ? ts - clk->mono + clk->real : 0);
+	int64_t since, real = 0;
+	bool ok = ts && !__builtin_sub_overflow(ts, clk->mono, &since) &&
+		  !__builtin_add_overflow(since, clk->real, &real) && real >= 0;
+	jf_ms_if(b, key, ok, real);
 }
 
 static void site(struct jbuf *b, const char *file, int32_t line, const char *func)
@@ -203,7 +196,7 @@ static void task_json(struct jbuf *b, struct render *r, const void *ent)
 	jf_id(b, "scope", t->scope);
 	jf_str(b, "state", NAME(task_states, t->state));
 	jf_id(b, "worker", t->worker);
-	jf_i64_if(b, "error", t->flags & EF_ENDED && t->state == SC_TASK_FAILED, t->error);
+	jf_i64_if(b, "error", t->flags & EF_ENDED && t->state == PROTO_TASK_FAILED, t->error);
 	site(b, t->file, t->line, t->func);
 	jf_str(b, "func", fn_name(r, t->fn));
 	time_ms(b, "forked_ms", clk, t->forked);
@@ -274,6 +267,25 @@ static void violations_json(struct jbuf *b, const struct model *m, const struct 
 	jb_arr_end(b);
 }
 
+static void warnings_json(struct jbuf *b, const struct model *m, const struct clockref *clk)
+{
+	jb_key(b, "warnings");
+	jb_arr(b);
+	uint64_t first = m->nwarn > MODEL_WARNINGS ? m->nwarn - MODEL_WARNINGS : 0;
+	for (uint64_t i = first; i < m->nwarn; i++) {
+		const struct m_warning *w = &m->warn[i % MODEL_WARNINGS];
+		jb_obj(b);
+		jf_str(b, "kind", NAME(warnings, w->kind));
+		jf_u64(b, "subject", w->subject);
+		jf_i64(b, "amount", w->amount);
+		jf_u64(b, "limit", w->limit);
+		time_ms(b, "ts_ms", clk, w->ts);
+		jf_u64(b, "tid", w->tid);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+}
+
 void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
 		  struct jbuf *b)
 {
@@ -284,6 +296,7 @@ void model_render(const struct model *m, const struct clockref *clk, int64_t now
 	for (int k = 0; k < ENT_KINDS; k++)
 		ent_array(b, &r, k, 0);
 	violations_json(b, m, clk);
+	warnings_json(b, m, clk);
 	jb_obj_end(b);
 	render_done(&r);
 }

@@ -15,6 +15,7 @@ static const char *const stack_modes[] = {"auto", "bpf", "signal", NULL};
 
 struct opt_def {
 	const char *name;
+	char shortname; /* -h as --help, or 0 */
 	enum opt_kind kind;
 	size_t off; /* into struct options */
 	const char *arg;
@@ -26,32 +27,43 @@ struct opt_def {
 #define OFF(f) offsetof(struct options, f)
 
 static const struct opt_def table[] = {
-	{"help", OPT_FLAG, OFF(help), NULL, 0, 1, 0, NULL, "print this help and exit"},
-	{"version", OPT_FLAG, OFF(version), NULL, 0, 1, 0, NULL, "print the version and exit"},
-	{"socket", OPT_STR, OFF(socket), "PATH", 0, 0, 0, NULL,
+	{"help", 'h', OPT_FLAG, OFF(help), NULL, 0, 1, 0, NULL, "print this help and exit"},
+	{"version", 'V', OPT_FLAG, OFF(version), NULL, 0, 1, 0, NULL, "print the version and exit"},
+	{"socket", 0, OPT_STR, OFF(socket), "PATH", 0, 0, 0, NULL,
 	 "agent socket path (control.sock sits beside it); default $SCOPED_SOCKET, "
 	 "else $XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock"},
-	{"foreground", OPT_FLAG, OFF(foreground), NULL, 0, 1, 0, NULL,
+	{"foreground", 0, OPT_FLAG, OFF(foreground), NULL, 0, 1, 0, NULL,
 	 "stay in the foreground and log to stderr (default: daemonize, log to syslog)"},
-	{"syslog", OPT_FLAG, OFF(syslog), NULL, 0, 1, 0, NULL, "log to syslog even in the foreground"},
-	{"log-level", OPT_CHOICE, OFF(log_level), "LEVEL", 0, 3, LOG_LVL_INFO, log_levels,
+	{"syslog", 0, OPT_FLAG, OFF(syslog), NULL, 0, 1, 0, NULL, "log to syslog even in the foreground"},
+	{"log-level", 0, OPT_CHOICE, OFF(log_level), "LEVEL", 0, 3, LOG_LVL_INFO, log_levels,
 	 "error, warn, info or debug"},
-	{"retain", OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
+	{"retain", 0, OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
 	 "keep ended tasks, closed scopes and exited threads visible this long"},
-	{"max-retained", OPT_LONG, OFF(max_retained), "N", 1, 100000000, 4096, NULL,
+	{"max-retained", 0, OPT_LONG, OFF(max_retained), "N", 1, 100000000, 4096, NULL,
 	 "and at most this many of them per process, the oldest going first"},
-	{"max-processes", OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
+	{"max-processes", 0, OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
 	 "instrumented processes held at once, live and exited"},
-	{"keep-exited", OPT_LONG, OFF(keep_exited), "N", 0, 65536, 64, NULL,
+	{"keep-exited", 0, OPT_LONG, OFF(keep_exited), "N", 0, 65536, 64, NULL,
 	 "exited processes kept for post-mortem dumps"},
-	{"keep-exited-for", OPT_LONG, OFF(keep_exited_s), "SECONDS", 0, 604800, 3600, NULL,
+	{"keep-exited-for", 0, OPT_LONG, OFF(keep_exited_s), "SECONDS", 0, 604800, 3600, NULL,
 	 "how long an exited process stays dumpable"},
-	{"max-clients", OPT_LONG, OFF(max_clients), "N", 1, 65536, 256, NULL,
+	{"max-clients", 0, OPT_LONG, OFF(max_clients), "N", 1, 65536, 256, NULL,
 	 "control connections served at once"},
-	{"max-entities", OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
+	{"max-entities", 0, OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
 	 "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
-	{"stacks", OPT_CHOICE, OFF(stacks), "MODE", 0, 2, STACKS_AUTO, stack_modes,
+	{"stacks", 0, OPT_CHOICE, OFF(stacks), "MODE", 0, 2, STACKS_AUTO, stack_modes,
 	 "stack source: auto (BPF when it loads, else signal), bpf (required) or signal"},
+	{"log-file", 0, OPT_STR, OFF(log_file), "PATH", 0, 0, 0, NULL,
+	 "append log lines, each with its UTC time, to PATH (instead of stderr or syslog)"},
+	{"idle-exit", 0, OPT_LONG, OFF(idle_exit_s), "SECONDS", 0, 604800, 0, NULL,
+	 "exit after this long with no program and no client connected; 0 never (a daemon "
+	 "that scopecmd starts uses 600)"},
+	{"socket-group", 0, OPT_STR, OFF(socket_group), "GROUP", 0, 0, 0, NULL,
+	 "let GROUP's members connect (directory 0710, sockets 0660, group GROUP); each "
+	 "client still sees only its own uid's processes"},
+	{"metrics", 0, OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
+	 "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
+	 "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])
@@ -72,6 +84,15 @@ static const struct opt_def *find(const char *name, size_t len)
 {
 	for (size_t i = 0; i < NOPTS; i++)
 		if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0)
+			return &table[i];
+	return NULL;
+}
+
+/* A flag's one-letter form: -h, -V. */
+static const struct opt_def *find_short(char c)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (table[i].shortname == c && table[i].kind == OPT_FLAG)
 			return &table[i];
 	return NULL;
 }
@@ -126,6 +147,11 @@ int options_parse(struct options *opt, int argc, char **argv, char *err, size_t 
 	set_defaults(opt);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		const struct opt_def *sd = a[0] == '-' && a[1] && !a[2] ? find_short(a[1]) : NULL;
+		if (sd) {
+			set_value(opt, sd, "", err, errlen);
+			continue;
+		}
 		if (strncmp(a, "--", 2) != 0 || !a[2]) {
 			snprintf(err, errlen, "unexpected argument '%s'; see scoped --help", a);
 			return -1;
@@ -165,7 +191,11 @@ void options_usage(FILE *out)
 	for (size_t i = 0; i < NOPTS; i++) {
 		const struct opt_def *d = &table[i];
 		char left[64];
-		snprintf(left, sizeof left, "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+		if (d->shortname)
+			snprintf(left, sizeof left, "-%c, --%s", d->shortname, d->name);
+		else
+			snprintf(left, sizeof left, "    --%s%s%s", d->name, d->arg ? " " : "",
+				 d->arg ? d->arg : "");
 		fprintf(out, "  %-26s %s", left, d->help);
 		if (d->kind == OPT_LONG)
 			fprintf(out, " (default %ld, %ld..%ld)", d->def, d->min, d->max);

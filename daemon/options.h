@@ -18,6 +18,10 @@ struct options {
 	long max_clients;          /* control connections */
 	long max_entities;         /* scopes + tasks + threads + pools per process */
 	int stacks;                /* enum stacks_mode */
+	const char *log_file;      /* --log-file, or NULL */
+	long idle_exit_s;          /* exit after this long with nobody connected; 0 never */
+	const char *socket_group;  /* --socket-group: members may connect, or NULL */
+	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -1,6 +1,8 @@
 /* sock.c - listening Unix sockets for scoped, created safely and removed only when ours. */
 #include "sock.h"
 
+#include "sockcheck.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,12 +25,20 @@ int sock_prepare_dir(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	if (st.st_uid != geteuid()) {
+		char o[160], us[160];
+		scoped_uid_name(st.st_uid, true, o, sizeof o);
+		scoped_uid_name(geteuid(), true, us, sizeof us);
 		snprintf(err, errlen,
-			 "the socket directory %s belongs to uid %u, not to us (uid %u); choose "
-			 "--socket elsewhere",
-			 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+			 "the socket directory %s belongs to %s, not to us (%s): another user may "
+			 "be posing as scoped there; remove it, or choose --socket elsewhere (or set "
+			 "XDG_RUNTIME_DIR)",
+			 dir, o, us);
 		return -1;
 	}
+	/* A sticky shared directory (as /tmp) stays as it is: there only a
+	 * socket's owner can replace it, and clients check the socket's. */
+	if ((st.st_mode & 022) && (st.st_mode & S_ISVTX))
+		return 0;
 	if ((st.st_mode & 0777) != 0700 && chmod(dir, 0700) < 0) {
 		snprintf(err, errlen, "cannot make %s private (mode 0700): %s", dir, strerror(errno));
 		return -1;
@@ -48,7 +58,7 @@ static int fill_addr(struct sockaddr_un *sa, const char *path)
 
 /* Who answers on path: 1 with *pid when a daemon listens, 0 when nothing
  * does (stale or absent), -errno when path is something we must not touch. */
-static int probe(const char *path, pid_t *pid)
+static int probe(const char *path, pid_t *pid, uid_t *uid)
 {
 	struct sockaddr_un sa;
 	fill_addr(&sa, path);
@@ -62,6 +72,7 @@ static int probe(const char *path, pid_t *pid)
 		socklen_t len = sizeof cred;
 		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
 		*pid = cred.pid;
+		*uid = cred.uid;
 		close(fd);
 		return 1;
 	}
@@ -80,8 +91,18 @@ int sock_listen(const char *path, pid_t *other_pid, ino_t *ino, char *err, size_
 		return -ENAMETOOLONG;
 	}
 	*other_pid = 0;
-	int rc = probe(path, other_pid);
+	uid_t other_uid = 0;
+	int rc = probe(path, other_pid, &other_uid);
 	if (rc == 1) {
+		if (!scoped_uid_trusted(other_uid)) {
+			char o[160];
+			scoped_uid_name(other_uid, true, o, sizeof o);
+			snprintf(err, errlen,
+				 "another user's process (%s, pid %d) listens on %s: it is no daemon "
+				 "of ours; remove it, or choose --socket elsewhere",
+				 o, (int)*other_pid, path);
+			return -EPERM;
+		}
 		snprintf(err, errlen, "a daemon already listens on %s (pid %d)", path,
 			 (int)*other_pid);
 		return -EADDRINUSE;

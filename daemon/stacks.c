@@ -7,14 +7,27 @@
 #include "jfield.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "procstat.h"
 #include "symbolize.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void reqs_proc_ended(struct daemon *d, struct proc *p);
+static void reqs_client_gone(struct daemon *d, struct client *c);
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
+/* Requests in flight point at their process and their client, and wait for
+ * the agent's replies. */
+static const struct watcher reqs_watch = {
+	.proc_ended = reqs_proc_ended,
+	.client_gone = reqs_client_gone,
+	.agent_msg = reqs_agent_msg,
+};
 
 #define MAX_THREADS PROTO_MAX_TIDS
 #define DEFAULT_FRAMES 64
@@ -285,7 +298,17 @@ void stacks_crash_json(struct jbuf *b, const struct proc *p)
 	jb_key(b, "crash");
 	jb_obj(b);
 	jf_u64(b, "tid", p->crash.tid);
-	jf_i64_if(b, "signal", p->exit_signal >= 0, p->exit_signal);
+	jf_i64_if(b, "signal", p->exit_signal >= 0 || p->crash.has_info,
+		  p->exit_signal >= 0 ? p->exit_signal : p->crash.signo);
+	jf_i64_if(b, "si_code", p->crash.has_info, p->crash.si_code);
+	int sig = p->crash.signo;
+	/* si_addr means something only for faults (0x0 included: a null pointer). */
+	if (p->crash.has_info &&
+	    (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE)) {
+		char hex[24];
+		snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)p->crash.fault_addr);
+		jf_str(b, "fault_addr", hex);
+	}
 	jf_id(b, "task", task ? task->id : 0);
 	jf_id(b, "scope", task ? task->scope : 0);
 	/* Resolved from the cache the handler's reply filled while the
@@ -422,27 +445,37 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 }
 
 /* Answers r and lets the client's next request run. */
+static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg);
+
 static void finish(struct daemon *d, struct stack_req *r)
 {
+	char err[256];
+	int rc;
+	if (r->client && (rc = proc_check_live(r->proc, r->client->uid, err, sizeof err)) < 0) {
+		fail_req(d, r, rc == -EPERM ? "permission_denied" : "exited", err);
+		return;
+	}
 	unlink_req(d, r);
+	metrics_stack_done(d, r, true);
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
 	keep_last(r);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
 {
 	unlink_req(d, r);
+	metrics_stack_done(d, r, false);
 	struct client *c = r->client;
 	if (c)
 		reply_error(c, r->req_id, code, "%s", msg);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 /* Reads "tids" and "max_frames"; false after an error reply. */
@@ -486,6 +519,12 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 	return true;
 }
 
+void stacks_attach(struct daemon *d)
+{
+	/* At start, not at the first request: a crash report comes unasked. */
+	daemon_watch(d, &reqs_watch);
+}
+
 int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 {
 	struct daemon *d = x->d;
@@ -525,12 +564,25 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		return CMD_DONE;
 	}
 	char err[256] = "";
+	/* Identity at the moment of use: the pid still the registered process,
+	 * with the viewer's credentials; again below, before the reply. */
+	int rc = proc_check_live(p, x->c->uid, err, sizeof err);
+	if (rc < 0) {
+		reply_error(x->c, x->id, rc == -EPERM ? "permission_denied" : "exited", "%s", err);
+		req_free(r);
+		return CMD_DONE;
+	}
 	r->captured = true; /* a reply that follows comes from a capture */
 	r->events_at_capture = p->model.events;
-	int rc = src->capture(d, r, err, sizeof err);
+	rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
-		write_reply(d, x->c, r);
+		int again = proc_check_live(p, x->c->uid, err, sizeof err);
+		if (again < 0)
+			reply_error(x->c, x->id, again == -EPERM ? "permission_denied" : "exited",
+				    "%s", err);
+		else
+			write_reply(d, x->c, r);
 		keep_last(r);
 		req_free(r);
 		return CMD_DONE;
@@ -542,6 +594,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	}
 	r->next = d->reqs;
 	d->reqs = r;
+	daemon_watch(d, &reqs_watch);
 	return CMD_PENDING;
 }
 
@@ -568,8 +621,19 @@ static void crash_stack(struct daemon *d, const struct proto_msg *m, struct proc
 	p->crash.frames = frames;
 }
 
-void stack_req_reply(struct daemon *d, const struct proto_msg *m, struct proc *p)
+/* A STACK_REPLY or STACK_DONE of p's agent. */
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
 {
+	if (m->type == PROTO_CRASH) {
+		if (!p->crash.has_info) {
+			p->crash.has_info = true;
+			p->crash.tid = p->crash.tid ? p->crash.tid : m->tid;
+			p->crash.signo = m->code;
+			p->crash.si_code = m->si_code;
+			p->crash.fault_addr = m->fault_addr;
+		}
+		return;
+	}
 	if (m->req == 0) {
 		crash_stack(d, m, p);
 		return;
@@ -617,7 +681,8 @@ void stack_reqs_housekeep(struct daemon *d, int64_t now_ns)
 	}
 }
 
-void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
+/* Fails the requests of a process whose agent went away. */
+static void reqs_proc_ended(struct daemon *d, struct proc *p)
 {
 	for (struct stack_req *r = d->reqs, *next; r; r = next) {
 		next = r->next;
@@ -631,7 +696,7 @@ void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
 	}
 }
 
-void stack_reqs_client_gone(struct daemon *d, struct client *c)
+static void reqs_client_gone(struct daemon *d, struct client *c)
 {
 	for (struct stack_req *r = d->reqs; r; r = r->next)
 		if (r->client == c)

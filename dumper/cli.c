@@ -22,6 +22,7 @@
 
 #define START_WAIT_MS 2000    /* for a started daemon to answer */
 #define REGISTER_WAIT_MS 2000 /* for programs to register with it */
+#define START_IDLE_EXIT "600"  /* seconds a started daemon lives on unused */
 
 void cli_errorf(struct cli *cli, const char *fmt, ...)
 {
@@ -86,27 +87,100 @@ const struct dcmd *dcmd_closest(const char *name)
 	return best;
 }
 
-static bool option_known(const struct dcmd *cmd, const char *arg)
+/* Whether o, an option name of a command's table, is a flag (no '='). */
+static bool is_flag(const char *o)
 {
+	size_t n = strlen(o);
+	return n && o[n - 1] != '=';
+}
+
+/* The value of a flag given as jcmd's <key>=<value>: 1 true, 0 false, -1
+ * not a boolean (jcmd takes true and false, in any case). */
+static int flag_value(const char *v)
+{
+	if (!strcasecmp(v, "true"))
+		return 1;
+	if (!strcasecmp(v, "false"))
+		return 0;
+	return -1;
+}
+
+/* The option of cmd that arg names (as "-l", "-l=true" or "-format=x"), or
+ * NULL; *value points at what follows '=' for a flag given a value. */
+static const char *option_of(const struct dcmd *cmd, const char *arg, const char **value)
+{
+	*value = NULL;
 	for (size_t i = 0; cmd->options && cmd->options[i]; i++) {
 		const char *o = cmd->options[i];
 		size_t n = strlen(o);
-		if (n && o[n - 1] == '=' ? strncmp(arg, o, n) == 0 : strcmp(arg, o) == 0)
-			return true;
+		if (!is_flag(o)) {
+			if (strncmp(arg, o, n) == 0)
+				return o;
+		} else if (strncmp(arg, o, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
+			*value = arg[n] ? arg + n + 1 : NULL;
+			return o;
+		}
 	}
-	return false;
+	return NULL;
+}
+
+bool cli_options_valid(const struct dcmd *cmd, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		const char *v;
+		if (argv[i][0] != '-' || !argv[i][1])
+			continue;
+		if (!option_of(cmd, argv[i], &v) || (v && flag_value(v) < 0))
+			return false;
+	}
+	return true;
 }
 
 int cli_check_options(struct cli *cli, const struct dcmd *cmd, int argc, char **argv)
 {
 	for (int i = 0; i < argc; i++) {
-		if (argv[i][0] != '-' || !argv[i][1] || option_known(cmd, argv[i]))
+		const char *v, *o;
+		if (argv[i][0] != '-' || !argv[i][1])
 			continue;
-		cli_errorf(cli, "%s: unknown option '%s'; usage: %s %s (see 'help %s')", cmd->name,
-			   argv[i], cmd->name, cmd->usage, cmd->name);
-		return CLI_USAGE;
+		o = option_of(cmd, argv[i], &v);
+		if (!o) {
+			cli_errorf(cli, "%s: unknown option '%s'; usage: %s %s (see 'help %s')",
+				   cmd->name, argv[i], cmd->name, cmd->usage, cmd->name);
+			return CLI_USAGE;
+		}
+		if (v && flag_value(v) < 0) {
+			cli_errorf(cli, "%s: option '%s' is true or false, not '%s'; usage: %s %s",
+				   cmd->name, o, v, cmd->name, cmd->usage);
+			return CLI_USAGE;
+		}
 	}
 	return CLI_OK;
+}
+
+int cli_flags_normalize(const struct dcmd *cmd, int argc, char **argv)
+{
+	int n = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *v, *o = NULL;
+		if (argv[i][0] == '-' && argv[i][1])
+			o = option_of(cmd, argv[i], &v);
+		if (o && is_flag(o) && v) {
+			if (flag_value(v) == 1)
+				argv[n++] = (char *)o;
+			continue;
+		}
+		argv[n++] = argv[i];
+	}
+	return n;
+}
+
+bool cli_wants_json(int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], "-format=", 8))
+			json = !strcmp(argv[i] + 8, "json");
+	return json;
 }
 
 static int64_t now_ms(void)
@@ -141,10 +215,14 @@ static int daemon_path(char *buf, size_t len)
 }
 
 /* Starts scoped on the resolved socket, detached from our terminal; it
- * daemonizes itself.  Returns its launcher's pid or -errno. */
+ * daemonizes itself, and exits once nothing has used it for
+ * START_IDLE_EXIT seconds.  Returns its launcher's pid or -errno. */
 static pid_t start_daemon(struct cli *cli, const char *exe)
 {
 	pid_t pid = fork();
+	if (pid > 0)
+		fprintf(cli->err, "scopecmd: the started daemon exits after %s s with no program "
+				  "and no client connected\n", START_IDLE_EXIT);
 	if (pid != 0)
 		return pid < 0 ? -errno : pid;
 	setsid();
@@ -154,7 +232,7 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 		dup2(fd, 1);
 		dup2(fd, 2);
 	}
-	execl(exe, "scoped", "--socket", cli->agent_path, (char *)NULL);
+	execl(exe, "scoped", "--socket", cli->agent_path, "--idle-exit", START_IDLE_EXIT, (char *)NULL);
 	_exit(127);
 }
 
@@ -187,6 +265,10 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 	int rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err);
 	if (rc == 0)
 		return CLI_OK;
+	if (rc == -EPERM) { /* another user's socket or daemon: starting ours cannot help */
+		cli_errorf(cli, "%s", err);
+		return CLI_FAIL;
+	}
 	if ((rc != -ENOENT && rc != -ECONNREFUSED) || cli->no_start) {
 		cli_errorf(cli, "%s; start one with 'scoped --socket %s'", err, cli->agent_path);
 		return CLI_FAIL;

@@ -59,6 +59,20 @@ unsigned cli_edit_distance(const char *a, const char *b);
  * printing which option is bad and what the command takes. */
 int cli_check_options(struct cli *cli, const struct dcmd *cmd, int argc, char **argv);
 
+/* The same check, silent: whether cli_check_options() would accept argv.
+ * A flag ("-l") may be given as jcmd's <key>=<value>, "-l=true" or
+ * "-l=false" (any case). */
+bool cli_options_valid(const struct dcmd *cmd, int argc, char **argv);
+
+/* Rewrites checked arguments in place so that commands see flags in one
+ * form: "-l=true" becomes "-l", "-l=false" is dropped.  Returns the new
+ * argument count. */
+int cli_flags_normalize(const struct dcmd *cmd, int argc, char **argv);
+
+/* Whether argv asks for JSON (-format=json): the raw_stdout of commands
+ * that print JSON to standard output. */
+bool cli_wants_json(int argc, char **argv);
+
 /* Connects to the daemon, starting one in the background when none answers
  * (unless --no-start) and waiting up to 2 s for want_pid (or, when 0, any
  * program) to register.  Returns CLI_OK or CLI_FAIL with the reason

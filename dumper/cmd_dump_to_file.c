@@ -1,5 +1,6 @@
-/* cmd_dump_to_file.c - `Thread.dump_to_file [-overwrite] [-format=json|text]
- * <file>`: writes the dump as the calling user and says where. */
+/* cmd_dump_to_file.c - `Thread.dump_to_file [-overwrite]
+ * [-format=json|text|jstack] <file>`: writes the dump as the calling user
+ * and says where. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,16 @@
 #include "../common/jtext.h"
 #include "cli.h"
 #include "jdkdump.h"
+#include "jstackdump.h"
 #include "textdump.h"
 
 static const char *const opts[] = {"-overwrite", "-format=", NULL};
 
+enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_JSTACK };
+
 struct args {
-	bool overwrite, json;
+	bool overwrite;
+	enum format format;
 	const char *file;
 };
 
@@ -26,12 +31,14 @@ static int parse(struct cli *cli, int argc, char **argv, struct args *a)
 		} else if (!strncmp(s, "-format=", 8)) {
 			/* "plain" is the JDK's name for the text format. */
 			if (!strcmp(s + 8, "json"))
-				a->json = true;
+				a->format = FORMAT_JSON;
 			else if (!strcmp(s + 8, "text") || !strcmp(s + 8, "plain"))
-				a->json = false;
+				a->format = FORMAT_TEXT;
+			else if (!strcmp(s + 8, "jstack") || !strcmp(s + 8, "hotspot"))
+				a->format = FORMAT_JSTACK;
 			else {
-				cli_errorf(cli, "Thread.dump_to_file: -format takes json or text, not '%s'",
-					   s + 8);
+				cli_errorf(cli, "Thread.dump_to_file: -format takes json, text or jstack, "
+						"not '%s'", s + 8);
 				return CLI_USAGE;
 			}
 		} else if (!a->file) {
@@ -44,15 +51,17 @@ static int parse(struct cli *cli, int argc, char **argv, struct args *a)
 	}
 	if (!a->file) {
 		cli_errorf(cli, "Thread.dump_to_file: no file given; usage: Thread.dump_to_file "
-				"[-overwrite] [-format=json|text] <file>  ('-' for standard output)");
+				"[-overwrite] [-format=json|text|jstack] <file>  ('-' for standard output)");
 		return CLI_USAGE;
 	}
 	return CLI_OK;
 }
 
-static char *render(const json_t *dump, bool json)
+static char *render(const json_t *dump, enum format f)
 {
-	if (!json)
+	if (f == FORMAT_JSTACK)
+		return jstackdump_string(dump);
+	if (f == FORMAT_TEXT)
 		return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
 	return jtext_dump(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER, true, NULL);
 }
@@ -66,7 +75,7 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	json_t *dump = cli_fetch_dump(cli, pid);
 	if (!dump)
 		return CLI_FAIL;
-	char *data = render(dump, a.json);
+	char *data = render(dump, a.format);
 	json_decref(dump);
 	if (!data) {
 		cli_errorf(cli, "out of memory rendering the dump");
@@ -79,16 +88,18 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 			rc = CLI_FAIL;
 		}
 	} else {
-		char err[PATH_MAX + 128], abs[PATH_MAX], cwd[PATH_MAX];
-		if (jdkdump_write_file(a.file, data, strlen(data), a.overwrite, err, sizeof err) < 0) {
+		/* As the JDK, every message names the absolute path: the one a
+		 * reader of the message can open from anywhere. */
+		char err[2 * PATH_MAX + 128], abs[2 * PATH_MAX], cwd[PATH_MAX];
+		if (a.file[0] == '/' || !getcwd(cwd, sizeof cwd))
+			snprintf(abs, sizeof abs, "%s", a.file);
+		else
+			snprintf(abs, sizeof abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", a.file);
+		if (jdkdump_write_file(abs, data, strlen(data), a.overwrite, err, sizeof err) < 0) {
 			cli_errorf(cli, "%s", err);
 			rc = CLI_FAIL;
-		} else if (realpath(a.file, abs)) {
-			fprintf(cli->out, "Created %s\n", abs);
 		} else {
-			fprintf(cli->out, "Created %s%s%s\n",
-				a.file[0] == '/' ? "" : getcwd(cwd, sizeof cwd) ? cwd : ".",
-				a.file[0] == '/' ? "" : "/", a.file);
+			fprintf(cli->out, "Created %s\n", abs);
 		}
 	}
 	free(data);
@@ -105,7 +116,7 @@ static bool to_stdout(int argc, char **argv)
 
 const struct dcmd dcmd_dump_to_file = {
 	.name = "Thread.dump_to_file",
-	.usage = "[-overwrite] [-format=json|text] <file>",
+	.usage = "[-overwrite] [-format=json|text|jstack] <file>",
 	.summary = "Write the thread dump, as JSON or text, to a file.",
 	.help = "Arguments:\n"
 		"  file        where to write it, created as you; '-' for standard output\n"
@@ -115,7 +126,11 @@ const struct dcmd dcmd_dump_to_file = {
 		"              is renamed over it) (BOOLEAN, false)\n"
 		"  -format     json: the JDK's JSON thread dump, format version 2, with scoped's\n"
 		"              extra members (schemas/thread-dump.schema.json); text (or plain):\n"
-		"              what Thread.print -l -e prints (STRING, text)\n",
+		"              what Thread.print -l -e prints; jstack (or hotspot): HotSpot's\n"
+		"              jstack layout, as Thread.print -format=jstack (STRING, text)\n"
+		"An existing file is refused without -overwrite (exit status 1); messages\n"
+		"name the absolute path.  Flags take jcmd's <key>=<value> form too:\n"
+		"-overwrite=true.\n",
 	.impact = "Low: as Thread.print; the file is written by scopecmd, never by the daemon",
 	.options = opts,
 	.run = run,

@@ -1,10 +1,10 @@
-/* cmd_help.c - `help` and `help <command>`: the command list, and one
- * command's syntax, options, defaults and impact. */
+/* cmd_help.c - `help`, `help <command>` and `help -all`: the command list,
+ * and one command's (or every command's) syntax, options, defaults, impact. */
 #include <string.h>
 
 #include "cli.h"
 
-static const char *const opts[] = {NULL};
+static const char *const opts[] = {"-all", NULL};
 
 static int describe(struct cli *cli, const struct dcmd *c)
 {
@@ -18,17 +18,32 @@ static int describe(struct cli *cli, const struct dcmd *c)
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 {
 	(void)pid;
-	if (argc > 1) {
-		cli_errorf(cli, "help takes at most one command name; usage: help [<command>]");
-		return CLI_USAGE;
+	const char *name = NULL;
+	bool all = false;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "-all")) {
+			all = true;
+		} else if (!name) {
+			name = argv[i];
+		} else {
+			cli_errorf(cli, "help takes at most one command name; usage: help [-all] "
+					"[<command>]");
+			return CLI_USAGE;
+		}
 	}
-	if (argc == 1) {
-		const struct dcmd *c = dcmd_find(argv[0]);
+	if (name) {
+		const struct dcmd *c = dcmd_find(name);
 		if (c)
 			return describe(cli, c);
-		const struct dcmd *near = dcmd_closest(argv[0]);
-		cli_errorf(cli, "unknown command '%s'; did you mean '%s'?", argv[0], near->name);
+		const struct dcmd *near = dcmd_closest(name);
+		cli_errorf(cli, "unknown command '%s'; did you mean '%s'?", name, near->name);
 		return CLI_FAIL;
+	}
+	if (all) {
+		/* As jcmd's `help -all`: every command, its summary indented. */
+		for (size_t i = 0; dcmd_table[i]; i++)
+			fprintf(cli->out, "%s\n\t%s\n\n", dcmd_table[i]->name, dcmd_table[i]->summary);
+		return CLI_OK;
 	}
 	fprintf(cli->out, "The following commands are available:\n");
 	for (size_t i = 0; dcmd_table[i]; i++)
@@ -39,10 +54,12 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 
 const struct dcmd dcmd_help = {
 	.name = "help",
-	.usage = "[<command>]",
+	.usage = "[-all] [<command>]",
 	.summary = "List the commands, or describe one.",
 	.help = "Arguments:\n"
-		"  command  the command to describe (STRING, no default)\n",
+		"  command  the command to describe (STRING, no default)\n"
+		"Options:\n"
+		"  -all     every command with its summary (BOOLEAN, false)\n",
 	.impact = "None: answered by scopecmd itself",
 	.options = opts,
 	.run = run,

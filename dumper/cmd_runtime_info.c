@@ -1,11 +1,12 @@
-/* cmd_runtime_info.c - `Runtime.info`: the runtime version, uptime, pools
- * with their statistics, and events received and lost. */
+/* cmd_runtime_info.c - `Runtime.info [-format=text|json]`: the runtime
+ * version, uptime, pools with their statistics, and events received and
+ * lost; as JSON, the daemon's own records (schemas/runtime-info.schema.json). */
 #include <string.h>
 
 #include "cli.h"
 #include "jdkjson.h"
 
-static const char *const opts[] = {NULL};
+static const char *const opts[] = {"-format=", NULL};
 
 static long long num(const json_t *o, const char *k)
 {
@@ -32,16 +33,52 @@ static void pool_line(FILE *out, const json_t *p)
 		s_or(p, "policy", "?"), num(p, "keep_alive_ms"));
 }
 
+/* {"process":…, "pools":[…], "daemon":…}: the members of the daemon's tree
+ * and status replies, as the control protocol's schema describes them. */
+static int print_json(struct cli *cli, json_t *tree, json_t *status)
+{
+	json_t *doc = json_object();
+	json_t *daemon = json_deep_copy(status);
+	json_object_del(daemon, "ok");
+	json_object_del(daemon, "id");
+	jj_set(doc, "process", json_incref(json_object_get(tree, "process")));
+	jj_set(doc, "pools",
+	       json_incref(json_object_get(json_object_get(tree, "model"), "pools")));
+	jj_set(doc, "daemon", daemon);
+	int rc = CLI_OK;
+	if (!doc || jj_failed_take()) {
+		cli_errorf(cli, "out of memory building Runtime.info");
+		rc = CLI_FAIL;
+	} else if (json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+		   fputc('\n', cli->out) == EOF) {
+		rc = CLI_FAIL; /* main reports the write error */
+	}
+	json_decref(doc);
+	return rc;
+}
+
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 {
-	if (argc > 0) {
-		cli_errorf(cli, "Runtime.info takes no arguments ('%s' given)", argv[0]);
+	bool json = false;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "-format=json") || !strcmp(argv[i], "-format=text")) {
+			json = !strcmp(argv[i], "-format=json");
+			continue;
+		}
+		cli_errorf(cli, "Runtime.info takes only -format=text or -format=json ('%s' given)",
+			   argv[i]);
 		return CLI_USAGE;
 	}
 	json_t *tree = cli_call(cli, "tree", pid);
 	if (!tree)
 		return CLI_FAIL;
 	json_t *status = cli_call(cli, "status", 0);
+	if (json) {
+		int rc = status ? print_json(cli, tree, status) : CLI_FAIL;
+		json_decref(tree);
+		json_decref(status);
+		return rc;
+	}
 	const json_t *p = json_object_get(tree, "process");
 	const json_t *pools = jt_array(json_object_get(tree, "model"), "pools");
 	FILE *out = cli->out;
@@ -80,13 +117,17 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 
 const struct dcmd dcmd_runtime_info = {
 	.name = "Runtime.info",
-	.usage = "",
+	.usage = "[-format=text|json]",
 	.summary = "Print the runtime version, uptime, pools and event counts.",
 	.help = "Pools show size, core and maximum sizes, largest size, active threads,\n"
 		"queued, completed and rejected tasks, queue kind and rejection policy.  Events\n"
 		"are those the agent sent and those it had to drop (lost); a model repaired\n"
-		"after a loss says so.\n",
+		"after a loss says so.\n"
+		"Options:\n"
+		"  -format  text, or json: {process, pools, daemon} as the daemon reports\n"
+		"      them (schemas/runtime-info.schema.json) (STRING, text)\n",
 	.impact = "None: read from the daemon's model; the process is not touched",
 	.options = opts,
 	.run = run,
+	.raw_stdout = cli_wants_json,
 };

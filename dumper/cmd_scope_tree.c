@@ -1,5 +1,6 @@
-/* cmd_scope_tree.c - `Scope.tree`: the scope tree alone, one line per scope
- * and per task, each scope under the task whose body opened it. */
+/* cmd_scope_tree.c - `Scope.tree [-format=text|json]`: the scope tree alone,
+ * one line per scope and per task, each scope under the task whose body
+ * opened it; or the same tree as JSON (schemas/scope-tree.schema.json). */
 #include <string.h>
 
 #include "cli.h"
@@ -8,7 +9,7 @@
 
 #define MAX_DEPTH 256 /* deeper scopes are summarised, not printed */
 
-static const char *const opts[] = {NULL};
+static const char *const opts[] = {"-format=", NULL};
 
 struct tree {
 	struct cli *cli;
@@ -106,11 +107,113 @@ static void print_scope(struct tree *t, size_t ci, int depth)
 	print_children(t, ci, NULL, depth + 1);
 }
 
+static json_t *scope_json(struct tree *t, size_t ci, int depth);
+
+/* The child scopes of container ci opened by task (NULL: by no task of ci
+ * or by one we do not know), as a new array. */
+static json_t *children_json(struct tree *t, size_t ci, const jv *task, int depth)
+{
+	const json_t *c = json_array_get(t->containers, ci);
+	const char *name = jt_str(c, "container");
+	json_t *arr = json_array();
+	for (size_t k = ci + 1; arr && k < json_array_size(t->containers); k++) {
+		const json_t *child = json_array_get(t->containers, k);
+		if (!jt_str_is(child, "parent", name))
+			continue;
+		const json_t *pt = json_object_get(child, "parentTask");
+		bool by_task = false;
+		for (size_t i = 0; !by_task && i < jv_size(t->tasks); i++) {
+			const jv *tk = jv_at(t->tasks, i);
+			by_task = int_eq(jv_get(tk, "scope"), json_object_get(c, "scopeId")) &&
+				  int_eq(jv_get(tk, "id"), pt);
+		}
+		if (task ? int_eq(jv_get(task, "id"), pt) : !by_task)
+			jj_append(arr, scope_json(t, k, depth));
+	}
+	return arr;
+}
+
+/* A member of the dump container c, or null. */
+static json_t *member(const json_t *c, const char *key)
+{
+	json_t *v = json_object_get(c, key);
+	return v ? json_incref(v) : json_null();
+}
+
+/* Scope ci with its tasks (each with the scopes its body opened) and the
+ * scopes opened outside any task, as a new object. */
+static json_t *scope_json(struct tree *t, size_t ci, int depth)
+{
+	const json_t *c = json_array_get(t->containers, ci);
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	const json_t *owner = json_object_get(c, "owner");
+	jj_set(o, "container", member(c, "container"));
+	jj_set(o, "scopeId", member(c, "scopeId"));
+	jj_set(o, "name", member(c, "name"));
+	jj_set(o, "joiner", member(c, "joiner"));
+	jj_set(o, "state", member(c, "state"));
+	jj_set(o, "owner", json_is_integer(owner) ? json_incref((json_t *)owner) : member(c, "ownerTid"));
+	jj_set(o, "deadline", member(c, "deadline"));
+	jj_set(o, "cancelReason", member(c, "cancelReason"));
+	if (depth >= MAX_DEPTH) {
+		/* As the text says "deeper scopes not shown". */
+		jj_set(o, "truncated", json_true());
+		return o;
+	}
+	json_t *tasks = json_array();
+	for (size_t i = 0; tasks && i < jv_size(t->tasks); i++) {
+		const jv *task = jv_at(t->tasks, i);
+		if (!int_eq(jv_get(task, "scope"), json_object_get(c, "scopeId")))
+			continue;
+		json_t *tj = json_object();
+		const jv *w = jv_get(task, "worker");
+		jj_set(tj, "id", jj_int_or_null(task, "id"));
+		jj_set(tj, "function", jj_str_or_null(task, "func"));
+		jj_set(tj, "state", jj_str_or_null(task, "state"));
+		jj_set(tj, "worker", jv_is_integer(w) ? json_integer(jv_integer(w)) : json_null());
+		jj_set(tj, "forkSite", jj_site(jv_get(task, "site")));
+		jj_set(tj, "scopes", children_json(t, ci, task, depth + 2));
+		jj_append(tasks, tj);
+	}
+	jj_set(o, "tasks", tasks);
+	jj_set(o, "scopes", children_json(t, ci, NULL, depth + 1));
+	return o;
+}
+
+static int run_json(struct cli *cli, struct tree *t, pid_t pid)
+{
+	json_t *doc = json_object(), *roots = json_array();
+	jj_set(doc, "processId", json_integer(pid));
+	for (size_t k = 0; roots && k < json_array_size(t->containers); k++) {
+		const json_t *c = json_array_get(t->containers, k);
+		if (jt_str_is(c, "kind", "scope") && jt_str_is(c, "parent", "<root>"))
+			jj_append(roots, scope_json(t, k, 0));
+	}
+	jj_set(doc, "scopes", roots);
+	int rc = CLI_OK;
+	if (!doc || jj_failed_take()) {
+		cli_errorf(cli, "out of memory building the scope tree");
+		rc = CLI_FAIL;
+	} else if (json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+		   fputc('\n', cli->out) == EOF) {
+		rc = CLI_FAIL; /* main reports the write error */
+	}
+	json_decref(doc);
+	return rc;
+}
+
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 {
-	(void)argv;
-	if (argc > 0) {
-		cli_errorf(cli, "Scope.tree takes no arguments ('%s' given)", argv[0]);
+	bool json = false;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "-format=json") || !strcmp(argv[i], "-format=text")) {
+			json = !strcmp(argv[i], "-format=json");
+			continue;
+		}
+		cli_errorf(cli, "Scope.tree takes only -format=text or -format=json ('%s' given)",
+			   argv[i]);
 		return CLI_USAGE;
 	}
 	struct jv_doc *reply = cli_call_doc(cli, "tree", pid, NULL);
@@ -128,6 +231,12 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		.containers = json_object_get(json_object_get(dump, "threadDump"), "threadContainers"),
 		.tasks = jj_array(jv_get(jv_root(reply), "model"), "tasks"),
 	};
+	if (json) {
+		int rc = run_json(cli, &t, pid);
+		json_decref(dump);
+		jv_free(reply);
+		return rc;
+	}
 	size_t shown = 0;
 	for (size_t k = 0; k < json_array_size(t.containers); k++) {
 		const json_t *c = json_array_get(t.containers, k);
@@ -145,13 +254,18 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 
 const struct dcmd dcmd_scope_tree = {
 	.name = "Scope.tree",
-	.usage = "",
+	.usage = "[-format=text|json]",
 	.summary = "Print the scope tree alone: one line per scope and per task.",
 	.help = "Each scope shows its container name, joiner, state, owner thread and\n"
 		"deadline; under it its tasks with state, worker thread and fork site, and\n"
 		"under each task the scopes its body opened.  Ended tasks stay listed for\n"
-		"the daemon's retention time (scoped --retain).\n",
+		"the daemon's retention time (scoped --retain).\n"
+		"Options:\n"
+		"  -format  text, or json: the same tree nested, scopes holding their\n"
+		"      tasks and each task the scopes its body opened\n"
+		"      (schemas/scope-tree.schema.json) (STRING, text)\n",
 	.impact = "None: read from the daemon's model; the process is not touched",
 	.options = opts,
 	.run = run,
+	.raw_stdout = cli_wants_json,
 };

@@ -12,7 +12,7 @@
 #define DEFAULT_TIMEOUT_MS 10000
 
 struct opts {
-	bool help, version, list;
+	bool help, version, list, json;
 };
 
 struct opt {
@@ -62,6 +62,13 @@ static int set_list(struct cli *cli, struct opts *o, const char *val)
 	return 0;
 }
 
+static int set_json(struct cli *cli, struct opts *o, const char *val)
+{
+	(void)cli, (void)val;
+	o->json = true;
+	return 0;
+}
+
 static int set_help(struct cli *cli, struct opts *o, const char *val)
 {
 	(void)cli, (void)val;
@@ -86,6 +93,10 @@ static const struct opt options[] = {
 	{"timeout", 0, "MS", "how long to wait for each daemon reply (100..600000, default 10000)",
 	 set_timeout},
 	{"no-start", 0, NULL, "fail instead of starting a daemon when none answers", set_no_start},
+	{"json", 0, NULL,
+	 "list as JSON, {\"processes\":[...]} (schemas/process-list.schema.json); commands "
+	 "take -format=json",
+	 set_json},
 	{"help", 'h', NULL, "print this help and exit", set_help},
 	{"version", 'V', NULL, "print the version and exit", set_version},
 };
@@ -186,7 +197,7 @@ static int parse_options(struct cli *cli, struct opts *o, int argc, char **argv)
 	return i;
 }
 
-static int list_processes(struct cli *cli)
+static int list_processes(struct cli *cli, bool json)
 {
 	if (cli_connect(cli, 0) != CLI_OK)
 		return CLI_FAIL;
@@ -194,6 +205,18 @@ static int list_processes(struct cli *cli)
 	if (!r)
 		return CLI_FAIL;
 	const json_t *ps = json_object_get(r, "processes");
+	if (json) {
+		/* The daemon's process summaries as they are: the control
+		 * protocol's schema describes each. */
+		json_t *doc = json_pack("{s:O}", "processes", json_is_array(ps) ? ps : json_null());
+		int rc = doc && json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+				 fputc('\n', cli->out) != EOF
+			 ? CLI_OK
+			 : CLI_FAIL;
+		json_decref(doc);
+		json_decref(r);
+		return rc;
+	}
 	for (size_t i = 0; i < json_array_size(ps); i++) {
 		const json_t *p = json_array_get(ps, i);
 		const json_t *pid = json_object_get(p, "pid");
@@ -241,42 +264,108 @@ static int resolve(struct cli *cli, const char *target, pid_t **pids, size_t *n)
 	const json_t *ps = json_object_get(r, "processes");
 	*pids = calloc(json_array_size(ps) + 1, sizeof **pids);
 	bool all = strcmp(target, "0") == 0;
+	const json_t *gone = NULL; /* the newest exited process that matches */
 	for (size_t i = 0; *pids && i < json_array_size(ps); i++) {
 		const json_t *p = json_array_get(ps, i);
 		const json_t *pid = json_object_get(p, "pid");
 		const char *name = jt_str(p, "name"), *exe = jt_str(p, "exe");
-		if (!json_is_integer(pid) || jt_str_is(p, "state", "exited"))
+		if (!json_is_integer(pid))
 			continue;
-		if (all || (name && strstr(name, target)) || (exe && strstr(exe, target)))
+		if (!all && !(name && strstr(name, target)) && !(exe && strstr(exe, target)))
+			continue;
+		if (jt_str_is(p, "state", "exited"))
+			gone = p;
+		else
 			(*pids)[(*n)++] = (pid_t)json_integer_value(pid);
 	}
+	if (!*n && gone && !all) {
+		long long gp = (long long)json_integer_value(json_object_get(gone, "pid"));
+		cli_errorf(cli, "'%s' matches no live process, only process %lld (%s), which exited; "
+				"the daemon keeps its last state: 'scopecmd %lld Thread.print' prints its "
+				"post-mortem dump", target, gp, jt_str(gone, "name") ? jt_str(gone, "name")
+									: "?", gp);
+	} else if (!*n && all) {
+		cli_errorf(cli, "no instrumented process is registered with the daemon on %s",
+			   cli->agent_path);
+	} else if (!*n) {
+		cli_errorf(cli, "no instrumented process matches '%s'; 'scopecmd -l' lists them",
+			   target);
+	}
 	json_decref(r);
-	if (!*n) {
-		if (all)
-			cli_errorf(cli, "no instrumented process is registered with the daemon on %s",
-				   cli->agent_path);
-		else
-			cli_errorf(cli, "no instrumented process matches '%s'; 'scopecmd -l' lists them",
-				   target);
+	return *n ? CLI_OK : CLI_FAIL;
+}
+
+/* Whether target is no target but a command name: the pid was forgotten. */
+static bool is_command_name(const char *target)
+{
+	if (dcmd_find(target))
+		return true;
+	const char *dot = strchr(target, '.');
+	/* "Thread.prnt": a command-shaped word, one edit or two from a command. */
+	return dot && dot != target && dot[1] && cli_edit_distance(target, dcmd_closest(target)->name) <= 2;
+}
+
+/* Reports, once, that standard output could not be written (a full disk, a
+ * closed pipe): the dump is lost, so the exit status must say so. */
+static int check_stdout(struct cli *cli, bool *reported)
+{
+	int e = 0;
+	if (fflush(stdout) == EOF)
+		e = errno;
+	if (!e && !ferror(stdout))
+		return CLI_OK;
+	if (!*reported)
+		cli_errorf(cli, "writing to standard output failed: %s; the output is incomplete",
+			   e ? strerror(e) : "I/O error");
+	*reported = true;
+	return CLI_FAIL;
+}
+
+/* Whether the process exists at all (then a jcmd-style "<pid>:" answer for
+ * it makes sense even when the command is wrong). */
+static bool pid_exists(pid_t pid)
+{
+	char path[32];
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	return access(path, F_OK) == 0;
+}
+
+/* Runs cmd (NULL: name was no command) for one target after its "<pid>:"
+ * line, as jcmd does: a wrong command or option is that target's failure. */
+static int run_one(struct cli *cli, const struct dcmd *cmd, const char *name, const char *target,
+		   pid_t pid, int argc, char **argv)
+{
+	bool raw = cmd && cmd->raw_stdout && cmd->raw_stdout(argc, argv);
+	fprintf(raw ? stderr : stdout, "%d:\n", (int)pid);
+	fflush(stdout);
+	if (!cmd) {
+		cli_errorf(cli, "unknown command '%s'; did you mean '%s'? ('scopecmd %s help' lists "
+				"the commands)", name, dcmd_closest(name)->name, target);
 		return CLI_FAIL;
 	}
-	return CLI_OK;
+	if (cli_check_options(cli, cmd, argc, argv) != CLI_OK)
+		return CLI_FAIL;
+	argc = cli_flags_normalize(cmd, argc, argv);
+	/* Once a target is reached, every error is that target's failure, as
+	 * jcmd exits 1 for whatever the target refused. */
+	return cmd->run(cli, pid, argc, argv) == CLI_OK ? CLI_OK : CLI_FAIL;
 }
 
 int main(int argc, char **argv)
 {
 	struct cli cli = {.timeout_ms = DEFAULT_TIMEOUT_MS, .out = stdout, .err = stderr};
 	struct opts o = {0};
+	bool out_failed = false;
 	int first = parse_options(&cli, &o, argc, argv);
 	if (first < 0)
 		return CLI_USAGE;
 	if (o.help) {
 		usage(stdout);
-		return CLI_OK;
+		return check_stdout(&cli, &out_failed);
 	}
 	if (o.version) {
 		printf("scopecmd %s\n", SCOPE_VERSION_STRING);
-		return CLI_OK;
+		return check_stdout(&cli, &out_failed);
 	}
 	int rest = argc - first;
 	char **args = argv + first;
@@ -285,48 +374,60 @@ int main(int argc, char **argv)
 			cli_errorf(&cli, "-l takes no target ('%s' given)", args[0]);
 			return CLI_USAGE;
 		}
-		int rc = list_processes(&cli);
+		int rc = list_processes(&cli, o.json);
 		ctl_close(cli.ctl);
-		return rc;
+		return check_stdout(&cli, &out_failed) == CLI_OK ? rc : CLI_FAIL;
 	}
-	/* `scopecmd help [cmd]` needs no target. */
+	/* `scopecmd help [-all] [cmd]` needs no target. */
 	const struct dcmd *help = dcmd_find("help");
-	if (!strcmp(args[0], "help"))
-		return help->run(&cli, 0, rest - 1, args + 1);
-	if (rest < 2) {
-		cli_errorf(&cli, "no command given for '%s'; try 'scopecmd %s help'", args[0], args[0]);
+	if (!strcmp(args[0], "help")) {
+		if (cli_check_options(&cli, help, rest - 1, args + 1) != CLI_OK)
+			return CLI_USAGE;
+		int n = cli_flags_normalize(help, rest - 1, args + 1);
+		int rc = help->run(&cli, 0, n, args + 1);
+		return check_stdout(&cli, &out_failed) == CLI_OK ? rc : CLI_FAIL;
+	}
+	if (!all_digits(args[0]) && is_command_name(args[0])) {
+		cli_errorf(&cli, "'%s' is a command, not a target: give the process first, as in "
+				 "'scopecmd <pid | name> %s'; 'scopecmd -l' lists the processes",
+			   args[0], dcmd_find(args[0]) ? args[0] : dcmd_closest(args[0])->name);
 		return CLI_USAGE;
 	}
-	const struct dcmd *cmd = dcmd_find(args[1]);
-	if (!cmd) {
-		cli_errorf(&cli, "unknown command '%s'; did you mean '%s'? ('scopecmd %s help' lists "
-				 "the commands)", args[1], dcmd_closest(args[1])->name, args[0]);
-		return CLI_USAGE;
-	}
-	if (cli_check_options(&cli, cmd, rest - 2, args + 2) != CLI_OK)
-		return CLI_USAGE;
+	/* No command: the command list, as jcmd prints for `jcmd <pid>`. */
+	const char *name = rest >= 2 ? args[1] : "help";
+	const struct dcmd *cmd = dcmd_find(name);
+	int cargc = rest >= 2 ? rest - 2 : 0;
+	char **cargv = args + (rest >= 2 ? 2 : 1);
+	/* A wrong command or option is reported per target after its "<pid>:"
+	 * line; it needs no daemon when the target is a pid. */
+	bool local = !cmd || cmd->local || !cli_options_valid(cmd, cargc, cargv);
 
 	pid_t *pids = NULL;
 	size_t n = 0;
 	int rc = CLI_OK;
-	if (cmd->local && all_digits(args[0]) && strcmp(args[0], "0") != 0) {
+	if (local && all_digits(args[0]) && strcmp(args[0], "0") != 0) {
 		rc = resolve(&cli, args[0], &pids, &n);
+		if (rc == CLI_OK && !pid_exists(pids[0])) {
+			cli_errorf(&cli, "process %s does not exist", args[0]);
+			rc = CLI_FAIL;
+			n = 0;
+		}
 	} else {
 		pid_t want = all_digits(args[0]) ? (pid_t)strtol(args[0], NULL, 10) : 0;
 		rc = cli_connect(&cli, want);
 		if (rc == CLI_OK)
 			rc = resolve(&cli, args[0], &pids, &n);
 	}
-	for (size_t i = 0; rc != CLI_USAGE && i < n; i++) {
-		bool raw = cmd->raw_stdout && cmd->raw_stdout(rest - 2, args + 2);
-		fprintf(raw ? stderr : stdout, "%d:\n", (int)pids[i]);
-		fflush(stdout);
-		int r = cmd->run(&cli, pids[i], rest - 2, args + 2);
-		fflush(stdout);
+	for (size_t i = 0; i < n; i++) {
+		int r = run_one(&cli, cmd, name, args[0], pids[i], cargc, cargv);
 		if (r != CLI_OK)
 			rc = r;
+		if (check_stdout(&cli, &out_failed) != CLI_OK)
+			rc = CLI_FAIL;
 	}
 	free(pids);
 	ctl_close(cli.ctl);
+	if (check_stdout(&cli, &out_failed) != CLI_OK)
+		rc = CLI_FAIL;
 	return rc;
 }

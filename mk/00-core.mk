@@ -16,7 +16,7 @@ $(BUILD)/lib/libscope.a: $(LIBSCOPE_OBJS)
 $(BUILD)/lib/libscope.so: $(LIBSCOPE_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) -shared -Wl,-soname,libscope.so.0 $(LDFLAGS) -o $@ $^ $(LIBSCOPE_LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libscope.so.0 $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBSCOPE_LIBS)
 	$(Q)ln -sf libscope.so $(@D)/libscope.so.0
 
 ALL_TARGETS += $(BUILD)/lib/libscope.a $(BUILD)/lib/libscope.so

@@ -3,17 +3,17 @@
 $(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(BPF_USER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 $(BUILD)/bin/scopecmd: $(BUILD)/obj/dumper/main.o $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 $(BUILD)/bin/scopetop: $(BUILD)/obj/tui/main.o $(TUI_OBJS) $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 ifneq ($(wildcard daemon/main.c),)
 ALL_TARGETS += $(BUILD)/bin/scoped
@@ -30,7 +30,7 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
 $(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/lib/libscope.so
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
 ALL_TARGETS += $(EXAMPLE_BINS)
 
 # tests/unit/test_<x>.c -> $(BUILD)/tests/test_<x>: static libscope plus every
@@ -40,18 +40,18 @@ TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_LINK)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_LINK) -lcmocka $(LIBS_ALL)
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LINK) -lcmocka $(LIBS_ALL)
 
 # tests/helpers/<x>.c -> $(BUILD)/tests/helpers/<x>: programs the e2e tests run
 TEST_BINS += $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
 $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/lib/libscope.so
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
 
 # bench/<x>.c -> $(BUILD)/bench/<x>
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_LINK)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_LINK) $(LIBS_ALL)
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LINK) $(LIBS_ALL)

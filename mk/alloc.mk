@@ -2,4 +2,4 @@
 # allocation calls to its own failing wrappers with the linker's --wrap.
 
 ALLOC_WRAP := malloc calloc realloc aligned_alloc strdup open_memstream
-$(BUILD)/tests/test_alloc_fail: private LDFLAGS += $(foreach f,$(ALLOC_WRAP),-Wl,--wrap=$(f))
+$(BUILD)/tests/test_alloc_fail: private SC_LDFLAGS += $(foreach f,$(ALLOC_WRAP),-Wl,--wrap=$(f))

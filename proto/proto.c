@@ -2,14 +2,15 @@
  * protocol (layouts in proto.h, byte-level spec in schemas/protocol.md). */
 #include "proto.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
-/* How one fixed-payload field moves between the wire and struct proto_msg. */
+/* How one fixed-payload field moves between the wire and struct proto_msg
+ * (the kinds of wire.h's PROTO_FIELDS_* lists). */
 enum fkind {
 	F_END = 0,
 	F_U16,   /* u16 <-> uint16_t */
+	F_VER,   /* u16 <-> uint16_t, checked before the layout (check_version) */
 	F_U32,   /* u32 <-> uint32_t */
 	F_I32,   /* i32 <-> int32_t */
 	F_I32W,  /* i32 on the wire, int64_t in the struct (sign-extended) */
@@ -33,76 +34,44 @@ struct layout {
 	uint16_t type;
 	const char *name;
 	uint8_t array;
-	uint8_t check_version; /* HELLO / HELLO_ACK: version checked before all else */
 	struct fld f[MAX_FLDS];
-	uint16_t str[MAX_STRS]; /* offsets of struct proto_str members; 0 ends */
+	uint16_t str[MAX_STRS + 1]; /* offsets of struct proto_str members; 0 ends */
 };
 
+/* wire.h's lists expanded into layouts[]: one row per message, indexed by
+ * L_<name>. */
 #define O(m) ((uint16_t)offsetof(struct proto_msg, m))
-#define U16(m) {F_U16, O(m)}
-#define U32(m) {F_U32, O(m)}
-#define I32(m) {F_I32, O(m)}
-#define I32W(m) {F_I32W, O(m)}
-#define X64(m) {F_64, O(m)}
-#define PAD16 {F_PAD16, 0}
-#define PAD32 {F_PAD32, 0}
-#define COMMON X64(ts), U32(tid), PAD32
-#define POOL_BLOCK                                                                         \
-	U32(pool.core), U32(pool.max), U32(pool.size), U32(pool.active), U32(pool.largest), \
-		U32(pool.queue_kind), U32(pool.policy), PAD32, X64(pool.queue_capacity),   \
-		X64(pool.queued), X64(pool.completed), X64(pool.rejected),                 \
-		X64(pool.keep_alive_ns)
+#define FLD_VER(m) {F_VER, O(m)},
+#define FLD_U16(m) {F_U16, O(m)},
+#define FLD_U32(m) {F_U32, O(m)},
+#define FLD_I32(m) {F_I32, O(m)},
+#define FLD_I32W(m) {F_I32W, O(m)},
+#define FLD_U64(m) {F_64, O(m)},
+#define FLD_I64(m) {F_64, O(m)},
+#define FLD_PAD16(m) {F_PAD16, 0},
+#define FLD_PAD32(m) {F_PAD32, 0},
+#define FLD_POOLF(kind, m) FLD_##kind(pool.m)
+#define FLD_POOL(m) PROTO_POOL_FIELDS(FLD_POOLF)
+#define FLD(kind, m, source) FLD_##kind(m)
+#define STR(m, source) O(m),
+/* The name without EV_: "TASK_FORK". */
+#define NAME_SKIP_SESSION 0
+#define NAME_SKIP_MARK 0
+#define NAME_SKIP_STACK 0
+#define NAME_SKIP_EVENT 3
+#define NAME_SKIP_DERIVED 3
 
-static const struct layout layouts[] = {
-	{PROTO_HELLO, "HELLO", A_NONE, 1,
-	 {U16(version), PAD16, U32(pid), X64(start_realtime_ns), X64(ref_mono_ns),
-	  X64(ref_realtime_ns)},
-	 {O(runtime_version), O(program), O(exe)}},
-	{PROTO_HELLO_ACK, "HELLO_ACK", A_NONE, 1, {U16(version), PAD16, PAD32}, {0}},
-	{PROTO_ERROR, "ERROR", A_NONE, 0, {I32(code), PAD32}, {O(message)}},
-	{PROTO_SNAPSHOT_BEGIN, "SNAPSHOT_BEGIN", A_NONE, 0, {X64(seq), X64(ts)}, {0}},
-	{PROTO_SNAPSHOT_END, "SNAPSHOT_END", A_NONE, 0, {X64(seq), X64(ts), X64(count)}, {0}},
-	{PROTO_LOST, "LOST", A_NONE, 0, {X64(total_lost), X64(lost_since), X64(ts)}, {0}},
-	{PROTO_SITE, "SITE", A_NONE, 0, {U32(site), I32(line)}, {O(file), O(func)}},
+#define INDEX(NAME, name, number, class, array) L_##name,
+enum { PROTO_MESSAGES(INDEX) NLAYOUTS };
 
-	{PROTO_EV_THREAD_START, "THREAD_START", A_NONE, 0,
-	 {COMMON, X64(pool_id), U32(role), PAD32}, {O(name)}},
-	{PROTO_EV_THREAD_EXIT, "THREAD_EXIT", A_NONE, 0, {COMMON}, {0}},
-	{PROTO_EV_THREAD_NAME, "THREAD_NAME", A_NONE, 0, {COMMON}, {O(name)}},
-	{PROTO_EV_PROCESS_EXIT, "PROCESS_EXIT", A_NONE, 0, {COMMON, U32(how), I32(code)}, {0}},
-	{PROTO_EV_SCOPE_OPEN, "SCOPE_OPEN", A_NONE, 0,
-	 {COMMON, X64(scope), X64(parent), X64(parent_task), X64(pool_id), X64(deadline),
-	  U32(joiner), U32(site)},
-	 {O(name)}},
-	{PROTO_EV_JOIN_BEGIN, "JOIN_BEGIN", A_NONE, 0, {COMMON, X64(scope)}, {0}},
-	{PROTO_EV_JOIN_END, "JOIN_END", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
-	{PROTO_EV_SCOPE_CANCEL, "SCOPE_CANCEL", A_NONE, 0,
-	 {COMMON, X64(scope), U32(reason), PAD32}, {0}},
-	{PROTO_EV_SCOPE_CLOSE, "SCOPE_CLOSE", A_NONE, 0, {COMMON, X64(scope), X64(result)}, {0}},
-	{PROTO_EV_TASK_FORK, "TASK_FORK", A_NONE, 0,
-	 {COMMON, X64(task), X64(scope), X64(fn), U32(state), U32(site)}, {0}},
-	{PROTO_EV_TASK_START, "TASK_START", A_NONE, 0, {COMMON, X64(task), X64(scope)}, {0}},
-	{PROTO_EV_TASK_END, "TASK_END", A_NONE, 0,
-	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32}, {0}},
-	{PROTO_EV_TASK_RAN, "TASK_RAN", A_NONE, 0,
-	 {COMMON, X64(task), X64(scope), X64(error), U32(state), PAD32, X64(end_ts)}, {0}},
-	{PROTO_EV_VIOLATION, "VIOLATION", A_NONE, 0,
-	 {COMMON, X64(scope), X64(error), U32(kind), PAD32}, {0}},
-	{PROTO_EV_VALUE_BIND, "VALUE_BIND", A_NONE, 0, {COMMON, X64(scope)}, {O(key), O(value)}},
-	{PROTO_EV_POOL_CREATE, "POOL_CREATE", A_NONE, 0, {COMMON, X64(pool_id), POOL_BLOCK},
-	 {O(name)}},
-	{PROTO_EV_POOL_STATS, "POOL_STATS", A_NONE, 0, {COMMON, X64(pool_id), POOL_BLOCK}, {0}},
-	{PROTO_EV_POOL_DESTROY, "POOL_DESTROY", A_NONE, 0, {COMMON, X64(pool_id)}, {0}},
+#define ARRAY(NAME, name, number, class, array) ARRAY_##name = A_##array,
+enum { PROTO_MESSAGES(ARRAY) };
 
-	{PROTO_STACK_REQUEST, "STACK_REQUEST", A_TIDS, 0,
-	 {X64(req), U16(max_frames), U16(ntids), PAD32}, {0}},
-	{PROTO_STACK_REPLY, "STACK_REPLY", A_ADDRS, 0,
-	 {X64(req), U32(tid), I32W(error), X64(pause_ns), U16(nframes), PAD16, PAD32}, {0}},
-	{PROTO_STACK_DONE, "STACK_DONE", A_NONE, 0,
-	 {X64(req), U32(nthreads), PAD32, X64(total_ns), X64(max_pause_ns)}, {0}},
-};
-
-#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+#define LAYOUT(NAME, name, number, class, array)                                       \
+	[L_##name] = {PROTO_##NAME, &#NAME[NAME_SKIP_##class], A_##array,              \
+		      {PROTO_PREFIX_##class(FLD) PROTO_FIELDS_##name(FLD){F_END, 0}}, \
+		      {PROTO_STRS_##name(STR) 0}},
+static const struct layout layouts[NLAYOUTS] = {PROTO_MESSAGES(LAYOUT)};
 
 /* The numbered ranges of enum proto_type; a type inside one but without a
  * layout is a newer message we skip. */
@@ -111,7 +80,8 @@ static const struct {
 } ranges[] = {{0x0001, 0x00ff}, {0x0100, 0x01ff}, {0x0200, 0x02ff}};
 
 static const uint8_t fsize[] = {
-	[F_U16] = 2, [F_U32] = 4, [F_I32] = 4, [F_I32W] = 4, [F_64] = 8, [F_PAD16] = 2, [F_PAD32] = 4,
+	[F_U16] = 2,   [F_VER] = 2,   [F_U32] = 4,   [F_I32] = 4,
+	[F_I32W] = 4,  [F_64] = 8,    [F_PAD16] = 2, [F_PAD32] = 4,
 };
 
 static const struct {
@@ -121,31 +91,18 @@ static const struct {
 	[A_ADDRS] = {8, PROTO_MAX_FRAMES, O(nframes)},
 };
 
-/* Built once from layouts[]: the layout of a type found by indexing rather
- * than by a scan of the table (the daemon decodes millions of frames a
- * second), and each layout's fixed payload size, so that one comparison
- * bounds all its fields. */
+/* The layout of a type found by indexing rather than by a scan of the table
+ * (the daemon decodes millions of frames a second), and each layout's fixed
+ * payload size, so that one comparison bounds all its fields.  A message
+ * number outside the index does not compile. */
 #define SLOTS 0x50 /* types per range with a layout: 0x?00 .. 0x?4f */
-static uint8_t slot_of[3][SLOTS]; /* index in layouts[] + 1; 0: no layout */
-static uint16_t fixed_of[NLAYOUTS];
-static pthread_once_t index_once = PTHREAD_ONCE_INIT;
-
-static void build_index(void)
-{
-	for (size_t i = 0; i < NLAYOUTS; i++) {
-		unsigned hi = layouts[i].type >> 8, lo = layouts[i].type & 0xffu;
-		/* A layout outside the index would never decode; test_proto
-		 * round-trips every type, so this cannot pass unnoticed. */
-		if (hi < 3 && lo < SLOTS)
-			slot_of[hi][lo] = (uint8_t)(i + 1);
-		for (const struct fld *f = layouts[i].f; f->kind != F_END; f++)
-			fixed_of[i] = (uint16_t)(fixed_of[i] + fsize[f->kind]);
-	}
-}
+#define SLOT(NAME, name, number, class, array) [(number) >> 8][(number)&0xff] = L_##name + 1,
+static const uint8_t slot_of[3][SLOTS] = {PROTO_MESSAGES(SLOT)}; /* index + 1; 0: none */
+#define FIXED(NAME, name, number, class, array) [L_##name] = sizeof(struct proto_wire_##name),
+static const uint16_t fixed_of[NLAYOUTS] = {PROTO_MESSAGES(FIXED)};
 
 static const struct layout *find_layout(uint16_t type)
 {
-	(void)pthread_once(&index_once, build_index);
 	unsigned hi = type >> 8, lo = type & 0xffu;
 	if (hi >= 3 || lo >= SLOTS || !slot_of[hi][lo])
 		return NULL;
@@ -202,7 +159,8 @@ static void store(struct proto_msg *m, const struct fld *f, const uint8_t *p)
 	char *dst = (char *)m + f->off;
 
 	switch (f->kind) {
-	case F_U16: {
+	case F_U16:
+	case F_VER: {
 		uint16_t v = get16(p);
 		memcpy(dst, &v, sizeof v);
 		break;
@@ -233,7 +191,8 @@ static void load(const struct proto_msg *m, const struct fld *f, uint8_t *p)
 	const char *src = (const char *)m + f->off;
 
 	switch (f->kind) {
-	case F_U16: {
+	case F_U16:
+	case F_VER: {
 		uint16_t v;
 		memcpy(&v, src, sizeof v);
 		put16(p, v);
@@ -281,7 +240,7 @@ static uint16_t get_count(const struct proto_msg *m, uint8_t array)
  * Every version from PROTO_VERSION_MIN on lays HELLO out alike. */
 static int check_version(const struct layout *l, const uint8_t *payload, size_t plen)
 {
-	if (!l->check_version || plen < 2)
+	if (l->f[0].kind != F_VER || plen < 2)
 		return PROTO_OK;
 	uint16_t v = get16(payload);
 	return v >= PROTO_VERSION_MIN && v <= PROTO_VERSION ? PROTO_OK : PROTO_EVERSION;
@@ -300,8 +259,9 @@ static int check_values(const struct proto_msg *m)
 }
 
 /* Zeroes *msg through the C library's memset: with the size known, the
- * compiler inlines a string store (rep stos) whose start-up cost was a third
- * of a small frame's decode; the library's vector stores are not. */
+ * compiler inlines a string store (rep stos) whose start-up cost is a large
+ * part of a small frame's decode (docs/perf-notes.md); the library's vector
+ * stores are not. */
 static void clear_msg(struct proto_msg *msg)
 {
 	size_t n = sizeof *msg;
@@ -311,35 +271,37 @@ static void clear_msg(struct proto_msg *msg)
 
 /* The two frames of a fork storm, most of what a daemon decodes there:
  * TASK_FORK and TASK_RAN, read field by field without the layout walk and
- * its switch per field (7.5 ns a frame here, against 13 with the walk).
- * Their layouts fix their lengths exactly and hold no string, array or
- * checked value, so a right length is all there is to check; any other
- * length goes the general way, to its error.  test_proto checks these
- * against the table for every field.  Returns whether it decoded buf. */
+ * its switch per field.  The code is wire.h's field lists expanded into
+ * straight loads at constant offsets.  Their layouts fix their lengths
+ * exactly and hold no string, array or checked value, so a right length is
+ * all there is to check; any other length goes the general way, to its
+ * error.  test_proto checks these against the table for every field.
+ * Returns whether it decoded buf. */
+#define HOT_VER(m) HOT_U16(m) /* (not a hot message's kind: no check here) */
+#define HOT_U16(m) msg->m = get16(p + o), o += 2;
+#define HOT_U32(m) msg->m = get32(p + o), o += 4;
+#define HOT_I32(m) msg->m = (int32_t)get32(p + o), o += 4;
+#define HOT_U64(m) msg->m = get64(p + o), o += 8;
+#define HOT_I64(m) msg->m = (int64_t)get64(p + o), o += 8;
+#define HOT_PAD16(m) o += 2;
+#define HOT_PAD32(m) o += 4;
+#define HOT(kind, m, source) HOT_##kind(m)
+#define ONE_STR(m, source) +1
+#define HOT_DECODE(NAME, name, class)                                                   \
+	_Static_assert(0 PROTO_STRS_##name(ONE_STR) == 0, #NAME " has strings");         \
+	_Static_assert((int)ARRAY_##name == (int)A_NONE, #NAME " has an array");                   \
+	if (msg->type == PROTO_##NAME && flen == PROTO_FIXED(name)) {                    \
+		size_t o = 0;                                                            \
+		PROTO_PREFIX_##class(HOT) PROTO_FIELDS_##name(HOT) (void)o;              \
+		return 1;                                                                \
+	}
+
 static int decode_hot(const uint8_t *buf, uint32_t flen, struct proto_msg *msg)
 {
 	const uint8_t *p = buf + PROTO_HDR_SIZE;
 
-	if (msg->type == PROTO_EV_TASK_FORK && flen == PROTO_HDR_SIZE + 48) {
-		msg->ts = (int64_t)get64(p);
-		msg->tid = get32(p + 8);
-		msg->task = get64(p + 16);
-		msg->scope = get64(p + 24);
-		msg->fn = get64(p + 32);
-		msg->state = get32(p + 40);
-		msg->site = get32(p + 44);
-		return 1;
-	}
-	if (msg->type == PROTO_EV_TASK_RAN && flen == PROTO_HDR_SIZE + 56) {
-		msg->ts = (int64_t)get64(p);
-		msg->tid = get32(p + 8);
-		msg->task = get64(p + 16);
-		msg->scope = get64(p + 24);
-		msg->error = (int64_t)get64(p + 32);
-		msg->state = get32(p + 40);
-		msg->end_ts = (int64_t)get64(p + 48);
-		return 1;
-	}
+	HOT_DECODE(EV_TASK_FORK, task_fork, EVENT)
+	HOT_DECODE(EV_TASK_RAN, task_ran, DERIVED)
 	return 0;
 }
 

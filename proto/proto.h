@@ -42,72 +42,84 @@
 
 #define PROTO_F_SNAPSHOT 0x1u /* event synthesized by a snapshot walk */
 
-/* Message types, in numbered ranges:
+#include "wire.h"
+
+/* Message types (wire.h declares each), in numbered ranges:
  *   0x0001-0x00ff session and control
  *   0x0100-0x01ff lifecycle events (numbers equal enum sc_ev_kind)
  *   0x0200-0x02ff stacks
  */
-enum proto_type {
-	/* session: agent -> daemon unless noted */
-	PROTO_HELLO = 0x0001,
-	/* payload: u16 version, u16 reserved, u32 pid (informative only; the
-	 * daemon uses SO_PEERCRED), i64 start_realtime_ns, i64 ref_mono_ns,
-	 * i64 ref_realtime_ns (the same instant on both clocks)
-	 * strings: runtime_version, program name, exe path */
-	PROTO_HELLO_ACK = 0x0002, /* daemon -> agent. payload: u16 version, u16 reserved, u32 reserved */
-	PROTO_ERROR = 0x0003,     /* daemon -> agent. payload: i32 code, u32 reserved; strings: message */
-	PROTO_SNAPSHOT_BEGIN = 0x0010, /* payload: u64 seq, i64 ts */
-	PROTO_SNAPSHOT_END = 0x0011,   /* payload: u64 seq, i64 ts, u64 events (in the snapshot) */
-	PROTO_LOST = 0x0012,           /* payload: u64 total lost so far, u64 lost since last LOST, i64 ts */
-	PROTO_SITE = 0x0013,           /* payload: u32 site (>= 1), i32 line; strings: file, func.
-					* Defines a call site that SCOPE_OPEN and TASK_FORK refer to
-					* by number: sent before the first event that uses it, and
-					* again for every known site right after SNAPSHOT_BEGIN (with
-					* PROTO_F_SNAPSHOT).  Numbers are the process's, for its
-					* lifetime; a new definition of a number replaces the old. */
+#define PROTO_TYPE_ENUM(NAME, name, number, class, array) PROTO_##NAME = number,
+enum proto_type { PROTO_MESSAGES(PROTO_TYPE_ENUM) };
+#undef PROTO_TYPE_ENUM
 
-	/* lifecycle events.  Every payload starts with the common part:
-	 *   i64 ts, u32 tid, u32 reserved
-	 * then, per type: */
-	PROTO_EV_THREAD_START = 0x0100, /* u64 pool, u32 role, u32 reserved; strings: name */
-	PROTO_EV_THREAD_EXIT = 0x0101,  /* (common only) */
-	PROTO_EV_THREAD_NAME = 0x0102,  /* strings: name */
-	PROTO_EV_PROCESS_EXIT = 0x0103, /* u32 how (1 exit, 2 signal), i32 code (status or
-					 * signal number); sent by the agent from on_exit() or
-					 * from its fatal-signal handler, just before the end */
-	PROTO_EV_SCOPE_OPEN = 0x0110,   /* u64 scope, u64 parent, u64 parent_task, u64 pool,
-					 * i64 deadline, u32 joiner, u32 site (the open
-					 * site, see SITE; 0 none); strings: name */
-	PROTO_EV_JOIN_BEGIN = 0x0111,   /* u64 scope */
-	PROTO_EV_JOIN_END = 0x0112,     /* u64 scope, i64 result */
-	PROTO_EV_SCOPE_CANCEL = 0x0113, /* u64 scope, u32 reason, u32 reserved */
-	PROTO_EV_SCOPE_CLOSE = 0x0114,  /* u64 scope, i64 result */
-	PROTO_EV_TASK_FORK = 0x0120,    /* u64 task, u64 scope, u64 fn, u32 state, u32 site.
-					 * fn is the body's address in the target (0
-					 * unknown); site the fork site (see SITE; 0 none) */
-	PROTO_EV_TASK_START = 0x0121,   /* u64 task, u64 scope */
-	PROTO_EV_TASK_END = 0x0122,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved */
-	PROTO_EV_TASK_RAN = 0x0123,     /* u64 task, u64 scope, i64 error, u32 state, u32 reserved,
-					 * i64 end_ts: a TASK_START (the common part) and its
-					 * TASK_END (end_ts; the rest) in one frame (version 3) */
-	PROTO_EV_VIOLATION = 0x0130,    /* u64 scope, i64 error, u32 kind, u32 reserved */
-	PROTO_EV_VALUE_BIND = 0x0131,   /* u64 scope; strings: key, value */
-	PROTO_EV_POOL_CREATE = 0x0140,  /* u64 pool, then the pool block; strings: name */
-	PROTO_EV_POOL_STATS = 0x0141,   /* u64 pool, then the pool block */
-	PROTO_EV_POOL_DESTROY = 0x0142, /* u64 pool */
-	/* pool block: u32 core, u32 max, u32 size, u32 active, u32 largest,
-	 * u32 queue_kind, u32 policy, u32 reserved, u64 queue_capacity,
-	 * u64 queued, u64 completed, u64 rejected, i64 keep_alive_ns */
+/* The wire values of wire.h's lists, as enums: PROTO_TASK_FORKED, ... */
+#define PROTO_VALUE_ENUM(prefix, NAME, value) prefix##NAME = value,
+#define PROTO_E_TASK(N, v, s) PROTO_VALUE_ENUM(PROTO_TASK_, N, v)
+#define PROTO_E_CANCEL(N, v, s) PROTO_VALUE_ENUM(PROTO_CANCEL_, N, v)
+#define PROTO_E_VIOL(N, v, s) PROTO_VALUE_ENUM(PROTO_VIOL_, N, v)
+#define PROTO_E_ROLE(N, v, s) PROTO_VALUE_ENUM(PROTO_ROLE_, N, v)
+#define PROTO_E_EXIT(N, v, s) PROTO_VALUE_ENUM(PROTO_EXIT_, N, v)
+#define PROTO_E_WARN(N, v, s) PROTO_VALUE_ENUM(PROTO_WARN_, N, v)
+#define PROTO_E_JOINER(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_JOINER_, N, v)
+#define PROTO_E_QUEUE(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_QUEUE_, N, v)
+#define PROTO_E_POLICY(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_POLICY_, N, v)
+enum proto_task_state { PROTO_TASK_STATES(PROTO_E_TASK) };
+enum proto_cancel_reason { PROTO_CANCEL_REASONS(PROTO_E_CANCEL) };
+enum proto_violation { PROTO_VIOLATIONS(PROTO_E_VIOL) };
+enum proto_role { PROTO_ROLES(PROTO_E_ROLE) };
+enum proto_exit_how { PROTO_EXIT_HOWS(PROTO_E_EXIT) };
+enum proto_warning { PROTO_WARNINGS(PROTO_E_WARN) };
+enum proto_joiner { PROTO_JOINERS(PROTO_E_JOINER) };
+enum proto_queue_kind { PROTO_QUEUE_KINDS(PROTO_E_QUEUE) };
+enum proto_policy { PROTO_POLICIES(PROTO_E_POLICY) };
 
-	/* stacks */
-	PROTO_STACK_REQUEST = 0x0200, /* daemon -> agent. u64 req, u16 max_frames, u16 ntids,
-				       * u32 reserved, then ntids x u32 tid (0 tids: all threads) */
-	PROTO_STACK_REPLY = 0x0201,   /* agent -> daemon, one per thread. u64 req, u32 tid,
-				       * i32 error, i64 pause_ns, u16 nframes, u16 reserved,
-				       * u32 reserved, then nframes x u64 address (top first) */
-	PROTO_STACK_DONE = 0x0202,    /* agent -> daemon. u64 req, u32 nthreads, u32 reserved,
-				       * i64 total_ns, i64 max_pause_ns */
+/* The fixed payload of each message as a packed struct, struct
+ * proto_wire_<name> (the common part first for events): its offsets and
+ * sizes are the wire's, for code that writes or reads a frame's bytes
+ * directly.  Every integer on the wire is little-endian. */
+#define PROTO_WT_VER(m) uint16_t m;
+#define PROTO_WT_U16(m) uint16_t m;
+#define PROTO_WT_U32(m) uint32_t m;
+#define PROTO_WT_I32(m) int32_t m;
+#define PROTO_WT_I32W(m) int32_t m;
+#define PROTO_WT_U64(m) uint64_t m;
+#define PROTO_WT_I64(m) int64_t m;
+#define PROTO_WT_PAD16(m) uint16_t m;
+#define PROTO_WT_PAD32(m) uint32_t m;
+#define PROTO_WT_POOL(m) struct proto_wire_pool m;
+#define PROTO_WT(kind, member, source) PROTO_WT_##kind(member)
+#define PROTO_WT_P(kind, member) PROTO_WT_##kind(member)
+/* The fields a class puts before a message's own. */
+#define PROTO_PREFIX_SESSION(F)
+#define PROTO_PREFIX_MARK(F)
+#define PROTO_PREFIX_STACK(F)
+#define PROTO_PREFIX_EVENT(F) PROTO_COMMON(F)
+#define PROTO_PREFIX_DERIVED(F) PROTO_COMMON(F)
+
+struct __attribute__((packed)) proto_wire_hdr {
+	uint32_t len;
+	uint16_t type, flags;
 };
+struct __attribute__((packed)) proto_wire_common {
+	PROTO_COMMON(PROTO_WT)
+};
+struct __attribute__((packed)) proto_wire_pool {
+	PROTO_POOL_FIELDS(PROTO_WT_P)
+};
+#define PROTO_WIRE_STRUCT(NAME, name, number, class, array) \
+	struct __attribute__((packed)) proto_wire_##name {  \
+		PROTO_PREFIX_##class(PROTO_WT) PROTO_FIELDS_##name(PROTO_WT) \
+	};
+PROTO_MESSAGES(PROTO_WIRE_STRUCT)
+#undef PROTO_WIRE_STRUCT
+
+/* A message's frame length without its strings and array (header, common
+ * part and fixed payload), and the offset of one of its fields in the frame:
+ * PROTO_FIXED(task_ran), PROTO_OFF(task_ran, end_ts). */
+#define PROTO_FIXED(name) (PROTO_HDR_SIZE + sizeof(struct proto_wire_##name))
+#define PROTO_OFF(name, member) (PROTO_HDR_SIZE + offsetof(struct proto_wire_##name, member))
+#define PROTO_HDR_OFF(member) offsetof(struct proto_wire_hdr, member)
 
 /* Decoder errors (negative). proto_strerror() names them. */
 enum proto_err {
@@ -155,6 +167,8 @@ struct proto_msg {
 	uint64_t scope, parent, parent_task, task, pool_id, fn;
 	int64_t deadline, result, error, end_ts;
 	uint32_t joiner, reason, state, role, kind, how;
+	uint64_t subject, limit; /* WARNING */
+	int64_t amount;
 	int32_t line;
 	struct proto_str name, file, func, key, value;
 	struct proto_pool pool;
@@ -178,6 +192,10 @@ struct proto_msg {
 	const uint8_t *addrs_raw; /* nframes x u64 LE; read with proto_addr_at() */
 	int64_t pause_ns, total_ns, max_pause_ns;
 	uint32_t nthreads;
+
+	/* CRASH (tid, and the signal in code) */
+	int32_t si_code;
+	uint64_t fault_addr;
 };
 
 /* Decodes one frame from buf[0..len).  On success returns PROTO_OK, fills

@@ -13,12 +13,11 @@
 
 /* ---- encoder (agent_enc.c): struct sc_ev -> one wire frame ---- */
 
-struct sc_enc_layout;
-
-/* The measured shape of one event: which layout, its string lengths (cut to
+/* The measured shape of one event: its kind, its string lengths (cut to
  * PROTO_MAX_STR) and the frame size. */
 struct sc_enc {
-	const struct sc_enc_layout *l;
+	uint16_t kind;
+	uint8_t wants_site; /* the kind carries a call site's number */
 	uint16_t slen[3];
 	uint32_t size;
 	uint32_t site; /* the call site's number, for kinds that carry one (0: none) */
@@ -42,6 +41,35 @@ SC_HIDDEN void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t 
 /* Whether the measured kind refers to its call site by number (then set
  * e->site before sc_enc_write). */
 SC_HIDDEN int sc_enc_wants_site(const struct sc_enc *e);
+/* The same for an event kind (the hot path's, which measures nothing):
+ * whether one of its fields has the source SITE in proto/wire.h. */
+#define SC_WANTS_SITE_A 0
+#define SC_WANTS_SITE_B 0
+#define SC_WANTS_SITE_C 0
+#define SC_WANTS_SITE_D 0
+#define SC_WANTS_SITE_I 0
+#define SC_WANTS_SITE_U 0
+#define SC_WANTS_SITE_LINE 0
+#define SC_WANTS_SITE_POOL 0
+#define SC_WANTS_SITE_NA 0
+#define SC_WANTS_SITE_SITE 1
+#define SC_WANTS_SITE(kind, member, source) | SC_WANTS_SITE_##source
+#define SC_KIND_WANTS_SITE_EVENT(NAME, name) \
+	case SC_##NAME:                      \
+		return 0 PROTO_FIELDS_##name(SC_WANTS_SITE);
+#define SC_KIND_WANTS_SITE_SESSION(NAME, name)
+#define SC_KIND_WANTS_SITE_MARK(NAME, name)
+#define SC_KIND_WANTS_SITE_STACK(NAME, name)
+#define SC_KIND_WANTS_SITE_DERIVED(NAME, name)
+#define SC_KIND_WANTS_SITE(NAME, name, number, class, array) SC_KIND_WANTS_SITE_##class(NAME, name)
+static inline int sc_enc_kind_wants_site(uint16_t kind)
+{
+	switch (kind) {
+		PROTO_MESSAGES(SC_KIND_WANTS_SITE)
+	default:
+		return 0;
+	}
+}
 /* A SITE frame defining site number id: its size (slen gets the string
  * lengths), and the frame written into dst. */
 SC_HIDDEN uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2]);

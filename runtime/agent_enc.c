@@ -1,5 +1,6 @@
-/* agent_enc.c - the agent's fast path from a runtime event (struct sc_ev) to
- * its wire frame (proto.h), driven by one layout table per event kind. */
+/* agent_enc.c - the agent's path from a runtime event (struct sc_ev) to its
+ * wire frame: one straight-line writer per event kind, expanded from the
+ * message's declaration in proto/wire.h. */
 #include <string.h>
 
 #include "agent.h"
@@ -9,111 +10,17 @@
 #error "the agent writes frames with native stores; port put64/put32 for big-endian"
 #endif
 
-/* One fixed field of an event frame after the common part: where its value
- * comes from in struct sc_ev. */
-enum op {
-	OP_END = 0,
-	OP_A,    /* u64 ev->a */
-	OP_B,    /* u64 ev->b */
-	OP_C,    /* u64 ev->c */
-	OP_D,    /* u64 ev->d */
-	OP_I64,  /* i64 ev->i */
-	OP_I32,  /* i32 ev->i */
-	OP_U32,  /* u32 ev->u */
-	OP_LINE, /* i32 ev->site.line */
-	OP_Z32,  /* reserved u32 */
-	OP_POOL, /* the 80-byte pool block from ev->pool */
-	OP_SITE, /* u32 the call site's number (e->site, see agent_site.c) */
-};
+/* The runtime reports these public enums' values as they are: the wire's
+ * lists say which enumerator each value is. */
+#define SAME_AS_PUBLIC(NAME, value, json, public) \
+	_Static_assert((int)(public) == (value), #public " differs from its wire value");
+PROTO_JOINERS(SAME_AS_PUBLIC)
+PROTO_QUEUE_KINDS(SAME_AS_PUBLIC)
+PROTO_POLICIES(SAME_AS_PUBLIC)
 
-/* Strings, in wire order. */
-enum sop { S_END = 0, S_S1, S_S2, S_FILE, S_FUNC };
-
-#define EV_COMMON 16u  /* i64 ts, u32 tid, u32 reserved */
-#define POOL_BLOCK 72u
-
-struct sc_enc_layout {
-	uint8_t known;  /* 0: a hole in the table, no message for that kind */
-	uint16_t fixed; /* header + common part + the ops' bytes */
-	uint8_t ops[8];
-	uint8_t strs[3];
-	uint8_t site; /* one of ops is OP_SITE (ES below): kept as a bit because
-		       * every event asks, see sc_enc_wants_site */
-};
-
-static const uint8_t op_size[] = {
-	[OP_A] = 8, [OP_B] = 8, [OP_C] = 8, [OP_D] = 8, [OP_I64] = 8, [OP_I32] = 4,
-	[OP_U32] = 4, [OP_LINE] = 4, [OP_Z32] = 4, [OP_POOL] = POOL_BLOCK, [OP_SITE] = 4,
-};
-
-/* bytes: what the ops write after the common part (test_agent checks every
- * layout against proto_decode, which insists on exact lengths). */
-#define K(kind) [(kind) - 0x100]
-#define E(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__}
-/* The same for the kinds that carry a call site's number (OP_SITE). */
-#define ES(bytes, ...) {1, PROTO_HDR_SIZE + EV_COMMON + (bytes), __VA_ARGS__, 1}
-static const struct sc_enc_layout layouts[0x43] = {
-	K(SC_EV_THREAD_START) = E(16, {OP_A, OP_I32, OP_Z32}, {S_S1}),
-	K(SC_EV_THREAD_EXIT) = E(0, {0}, {0}),
-	K(SC_EV_THREAD_NAME) = E(0, {0}, {S_S1}),
-	K(SC_EV_PROCESS_EXIT) = E(8, {OP_U32, OP_I32}, {0}),
-	K(SC_EV_SCOPE_OPEN) = ES(48, {OP_A, OP_B, OP_C, OP_D, OP_I64, OP_U32, OP_SITE}, {S_S1}),
-	K(SC_EV_JOIN_BEGIN) = E(8, {OP_A}, {0}),
-	K(SC_EV_JOIN_END) = E(16, {OP_A, OP_I64}, {0}),
-	K(SC_EV_SCOPE_CANCEL) = E(16, {OP_A, OP_U32, OP_Z32}, {0}),
-	K(SC_EV_SCOPE_CLOSE) = E(16, {OP_A, OP_I64}, {0}),
-	K(SC_EV_TASK_FORK) = ES(32, {OP_A, OP_B, OP_D, OP_U32, OP_SITE}, {0}),
-	K(SC_EV_TASK_START) = E(16, {OP_A, OP_B}, {0}),
-	K(SC_EV_TASK_END) = E(32, {OP_A, OP_B, OP_I64, OP_U32, OP_Z32}, {0}),
-	K(SC_EV_VIOLATION) = E(24, {OP_A, OP_I64, OP_U32, OP_Z32}, {0}),
-	K(SC_EV_VALUE_BIND) = E(8, {OP_A}, {S_S1, S_S2}),
-	K(SC_EV_POOL_CREATE) = E(8 + POOL_BLOCK, {OP_A, OP_POOL}, {S_S1}),
-	K(SC_EV_POOL_STATS) = E(8 + POOL_BLOCK, {OP_A, OP_POOL}, {0}),
-	K(SC_EV_POOL_DESTROY) = E(8, {OP_A}, {0}),
-};
-#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
-
-static const struct sc_enc_layout *layout_of(uint16_t kind)
-{
-	unsigned k = (unsigned)kind - 0x100u;
-	return (k < NLAYOUTS && layouts[k].known) ? &layouts[k] : NULL;
-}
-
-static const char *str_of(const struct sc_ev *ev, uint8_t s)
-{
-	switch (s) {
-	case S_S1:
-		return ev->s1;
-	case S_S2:
-		return ev->s2;
-	case S_FILE:
-		return ev->site.file;
-	default:
-		return ev->site.func;
-	}
-}
-
-uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e)
-{
-	const struct sc_enc_layout *l = layout_of(ev->kind);
-	if (!l)
-		return 0;
-	uint32_t n = l->fixed;
-	for (int i = 0; i < 3; i++) {
-		if (!l->strs[i]) {
-			e->slen[i] = 0;
-			continue;
-		}
-		const char *s = str_of(ev, l->strs[i]);
-		/* Longer strings are cut: the frame must stay decodable. */
-		e->slen[i] = s ? (uint16_t)strnlen(s, PROTO_MAX_STR) : 0;
-		n += 3u + e->slen[i];
-	}
-	e->l = l;
-	e->size = n;
-	e->site = 0;
-	return n;
-}
+/* The frame header's type and flags are written as one u32. */
+_Static_assert(PROTO_HDR_OFF(flags) == PROTO_HDR_OFF(type) + 2, "header layout");
+#define EV_COMMON ((uint32_t)sizeof(struct proto_wire_common))
 
 static inline void put64(uint8_t *p, uint64_t v)
 {
@@ -123,6 +30,12 @@ static inline void put64(uint8_t *p, uint64_t v)
 static inline void put32(uint8_t *p, uint32_t v)
 {
 	memcpy(p, &v, 4);
+}
+
+/* (No event has a u16 field today.) */
+static inline __attribute__((unused)) void put16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
 }
 
 /* A wire string of n bytes of s (u16 n, the bytes, NUL); returns what
@@ -136,128 +49,192 @@ static uint8_t *put_str(uint8_t *p, const char *s, uint16_t n)
 	return p + 3u + n;
 }
 
+/* A string's wire length: longer strings are cut, the frame must stay
+ * decodable. */
+static inline uint16_t cut(const char *s)
+{
+	return s ? (uint16_t)strnlen(s, PROTO_MAX_STR) : 0;
+}
+
+/* The pool block, from PROTO_POOL_FIELDS (struct sc_pool_info has the
+ * members of struct proto_pool). */
+#define POOL_PUT_U32(v) put32(p, (v)), p += 4;
+#define POOL_PUT_U64(v) put64(p, (v)), p += 8;
+#define POOL_PUT_I64(v) put64(p, (uint64_t)(v)), p += 8;
+#define POOL_PUT_PAD32(v) put32(p, 0), p += 4;
+#define POOL_PUT(kind, m) POOL_PUT_##kind(pi->m)
+
 static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 {
 	if (!pi) {
-		memset(p, 0, POOL_BLOCK);
-		return p + POOL_BLOCK;
+		memset(p, 0, sizeof(struct proto_wire_pool));
+		return p + sizeof(struct proto_wire_pool);
 	}
-	const uint32_t w[8] = {pi->core,  pi->max,        pi->size,   pi->active,
-			       pi->largest, pi->queue_kind, pi->policy, 0};
-	memcpy(p, w, sizeof w);
-	put64(p + 32, pi->queue_capacity);
-	put64(p + 40, pi->queued);
-	put64(p + 48, pi->completed);
-	put64(p + 56, pi->rejected);
-	put64(p + 64, (uint64_t)pi->keep_alive_ns);
-	return p + POOL_BLOCK;
+	PROTO_POOL_FIELDS(POOL_PUT)
+	return p;
 }
+
+/* What a field's source (wire.h) names in struct sc_ev.  A source missing
+ * here, or NA on an event's field, does not compile. */
+#define SRC_A ev->a
+#define SRC_B ev->b
+#define SRC_C ev->c
+#define SRC_D ev->d
+#define SRC_I ev->i
+#define SRC_U ev->u
+#define SRC_LINE ev->site.line
+#define SRC_SITE site
+#define SRC_S1 ev->s1
+#define SRC_S2 ev->s2
+/* One field written at p, which moves past it. */
+#define PUT_U16(src) put16(p, (uint16_t)(SRC_##src)), p += 2;
+#define PUT_U32(src) put32(p, (uint32_t)(SRC_##src)), p += 4;
+#define PUT_I32(src) put32(p, (uint32_t)(int32_t)(SRC_##src)), p += 4;
+#define PUT_U64(src) put64(p, (uint64_t)(SRC_##src)), p += 8;
+#define PUT_I64(src) put64(p, (uint64_t)(SRC_##src)), p += 8;
+#define PUT_PAD16(src) put16(p, 0), p += 2;
+#define PUT_PAD32(src) put32(p, 0), p += 4;
+#define PUT_POOL(src) p = put_pool(p, ev->pool);
+#define PUT(kind, m, src) PUT_##kind(src)
+#define PUT_S(m, src) p = put_str(p, SRC_##src, *slen++);
+
+/* enc_<name>(): the payload of one event kind after the common part. */
+#define ENC_FN_SESSION(NAME, name)
+#define ENC_FN_MARK(NAME, name)
+#define ENC_FN_STACK(NAME, name)
+#define ENC_FN_DERIVED(NAME, name)
+#define ENC_FN_EVENT(NAME, name)                                                            \
+	static inline void enc_##name(const struct sc_ev *ev, uint8_t *p, uint32_t site,     \
+				      const uint16_t *slen)                                  \
+	{                                                                                    \
+		(void)ev, (void)p, (void)site, (void)slen;                                   \
+		PROTO_FIELDS_##name(PUT) PROTO_STRS_##name(PUT_S)                            \
+	}
+#define ENC_FN(NAME, name, number, class, array) ENC_FN_##class(NAME, name)
+PROTO_MESSAGES(ENC_FN)
+
+/* Header and common part. */
+static inline void put_head(uint8_t *dst, uint32_t size, const struct sc_ev *ev, uint16_t flags)
+{
+	put32(dst + PROTO_HDR_OFF(len), size);
+	put32(dst + PROTO_HDR_OFF(type), (uint32_t)ev->kind | (uint32_t)flags << 16);
+	uint8_t *c = dst + PROTO_HDR_SIZE;
+	/* Stamped here when the runtime left it to us: after the ring had
+	 * room, so a dropped event reads no clock. */
+	put64(c + offsetof(struct proto_wire_common, ts),
+	      (uint64_t)(ev->ts ? ev->ts : scope_now()));
+	put32(c + offsetof(struct proto_wire_common, tid), ev->tid);
+	put32(c + offsetof(struct proto_wire_common, reserved_c), 0);
+}
+
+#define MEASURE_S(m, src) n += 3u + (e->slen[i++] = cut(SRC_##src));
+#define MEASURE_EVENT(NAME, name)                                               \
+	case SC_##NAME:                                                         \
+		n = PROTO_FIXED(name);                                          \
+		PROTO_STRS_##name(MEASURE_S) e->wants_site = 0 PROTO_FIELDS_##name(SC_WANTS_SITE); \
+		break;
+#define MEASURE_SESSION(NAME, name)
+#define MEASURE_MARK(NAME, name)
+#define MEASURE_STACK(NAME, name)
+#define MEASURE_DERIVED(NAME, name)
+#define MEASURE(NAME, name, number, class, array) MEASURE_##class(NAME, name)
+
+uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e)
+{
+	uint32_t n;
+	int i = 0;
+	e->slen[0] = e->slen[1] = e->slen[2] = 0;
+	switch (ev->kind) {
+		PROTO_MESSAGES(MEASURE)
+	default:
+		return 0;
+	}
+	(void)i;
+	e->kind = ev->kind;
+	e->size = n;
+	e->site = 0;
+	return n;
+}
+
+#define WRITE_EVENT(NAME, name)                                     \
+	case SC_##NAME:                                             \
+		enc_##name(ev, p, e->site, e->slen);                \
+		break;
+#define WRITE_SESSION(NAME, name)
+#define WRITE_MARK(NAME, name)
+#define WRITE_STACK(NAME, name)
+#define WRITE_DERIVED(NAME, name)
+#define WRITE(NAME, name, number, class, array) WRITE_##class(NAME, name)
 
 void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags, uint8_t *dst)
 {
-	const struct sc_enc_layout *l = e->l;
-	uint8_t *p = dst;
+	uint8_t *p = dst + PROTO_HDR_SIZE + EV_COMMON;
 
-	put32(p, e->size);
-	put32(p + 4, (uint32_t)ev->kind | (uint32_t)flags << 16);
-	/* Stamped here when the runtime left it to us: after the ring had
-	 * room, so a dropped event reads no clock. */
-	put64(p + 8, (uint64_t)(ev->ts ? ev->ts : scope_now()));
-	put32(p + 16, ev->tid);
-	put32(p + 20, 0);
-	p += PROTO_HDR_SIZE + EV_COMMON;
-	for (const uint8_t *o = l->ops; o < l->ops + 8 && *o; o++) {
-		switch (*o) {
-		case OP_A: put64(p, ev->a); break;
-		case OP_B: put64(p, ev->b); break;
-		case OP_C: put64(p, ev->c); break;
-		case OP_D: put64(p, ev->d); break;
-		case OP_I64: put64(p, (uint64_t)ev->i); break;
-		case OP_I32: put32(p, (uint32_t)(int32_t)ev->i); break;
-		case OP_U32: put32(p, ev->u); break;
-		case OP_LINE: put32(p, (uint32_t)ev->site.line); break;
-		case OP_Z32: put32(p, 0); break;
-		case OP_POOL: put_pool(p, ev->pool); break;
-		case OP_SITE: put32(p, e->site); break;
-		}
-		p += op_size[*o];
+	put_head(dst, e->size, ev, flags);
+	switch (e->kind) {
+		PROTO_MESSAGES(WRITE)
 	}
-	for (int i = 0; i < 3 && l->strs[i]; i++)
-		p = put_str(p, str_of(ev, l->strs[i]), e->slen[i]);
 }
+
+/* The kinds of every task (TASK_FORK, TASK_START, TASK_END) and SCOPE_OPEN:
+ * most of what a program writes.  At most one string each (*slen). */
+#define HOT_KINDS(H)                                                              \
+	H(EV_TASK_FORK, task_fork) H(EV_TASK_START, task_start) H(EV_TASK_END, task_end) \
+	H(EV_SCOPE_OPEN, scope_open)
+#define ONE_STR(m, src) +1
+#define HOT_SIZE_S(m, src) n += 3u + (*slen = cut(SRC_##src));
+#define HOT_SIZE(NAME, name)                                                          \
+	case SC_##NAME: {                                                             \
+		_Static_assert(0 PROTO_STRS_##name(ONE_STR) <= 1, #NAME ": one string"); \
+		uint32_t n = PROTO_FIXED(name);                                       \
+		PROTO_STRS_##name(HOT_SIZE_S) return n;                               \
+	}
 
 uint32_t sc_enc_hot_size(const struct sc_ev *ev, uint16_t *slen)
 {
 	switch (ev->kind) {
-	case SC_EV_TASK_START:
-		return PROTO_HDR_SIZE + EV_COMMON + 16;
-	case SC_EV_TASK_END:
-	case SC_EV_TASK_FORK:
-		return PROTO_HDR_SIZE + EV_COMMON + 32;
-	case SC_EV_SCOPE_OPEN:
-		/* Cut to the cap, as sc_enc_measure cuts every string. */
-		*slen = ev->s1 ? (uint16_t)strnlen(ev->s1, PROTO_MAX_STR) : 0;
-		return PROTO_HDR_SIZE + EV_COMMON + 48 + 3u + *slen;
+		HOT_KINDS(HOT_SIZE)
 	default:
 		return 0;
 	}
 }
 
-/* The layouts table's TASK_START, TASK_END, TASK_FORK and SCOPE_OPEN,
- * written out (test_agent compares the bytes with sc_enc_write's). */
+#define HOT_WRITE(NAME, name)                                               \
+	case SC_##NAME:                                                     \
+		enc_##name(ev, dst + PROTO_HDR_SIZE + EV_COMMON, site, &slen); \
+		break;
+
+/* The same frames sc_enc_write makes (test_agent compares the bytes). */
 void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t slen, uint32_t site,
 		      uint8_t *dst)
 {
-	put32(dst, size);
-	put32(dst + 4, ev->kind);
-	put64(dst + 8, (uint64_t)(ev->ts ? ev->ts : scope_now()));
-	put32(dst + 16, ev->tid);
-	put32(dst + 20, 0);
-	put64(dst + 24, ev->a);
-	put64(dst + 32, ev->b);
+	put_head(dst, size, ev, 0);
 	switch (ev->kind) {
-	case SC_EV_TASK_END:
-		put64(dst + 40, (uint64_t)ev->i);
-		put32(dst + 48, ev->u);
-		put32(dst + 52, 0);
-		break;
-	case SC_EV_TASK_FORK:
-		put64(dst + 40, ev->d);
-		put32(dst + 48, ev->u);
-		put32(dst + 52, site);
-		break;
-	case SC_EV_SCOPE_OPEN:
-		put64(dst + 40, ev->c);
-		put64(dst + 48, ev->d);
-		put64(dst + 56, (uint64_t)ev->i);
-		put32(dst + 64, ev->u);
-		put32(dst + 68, site);
-		put_str(dst + 72, ev->s1, slen);
-		break;
+		HOT_KINDS(HOT_WRITE)
 	}
 }
 
 int sc_enc_wants_site(const struct sc_enc *e)
 {
-	return e->l->site;
+	return e->wants_site;
 }
 
 /* SITE: header, u32 site, i32 line, then file and func (cut to
  * PROTO_MAX_STR like every string). */
 uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2])
 {
-	slen[0] = s->file ? (uint16_t)strnlen(s->file, PROTO_MAX_STR) : 0;
-	slen[1] = s->func ? (uint16_t)strnlen(s->func, PROTO_MAX_STR) : 0;
-	return PROTO_HDR_SIZE + 8u + 3u + slen[0] + 3u + slen[1];
+	slen[0] = cut(s->file);
+	slen[1] = cut(s->func);
+	return (uint32_t)PROTO_FIXED(site) + 3u + slen[0] + 3u + slen[1];
 }
 
 void sc_enc_site(uint8_t *dst, uint32_t size, uint32_t id, const struct sc_site *s,
 		 const uint16_t slen[2], uint16_t flags)
 {
-	put32(dst, size);
-	put32(dst + 4, (uint32_t)PROTO_SITE | (uint32_t)flags << 16);
-	put32(dst + 8, id);
-	put32(dst + 12, (uint32_t)s->line);
-	uint8_t *p = put_str(dst + PROTO_HDR_SIZE + 8, s->file, slen[0]);
+	put32(dst + PROTO_HDR_OFF(len), size);
+	put32(dst + PROTO_HDR_OFF(type), (uint32_t)PROTO_SITE | (uint32_t)flags << 16);
+	put32(dst + PROTO_OFF(site, site), id);
+	put32(dst + PROTO_OFF(site, line), (uint32_t)s->line);
+	uint8_t *p = put_str(dst + PROTO_FIXED(site), s->file, slen[0]);
 	put_str(p, s->func, slen[1]);
 }

@@ -330,7 +330,7 @@ void sc_ring_observe(const struct sc_ev *ev)
 	uint16_t slen = 0;
 	uint32_t n = sc_enc_hot_size(ev, &slen);
 	if (n) { /* a task's events and SCOPE_OPEN: most of them */
-		uint32_t site = ev->kind == SC_EV_TASK_FORK || ev->kind == SC_EV_SCOPE_OPEN
+		uint32_t site = sc_enc_kind_wants_site(ev->kind)
 				    ? sc_site_number(&ev->site, ring_define_site, r)
 				    : 0;
 		dst = ring_reserve(r, n, &head);
@@ -361,14 +361,17 @@ void sc_ring_observe(const struct sc_ev *ev)
 static void rec_at(const uint8_t *buf, uint64_t mask, uint64_t pos, uint32_t *len, uint16_t *type)
 {
 	const uint8_t *p = buf + (pos & mask);
-	memcpy(len, p, 4);
-	memcpy(type, p + 4, 2);
+	memcpy(len, p + PROTO_HDR_OFF(len), 4);
+	memcpy(type, p + PROTO_HDR_OFF(type), 2);
 }
 
 static uint64_t rec_size(uint32_t len)
 {
 	return ((uint64_t)len + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
 }
+
+/* Where every event frame holds its ts. */
+#define EV_TS_OFF (PROTO_HDR_SIZE + offsetof(struct proto_wire_common, ts))
 
 /* Advances c past pad records; loads the ts of the frame it stops at.
  * Returns whether a frame is there. */
@@ -387,7 +390,7 @@ static int cursor_settle(struct cursor *c)
 			return 1;
 		}
 		if (type != PAD_TYPE) {
-			memcpy(&c->ts, c->buf + (c->pos & c->mask) + 8, 8);
+			memcpy(&c->ts, c->buf + (c->pos & c->mask) + EV_TS_OFF, 8);
 			return 1;
 		}
 		c->pos += len;
@@ -478,9 +481,19 @@ void sc_rings_coalesce(int on)
 }
 
 /* Frame sizes of the three task events (fixed: no strings). */
-#define START_LEN 40u
-#define END_LEN 56u
-#define RAN_LEN 64u
+#define START_LEN ((uint32_t)PROTO_FIXED(task_start))
+#define END_LEN ((uint32_t)PROTO_FIXED(task_end))
+#define RAN_LEN ((uint32_t)PROTO_FIXED(task_ran))
+
+/* Copies field m of a src_name frame at src into field m of a dst_name
+ * frame at dst, both where proto/wire.h lays them out. */
+#define FIELD_SIZE(name, m) sizeof(((struct proto_wire_##name *)0)->m)
+#define COPY_FIELD(dst, dst_name, dst_m, src, src_name, src_m)                                   \
+	do {                                                                                      \
+		_Static_assert(FIELD_SIZE(dst_name, dst_m) == FIELD_SIZE(src_name, src_m), #dst_m); \
+		memcpy((dst) + PROTO_OFF(dst_name, dst_m), (src) + PROTO_OFF(src_name, src_m),     \
+		       FIELD_SIZE(dst_name, dst_m));                                              \
+	} while (0)
 
 /* When the frame at c is a TASK_START whose very next record in its ring is
  * the same task's TASK_END, sendable too, writes both as one TASK_RAN into
@@ -504,18 +517,28 @@ static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t hor
 		return 0; /* (a pad record may be 8 bytes at the ring's very end) */
 	const uint8_t *e = c->buf + (next & c->mask);
 	int64_t end_ts;
-	memcpy(&end_ts, e + 8, 8);
-	if (memcmp(s + 24, e + 24, 8) || end_ts >= horizon)
+	memcpy(&end_ts, e + PROTO_OFF(task_end, ts), sizeof end_ts);
+	if (memcmp(s + PROTO_OFF(task_start, task), e + PROTO_OFF(task_end, task),
+		   FIELD_SIZE(task_start, task)) ||
+	    end_ts >= horizon)
 		return 0;
 	uint8_t *d = sc_buf_reserve(out, RAN_LEN);
 	if (!d)
 		return 0;
+	/* The start's header flags, common part, task and scope; the end's
+	 * error and state, and its ts as end_ts. */
 	uint32_t hdr[2] = {RAN_LEN, PROTO_EV_TASK_RAN};
 	memcpy(d, hdr, 8);
-	memcpy(d + 6, s + 6, 2);      /* flags */
-	memcpy(d + 8, s + 8, 32);     /* ts, tid, reserved, task, scope: the start's */
-	memcpy(d + 40, e + 40, 16);   /* error, state, reserved: the end's */
-	memcpy(d + 56, &end_ts, 8);
+	memcpy(d + PROTO_HDR_OFF(flags), s + PROTO_HDR_OFF(flags), 2);
+	COPY_FIELD(d, task_ran, ts, s, task_start, ts);
+	COPY_FIELD(d, task_ran, tid, s, task_start, tid);
+	COPY_FIELD(d, task_ran, reserved_c, s, task_start, reserved_c);
+	COPY_FIELD(d, task_ran, task, s, task_start, task);
+	COPY_FIELD(d, task_ran, scope, s, task_start, scope);
+	COPY_FIELD(d, task_ran, error, e, task_end, error);
+	COPY_FIELD(d, task_ran, state, e, task_end, state);
+	COPY_FIELD(d, task_ran, reserved0, e, task_end, reserved0);
+	COPY_FIELD(d, task_ran, end_ts, e, task_end, ts);
 	out->len += RAN_LEN;
 	return rec_size(START_LEN) + rec_size(END_LEN);
 }
@@ -532,8 +555,7 @@ static void ring_replace(struct sc_ring *r, size_t bytes)
 	if (!g)
 		return; /* the old ring goes on as it is */
 	/* Fault its pages in here, on the agent's time: the producer would
-	 * otherwise take a page fault every 4 KiB of events (measured: SCOPE_OPEN
-	 * emit went from 35 to 75 ns while a new 1 MiB ring filled). */
+	 * otherwise take a page fault every 4 KiB of events (docs/perf-notes.md). */
 	if (!kept)
 		memset(g->buf, 0, bytes);
 	atomic_store(&r->grown, g);

@@ -31,67 +31,38 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "proto.h"
+
 #define SC_HIDDEN __attribute__((visibility("hidden")))
 
-/* Event kinds.  Same numbers as the wire message types (proto/proto.h,
- * PROTO_EV_*), so the agent maps them one to one. */
-enum sc_ev_kind {
-	SC_EV_THREAD_START = 0x100, /* tid; s1 = name; a = pool id or 0; i = role */
-	SC_EV_THREAD_EXIT = 0x101,  /* tid */
-	SC_EV_THREAD_NAME = 0x102,  /* tid; s1 = new name */
-	SC_EV_PROCESS_EXIT = 0x103, /* u = 1 exit / 2 signal; i = status or signal (agent only) */
+/* Event kinds: the wire's EVENT messages (proto/wire.h), same numbers, so
+ * the agent maps them one to one: SC_EV_TASK_FORK = PROTO_EV_TASK_FORK.
+ * Which member of struct sc_ev each field comes from is the source column
+ * of the message's PROTO_FIELDS_* list there (a..d, i, u, s1, s2, site,
+ * pool); tid is the emitting thread (the owner for SCOPE_OPEN, the forker
+ * for TASK_FORK, the worker for TASK_START).  PROCESS_EXIT is the agent's
+ * own. */
+#define SC_EV_KIND_SESSION(NAME)
+#define SC_EV_KIND_MARK(NAME)
+#define SC_EV_KIND_STACK(NAME)
+#define SC_EV_KIND_DERIVED(NAME)
+#define SC_EV_KIND_EVENT(NAME) SC_##NAME = PROTO_##NAME,
+#define SC_EV_KIND(NAME, name, number, class, array) SC_EV_KIND_##class(NAME)
+enum sc_ev_kind { PROTO_MESSAGES(SC_EV_KIND) };
 
-	SC_EV_SCOPE_OPEN = 0x110,   /* a = scope; b = parent scope or 0; c = parent task or 0;
-				     * tid = owner; s1 = name; i = deadline (0 none);
-				     * u = joiner kind; site = open site; d = pool id */
-	SC_EV_JOIN_BEGIN = 0x111,   /* a = scope */
-	SC_EV_JOIN_END = 0x112,     /* a = scope; i = join's return value */
-	SC_EV_SCOPE_CANCEL = 0x113, /* a = scope; u = enum sc_cancel_reason */
-	SC_EV_SCOPE_CLOSE = 0x114,  /* a = scope; i = close's return value */
-
-	SC_EV_TASK_FORK = 0x120,    /* a = task; b = scope; site = fork site; tid = forker;
-				     * u = initial state (enum sc_task_state);
-				     * d = the body's address (scope_fork's fn) */
-	SC_EV_TASK_START = 0x121,   /* a = task; b = scope; tid = worker */
-	SC_EV_TASK_END = 0x122,     /* a = task; b = scope; u = enum sc_task_state; i = error */
-
-	SC_EV_VIOLATION = 0x130,    /* a = scope (or 0); u = enum sc_violation; i = error */
-	SC_EV_VALUE_BIND = 0x131,   /* a = scope; s1 = key; s2 = value */
-
-	SC_EV_POOL_CREATE = 0x140,  /* a = pool; s1 = name; pool = config and stats */
-	SC_EV_POOL_STATS = 0x141,   /* a = pool; pool = stats */
-	SC_EV_POOL_DESTROY = 0x142, /* a = pool */
-};
-
-enum sc_thread_role { SC_ROLE_OTHER = 0, SC_ROLE_MAIN = 1, SC_ROLE_WORKER = 2, SC_ROLE_AGENT = 3 };
-
-enum sc_cancel_reason {
-	SC_CANCEL_JOINER = 1,   /* the joiner decided (failure, winner, predicate) */
-	SC_CANCEL_TIMEOUT = 2,  /* the deadline passed */
-	SC_CANCEL_EXPLICIT = 3, /* scope_cancel() */
-	SC_CANCEL_PARENT = 4,   /* an ancestor was cancelled */
-	SC_CANCEL_VIOLATION = 5,/* closed because of a structure violation */
-	SC_CANCEL_CLOSE = 6,    /* closed with subtasks still running */
-};
-
+/* The wire's values under the runtime's names (proto/wire.h lists them):
+ * SC_ROLE_WORKER = PROTO_ROLE_WORKER, SC_TASK_FAILED = PROTO_TASK_FAILED... */
+#define SC_E_ROLE(N, v, s) SC_ROLE_##N = PROTO_ROLE_##N,
+#define SC_E_CANCEL(N, v, s) SC_CANCEL_##N = PROTO_CANCEL_##N,
+#define SC_E_TASK(N, v, s) SC_TASK_##N = PROTO_TASK_##N,
+#define SC_E_VIOL(N, v, s) SC_VIOL_##N = PROTO_VIOL_##N,
+#define SC_E_WARN(N, v, s) SC_WARN_##N = PROTO_WARN_##N,
+enum sc_thread_role { PROTO_ROLES(SC_E_ROLE) };
+enum sc_cancel_reason { PROTO_CANCEL_REASONS(SC_E_CANCEL) };
 /* Task states as the observer sees them (finer than scope_task_state_t). */
-enum sc_task_state {
-	SC_TASK_FORKED = 0,      /* queued, not started */
-	SC_TASK_RUNNING = 1,
-	SC_TASK_SUCCESS = 2,
-	SC_TASK_FAILED = 3,
-	SC_TASK_CANCELLED = 4,   /* ended because its scope was cancelled */
-	SC_TASK_UNAVAILABLE = 5, /* never started (fork into a cancelled scope, discarded) */
-};
-
-enum sc_violation {
-	SC_VIOL_NOT_OWNER = 1,     /* fork/join/close from a thread that is not the owner */
-	SC_VIOL_DOUBLE_JOIN = 2,
-	SC_VIOL_FORK_AFTER_JOIN = 3,
-	SC_VIOL_INNER_OPEN = 4,    /* closing a scope while an inner one is open */
-	SC_VIOL_THREAD_EXIT = 5,   /* thread exited with scopes open */
-	SC_VIOL_NO_JOIN = 6,       /* closed with forks but without a join */
-};
+enum sc_task_state { PROTO_TASK_STATES(SC_E_TASK) };
+enum sc_violation { PROTO_VIOLATIONS(SC_E_VIOL) };
+enum sc_warning { PROTO_WARNINGS(SC_E_WARN) };
 
 struct sc_site {
 	const char *file;
@@ -137,6 +108,21 @@ static inline int sc_observed(void)
 	return atomic_load_explicit(&sc_observer, memory_order_relaxed) != 0;
 }
 
+/* The kernel tid of the calling thread (cached). */
+SC_HIDDEN uint32_t sc_gettid(void);
+
+/* Emits a WARNING: subject is past limit by amount (enum sc_warning says
+ * what each is; SC_WARN_POOL_OVER_MAX: a pool, its threads now, its
+ * maximum size).  Costs the one branch when nothing observes. */
+static inline void sc_emit_warning(uint32_t kind, uint64_t subject, int64_t amount, uint64_t limit)
+{
+	if (!sc_observed())
+		return;
+	struct sc_ev ev = {
+		.kind = SC_EV_WARNING, .tid = sc_gettid(), .a = subject, .b = limit, .i = amount, .u = kind};
+	sc_emit(&ev);
+}
+
 /* Installs (or with NULL removes) the observer. */
 SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
 
@@ -163,9 +149,6 @@ SC_HIDDEN void sc_keep_violation(const struct sc_ev *ev);
  * the application runs.  Events that race with the walk may appear both in
  * the walk and in the live stream: the consumer applies them idempotently. */
 SC_HIDDEN void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx);
-
-/* The kernel tid of the calling thread (cached). */
-SC_HIDDEN uint32_t sc_gettid(void);
 
 /* Marks the calling thread as the agent's: role AGENT (reported with that
  * role in THREAD_START and in snapshots, never interrupted by cancellation),

@@ -11,8 +11,10 @@
 
 #include "rt.h"
 
-_Atomic(sc_observer_fn) sc_observer = NULL;
-_Atomic int sc_keep_times = 0;
+/* Zero-initialized (no observer): clang refuses NULL as a constant
+ * initializer of an _Atomic function pointer. */
+_Atomic(sc_observer_fn) sc_observer;
+_Atomic int sc_keep_times;
 
 /* Initial-exec, like every hot thread-local of libscope: in a shared library
  * the default model makes each access a call to __tls_get_addr (every event

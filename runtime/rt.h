@@ -41,6 +41,7 @@ struct sc_thread {
 	int role; /* enum sc_thread_role */
 	uint64_t pool_id;
 	scope_pool_t *pool; /* pool the thread works for, or NULL */
+	void *worker;	    /* its struct worker there */
 	pthread_t self;
 	char name[SC_THREAD_NAME];
 	_Atomic int64_t start_ts; /* scope_now() at registration, for snapshots */
@@ -62,6 +63,8 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
+	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
 	 * (an agent started late): it installs its own at its next runtime
 	 * call (sigaltstack acts on the calling thread only). */
@@ -109,7 +112,13 @@ struct scope_task {
 	/* scope_now() when the fork and the start were reported (0: not
 	 * observed then), so that a snapshot sends the original times. */
 	_Atomic int64_t fork_ts, start_ts;
-	scope_task_t *qnext, *qprev; /* pool queue (pool lock) */
+	/* While queued (the pool's lock): in the pool's inject queue or in the
+	 * deque of the worker that forked it (home), and in its scope's list,
+	 * so a joiner finds its own queued work without looking at others'. */
+	scope_task_t *qnext, *qprev;
+	scope_task_t *snext, *sprev;
+	void *home;   /* struct worker, or NULL: the inject queue */
+	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
 };
 
@@ -117,6 +126,10 @@ struct scope {
 	uint64_t id;
 	char name[SC_NAME_MAX];
 	struct sc_thread *owner;
+	/* The task the owner ran when it opened the scope (NULL: none): the
+	 * owner's rights are that task's, not its thread's, so a subtask run
+	 * inline on the owner's thread is not the owner. */
+	scope_task_t *owner_task;
 	uint32_t owner_tid;
 	scope_t *parent;
 	scope_task_t *parent_task;
@@ -139,11 +152,14 @@ struct scope {
 	bool joined, joining;
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
-	size_t pending; /* forked, not ended */
+	/* Forked, not ended: written under lock, read without it by the
+	 * joiner's done check. */
+	_Atomic size_t pending;
 	scope_task_t **tasks;
 	size_t ntasks, cap;
 	scope_task_t *failure, *winner;
 	struct sc_thread *waiter; /* owner while it waits for tasks */
+	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
@@ -214,6 +230,10 @@ extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
 
+/* True when the calling context owns s: its thread, and the task that
+ * thread ran when it opened s (a subtask run inline is not the owner). */
+bool sc_owns(const scope_t *s);
+
 /* cancel.c */
 void sc_cancel(scope_t *s, int reason);
 /* 0, or -ECANCELED when s (or an ancestor) is cancelled or past its
@@ -228,6 +248,7 @@ struct sc_wait {
 	int64_t deadline; /* absolute; 0: none */
 	bool spin;	  /* spin briefly before sleeping (short waits) */
 	scope_t *help;	  /* run help's queued subtasks while waiting */
+	bool lend;	  /* a pool worker parked here lends its place (join, close) */
 };
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);
@@ -236,11 +257,17 @@ void sc_interrupt_install(void);
 /* pool.c */
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task);
-/* Runs one queued task of the pool belonging to scope s or below it; false
- * when there is none.  A joiner does this rather than wait: a worker that
- * joins keeps a bounded pool from starving, and an owner joining a short
- * task saves the hand-off. */
+/* Runs the oldest queued task of scope s (its own list: O(1)); false when
+ * there is none.  An all-successful or await-all joiner does this rather
+ * than wait: it saves the hand-off, and the task runs as itself. */
 bool sc_pool_help(scope_pool_t *p, scope_t *s);
+/* The calling thread t, a worker of t->pool, parks in a wait (on) or is
+ * back (off): while parked its place is lent, and the pool starts or wakes
+ * another worker when work is queued (compensation). */
+void sc_pool_lend(struct sc_thread *t, bool on);
+/* The pool lends a parked worker's place on every runtime wait (sleeps,
+ * fd waits), not only on joins and closes. */
+bool sc_pool_lends_all(const scope_pool_t *p);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

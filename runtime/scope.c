@@ -9,6 +9,7 @@
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
+#define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
 
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
@@ -119,26 +120,60 @@ static scope_t *scope_alloc(struct sc_thread *t)
 		return s;
 	}
 	s = malloc(sizeof(*s));
-	if (s)
+	if (s) {
 		sc_mutex_init(&s->lock);
+		s->tasks = NULL;
+		s->cap = 0;
+	}
 	return s;
+}
+
+/* A zeroed task handle, from the owner's recycled ones when it has some. */
+static scope_task_t *task_alloc(struct sc_thread *t)
+{
+	scope_task_t *task = t->free_tasks;
+
+	if (!task)
+		return calloc(1, sizeof(*task));
+	t->free_tasks = task->qnext;
+	t->ntfree--;
+	memset(task, 0, sizeof(*task));
+	return task;
+}
+
+static void task_free(struct sc_thread *t, scope_task_t *task)
+{
+	if (t->ntfree >= SC_FREE_TASKS) {
+		free(task);
+		return;
+	}
+	task->qnext = t->free_tasks;
+	t->free_tasks = task;
+	t->ntfree++;
 }
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
 	for (size_t i = 0; i < s->ntasks; i++)
-		free(s->tasks[i]);
-	free(s->tasks);
+		task_free(t, s->tasks[i]);
+	s->ntasks = 0;
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
 	}
 	if (t->nfree < SC_FREE_SCOPES) {
+		/* Kept with its task array, unless a fan-out grew it large. */
+		if (s->cap > 64) {
+			free(s->tasks);
+			s->tasks = NULL;
+			s->cap = 0;
+		}
 		s->free_next = t->free_scopes;
 		t->free_scopes = s;
 		t->nfree++;
 		return;
 	}
+	free(s->tasks);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -162,13 +197,18 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	const char *name = cfg->name ? cfg->name : "scope";
 	size_t n = strnlen(name, SC_NAME_MAX - 1);
 	pthread_mutex_t lock = s->lock;
+	scope_task_t **tasks = s->tasks;
+	size_t cap = s->cap;
 
 	memset(s, 0, sizeof(*s));
 	s->lock = lock;
+	s->tasks = tasks; /* a recycled scope's array, reused */
+	s->cap = cap;
 	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
+	s->owner_task = t->frame.task;
 	s->owner_tid = t->tid;
 	s->parent = parent;
 	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
@@ -282,6 +322,13 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	return 0;
 }
 
+bool sc_owns(const scope_t *s)
+{
+	struct sc_thread *t = sc_self_peek();
+
+	return t == s->owner && t->frame.task == s->owner_task;
+}
+
 /* The owner check every structural call starts with. */
 static int owner_check(scope_t *s, struct sc_thread **tp)
 {
@@ -289,7 +336,7 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 
 	if (!s)
 		return -EINVAL;
-	if (t != s->owner) {
+	if (t != s->owner || t->frame.task != s->owner_task) {
 		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
 		return -EPERM;
 	}
@@ -348,7 +395,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		sc_emit_violation(s->id, SC_VIOL_FORK_AFTER_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
-	task = calloc(1, sizeof(*task));
+	task = task_alloc(t);
 	if (!task)
 		return -ENOMEM;
 	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
@@ -360,7 +407,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.func = func;
 	rc = tasks_append(s, task);
 	if (rc) {
-		free(task);
+		task_free(t, task);
 		return rc;
 	}
 	if (out)
@@ -472,26 +519,21 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	sc_task_finish(task, state, rc);
 }
 
-static bool join_done(void *arg)
-{
-	scope_t *s = arg;
-	bool done;
-
-	pthread_mutex_lock(&s->lock);
-	done = s->pending == 0 || atomic_load(&s->stop) || atomic_load(&s->cancelled);
-	pthread_mutex_unlock(&s->lock);
-	return done;
-}
-
+/* Lock-free: a task's end stores its state and results before its
+ * decrement of pending (under the scope's lock, whose release orders them),
+ * and this acquire load sees them once it sees the decrement. */
 static bool all_done(void *arg)
 {
 	scope_t *s = arg;
-	bool done;
 
-	pthread_mutex_lock(&s->lock);
-	done = s->pending == 0;
-	pthread_mutex_unlock(&s->lock);
-	return done;
+	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+}
+
+static bool join_done(void *arg)
+{
+	scope_t *s = arg;
+
+	return all_done(s) || atomic_load(&s->stop) || atomic_load(&s->cancelled);
 }
 
 int scope_join(scope_t *s)
@@ -516,12 +558,18 @@ int scope_join(scope_t *s)
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
 		rc = SCOPE_ENOFORKS;
 	} else {
+		/* Only a joiner that waits for every subtask anyway runs queued
+		 * ones itself: any other must return the moment it decides,
+		 * not when a subtask it picked up ends. */
+		bool helps = s->joiner == SCOPE_JOIN_ALL_SUCCESSFUL ||
+			     s->joiner == SCOPE_JOIN_AWAIT_ALL;
 		struct sc_wait w = {
 		    .ctx = s,
 		    .done = join_done,
 		    .arg = s,
 		    .spin = true,
-		    .help = s,
+		    .help = helps ? s : NULL,
+		    .lend = true,
 		};
 		(void)sc_wait(&w);
 		if (atomic_load(&s->stop))
@@ -553,7 +601,8 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		pthread_mutex_lock(&s->lock);
 		s->waiter = t;
 		pthread_mutex_unlock(&s->lock);
-		struct sc_wait w = {.done = all_done, .arg = s, .spin = true, .help = s};
+		struct sc_wait w = {
+		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
 	pthread_mutex_lock(&s->lock);

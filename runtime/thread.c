@@ -81,6 +81,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 		t->role = SC_ROLE_AGENT;
 	t->pool = pool;
 	t->pool_id = pool ? sc_pool_id(pool) : 0;
+	t->worker = NULL;
 	t->self = pthread_self();
 	t->frame.top = NULL;
 	t->frame.task = NULL;

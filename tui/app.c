@@ -67,4 +67,5 @@ const struct view app_views[V_COUNT] = {
     [V_TREE] = {"tree", tree_draw, tree_key},
     [V_DETAIL] = {"detail", detail_view_draw, NULL},
     [V_HELP] = {"help", help_draw, help_key},
+    [V_THREADS] = {"threads", threads_draw, NULL},
 };

@@ -14,7 +14,7 @@
 struct ctl;
 struct app;
 
-enum app_view { V_PICKER, V_TREE, V_DETAIL, V_HELP, V_COUNT };
+enum app_view { V_PICKER, V_TREE, V_DETAIL, V_HELP, V_THREADS, V_COUNT };
 
 /* A view: draws itself (only what changed, through the screen's line
  * cache) and may take keys before the key table does. */
@@ -31,6 +31,7 @@ struct app_opts {
 	int interval_ms; /* subscription interval */
 	double join_threshold_ms;
 	const char *dump_dir; /* where `d` writes */
+	unsigned hide_cols;   /* columns not shown: bit 1 << enum rf_col */
 };
 
 /* Outstanding requests on the connection, matched to replies by id. */
@@ -67,6 +68,9 @@ struct app {
 	/* picker */
 	json_t *procs; /* last `list` reply's processes (owned) */
 	long psel, ptop;
+
+	/* thread view: the cursor and first row, in the model's thread order */
+	long tsel, ttop;
 	double list_next;
 
 	/* stacks of the selected thread, fetched at a low rate */
@@ -136,6 +140,11 @@ bool tree_key(struct app *a, int ch);
 void detail_view_draw(struct app *a);
 void help_draw(struct app *a);
 bool help_key(struct app *a, int ch);
+void threads_draw(struct app *a);
+/* Thread view (view_threads.c): move the cursor; Enter goes to the tree,
+ * on the selected thread's task. */
+void threads_move(struct app *a, long delta);
+void threads_open(struct app *a);
 
 /* Header and status lines shared by the views (view_tree.c). */
 void draw_header(struct app *a);

@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "app.h"
+#include "rowfmt.h"
 
 #define VP (1u << V_PICKER)
 #define VT (1u << V_TREE)
 #define VD (1u << V_DETAIL)
 #define VH (1u << V_HELP)
-#define VALL (VP | VT | VD | VH)
+#define VR (1u << V_THREADS)
+#define VALL (VP | VT | VD | VH | VR)
 
 static void picker_move(struct app *a, long d)
 {
@@ -27,6 +29,8 @@ static void move_by(struct app *a, long d)
 {
 	if (a->view == V_PICKER)
 		picker_move(a, d);
+	else if (a->view == V_THREADS)
+		threads_move(a, d);
 	else
 		app_move(a, d);
 }
@@ -109,6 +113,10 @@ static void act_enter(struct app *a)
 		open_process(a);
 		return;
 	}
+	if (a->view == V_THREADS) {
+		threads_open(a);
+		return;
+	}
 	const struct tr_row *r = app_selected(a);
 	if (r && (r->flags & TR_F_KIDS) && a->view == V_TREE)
 		act_toggle(a);
@@ -164,6 +172,81 @@ static void act_group(struct app *a)
 				 : "grouping off");
 }
 
+static void act_threads(struct app *a)
+{
+	a->view = a->view == V_THREADS ? V_TREE : V_THREADS;
+	a->stack_next = 0; /* the thread view wants every thread's stack now */
+	scr_invalidate(&a->scr);
+}
+
+/* Keys 1..6 show or hide the optional columns, in the order they appear. */
+static void toggle_col(struct app *a, int col)
+{
+	a->o.hide_cols ^= 1u << col;
+	scr_invalidate(&a->scr);
+	app_status(a, "column %s %s", rf_col_title(col),
+		   a->o.hide_cols & (1u << col) ? "hidden" : "shown (when it fits)");
+}
+static void act_col_id(struct app *a)
+{
+	toggle_col(a, RF_ID);
+}
+static void act_col_age(struct app *a)
+{
+	toggle_col(a, RF_AGE);
+}
+static void act_col_joiner(struct app *a)
+{
+	toggle_col(a, RF_JOINER);
+}
+static void act_col_deadline(struct app *a)
+{
+	toggle_col(a, RF_DEADLINE);
+}
+static void act_col_site(struct app *a)
+{
+	toggle_col(a, RF_SITE);
+}
+static void act_col_worker(struct app *a)
+{
+	toggle_col(a, RF_WORKER);
+}
+
+/* n and N: the next (previous) row that matches the filter itself. */
+static void jump_match(struct app *a, long dir)
+{
+	app_rebuild(a); /* keys typed together: the filter may be newer than the rows */
+	long n = (long)a->tree.n;
+	if (!a->tree.filter[0]) {
+		app_status(a, "no filter to search for: / sets one");
+		return;
+	}
+	for (long k = 1; k <= n; k++) {
+		long i = ((a->sel + dir * k) % n + n) % n;
+		if (a->tree.rows[i].flags & TR_F_MATCH) {
+			app_move(a, i - a->sel);
+			return;
+		}
+	}
+	app_status(a, "no row matches '%s'", a->tree.filter);
+}
+static void act_next_match(struct app *a)
+{
+	jump_match(a, 1);
+}
+static void act_prev_match(struct app *a)
+{
+	jump_match(a, -1);
+}
+
+static void act_hide_ended(struct app *a)
+{
+	a->tree.hide_ended = !a->tree.hide_ended;
+	a->rows_stale = true;
+	app_status(a, "%s", a->tree.hide_ended ? "finished subtasks and scopes hidden (f shows them)"
+					       : "finished subtasks and scopes shown");
+}
+
 static void act_pause(struct app *a)
 {
 	a->paused = !a->paused;
@@ -198,7 +281,7 @@ static void act_help(struct app *a)
 
 static void act_back(struct app *a)
 {
-	if (a->view == V_HELP || a->view == V_DETAIL) {
+	if (a->view == V_HELP || a->view == V_DETAIL || a->view == V_THREADS) {
 		a->view = a->view == V_HELP ? a->back_view : V_TREE;
 	} else if (a->view == V_TREE && a->tree.filter[0]) {
 		a->tree.filter[0] = 0;
@@ -228,28 +311,43 @@ struct binding {
 };
 
 static const struct binding table[] = {
-    {KEY_UP, "Up k", VP | VT | VD, act_up, "move up"},
-    {'k', NULL, VP | VT | VD, act_up, NULL},
-    {KEY_DOWN, "Down j", VP | VT | VD, act_down, "move down"},
-    {'j', NULL, VP | VT | VD, act_down, NULL},
-    {KEY_PPAGE, "PgUp", VP | VT, act_pgup, "page up"},
-    {KEY_NPAGE, "PgDn", VP | VT, act_pgdn, "page down"},
-    {KEY_HOME, "Home", VP | VT, act_home, "first row"},
-    {KEY_END, "End", VP | VT, act_end, "last row"},
-    {'\n', "Enter", VP | VT | VD, act_enter,
-     "open the process; expand/collapse; on a leaf, open its detail and stack"},
-    {'\r', NULL, VP | VT | VD, act_enter, NULL},
-    {KEY_ENTER, NULL, VP | VT | VD, act_enter, NULL},
+    {KEY_UP, "Up k", VP | VT | VD | VR, act_up, "move up"},
+    {'k', NULL, VP | VT | VD | VR, act_up, NULL},
+    {KEY_DOWN, "Down j", VP | VT | VD | VR, act_down, "move down"},
+    {'j', NULL, VP | VT | VD | VR, act_down, NULL},
+    {KEY_PPAGE, "PgUp", VP | VT | VR, act_pgup, "page up"},
+    {KEY_NPAGE, "PgDn", VP | VT | VR, act_pgdn, "page down"},
+    {KEY_HOME, "Home", VP | VT | VR, act_home, "first row"},
+    {KEY_END, "End", VP | VT | VR, act_end, "last row"},
+    {'\n', "Enter", VP | VT | VD | VR, act_enter,
+     "open the process; expand/collapse; on a leaf, open its detail and stack; in the "
+     "thread view, go to the thread's task"},
+    {'\r', NULL, VP | VT | VD | VR, act_enter, NULL},
+    {KEY_ENTER, NULL, VP | VT | VD | VR, act_enter, NULL},
     {' ', "Space", VT, act_toggle, "expand or collapse"},
     {KEY_RIGHT, "Right l", VT, act_expand, "expand; on a leaf, open its detail"},
     {'l', NULL, VT, act_expand, NULL},
     {KEY_LEFT, "Left h", VT, act_collapse, "collapse, or go to the parent"},
     {'h', NULL, VT, act_collapse, NULL},
     {'/', "/", VT, act_filter, "filter by name, fork site (file:line) or state"},
+    {'n', "n N", VT, act_next_match, "next / previous row matching the filter itself"},
+    {'N', NULL, VT, act_prev_match, NULL},
     {'s', "s", VT, act_sort, "sort: fork order, age, name, state"},
     {'g', "g", VT, act_group, "group identical subtasks and stacks (xN)"},
-    {'p', "p", VT | VD, act_pause, "pause or resume live updates"},
-    {'d', "d", VT | VD, act_dump, "write a JSON thread dump to a file (path shown)"},
+    {'f', "f", VT, act_hide_ended, "hide or show finished subtasks and scopes"},
+    {'1', "1..6", VT, act_col_id, "show or hide the columns ID, AGE, JOINER, DEADLN, SITE, WORKER"},
+    {'2', NULL, VT, act_col_age, NULL},
+    {'3', NULL, VT, act_col_joiner, NULL},
+    {'4', NULL, VT, act_col_deadline, NULL},
+    {'5', NULL, VT, act_col_site, NULL},
+    {'6', NULL, VT, act_col_worker, NULL},
+    {'t', "t", VT | VD | VR, act_threads,
+     "thread view: every thread (also those running no task), its role, pool, state, "
+     "task and top frame; t again for the tree"},
+    {'p', "p", VT | VD | VR, act_pause, "pause or resume live updates"},
+    {'d', "d", VT | VD, act_dump,
+     "write a JSON thread dump into --dump-dir (default: the directory scopetop started in); "
+     "the status line shows its absolute path"},
     {'?', "?", VALL, act_help, "show or hide this help"},
     {27, "Esc", VALL, act_back,
      "back: close detail or help, clear the filter, or return to the process list"},

@@ -14,6 +14,7 @@
 #include "../common/ctl.h"
 #include "app.h"
 #include "once.h"
+#include "rowfmt.h"
 #include "scope.h"
 
 #define TICK_MS 250	     /* the loop wakes at least this often */
@@ -28,7 +29,9 @@ enum opt_id {
 	O_THRESHOLD,
 	O_DUMPDIR,
 	O_HELP,
-	O_VERSION
+	O_VERSION,
+	O_JSON,
+	O_COLUMNS
 };
 
 struct optdef {
@@ -43,12 +46,20 @@ static const struct optdef opts[] = {
      "scoped's agent socket (default $SCOPED_SOCKET, else $XDG_RUNTIME_DIR/scoped/agent.sock)", 0,
      0},
     {"once", O_ONCE, 0, NULL, "print the tree of PID (or the process list) as text and exit", 0, 0},
+    {"json", O_JSON, 0, NULL,
+     "with --once: JSON instead of text (schemas/scopetop-once.schema.json; the list as "
+     "schemas/process-list.schema.json)",
+     0, 0},
     {"ascii", O_ASCII, 0, NULL, "ASCII glyphs only (automatic when the locale is not UTF-8)", 0, 0},
     {"interval", O_INTERVAL, 1, "MS", "live update interval, 25..5000 (default 250)", 25, 5000},
     {"join-threshold", O_THRESHOLD, 1, "MS", "warn about joins waiting longer (default 1000)", 1,
      86400000},
     {"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0,
      0},
+    {"columns", O_COLUMNS, 1, "LIST",
+     "the optional columns to show, comma-separated, of id,age,joiner,deadline,site,worker "
+     "(default all that fit; keys 1..6 toggle them)",
+     0, 0},
     {"help", O_HELP, 0, NULL, "this help", 0, 0},
     {"version", O_VERSION, 0, NULL, "print the version", 0, 0},
 };
@@ -56,9 +67,11 @@ static const struct optdef opts[] = {
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: scopetop [options] [PID]\n"
+	fprintf(out, "usage: scopetop [options] [PID | NAME]\n"
 		     "Live structured-concurrency task tree of programs linked with libscope.\n"
-		     "Without PID, pick a process from the list.  Keys: press ? inside.\n\n");
+		     "NAME is a substring of a live process's name or executable, as scopecmd\n"
+		     "takes it.  Without either, pick a process from the list.  Keys: press ?\n"
+		     "inside.\n\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		char left[40];
 		snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
@@ -82,10 +95,30 @@ static int parse_num(const struct optdef *o, const char *s, long *out)
 	return 0;
 }
 
+/* --columns id,site,...: every optional column not named is hidden. */
+static int parse_columns(const char *list, unsigned *hide)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", list);
+	unsigned shown = (1u << RF_STATE) | (1u << RF_NAME);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int c = rf_col_parse(t);
+		if (c < 0) {
+			fprintf(stderr, "scopetop: --columns: no column '%s'; the columns are id, age, "
+					"joiner, deadline, site, worker\n", t);
+			return -1;
+		}
+		shown |= 1u << c;
+	}
+	*hide = ~shown & ((1u << RF_NCOLS) - 1);
+	return 0;
+}
+
 struct cli {
 	struct app_opts o;
-	bool once;
+	bool once, json;
 	int64_t pid;
+	const char *name; /* a NAME target, resolved once connected */
 };
 
 /* Returns -1 on error, 1 when done (help/version), 0 to run. */
@@ -108,6 +141,13 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case O_ONCE:
 			c->once = true;
+			break;
+		case O_JSON:
+			c->json = true;
+			break;
+		case O_COLUMNS:
+			if (parse_columns(optarg, &c->o.hide_cols))
+				return -1;
 			break;
 		case O_ASCII:
 			c->o.ascii = true;
@@ -138,17 +178,31 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			return -1;
 		}
 	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "scopetop: one process only ('%s' and '%s' given); usage: scopetop "
+				"[options] [PID | NAME]\n", argv[optind], argv[optind + 1]);
+		return -1;
+	}
 	if (optind < argc) {
 		char *end;
 		long long pid = strtoll(argv[optind], &end, 10);
-		if (*end || pid <= 0 || pid > 0x7fffffff || optind + 1 < argc) {
-			fprintf(
-			    stderr,
-			    "scopetop: '%s' is not a process id; usage: scopetop [options] [PID]\n",
-			    argv[optind]);
+		if (!*argv[optind] || argv[optind][0] == '-') {
+			fprintf(stderr, "scopetop: '%s' is neither a process id nor a name; usage: "
+					"scopetop [options] [PID | NAME]\n", argv[optind]);
 			return -1;
 		}
-		c->pid = pid;
+		if (*end)
+			c->name = argv[optind];
+		else if (pid <= 0 || pid > 0x7fffffff) {
+			fprintf(stderr, "scopetop: '%s' is not a process id (1..2147483647)\n",
+				argv[optind]);
+			return -1;
+		} else
+			c->pid = pid;
+	}
+	if (c->json && !c->once) {
+		fprintf(stderr, "scopetop: --json goes with --once\n");
+		return -1;
 	}
 	return 0;
 }
@@ -174,7 +228,49 @@ static int ask(struct ctl *ctl, json_t *req, json_t **reply)
 	return 0;
 }
 
-static int run_once(const struct cli *c)
+/* The live process whose name or executable contains c->name, as scopecmd
+ * matches targets; more than one is an error that lists them.  Returns 0
+ * with c->pid set, or -1 after saying why. */
+static int resolve_name(struct ctl *ctl, struct cli *c)
+{
+	json_t *reply;
+	if (ask(ctl, json_pack("{s:s}", "cmd", "list"), &reply))
+		return -1;
+	const json_t *ps = json_object_get(reply, "processes");
+	size_t i, n = 0;
+	json_t *p;
+	json_array_foreach(ps, i, p)
+	{
+		const char *name = json_string_value(json_object_get(p, "name"));
+		const char *exe = json_string_value(json_object_get(p, "exe"));
+		const char *st = json_string_value(json_object_get(p, "state"));
+		if ((st && !strcmp(st, "exited")) ||
+		    !((name && strstr(name, c->name)) || (exe && strstr(exe, c->name))))
+			continue;
+		if (n++ == 0)
+			c->pid = json_integer_value(json_object_get(p, "pid"));
+	}
+	if (n > 1) {
+		fprintf(stderr, "scopetop: '%s' matches %zu processes; name one by its pid:\n",
+			c->name, n);
+		json_array_foreach(ps, i, p)
+		{
+			const char *name = json_string_value(json_object_get(p, "name"));
+			const char *exe = json_string_value(json_object_get(p, "exe"));
+			if ((name && strstr(name, c->name)) || (exe && strstr(exe, c->name)))
+				fprintf(stderr, "  %lld %s\n",
+					(long long)json_integer_value(json_object_get(p, "pid")),
+					name ? name : "?");
+		}
+	} else if (!n) {
+		fprintf(stderr, "scopetop: no live instrumented process matches '%s'; 'scopetop "
+				"--once' lists them\n", c->name);
+	}
+	json_decref(reply);
+	return n == 1 ? 0 : -1;
+}
+
+static int run_once(struct cli *c)
 {
 	struct ctl *ctl;
 	char err[256];
@@ -184,10 +280,23 @@ static int run_once(const struct cli *c)
 	}
 	json_t *reply;
 	int rc = 1;
+	if (c->name && resolve_name(ctl, c)) {
+		ctl_close(ctl);
+		return 1;
+	}
 	if (!c->pid) {
 		if (!ask(ctl, json_pack("{s:s}", "cmd", "list"), &reply)) {
-			rc = once_list(stdout, json_object_get(reply, "processes"), c->o.ascii) ? 1
-												: 0;
+			json_t *ps = json_object_get(reply, "processes");
+			if (c->json) {
+				json_t *doc = json_pack("{s:O}", "processes", ps ? ps : json_null());
+				rc = doc && !json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) &&
+					     putchar('\n') != EOF
+					 ? 0
+					 : 1;
+				json_decref(doc);
+			} else {
+				rc = once_list(stdout, ps, c->o.ascii) ? 1 : 0;
+			}
 			json_decref(reply);
 		}
 	} else if (!ask(ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c->pid),
@@ -199,12 +308,22 @@ static int run_once(const struct cli *c)
 		if (tm_model_load(&m, json_object_get(reply, "model"),
 				  json_object_get(reply, "process"), local, err, sizeof err))
 			fprintf(stderr, "scopetop: process %lld: %s\n", (long long)c->pid, err);
+		else if (c->json)
+			rc = once_tree_json(stdout, &m, tm_model_now(&m, local),
+					    json_object_get(reply, "process"))
+				 ? 1
+				 : 0;
 		else
 			rc = once_tree(stdout, &m, tm_model_now(&m, local), c->o.ascii) ? 1 : 0;
 		tm_model_free(&m);
 		json_decref(reply);
 	}
 	ctl_close(ctl);
+	/* Output that could not be written is a failure, not a silent loss. */
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, "scopetop: writing to standard output failed: %s\n", strerror(errno));
+		rc = 1;
+	}
 	return rc;
 }
 
@@ -214,6 +333,23 @@ static void handle_key(struct app *a, int ch)
 		scr_resize(&a->scr);
 		a->dirty = true;
 		return;
+	}
+	/* An Esc with "[" or "O" right behind it starts a key sequence curses
+	 * did not know (an F-key of another terminal): ignore all of it, up to
+	 * its final byte, rather than take it as Esc (which would clear the
+	 * filter or leave the view) followed by stray characters. */
+	if (ch == 27) {
+		int next = getch();
+		if (next == '[' || next == 'O') {
+			int c = next == 'O' ? getch() : 0;
+			/* CSI: parameter and intermediate bytes, then one final. */
+			while (next == '[' && (c = getch()) != ERR && (c < 0x40 || c > 0x7e))
+				;
+			app_status(a, "ignored an unknown key sequence");
+			return;
+		}
+		if (next != ERR)
+			ungetch(next); /* Esc then a key: both count */
 	}
 	const struct view *v = &app_views[a->view];
 	if (v->key && v->key(a, ch))
@@ -286,6 +422,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scopetop: %s\n", a.conn_err);
 		return 1;
 	}
+	if (c.name && resolve_name(a.ctl, &c))
+		return 1;
 	if (c.pid) {
 		/* Fail early, before the screen is taken, if the pid is not watchable. */
 		json_t *reply;

@@ -12,20 +12,16 @@
 
 /* ---- names ------------------------------------------------------------ */
 
-static const char *const task_states[] = {
-    [TK_FORKED] = "forked", [TK_RUNNING] = "running",	  [TK_SUCCESS] = "success",
-    [TK_FAILED] = "failed", [TK_CANCELLED] = "cancelled", [TK_UNAVAILABLE] = "unavailable",
-};
+/* The daemon's names of the wire's values, from the same lists. */
+#define TM_NAME(NAME, value, json) [value] = json,
+#define TM_NAME_UP(NAME, value, json, public) [(value) + 1] = json,
+static const char *const task_states[] = {PROTO_TASK_STATES(TM_NAME)};
 static const char *const scope_states[] = {
     [SS_OPEN] = "open",		  [SS_JOINING] = "joining", [SS_JOINED] = "joined",
     [SS_CANCELLED] = "cancelled", [SS_CLOSED] = "closed",
 };
-static const char *const joiners[] = {
-    [JN_NONE] = "",	      [JN_ALL] = "all_successful", [JN_ANY] = "any_successful",
-    [JN_AWAIT] = "await_all", [JN_UNTIL] = "until",	   [JN_CUSTOM] = "custom",
-};
-static const char *const roles[] = {
-    [RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker", [RL_AGENT] = "agent"};
+static const char *const joiners[] = {[JN_NONE] = "", PROTO_JOINERS(TM_NAME_UP)};
+static const char *const roles[] = {PROTO_ROLES(TM_NAME)};
 static const char *const warn_names[TM_W_KINDS] = {"straggler", "slow join", "past deadline",
 						   "events lost", "violation"};
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto.h"
 #include "tmap.h"
 
 /* Caps on what the daemon (a peer) can make us hold. */
@@ -19,10 +20,22 @@
 #define TM_MAX_VIOLATIONS 256
 #define TM_MAX_VALUES 32 /* scoped values kept per scope */
 
-enum tm_task_state { TK_FORKED, TK_RUNNING, TK_SUCCESS, TK_FAILED, TK_CANCELLED, TK_UNAVAILABLE };
+/* The wire's task states and roles (proto/wire.h), which the daemon names
+ * in its JSON: TK_FAILED = PROTO_TASK_FAILED, RL_WORKER = PROTO_ROLE_WORKER. */
+#define TM_TK(NAME, value, json) TK_##NAME = PROTO_TASK_##NAME,
+#define TM_RL(NAME, value, json) RL_##NAME = PROTO_ROLE_##NAME,
+enum tm_task_state { PROTO_TASK_STATES(TM_TK) };
 enum tm_scope_state { SS_OPEN, SS_JOINING, SS_JOINED, SS_CANCELLED, SS_CLOSED };
-enum tm_joiner { JN_NONE, JN_ALL, JN_ANY, JN_AWAIT, JN_UNTIL, JN_CUSTOM };
-enum tm_role { RL_OTHER, RL_MAIN, RL_WORKER, RL_AGENT };
+/* JN_NONE: not known; then the wire's joiners, one up. */
+enum tm_joiner {
+	JN_NONE,
+	JN_ALL = PROTO_JOINER_ALL_SUCCESSFUL + 1,
+	JN_ANY = PROTO_JOINER_ANY_SUCCESSFUL + 1,
+	JN_AWAIT = PROTO_JOINER_AWAIT_ALL + 1,
+	JN_UNTIL = PROTO_JOINER_UNTIL + 1,
+	JN_CUSTOM = PROTO_JOINER_CUSTOM + 1,
+};
+enum tm_role { PROTO_ROLES(TM_RL) };
 
 /* Warning bits, on entities and counted in the header. */
 enum {

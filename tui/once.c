@@ -1,6 +1,6 @@
 /* once.c - plain-text rendering of the tree for `scopetop --once`: the
  * same rows and columns as the live view, sized to the content instead of
- * a terminal, with no escape sequences. */
+ * a terminal, with no escape sequences; or the same rows as JSON. */
 #include "once.h"
 
 #include <errno.h>
@@ -94,4 +94,68 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 			(long long)json_integer_value(json_object_get(p, "lost")));
 	}
 	return ferror(out) ? -EIO : 0;
+}
+
+/* Column keys of a JSON row's "cells", in enum rf_col order. */
+static const char *const cell_keys[RF_NCOLS] = {
+	[RF_STATE] = "state", [RF_NAME] = "name",	  [RF_ID] = "id",     [RF_AGE] = "age",
+	[RF_JOINER] = "joiner", [RF_DEADLINE] = "deadline", [RF_SITE] = "site", [RF_WORKER] = "worker",
+};
+
+static const char *const kind_names[] = {
+	[TR_ROOT] = "root", [TR_SCOPE] = "scope", [TR_TASK] = "task", [TR_POOLS] = "pools",
+	[TR_POOL] = "pool",
+};
+
+static json_t *row_json(const struct tm_model *m, const struct tr_row *r, double now)
+{
+	char cell[1024];
+	json_t *o = json_object(), *cells = json_object();
+	if (!o || !cells) {
+		json_decref(o);
+		json_decref(cells);
+		return NULL;
+	}
+	int bad = json_object_set_new(o, "depth", json_integer(r->depth));
+	bad |= json_object_set_new(o, "kind", json_string(r->kind < sizeof kind_names / sizeof *kind_names
+								 ? kind_names[r->kind]
+								 : "?"));
+	bad |= json_object_set_new(o, "id", json_integer(r->id));
+	bad |= json_object_set_new(o, "state", json_string(tr_state_name(r->state)));
+	bad |= json_object_set_new(o, "ended", json_boolean(r->flags & TR_F_DIM));
+	bad |= json_object_set_new(o, "count", json_integer(r->group_n > 1 ? r->group_n : 1));
+	for (int c = 0; c < RF_NCOLS; c++) {
+		rf_cell(m, r, c, now, false, cell, sizeof cell);
+		bad |= json_object_set_new(cells, cell_keys[c], json_string(cell));
+	}
+	bad |= json_object_set_new(o, "cells", cells);
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+int once_tree_json(FILE *out, const struct tm_model *m, double now, json_t *process)
+{
+	struct tr_tree t;
+	tr_init(&t);
+	expand_all(&t, m);
+	int rc = tr_build(&t, m);
+	json_t *doc = json_object(), *rows = json_array();
+	if (!rc && (!doc || !rows))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < t.n; i++)
+		if (json_array_append_new(rows, row_json(m, &t.rows[i], now)) < 0)
+			rc = -ENOMEM;
+	if (!rc && (json_object_set(doc, "process", process ? process : json_null()) < 0 ||
+		    json_object_set(doc, "rows", rows) < 0))
+		rc = -ENOMEM;
+	if (!rc && (json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+		    fputc('\n', out) == EOF || ferror(out)))
+		rc = -EIO;
+	json_decref(rows);
+	json_decref(doc);
+	tr_free(&t);
+	return rc;
 }

@@ -16,4 +16,9 @@ int once_tree(FILE *out, const struct tm_model *m, double now_ms, bool ascii);
 /* Prints the processes of a `list` reply (borrowed). */
 int once_list(FILE *out, json_t *processes, bool ascii);
 
+/* `--once --json`: the same rows as once_tree() as one JSON document,
+ * {"process": summary (borrowed, the daemon's), "rows": [...]}, described by
+ * schemas/scopetop-once.schema.json.  Returns 0, -EIO or -ENOMEM. */
+int once_tree_json(FILE *out, const struct tm_model *m, double now_ms, json_t *process);
+
 #endif

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "text.h"
 
@@ -45,11 +46,32 @@ static const struct coldef cols[RF_NCOLS] = {
 
 void rf_layout(struct rf_layout *l, int total, bool ascii)
 {
+	rf_layout_hide(l, total, ascii, 0);
+}
+
+int rf_col_parse(const char *name)
+{
+	for (int c = 0; c < RF_NCOLS; c++)
+		if (!strcasecmp(name, cols[c].title) ||
+		    (c == RF_DEADLINE && !strcasecmp(name, "deadline")))
+			return c;
+	return -1;
+}
+
+const char *rf_col_title(int c)
+{
+	return c >= 0 && c < RF_NCOLS ? cols[c].title : "?";
+}
+
+void rf_layout_hide(struct rf_layout *l, int total, bool ascii, unsigned hide)
+{
 	bool on[RF_NCOLS];
 	int fixed = 0;
 	for (int c = 0; c < RF_NCOLS; c++) {
-		on[c] = true;
-		fixed += cols[c].width + 1;
+		/* The state and the name are what a row is; they always show. */
+		on[c] = c == RF_STATE || c == RF_NAME || !(hide & (1u << c));
+		if (on[c])
+			fixed += cols[c].width + 1;
 	}
 	/* Drop the least useful columns until the name gets its minimum. */
 	for (int level = 1; fixed + NAME_MIN > total && level < 99; level++)
@@ -81,7 +103,7 @@ static void put_cell(char *buf, size_t len, const char *text, int w, bool right,
 	int tw = ttx_width(text, ascii);
 	if (right && tw < w)
 		ttx_pad(buf, len, 0, w - tw);
-	int used = ttx_append(buf, len, text, right && tw < w ? tw : w, ascii);
+	int used = ttx_append_cut(buf, len, text, right && tw < w ? tw : w, ascii);
 	if (!(right && tw < w))
 		ttx_pad(buf, len, used, w);
 }
@@ -143,9 +165,12 @@ void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char
 		char times[16] = "";
 		if (r->group_n > 1)
 			snprintf(times, sizeof times, " %s%u", ascii ? "x" : "×", r->group_n);
-		/* A group stands for several threads: name none of them. */
-		snprintf(buf, len, "%s%s%s", r->group_n > 1 ? "task" : tr_task_name(m, t), times,
-			 badges);
+		/* A group stands for several threads: name none of them, but
+		 * the body the group's subtasks run (one fork site, one body). */
+		const char *name = r->group_n <= 1		? tr_task_name(m, t)
+				   : t->func && t->func[0] ? t->func
+							   : "task";
+		snprintf(buf, len, "%s%s%s", name, times, badges);
 		return;
 	}
 	}

@@ -36,6 +36,15 @@ struct rf_layout {
  * the name column takes what is left. */
 void rf_layout(struct rf_layout *l, int cols, bool ascii);
 
+/* The same without the columns whose bit (1 << enum rf_col) is set in hide;
+ * the state and name columns always show. */
+void rf_layout_hide(struct rf_layout *l, int cols, bool ascii, unsigned hide);
+
+/* The column titled name (any case; "deadline" for DEADLN), or -1; and the
+ * title of column c. */
+int rf_col_parse(const char *name);
+const char *rf_col_title(int c);
+
 /* The column titles, padded to the layout. */
 void rf_header(const struct rf_layout *l, char *buf, size_t len);
 

@@ -17,6 +17,7 @@
 #define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */
 #define GROUP_STACKS_EVERY_MS 2000
 #define STACK_SETTLE_MS 120 /* wait for the cursor to rest before fetching */
+#define DUMP_STATUS_MS 15000 /* how long the written dump's path stays shown */
 #define RECONNECT_MS 2000
 #define REQUEST_TIMEOUT_MS 5000
 #define HELD_MAX 4096	 /* messages held during a pause before resync */
@@ -110,7 +111,8 @@ void src_request_stacks(struct app *a, int64_t tid)
 	if (tid > 0)
 		json_object_set_new(req, "tids", json_pack("[I]", (json_int_t)tid));
 	send_req(a, RQ_STACKS, req);
-	a->stack_next = a->now_local + (a->tree.group ? GROUP_STACKS_EVERY_MS : STACK_EVERY_MS);
+	a->stack_next = a->now_local + (a->tree.group || a->view == V_THREADS ? GROUP_STACKS_EVERY_MS
+									     : STACK_EVERY_MS);
 }
 
 void src_request_dump(struct app *a)
@@ -173,10 +175,12 @@ static void write_dump(struct app *a, json_t *reply)
 		rc = jdkdump_write_file(path, text, strlen(text), false, err, sizeof err);
 	}
 	free(text);
-	if (rc)
+	if (rc) {
 		app_status(a, "dump failed: %s", err);
-	else
+	} else {
 		app_status(a, "dump written to %s", path);
+		a->status_until = a->now_local + DUMP_STATUS_MS; /* long enough to copy it */
+	}
 }
 
 static void on_reply(struct app *a, int kind, json_t *msg)
@@ -340,10 +344,23 @@ void src_tick(struct app *a)
 			a->pending[i].kind = RQ_NONE; /* the reply is late; do not wait forever */
 	if (a->view == V_PICKER && now >= a->list_next)
 		src_request_list(a);
-	if (!a->pid || a->exited || !a->subscribed || a->paused)
+	if (!a->pid || a->exited || !a->subscribed)
 		return;
-	if (a->tree.group && now >= a->stack_next) {
-		src_request_stacks(a, 0); /* grouping needs every thread's stack */
+	if (a->paused) {
+		/* Paused, the tree stands still, but the stack of what the
+		 * cursor is on is still fetched, once: the pane would otherwise
+		 * say "fetching..." until the user resumes. */
+		int64_t tid = detail_tid(a);
+		if (tid && !tm_stack_get(&a->model, tid) && now - a->sel_changed >= STACK_SETTLE_MS &&
+		    (tid != a->stack_tid || now >= a->stack_next)) {
+			a->stack_tid = tid;
+			src_request_stacks(a, tid);
+		}
+		return;
+	}
+	if ((a->tree.group || a->view == V_THREADS) && now >= a->stack_next) {
+		/* Grouping and the thread view need every thread's stack. */
+		src_request_stacks(a, 0);
 		return;
 	}
 	int64_t tid = detail_tid(a);

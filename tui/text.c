@@ -80,6 +80,14 @@ int ttx_append(char *dst, size_t cap, const char *src, int cols, bool ascii)
 	return used;
 }
 
+int ttx_append_cut(char *dst, size_t cap, const char *src, int cols, bool ascii)
+{
+	if (cols < 2 || ttx_width(src, ascii) <= cols)
+		return ttx_append(dst, cap, src, cols, ascii);
+	int used = ttx_append(dst, cap, src, cols - 1, ascii);
+	return used + ttx_append(dst, cap, ascii ? "~" : "\u2026", 1, ascii);
+}
+
 void ttx_pad(char *dst, size_t cap, int used, int cols)
 {
 	size_t at = strlen(dst);

@@ -14,6 +14,10 @@ int ttx_width(const char *s, bool ascii);
  * columns used. */
 int ttx_append(char *dst, size_t cap, const char *src, int cols, bool ascii);
 
+/* As ttx_append(), but text that does not fit ends in an ellipsis ("…",
+ * "~" in ascii mode) in its last column, so a cut name reads as cut. */
+int ttx_append_cut(char *dst, size_t cap, const char *src, int cols, bool ascii);
+
 /* Pads dst with spaces up to cols columns (dst already uses used columns). */
 void ttx_pad(char *dst, size_t cap, int used, int cols);
 

@@ -332,6 +332,10 @@ static bool emit(struct walk *w, const struct tr_edge *e, int depth)
 	if (open && depth + 1 < TR_MAX_DEPTH) {
 		for (size_t i = (size_t)first; i < t->nedges && t->edges[i].parent == key; i++) {
 			const struct tr_edge *c = &t->edges[i];
+			if (t->hide_ended && ended(c)) {
+				t->hidden++;
+				continue;
+			}
 			if (t->group && c->kind == TR_TASK &&
 			    tmap_get(&t->first, (int64_t)tr_key(TR_TASK, c->id)) < 0 &&
 			    (!w->filtering || matches(w, c))) {
@@ -385,6 +389,7 @@ static void fix_guides(struct tr_tree *t)
 int tr_build(struct tr_tree *t, const struct tm_model *m)
 {
 	t->n = 0;
+	t->hidden = 0;
 	int rc = collect(t, m);
 	if (rc)
 		return rc;

@@ -58,6 +58,8 @@ struct tr_tree {
 	size_t n, cap;
 	int sort;		    /* enum tr_sort */
 	bool group;		    /* g: group identical subtasks */
+	bool hide_ended;	    /* f: leave out ended subtasks and scopes */
+	size_t hidden;		    /* rows left out by hide_ended in the last build */
 	char filter[TR_FILTER_MAX]; /* "" for none */
 	struct tmap toggled;	    /* node keys whose expansion differs from the default */
 	/* scratch kept between builds to avoid reallocating */

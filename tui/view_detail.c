@@ -16,6 +16,7 @@ struct lines {
 	char text[MAX_LINES][512];
 	int role[MAX_LINES];
 	int n;
+	int stack_at; /* the first line of the stack section, 0: none */
 };
 
 static void add(struct lines *l, int role, const char *fmt, ...)
@@ -159,6 +160,7 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	deadline(l, m, s, now);
 	if (s)
 		values(l, m, s);
+	l->stack_at = l->n;
 	stack(l, a, t->state == TK_RUNNING ? t->worker : 0, "worker");
 }
 
@@ -211,6 +213,7 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 	deadline(l, m, s, now);
 	values(l, m, s);
 	bool live = s->state == SS_OPEN || s->state == SS_JOINING;
+	l->stack_at = l->n;
 	stack(l, a, live ? s->owner : 0, "owner");
 }
 
@@ -283,7 +286,7 @@ void detail_draw(struct app *a, int y0, int h)
 	static struct lines l;
 	const struct tr_row *r = app_selected(a);
 	double now = tm_model_now(&a->model, a->now_local);
-	l.n = 0;
+	l.n = l.stack_at = 0;
 	if (!r)
 		add(&l, TA_DIM, "nothing selected");
 	else if (r->kind == TR_TASK)
@@ -294,9 +297,21 @@ void detail_draw(struct app *a, int y0, int h)
 		root_lines(&l, a, now);
 	else
 		pool_lines(&l, a, r);
+	/* A pane too short for everything keeps the first two lines (what and
+	 * where) and as much of the stack as fits, dropping the lines between
+	 * them: at 80x24 the stack is what the pane is for. */
+	int keep = l.n, skip = 0;
+	if (l.n > h && l.stack_at > 1) {
+		int want = h - (l.n - l.stack_at);
+		keep = want < 2 ? 2 : want;
+		if (keep > l.stack_at)
+			keep = l.stack_at;
+		skip = l.stack_at - keep;
+	}
 	for (int i = 0; i < h; i++) {
-		const char *text = i < l.n ? l.text[i] : "";
-		int role = i < l.n ? l.role[i] : TA_NORMAL;
+		int at = i < keep ? i : i + skip;
+		const char *text = at < l.n ? l.text[at] : "";
+		int role = at < l.n ? l.role[at] : TA_NORMAL;
 		/* The first line is the rule between tree and pane; below it a title
 		 * stands out as a match does. */
 		if (i == 0)

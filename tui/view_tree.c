@@ -27,7 +27,7 @@ void draw_span(struct app *a, int y, const char *text, int role, int hx, int hw,
 {
 	char line[RF_LINE_MAX];
 	line[0] = 0;
-	int used = ttx_append(line, sizeof line, text, a->scr.cols, a->o.ascii);
+	int used = ttx_append_cut(line, sizeof line, text, a->scr.cols, a->o.ascii);
 	ttx_pad(line, sizeof line, used, a->scr.cols);
 	scr_line(&a->scr, y, line, scr_attr(&a->scr, role), hx, hw, scr_attr(&a->scr, hrole));
 }
@@ -77,9 +77,12 @@ void draw_header(struct app *a)
 	}
 	char state[128];
 	proc_state(a, state, sizeof state);
-	snprintf(h, sizeof h, " scopetop  %s [%lld] %s | %zu scopes %zu tasks %zu threads%s%s",
+	char hid[48] = "";
+	if (a->tree.hide_ended)
+		snprintf(hid, sizeof hid, " | %zu finished hidden", a->tree.hidden);
+	snprintf(h, sizeof h, " scopetop  %s [%lld] %s | %zu scopes %zu tasks %zu threads%s%s%s",
 		 p->name[0] ? p->name : "?", (long long)a->pid, state, m->scopes.n, m->tasks.n,
-		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "");
+		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "", hid);
 	int hx = ttx_width(h, a->o.ascii), hw = ttx_width(w, a->o.ascii);
 	if (hx + hw > a->scr.cols)
 		hw = a->scr.cols > hx ? a->scr.cols - hx : 0;
@@ -118,7 +121,7 @@ static void draw_rows(struct app *a, int y0, int h)
 {
 	struct rf_layout l;
 	char line[RF_LINE_MAX], hdr[RF_LINE_MAX];
-	rf_layout(&l, a->scr.cols, a->o.ascii);
+	rf_layout_hide(&l, a->scr.cols, a->o.ascii, a->o.hide_cols);
 	rf_header(&l, hdr, sizeof hdr);
 	draw_line(a, y0 - 1, hdr, TA_TITLE);
 	a->tree_h = h;

@@ -60,18 +60,21 @@ stpid=$(daemon_pid "$D/st/control.sock")
 [ -n "$stpid" ] || { echo "FAIL: no daemon answers on the stale socket's path"; fails=$((fails + 1)); }
 # From here on the first daemon answers.
 
-# Usage errors: exit 2.
-expect 2 "unknown command 'Thread.prnt'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" 1 Thread.prnt
-expect 2 "unknown command 'scope.tre'; did you mean 'Scope.tree'\\?" "$BIN/scopecmd" 1 scope.tre
-expect 2 "Thread.print: unknown option '-x'" "$BIN/scopecmd" 1 Thread.print -x
+# Usage errors before any target: exit 2.
 expect 2 "unknown option '--bogus'; see scopecmd --help" "$BIN/scopecmd" --bogus
 expect 2 "--timeout takes milliseconds from 100 to 600000, not '5'" "$BIN/scopecmd" --timeout 5 -l
 expect 2 "--socket needs a value" "$BIN/scopecmd" --socket
-expect 2 "no command given for '1'" "$BIN/scopecmd" 1
-expect 2 "Thread.dump_to_file: no file given" "$BIN/scopecmd" 1 Thread.dump_to_file
-expect 2 "-format takes json or text, not 'xml'" "$BIN/scopecmd" 1 Thread.dump_to_file -format=xml "$D/x"
-expect 2 "one file only" "$BIN/scopecmd" 1 Thread.dump_to_file "$D/x" "$D/y"
-expect 2 "Scope.tree takes no arguments" "$BIN/scopecmd" 1 Scope.tree extra
+expect 2 "'Thread.print' is a command, not a target: give the process first" "$BIN/scopecmd" Thread.print
+# A wrong command or argument for a target is that target's failure, after
+# its "<pid>:" line, as jcmd: exit 1.
+expect 1 "unknown command 'Thread.prnt'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" 1 Thread.prnt
+expect 1 "unknown command 'scope.tre'; did you mean 'Scope.tree'\\?" "$BIN/scopecmd" 1 scope.tre
+expect 1 "Thread.print: unknown option '-x'" "$BIN/scopecmd" 1 Thread.print -x
+expect 0 "The following commands are available" "$BIN/scopecmd" 1
+expect 1 "Thread.dump_to_file: no file given" "$BIN/scopecmd" 1 Thread.dump_to_file
+expect 1 "-format takes json, text or jstack, not 'xml'" "$BIN/scopecmd" 1 Thread.dump_to_file -format=xml "$D/x"
+expect 1 "one file only" "$BIN/scopecmd" 1 Thread.dump_to_file "$D/x" "$D/y"
+expect 1 "Scope.tree takes only -format=text or -format=json" "$BIN/scopecmd" 1 Scope.tree extra
 expect 1 "unknown command 'Thread.dmp'; did you mean 'Thread.print'\\?" "$BIN/scopecmd" help Thread.dmp
 
 # Targets that are no instrumented process of ours: exit 1.

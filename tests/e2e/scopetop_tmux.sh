@@ -61,7 +61,7 @@ once_full() {
 poll 100 once_full || :
 # Subtask rows are named by the function they run (tui_tree.c's bodies).
 for want in "<root> tui_tree \[$HPID\]" "server" "handle" "queued" "done" "pools \(1\)" \
-	"io size 4/4" "running .*tui_fetch_user " "running .*tui_handle " "done .*tui_audit " \
+	"io size 5/4" "running .*tui_fetch_user " "(running|joining) .*tui_handle " "done .*tui_audit " \
 	"queued .*tui_backlog " "tui_poll_peer "; do
 	grep -Eq -- "$want" "$D/once" || { cat "$D/once"; fail "--once lacks '$want'"; }
 done
@@ -128,8 +128,56 @@ $T send-keys -t "$S" / "tui_backlog" Enter
 wait_for "filter\[tui_backlog\]" 30 || fail "the function filter is not shown"
 grep -q "○ queued" "$D/screen" || fail "the filter by function lost tui_backlog's row"
 gone "tui_fetch_user" || fail "the filter by function kept tui_fetch_user"
+# A key sequence curses does not know is ignored whole: the filter stays.
+$T send-keys -t "$S" -l "$(printf '\033[99~')"
+wait_for "ignored an unknown key sequence" 30 || fail "an unknown key sequence was not ignored"
+gone "tui_fetch_user" || fail "an unknown key sequence cleared the filter"
 $T send-keys -t "$S" Escape
 wait_for "tui_fetch_user" 30 || fail "Esc did not clear the function filter"
+
+# f hides what has finished, and says how much.
+$T send-keys -t "$S" f
+wait_for "[0-9]+ finished hidden" 30 || fail "f did not hide the finished rows"
+gone "✓ done" || fail "f left a finished row"
+$T send-keys -t "$S" f
+wait_for "✓ done" 30 || fail "f did not show the finished rows again"
+
+# n and N jump between the rows that match the filter: the two pollers.
+$T send-keys -t "$S" / "tui_poll_peer" Enter Home n
+wait_for "task [0-9]+ tui_poll_peer\(\)" 30 || fail "n did not go to a matching row"
+first=$(grep -Eo "task [0-9]+ tui_poll_peer\(\)" "$D/screen" | head -1)
+$T send-keys -t "$S" n
+wait_for "task [0-9]+ tui_poll_peer\(\)" 30 && ! grep -q "$first" "$D/screen" ||
+	fail "n did not go on to the other match"
+$T send-keys -t "$S" N
+wait_for "$first" 30 || fail "N did not come back to the first match"
+$T send-keys -t "$S" Escape
+# 5 hides the SITE column and shows it again.
+$T send-keys -t "$S" 5
+wait_for "column SITE hidden" 30 || fail "5 did not hide SITE"
+gone "AGE JOINER +DEADLN SITE" || fail "SITE is still shown"
+$T send-keys -t "$S" 5
+wait_for "DEADLN SITE" 30 || fail "5 did not show SITE again"
+
+# t: every thread, also those running no task, with its state and top frame.
+$T send-keys -t "$S" t
+wait_for "TID +NAME +ROLE +POOL +STATE" 30 || fail "t did not open the thread view"
+for want in " $HPID +tui-main +main " "scoped-agent +agent " " worker +io " "at |\(|[a-z_]+ \("; do
+	wait_for "$want" 60 || fail "the thread view lacks '$want'"
+done
+$T send-keys -t "$S" t
+wait_for "STATE +NAME +ID +AGE" 30 || fail "t did not return to the tree"
+
+# Paused, the pane still fetches the selected thread's stack (once).
+$T send-keys -t "$S" p / "tui_handle" Enter Home j j
+wait_for "PAUSED" 30 || fail "p did not pause"
+wait_for "task 3 tui_handle" 30 || fail "the tui_handle row is not selected"
+case "$BUILD" in
+*tsan*) ;;
+*) wait_for "at tui_handle \(tui_tree.c:[0-9]+\)" 60 || fail "paused, the stack pane never showed the stack" ;;
+esac
+$T send-keys -t "$S" Escape p
+wait_for "○ queued" 30 || fail "Esc did not clear the filter after the pause"
 
 # Help comes from the key table.
 $T send-keys -t "$S" '?'
@@ -139,7 +187,7 @@ wait_for "STATE +NAME" 30 || fail "a key did not leave help"
 
 # Group: the two identical pollers become one row.
 $T send-keys -t "$S" g
-wait_for "task ×2" 60 || fail "g did not group the two identical subtasks"
+wait_for "tui_poll_peer ×2" 60 || fail "g did not group the two identical subtasks under their body's name"
 $T send-keys -t "$S" g
 
 # Dump to a file; the path is shown and holds a JDK thread dump.
@@ -153,6 +201,15 @@ $T resize-window -t "$S" -x 80 -y 24
 wait_for "server" 30 || fail "nothing drawn after resizing to 80x24"
 W=$($T capture-pane -p -t "$S" | LC_ALL=C.UTF-8 wc -L)
 [ "$W" -le 80 ] || fail "a line is $W columns wide after resizing to 80"
+# At 80x24 the pane keeps the stack: several frames, not one.
+$T send-keys -t "$S" / "tui_fetch_user" Enter End
+case "$BUILD" in
+*tsan*) ;;
+*) wait_for "at tui_fetch_user \(" 60 || fail "no stack at 80x24"
+   [ "$(grep -c '^  at ' "$D/screen")" -ge 3 ] || fail "fewer than 3 frames fit at 80x24" ;;
+esac
+grep -q '…' "$D/screen" || fail "no cut line ends in an ellipsis at 80x24"
+$T send-keys -t "$S" Escape
 $T resize-window -t "$S" -x 60 -y 12
 wait_for "scopetop" 30 || fail "nothing drawn at 60x12"
 $T resize-window -t "$S" -x 100 -y 30

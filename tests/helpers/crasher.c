@@ -113,6 +113,9 @@ int main(int argc, char **argv)
 	if (scope_open(&s, &cfg) < 0)
 		return 1;
 	scope_fork(s, crash_task, NULL, NULL);
+	/* On a worker of its own, not run by this thread's join. */
+	while (!worker_tid)
+		usleep(1000);
 	scope_join(s);
 	scope_close(s);
 	return 0;

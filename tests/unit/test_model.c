@@ -8,7 +8,6 @@
 
 #include "../../daemon/model.h"
 #include "../../daemon/symbolize.h"
-#include "event.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -95,7 +94,7 @@ static struct proto_msg task(uint16_t type, uint64_t id, uint64_t scope, uint32_
 
 static struct proto_msg fork_fn(uint64_t id, uint64_t fn)
 {
-	struct proto_msg m = task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED);
+	struct proto_msg m = task(PROTO_EV_TASK_FORK, id, 1, PROTO_TASK_FORKED);
 	m.fn = fn;
 	return m;
 }
@@ -191,15 +190,15 @@ static const char *str_at(json_t *obj, const char *key)
 static void build_tree(struct model *m)
 {
 	struct proto_msg msgs[] = {
-		thread_start(100, "main", SC_ROLE_MAIN),
-		thread_start(101, "io-1", SC_ROLE_WORKER),
+		thread_start(100, "main", PROTO_ROLE_MAIN),
+		thread_start(101, "io-1", PROTO_ROLE_WORKER),
 		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
 		task(PROTO_EV_TASK_START, 10, 1, 0),
 		scope_open(2, 1, "child"),
-		task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED),
-		task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED),
-		task(PROTO_EV_TASK_END, 12, 2, SC_TASK_FAILED),
+		task(PROTO_EV_TASK_FORK, 11, 2, PROTO_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 12, 2, PROTO_TASK_FORKED),
+		task(PROTO_EV_TASK_END, 12, 2, PROTO_TASK_FAILED),
 		scope_ev(PROTO_EV_JOIN_BEGIN, 1),
 	};
 	msgs[5].parent_task = 10;
@@ -267,9 +266,9 @@ static void test_out_of_order(void **state)
 	init(&m, 0);
 	/* End before fork and start; close before open. */
 	struct proto_msg msgs[] = {
-		task(PROTO_EV_TASK_END, 7, 3, SC_TASK_SUCCESS),
+		task(PROTO_EV_TASK_END, 7, 3, PROTO_TASK_SUCCESS),
 		task(PROTO_EV_TASK_START, 7, 3, 0),
-		task(PROTO_EV_TASK_FORK, 7, 3, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 7, 3, PROTO_TASK_FORKED),
 		scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
 		scope_ev(PROTO_EV_JOIN_END, 3),
 		scope_open(3, 0, "late"),
@@ -314,9 +313,9 @@ static void test_snapshot_repair(void **state)
 	/* The fresh snapshot lists scope 1, task 10 and the main thread only. */
 	struct proto_msg snapshot[] = {
 		snap(PROTO_SNAPSHOT_BEGIN, 2),
-		thread_start(100, "main", SC_ROLE_MAIN),
+		thread_start(100, "main", PROTO_ROLE_MAIN),
 		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
 		task(PROTO_EV_TASK_START, 10, 1, 0),
 		snap(PROTO_SNAPSHOT_END, 2),
 	};
@@ -375,7 +374,7 @@ static void test_entity_cap(void **state)
 	int rc = 0;
 	uint64_t id;
 	for (id = 1; id <= 20 && rc == 0; id++) {
-		struct proto_msg f = task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED);
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, id, 1, PROTO_TASK_FORKED);
 		rc = model_apply(&m, &f, 0);
 	}
 	assert_int_equal(rc, -ENOSPC);
@@ -383,7 +382,7 @@ static void test_entity_cap(void **state)
 	assert_int_equal(model_count(&m, ENT_TASK) + model_count(&m, ENT_SCOPE), 10);
 	assert_non_null(strstr(m.err, "cap"));
 	/* Events on what is held still apply. */
-	apply_ok(&m, task(PROTO_EV_TASK_END, 1, 1, SC_TASK_SUCCESS), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_END, 1, 1, PROTO_TASK_SUCCESS), 0);
 	model_free(&m);
 }
 
@@ -476,7 +475,7 @@ static void test_site_define_and_redefine(void **state)
 	struct proto_msg o = scope_open(1, 0, "first");
 	o.site = 7;
 	apply_ok(&m, o, 0);
-	struct proto_msg f = task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED);
 	f.site = 7;
 	apply_ok(&m, f, 0);
 	apply_ok(&m, site_def(7, "srv2.c", "accept_loop_v2", 130), 0);
@@ -484,12 +483,12 @@ static void test_site_define_and_redefine(void **state)
 	o = scope_open(2, 1, "second");
 	o.site = 7;
 	apply_ok(&m, o, 0);
-	f = task(PROTO_EV_TASK_FORK, 11, 2, SC_TASK_FORKED);
+	f = task(PROTO_EV_TASK_FORK, 11, 2, PROTO_TASK_FORKED);
 	f.site = 7;
 	apply_ok(&m, f, 0);
 	/* Empty strings are a site without that part, as in version 1. */
 	apply_ok(&m, site_def(8, "", "", 5), 0);
-	f = task(PROTO_EV_TASK_FORK, 12, 2, SC_TASK_FORKED);
+	f = task(PROTO_EV_TASK_FORK, 12, 2, PROTO_TASK_FORKED);
 	f.site = 8;
 	apply_ok(&m, f, 0);
 
@@ -520,7 +519,7 @@ static void test_site_unknown(void **state)
 		struct proto_msg o = scope_open(20 + i, 0, "nowhere");
 		o.site = unknown[i];
 		apply_ok(&m, o, 0);
-		struct proto_msg f = task(PROTO_EV_TASK_FORK, 30 + i, 20 + i, SC_TASK_FORKED);
+		struct proto_msg f = task(PROTO_EV_TASK_FORK, 30 + i, 20 + i, PROTO_TASK_FORKED);
 		f.site = unknown[i];
 		apply_ok(&m, f, 0);
 	}
@@ -556,10 +555,10 @@ static void test_site_cap(void **state)
 	assert_null(idmap_get(&m.sites, 500));
 	apply_ok(&m, site_def(200, "cap.c", "f2_again", 22), 0);
 	assert_int_equal(m.sites_refused, 2);
-	struct proto_msg f = task(PROTO_EV_TASK_FORK, 1, 1, SC_TASK_FORKED);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 1, 1, PROTO_TASK_FORKED);
 	f.site = 600;
 	apply_ok(&m, f, 0);
-	f = task(PROTO_EV_TASK_FORK, 2, 1, SC_TASK_FORKED);
+	f = task(PROTO_EV_TASK_FORK, 2, 1, PROTO_TASK_FORKED);
 	f.site = 200;
 	apply_ok(&m, f, 0);
 	const struct m_task *t1 = idmap_get(&m.ents[ENT_TASK], 1);
@@ -588,7 +587,7 @@ static void test_site_snapshot(void **state)
 	struct proto_msg o = scope_open(3, 0, "late");
 	o.site = 9;
 	apply_ok(&m, o, 0);
-	struct proto_msg f = task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 40, 3, PROTO_TASK_FORKED);
 	f.site = 9;
 	apply_ok(&m, f, 0);
 	assert_null(((const struct m_scope *)idmap_get(&m.ents[ENT_SCOPE], 3))->func);
@@ -601,12 +600,12 @@ static void test_site_snapshot(void **state)
 	struct proto_msg snapshot[] = {
 		snap(PROTO_SNAPSHOT_BEGIN, 3),
 		site_def(9, "late.c", "late_open", 99),
-		thread_start(100, "main", SC_ROLE_MAIN),
+		thread_start(100, "main", PROTO_ROLE_MAIN),
 		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
 		task(PROTO_EV_TASK_START, 10, 1, 0),
 		scope_open(3, 0, "late"),
-		task(PROTO_EV_TASK_FORK, 40, 3, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 40, 3, PROTO_TASK_FORKED),
 		snap(PROTO_SNAPSHOT_END, 3),
 	};
 	snapshot[3].site = 9;
@@ -681,13 +680,13 @@ static void test_thread_reuse_and_exit(void **state)
 	(void)state;
 	struct model m;
 	init(&m, 0);
-	struct proto_msg a = thread_start(50, "old", SC_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
 	x.tid = 50;
 	assert_int_equal(model_apply(&m, &a, 0), 0);
 	assert_int_equal(model_apply(&m, &x, 0), 0);
 	const struct m_thread *t = idmap_get(&m.ents[ENT_THREAD], 50);
 	assert_true(t->flags & EF_ENDED);
-	apply_ok(&m, thread_start(50, "new", SC_ROLE_OTHER), 0);
+	apply_ok(&m, thread_start(50, "new", PROTO_ROLE_OTHER), 0);
 	assert_false(t->flags & EF_ENDED);
 	assert_string_equal(t->name, "new");
 	model_sweep(&m, 100 * SEC); /* the stale expiry must not remove the new thread */
@@ -705,25 +704,25 @@ static void test_snapshot_end_live_only(void **state)
 	struct model m;
 	init(&m, 0);
 	m.lim.max_retained = 10000; /* all 4995 ended tasks stay */
-	apply_ok(&m, thread_start(101, "worker", SC_ROLE_WORKER), 0);
+	apply_ok(&m, thread_start(101, "worker", PROTO_ROLE_WORKER), 0);
 	apply_ok(&m, scope_open(1, 0, "root"), 0);
 	for (uint64_t id = 1000; id < 6000; id++) {
-		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED), 0);
+		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, PROTO_TASK_FORKED), 0);
 		if (id % 1000)
-			apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, SC_TASK_SUCCESS), 0);
+			apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, PROTO_TASK_SUCCESS), 0);
 	}
 	assert_int_equal(m.live[ENT_TASK].n, 5); /* 1000, 2000, ... 5000 */
-	struct proto_msg a = thread_start(50, "old", SC_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
 	x.tid = 50;
 	apply_ok(&m, a, 0);
 	apply_ok(&m, x, 0);
-	apply_ok(&m, thread_start(50, "new", SC_ROLE_OTHER), 0); /* revived */
+	apply_ok(&m, thread_start(50, "new", PROTO_ROLE_OTHER), 0); /* revived */
 
 	struct proto_msg snapshot[] = {
 		snap(PROTO_SNAPSHOT_BEGIN, 3),
-		thread_start(101, "worker", SC_ROLE_WORKER),
+		thread_start(101, "worker", PROTO_ROLE_WORKER),
 		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 3000, 1, SC_TASK_FORKED),
+		task(PROTO_EV_TASK_FORK, 3000, 1, PROTO_TASK_FORKED),
 		snap(PROTO_SNAPSHOT_END, 3),
 	};
 	for (int i = 1; i < 4; i++)
@@ -740,7 +739,7 @@ static void test_snapshot_end_live_only(void **state)
 	assert_int_equal(m.live[ENT_THREAD].n, 1);
 	assert_int_equal(m.live[ENT_SCOPE].n, 1);
 	/* The set still tracks: ending the survivor empties it. */
-	apply_ok(&m, task(PROTO_EV_TASK_END, 3000, 1, SC_TASK_SUCCESS), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_END, 3000, 1, PROTO_TASK_SUCCESS), 0);
 	assert_int_equal(m.live[ENT_TASK].n, 0);
 	model_free(&m);
 }
@@ -777,10 +776,10 @@ static void test_max_retained(void **state)
 	model_init(&m, &lim);
 	apply_ok(&m, site_def(SITE_SERVE, "demo.c", "serve", 40), 0);
 	apply_ok(&m, scope_open(1, 0, "root"), 0);
-	apply_ok(&m, task(PROTO_EV_TASK_FORK, 5, 1, SC_TASK_FORKED), 0); /* stays live */
+	apply_ok(&m, task(PROTO_EV_TASK_FORK, 5, 1, PROTO_TASK_FORKED), 0); /* stays live */
 	for (uint64_t id = 100; id < 1100; id++) {
-		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, SC_TASK_FORKED), 0);
-		apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, SC_TASK_SUCCESS), 0);
+		apply_ok(&m, task(PROTO_EV_TASK_FORK, id, 1, PROTO_TASK_FORKED), 0);
+		apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, PROTO_TASK_SUCCESS), 0);
 	}
 	assert_int_equal(model_count(&m, ENT_TASK), 1 + 10);
 	assert_non_null(idmap_get(&m.ents[ENT_TASK], 5));
@@ -804,11 +803,11 @@ static void test_entity_reuse(void **state)
 	struct proto_msg f = fork_fn(100, 0x401136);
 	f.ts = 10;
 	apply_ok(&m, f, 0);
-	struct proto_msg st = task(PROTO_EV_TASK_START, 100, 1, SC_TASK_RUNNING);
+	struct proto_msg st = task(PROTO_EV_TASK_START, 100, 1, PROTO_TASK_RUNNING);
 	st.tid = 77;
 	st.ts = 20;
 	apply_ok(&m, st, 0);
-	struct proto_msg end = task(PROTO_EV_TASK_END, 100, 1, SC_TASK_FAILED);
+	struct proto_msg end = task(PROTO_EV_TASK_END, 100, 1, PROTO_TASK_FAILED);
 	end.error = -5;
 	end.ts = 30;
 	apply_ok(&m, end, 0);
@@ -816,11 +815,11 @@ static void test_entity_reuse(void **state)
 	assert_non_null(old);
 	assert_int_equal(old->worker, 77);
 	/* 101 ends too: with one ended task retained, 100 goes. */
-	apply_ok(&m, task(PROTO_EV_TASK_FORK, 101, 1, SC_TASK_FORKED), 0);
-	apply_ok(&m, task(PROTO_EV_TASK_END, 101, 1, SC_TASK_SUCCESS), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_FORK, 101, 1, PROTO_TASK_FORKED), 0);
+	apply_ok(&m, task(PROTO_EV_TASK_END, 101, 1, PROTO_TASK_SUCCESS), 0);
 	assert_null(idmap_get(&m.ents[ENT_TASK], 100));
 	/* A task the model learns of from its START alone: no fork site. */
-	struct proto_msg st2 = task(PROTO_EV_TASK_START, 102, 1, SC_TASK_RUNNING);
+	struct proto_msg st2 = task(PROTO_EV_TASK_START, 102, 1, PROTO_TASK_RUNNING);
 	st2.ts = 40;
 	apply_ok(&m, st2, 0);
 	const struct m_task *t = idmap_get(&m.ents[ENT_TASK], 102);
@@ -835,7 +834,7 @@ static void test_entity_reuse(void **state)
 	assert_int_equal(t->line, 0);
 	assert_int_equal(t->worker, 101);
 	assert_int_equal(t->started, 40);
-	assert_int_equal(t->state, SC_TASK_RUNNING);
+	assert_int_equal(t->state, PROTO_TASK_RUNNING);
 	assert_int_equal(model_count(&m, ENT_TASK), 2); /* 101 (retained) and 102 */
 	model_free(&m);
 }
@@ -912,22 +911,22 @@ static void test_task_ran(void **state)
 	init(&b, 0);
 	struct model *ms[2] = {&a, &b};
 	for (int i = 0; i < 2; i++) {
-		apply_ok(ms[i], thread_start(101, "worker", SC_ROLE_WORKER), 0);
+		apply_ok(ms[i], thread_start(101, "worker", PROTO_ROLE_WORKER), 0);
 		apply_ok(ms[i], scope_open(1, 0, "root"), 0);
-		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 5, 1, SC_TASK_FORKED), 0);
-		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 6, 1, SC_TASK_FORKED), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 5, 1, PROTO_TASK_FORKED), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 6, 1, PROTO_TASK_FORKED), 0);
 		/* Thread 101 runs task 6; its end will never come. */
-		apply_ok(ms[i], task(PROTO_EV_TASK_START, 6, 1, SC_TASK_RUNNING), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_START, 6, 1, PROTO_TASK_RUNNING), 0);
 	}
 	assert_int_equal(((const struct m_thread *)idmap_get(&b.ents[ENT_THREAD], 101))->task, 6);
-	struct proto_msg s = task(PROTO_EV_TASK_START, 5, 1, SC_TASK_RUNNING);
-	struct proto_msg e = task(PROTO_EV_TASK_END, 5, 1, SC_TASK_FAILED);
+	struct proto_msg s = task(PROTO_EV_TASK_START, 5, 1, PROTO_TASK_RUNNING);
+	struct proto_msg e = task(PROTO_EV_TASK_END, 5, 1, PROTO_TASK_FAILED);
 	s.ts = 2000;
 	e.ts = 3000;
 	e.error = -5;
 	apply_ok(&a, s, 0);
 	apply_ok(&a, e, 0);
-	struct proto_msg r = task(PROTO_EV_TASK_RAN, 5, 1, SC_TASK_FAILED);
+	struct proto_msg r = task(PROTO_EV_TASK_RAN, 5, 1, PROTO_TASK_FAILED);
 	r.ts = 2000;
 	r.end_ts = 3000;
 	r.error = -5;
@@ -935,7 +934,7 @@ static void test_task_ran(void **state)
 	const struct m_task *ta = idmap_get(&a.ents[ENT_TASK], 5);
 	const struct m_task *tb = idmap_get(&b.ents[ENT_TASK], 5);
 	assert_non_null(tb);
-	assert_int_equal(tb->state, SC_TASK_FAILED);
+	assert_int_equal(tb->state, PROTO_TASK_FAILED);
 	assert_int_equal(tb->started, 2000);
 	assert_int_equal(tb->ended, 3000);
 	assert_int_equal(tb->error, -5);
@@ -960,23 +959,23 @@ static void test_task_ran(void **state)
 	/* Task 7 known to run on thread 102 (a snapshot said so): its TASK_RAN
 	 * ends it there, as a TASK_END would, and leaves thread 101 alone. */
 	for (int i = 0; i < 2; i++) {
-		apply_ok(ms[i], thread_start(102, "worker-2", SC_ROLE_WORKER), 0);
-		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 7, 1, SC_TASK_FORKED), 0);
-		struct proto_msg st = task(PROTO_EV_TASK_START, 7, 1, SC_TASK_RUNNING);
+		apply_ok(ms[i], thread_start(102, "worker-2", PROTO_ROLE_WORKER), 0);
+		apply_ok(ms[i], task(PROTO_EV_TASK_FORK, 7, 1, PROTO_TASK_FORKED), 0);
+		struct proto_msg st = task(PROTO_EV_TASK_START, 7, 1, PROTO_TASK_RUNNING);
 		st.tid = 102;
 		apply_ok(ms[i], st, 0);
-		apply_ok(ms[i], task(PROTO_EV_TASK_START, 8, 1, SC_TASK_RUNNING), 0); /* on 101 */
+		apply_ok(ms[i], task(PROTO_EV_TASK_START, 8, 1, PROTO_TASK_RUNNING), 0); /* on 101 */
 	}
-	e = task(PROTO_EV_TASK_END, 7, 1, SC_TASK_SUCCESS);
+	e = task(PROTO_EV_TASK_END, 7, 1, PROTO_TASK_SUCCESS);
 	e.ts = 5000;
 	apply_ok(&a, e, 0);
-	r = task(PROTO_EV_TASK_RAN, 7, 1, SC_TASK_SUCCESS);
+	r = task(PROTO_EV_TASK_RAN, 7, 1, PROTO_TASK_SUCCESS);
 	r.ts = 4000;
 	r.end_ts = 5000;
 	apply_ok(&b, r, 0);
 	ta = idmap_get(&a.ents[ENT_TASK], 7);
 	tb = idmap_get(&b.ents[ENT_TASK], 7);
-	assert_int_equal(tb->state, SC_TASK_SUCCESS);
+	assert_int_equal(tb->state, PROTO_TASK_SUCCESS);
 	assert_int_equal(tb->worker, 102);
 	assert_int_equal(ta->started, tb->started);
 	assert_int_equal(ta->ended, tb->ended);
@@ -1000,7 +999,7 @@ static void test_task_function(void **state)
 	m.track_removals = true;
 	uint64_t body = (uint64_t)(uintptr_t)&model_body_fetch_user;
 	struct proto_msg msgs[] = {
-		thread_start(99, "scoped-agent", SC_ROLE_AGENT),
+		thread_start(99, "scoped-agent", PROTO_ROLE_AGENT),
 		scope_open(1, 0, "root"),
 		fork_fn(20, body),
 		fork_fn(21, 0),

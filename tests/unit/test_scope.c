@@ -15,6 +15,7 @@
 
 #include "event.h"
 #include "scope.h"
+#include "test_util.h"
 
 #define SEC 1000000000LL
 #define MS 1000000LL
@@ -34,6 +35,7 @@ static void observer(const struct sc_ev *ev)
 static int setup(void **state)
 {
 	(void)state;
+	test_watchdog(5); /* a broken cancel fails here, not after its 10-30 s sleeps */
 	for (int i = 0; i < 8; i++)
 		atomic_store(&violations[i], 0);
 	sc_observer_set(observer);
@@ -43,6 +45,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	test_watchdog(0);
 	sc_observer_set(NULL);
 	return 0;
 }

@@ -137,6 +137,50 @@ static void test_tree_shape(void **state)
 	assert_false(f->t.rows[5].guides & (1u << 3));
 }
 
+/* f hides what ended (T13 succeeded) and says how many rows it left out;
+ * the ellipsis marks a cut name. */
+static void test_hide_ended(void **state)
+{
+	struct fx *f = *state;
+	f->t.hide_ended = true;
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 P0@1");
+	assert_int_equal(f->t.hidden, 1);
+	f->t.hide_ended = false;
+	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 P0@1");
+	assert_int_equal(f->t.hidden, 0);
+
+	char buf[64] = "";
+	assert_int_equal(ttx_append_cut(buf, sizeof buf, "fetch_user_profile", 8, false), 8);
+	assert_string_equal(buf, "fetch_u\u2026");
+	buf[0] = 0;
+	assert_int_equal(ttx_append_cut(buf, sizeof buf, "fetch_user_profile", 8, true), 8);
+	assert_string_equal(buf, "fetch_u~");
+	buf[0] = 0;
+	assert_int_equal(ttx_append_cut(buf, sizeof buf, "short", 8, false), 5);
+	assert_string_equal(buf, "short");
+}
+
+/* Column choice: named columns parse, hidden ones leave the layout, the
+ * state and the name stay whatever is asked. */
+static void test_columns(void **state)
+{
+	(void)state;
+	assert_int_equal(rf_col_parse("site"), RF_SITE);
+	assert_int_equal(rf_col_parse("DEADLINE"), RF_DEADLINE);
+	assert_int_equal(rf_col_parse("deadln"), RF_DEADLINE);
+	assert_int_equal(rf_col_parse("bogus"), -1);
+	struct rf_layout l;
+	char hdr[512];
+	rf_layout_hide(&l, 200, false, (1u << RF_SITE) | (1u << RF_ID) | (1u << RF_STATE));
+	rf_header(&l, hdr, sizeof hdr);
+	assert_non_null(strstr(hdr, "STATE"));
+	assert_non_null(strstr(hdr, "NAME"));
+	assert_non_null(strstr(hdr, "AGE"));
+	assert_null(strstr(hdr, "SITE"));
+	assert_null(strstr(hdr, " ID "));
+	assert_int_equal(l.n, RF_NCOLS - 2);
+}
+
 static void test_expand_collapse(void **state)
 {
 	struct fx *f = *state;
@@ -235,7 +279,7 @@ static void test_group(void **state)
 	for (int i = 0; i < 5; i++) {
 		size_t at = strlen(d);
 		snprintf(d + at, sizeof d - at,
-			 "%s{\"id\":%d,\"scope\":1,\"state\":\"running\",\"worker\":%d,"
+			 "%s{\"id\":%d,\"scope\":1,\"state\":\"running\",\"worker\":%d,\"func\":\"leaf\","
 			 "\"site\":{\"file\":\"demo.c\",\"line\":70,\"func\":\"poll_peer\"}}",
 			 i ? "," : "", 20 + i, 200 + i);
 	}
@@ -247,7 +291,7 @@ static void test_group(void **state)
 	assert_string_equal(shape(f), "R0@0 S1@1 T10@2 T11@2 S2@3 T12@4 T13@2 T20@2x5 P0@1");
 	char label[256];
 	rf_label(&f->m, &f->t.rows[7], false, label, sizeof label);
-	assert_string_equal(label, "task ×5");
+	assert_string_equal(label, "leaf ×5"); /* the group's body, not "task" */
 	rf_label(&f->m, &f->t.rows[2], false, label, sizeof label);
 	assert_string_equal(label, "io-1"); /* a task is named by its thread */
 	/* Different stacks split the group: 22 and 23 park elsewhere. */
@@ -596,6 +640,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_tree_shape, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hide_ended, setup, teardown),
+	    cmocka_unit_test(test_columns),
 	    cmocka_unit_test_setup_teardown(test_expand_collapse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_filter, setup, teardown),

@@ -1,0 +1,148 @@
+#!/bin/sh
+# scopecmd_jcmd.sh - scopecmd where jcmd's habits expect it: <pid> alone,
+# <key>=<value> flags, help -all, a wrong command after "<pid>:" with status
+# 1, a forgotten pid, a full disk, an exited-only name; and the jstack text
+# layout read by a parser written to HotSpot's published layout (checked on
+# a real JVM's `jcmd Thread.print` too when a JDK is installed).
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$TOP/tests/lib/e2e.sh"
+need_built "$BIN/scoped" "$BIN/scopecmd" "$BIN/scope-demo" "$TOP/$BUILD/tests/helpers/dump_known"
+private_dir scopecmd-jcmd
+dpid= hpid= jpid=
+trap 'stop_all $dpid $hpid $jpid' EXIT
+fails=0
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+scoped_start "$D/log" || { echo "FAIL: scoped did not start"; exit 1; }
+"$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
+hpid=$!
+poll 100 is_listed $hpid || { echo "FAIL: dump_known did not register"; exit 1; }
+S="$BIN/scopecmd --no-start"
+
+# run NAME command... : stdout to D/NAME.out, stderr to D/NAME.err, sets rc.
+run() {
+	_n=$1; shift
+	"$@" >"$D/$_n.out" 2>"$D/$_n.err"
+	rc=$?
+}
+
+# <pid> alone: "<pid>:" then the command list, status 0 (jcmd prints its help).
+run alone $S $hpid
+[ $rc -eq 0 ] || bad "'scopecmd <pid>' exited $rc"
+[ "$(head -1 "$D/alone.out")" = "$hpid:" ] || bad "'scopecmd <pid>' lacks the '<pid>:' line"
+grep -q '^The following commands are available:$' "$D/alone.out" || bad "'scopecmd <pid>' lists no commands"
+
+# help -all, with and without a target: every command and its summary.
+for t in "" $hpid; do
+	run helpall $S $t help -all
+	[ $rc -eq 0 ] || bad "help -all ($t) exited $rc: $(cat "$D/helpall.err")"
+	for c in Thread.print Thread.dump_to_file Scope.tree Runtime.info help; do
+		grep -q "^$c\$" "$D/helpall.out" || bad "help -all ($t) lacks $c"
+	done
+	grep -q '^	Print every thread' "$D/helpall.out" || bad "help -all ($t) lacks the summaries"
+done
+
+# <key>=<value> flags print what the bare flags print.
+run kv $S $hpid Thread.print -l=true -e=TRUE
+[ $rc -eq 0 ] || bad "Thread.print -l=true -e=TRUE exited $rc: $(cat "$D/kv.err")"
+run bare $S $hpid Thread.print -l -e
+# Two dumps of a live process differ in which threads are blocked at that
+# moment, so compare what each flag adds, not the counts of lines.
+for f in bare kv; do
+	grep -q 'blocked in' "$D/$f.out" && grep -q 'scoped values' "$D/$f.out" ||
+		bad "Thread.print ($f form of -l -e) lacks 'blocked in' or 'scoped values'"
+done
+run kvf $S $hpid Thread.print -l=false
+grep -q 'blocked in' "$D/kvf.out" && bad "-l=false still printed what -l adds"
+cd "$D" || exit 1
+: >exists.json
+run ow $S $hpid Thread.dump_to_file -overwrite=true -format=json exists.json
+[ $rc -eq 0 ] && [ -s exists.json ] || bad "-overwrite=true did not overwrite: $(cat "$D/ow.err")"
+grep -qx "Created $D/exists.json" "$D/ow.out" || bad "Created does not name the absolute path: $(cat "$D/ow.out")"
+# An existing file: the absolute path in the message, status 1 (as the JDK).
+run ex $S $hpid Thread.dump_to_file exists.json
+[ $rc -eq 1 ] || bad "an existing file gave status $rc"
+grep -qx "scopecmd: $D/exists.json exists, use -overwrite to overwrite" "$D/ex.err" ||
+	bad "the existing-file message lacks the absolute path: $(cat "$D/ex.err")"
+cd "$TOP" || exit 1
+
+# A wrong command or option for a live target: "<pid>:" on standard output,
+# the error on standard error, status 1 -- jcmd's behaviour.
+for args in "Thread.prnt" "Thread.print -x" "Thread.print -l=yes"; do
+	# shellcheck disable=SC2086
+	run wrong $S $hpid $args
+	[ $rc -eq 1 ] || bad "'$args' exited $rc, not 1"
+	[ "$(cat "$D/wrong.out")" = "$hpid:" ] || bad "'$args' did not print '$hpid:' first"
+	[ -s "$D/wrong.err" ] || bad "'$args' printed no error"
+done
+grep -q "option '-l' is true or false, not 'yes'" "$D/wrong.err" || bad "-l=yes: $(cat "$D/wrong.err")"
+
+# The pid forgotten: say where it goes.
+run nopid $S Thread.print
+[ $rc -eq 2 ] && grep -q "give the process first, as in 'scopecmd <pid | name> Thread.print'" "$D/nopid.err" ||
+	bad "a forgotten pid: status $rc, $(cat "$D/nopid.err")"
+
+# A full disk loses the output: an error and status 1, never 0.
+if [ -w /dev/full ]; then
+	for args in "$hpid Thread.print" "$hpid Thread.print -format=jstack" "-l" "$hpid Scope.tree"; do
+		# shellcheck disable=SC2086
+		$S $args >/dev/full 2>"$D/full.err"
+		rc=$?
+		[ $rc -eq 1 ] || bad "'$args' to /dev/full exited $rc"
+		grep -q 'writing to standard output failed: No space left on device' "$D/full.err" ||
+			bad "'$args' to /dev/full: $(cat "$D/full.err")"
+	done
+else
+	echo "note: full-disk cases not run (no writable /dev/full)"
+fi
+
+# The jstack layout, read by a parser written to HotSpot's published layout.
+run js $S $hpid Thread.print -format=jstack
+[ $rc -eq 0 ] || bad "Thread.print -format=jstack exited $rc: $(cat "$D/js.err")"
+run jsf $S $hpid Thread.dump_to_file -format=jstack "$D/dump.jstack"
+[ $rc -eq 0 ] && [ -s "$D/dump.jstack" ] || bad "dump_to_file -format=jstack: $(cat "$D/jsf.err")"
+run json $S $hpid Thread.dump_to_file -format=json -
+run txt $S $hpid Thread.print -l -e
+$PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/js.out" || bad "the jstack dump does not parse as HotSpot's"
+$PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/dump.jstack" || bad "the jstack dump file does not parse"
+# The plain text form: every thread line carries its Thread.State, as the
+# JDK 25 text format does, so parsers of that format find the states.
+$PY "$TOP/tests/e2e/jstack_parse.py" --plain "$D/json.out" "$D/txt.out" || bad "the text dump's thread lines lack their states"
+
+# The parser itself must read a real JVM's jcmd output, or it proves nothing.
+if command -v java >/dev/null && command -v jcmd >/dev/null; then
+	mkdir "$D/j"
+	printf '%s\n' 'public class Idle { public static void main(String[] a) throws Exception {' \
+		'Object o = new Object(); synchronized (o) { Thread.sleep(60000); } } }' >"$D/j/Idle.java"
+	java -Xshare:auto -XX:TieredStopAtLevel=1 "$D/j/Idle.java" &
+	jpid=$!
+	jok() { jcmd $jpid Thread.print >"$D/j/real" 2>/dev/null && grep -q 'Idle.main' "$D/j/real"; }
+	if poll 400 jok; then
+		$PY "$TOP/tests/e2e/jstack_parse.py" --real "$D/j/real" || bad "the parser does not read a real jcmd dump"
+	else
+		bad "no jcmd dump of the JVM within 20 s"
+	fi
+	kill $jpid
+	jpid=
+else
+	echo "note: real-JVM parser check not run (no java/jcmd: openjdk-17-jdk-headless is optional)"
+fi
+
+# A name that matches only an exited process: say so, and how to dump it.
+"$BIN/scope-demo" --duration 0.3 --quiet &
+p=$!
+poll 100 is_listed $p scope-demo || bad "scope-demo did not register"
+wait $p
+exited() { $S -l | grep -qx "$p scope-demo (exited)"; }
+if poll 100 exited; then
+	run gone $S scope-demo Thread.print
+	[ $rc -eq 1 ] || bad "an exited-only match exited $rc"
+	grep -q "matches no live process, only process $p (scope-demo), which exited;.*'scopecmd $p Thread.print' prints its post-mortem dump" "$D/gone.err" ||
+		bad "exited-only match: $(cat "$D/gone.err")"
+else
+	bad "the daemon never marked scope-demo exited"
+fi
+
+[ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }
+echo "jcmd compatibility ok"
