@@ -5,6 +5,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -83,14 +84,28 @@ static int64_t tick(struct loop *l, void *ctx)
 	return TICK_MS;
 }
 
-/* Detaches from the terminal; the parent exits 0 once the sockets listen. */
-static int daemonize(void)
+/* Detaches from the terminal; the parent exits 0 once the sockets listen
+ * in the detached process (it writes a byte on *ready when they do), so
+ * that a peer connecting as soon as the parent returns names the daemon
+ * that stays. */
+static int daemonize(int *ready)
 {
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
-	if (pid > 0)
+	if (pid > 0) {
+		char c;
+		close(p[1]);
+		/* EOF (the daemon failed before it listened) still ends the wait. */
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
 		_exit(0);
+	}
+	close(p[0]);
+	*ready = p[1];
 	if (setsid() < 0)
 		return -errno;
 	pid = fork();
@@ -189,6 +204,7 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	otlp_stop(d);
 	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
@@ -216,7 +232,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_setup(d.opt.log_level, d.opt.syslog);
-	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+	if (otlp_check(&d.opt, err, sizeof err) < 0 ||
+	    (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0)) {
 		fprintf(stderr, "scoped: %s\n", err);
 		return 1;
 	}
@@ -246,7 +263,8 @@ int main(int argc, char **argv)
 	}
 	if (!d.opt.foreground) {
 		log_setup(d.opt.log_level, 1);
-		int rc = daemonize();
+		int ready = -1;
+		int rc = daemonize(&ready);
 		if (rc < 0) {
 			log_error("cannot daemonize: %s", strerror(-rc));
 			return 1;
@@ -257,6 +275,11 @@ int main(int argc, char **argv)
 		 * stopped daemon is shed for at once) and a second daemon names. */
 		if ((rc = sock_relisten(d.agent_fd)) < 0 || (rc = sock_relisten(d.ctl_fd)) < 0)
 			log_warn("cannot listen again after detaching: %s", strerror(-rc));
+		if (ready >= 0) {
+			ssize_t w = write(ready, "", 1);
+			(void)w;
+			close(ready);
+		}
 	}
 	log_info("%s", why);
 	d.sig_fd = setup_signals();
@@ -277,6 +300,10 @@ int main(int argc, char **argv)
 	}
 	if ((rc = metrics_start(&d)) < 0) {
 		log_error("cannot serve metrics: %s", strerror(-rc));
+		return 1;
+	}
+	if ((rc = otlp_start(&d)) < 0) {
+		log_error("cannot start the OTLP exporter: %s", strerror(-rc));
 		return 1;
 	}
 	log_info("listening on %s (agents) and %s (clients)%s%s", d.agent_path, d.ctl_path,

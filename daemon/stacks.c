@@ -106,6 +106,10 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 		t->tid = th[i].tid;
 		memcpy(t->comm, th[i].comm, sizeof t->comm);
 		t->comm[sizeof t->comm - 1] = '\0';
+		/* The target names its threads (prctl): no terminal escapes. */
+		for (char *c = t->comm; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 		t->error = th[i].error;
 		t->state = th[i].jstate;
 		t->blocked_in = th[i].blocked_in;
@@ -578,12 +582,13 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
 		int again = proc_check_live(p, x->c->uid, err, sizeof err);
-		if (again < 0)
+		if (again < 0) {
 			reply_error(x->c, x->id, again == -EPERM ? "permission_denied" : "exited",
 				    "%s", err);
-		else
+		} else {
 			write_reply(d, x->c, r);
-		keep_last(r);
+			keep_last(r);
+		}
 		req_free(r);
 		return CMD_DONE;
 	}

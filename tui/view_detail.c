@@ -148,6 +148,17 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	add(l, TA_NORMAL, "  forked at %s:%d (in %s)   %s %s   worker %lld \"%s\"",
 	    nz(t->site.file), t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
 	    (long long)t->worker, t->worker ? thread_name(m, t->worker) : "-");
+	struct rf_times tt;
+	rf_task_times(m, t, now, &tt);
+	if (tt.started) {
+		char q[32], ran[32], busy[32], join[32];
+		ttx_duration(q, sizeof q, tt.queued);
+		ttx_duration(ran, sizeof ran, tt.ran);
+		ttx_duration(busy, sizeof busy, tt.busy);
+		ttx_duration(join, sizeof join, tt.joining);
+		add(l, TA_NORMAL, "  time: queued %s, ran %s = busy %s + joining %s (%.0f%% busy)", q,
+		    ran, busy, join, tt.ran > 0 ? 100.0 * tt.busy / tt.ran : 100.0);
+	}
 	if (t->error)
 		add(l, TA_BAD, "  error: %s", t->error);
 	if (badges[0])
