@@ -47,6 +47,9 @@ struct proc {
 		uint32_t tid;
 		uint16_t nframes;
 		uint64_t *frames;
+		bool has_info; /* CRASH came: signo, si_code, fault_addr */
+		int32_t signo, si_code;
+		uint64_t fault_addr;
 	} crash;
 	/* The stacks of the last capture, kept for post-mortem dumps: the
 	 * threads' last known stacks (source NULL: none yet). */

@@ -308,6 +308,7 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		return -1;
 	case PROTO_STACK_REPLY:
 	case PROTO_STACK_DONE:
+	case PROTO_CRASH:
 		daemon_agent_msg(d, m, p);
 		return 0;
 	default:

@@ -13,6 +13,7 @@
 #include "symbolize.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,7 +302,17 @@ void stacks_crash_json(struct jbuf *b, const struct proc *p)
 	jb_key(b, "crash");
 	jb_obj(b);
 	jf_u64(b, "tid", p->crash.tid);
-	jf_i64_if(b, "signal", p->exit_signal >= 0, p->exit_signal);
+	jf_i64_if(b, "signal", p->exit_signal >= 0 || p->crash.has_info,
+		  p->exit_signal >= 0 ? p->exit_signal : p->crash.signo);
+	jf_i64_if(b, "si_code", p->crash.has_info, p->crash.si_code);
+	int sig = p->crash.signo;
+	/* si_addr means something only for faults (0x0 included: a null pointer). */
+	if (p->crash.has_info &&
+	    (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE)) {
+		char hex[24];
+		snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)p->crash.fault_addr);
+		jf_str(b, "fault_addr", hex);
+	}
 	jf_id(b, "task", task ? task->id : 0);
 	jf_id(b, "scope", task ? task->scope : 0);
 	/* Resolved from the cache the handler's reply filled while the
@@ -618,6 +629,16 @@ static void crash_stack(struct daemon *d, const struct proto_msg *m, struct proc
 /* A STACK_REPLY or STACK_DONE of p's agent. */
 static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
 {
+	if (m->type == PROTO_CRASH) {
+		if (!p->crash.has_info) {
+			p->crash.has_info = true;
+			p->crash.tid = p->crash.tid ? p->crash.tid : m->tid;
+			p->crash.signo = m->code;
+			p->crash.si_code = m->si_code;
+			p->crash.fault_addr = m->fault_addr;
+		}
+		return;
+	}
 	if (m->req == 0) {
 		crash_stack(d, m, p);
 		return;

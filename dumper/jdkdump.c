@@ -642,6 +642,23 @@ static json_t *crash_json(struct builder *b)
 	jj_set(c, "tid", tid >= 0 ? json_integer(tid) : json_null());
 	jj_set(c, "signal", jv_is_integer(sig) ? json_integer(jv_integer(sig)) : json_null());
 	jj_set(c, "signalName", jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
+	const jv *code = jv_get(b->crash, "si_code");
+	if (jv_is_integer(code)) {
+		jj_set(c, "siCode", json_integer(jv_integer(code)));
+		jj_set(c, "siCodeName",
+		       jj_string_or_null(jv_is_integer(sig) ? jj_si_code_name(jv_integer(sig),
+									       jv_integer(code))
+							     : NULL));
+	}
+	const char *fa = jj_str(b->crash, "fault_addr");
+	if (fa) {
+		char hex[32];
+		jj_strcpy(hex, sizeof hex, fa, "");
+		/* Only what the schema's pattern allows. */
+		bool ok = hex[0] == '0' && hex[1] == 'x' && hex[2] &&
+			  strspn(hex + 2, "0123456789abcdef") == strlen(hex + 2);
+		jj_set(c, "faultAddress", ok ? json_string(hex) : json_null());
+	}
 	jj_set(c, "exitCause", jj_str_or_null(b->process, "exit_cause"));
 	jj_set(c, "task", jj_int_or_null(b->crash, "task"));
 	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));

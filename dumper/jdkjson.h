@@ -54,6 +54,8 @@ json_t *jj_int_or_null(const jv *obj, const char *key);
 json_t *jj_string_or_null(const char *s);
 /* "SIGSEGV" for 11 and so on for the signals that end processes; NULL for others. */
 const char *jj_signal_name(long long sig);
+/* "SEGV_MAPERR" for (SIGSEGV, 1) and so on; NULL when not known. */
+const char *jj_si_code_name(long long sig, long long code);
 
 /* "func (file:line)" for a site {file,line,func}, or null. */
 json_t *jj_site(const jv *site);

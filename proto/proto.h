@@ -192,6 +192,10 @@ struct proto_msg {
 	const uint8_t *addrs_raw; /* nframes x u64 LE; read with proto_addr_at() */
 	int64_t pause_ns, total_ns, max_pause_ns;
 	uint32_t nthreads;
+
+	/* CRASH (tid, and the signal in code) */
+	int32_t si_code;
+	uint64_t fault_addr;
 };
 
 /* Decodes one frame from buf[0..len).  On success returns PROTO_OK, fills

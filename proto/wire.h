@@ -75,7 +75,8 @@
 	X(EV_POOL_DESTROY, pool_destroy, 0x0142, EVENT, NONE)          \
 	X(STACK_REQUEST, stack_request, 0x0200, STACK, TIDS)           \
 	X(STACK_REPLY, stack_reply, 0x0201, STACK, ADDRS)              \
-	X(STACK_DONE, stack_done, 0x0202, STACK, NONE)
+	X(STACK_DONE, stack_done, 0x0202, STACK, NONE)                 \
+	X(CRASH, crash, 0x0203, STACK, NONE)
 
 /* The common part of every lifecycle event: i64 ts, u32 tid, u32 reserved. */
 #define PROTO_COMMON(F) F(I64, ts, NA) F(U32, tid, NA) F(PAD32, reserved_c, NA)
@@ -197,6 +198,13 @@
 	F(U64, req, NA) F(U32, nthreads, NA) F(PAD32, reserved0, NA) F(I64, total_ns, NA) \
 	F(I64, max_pause_ns, NA)
 #define PROTO_STRS_stack_done(S)
+/* CRASH, agent -> daemon, unasked, from the fatal-signal handler: the
+ * crashing thread (tid), the signal (code), the siginfo's si_code and si_addr
+ * (0 for signals without one).  Sent after that thread's stack (a
+ * STACK_REPLY with req 0) and before PROCESS_EXIT. */
+#define PROTO_FIELDS_crash(F) \
+	F(U32, tid, NA) F(I32, code, NA) F(I32, si_code, NA) F(PAD32, reserved0, NA) F(U64, fault_addr, NA)
+#define PROTO_STRS_crash(S)
 
 /* ---- values ----------------------------------------------------------------
  *

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -95,9 +96,29 @@ static size_t crash_stack_frame(uint8_t *b, void *uctx)
 	return len;
 }
 
+/* CRASH: the signal, its si_code and, for the signals that have one, the
+ * faulting address.  Sent between the stack and PROCESS_EXIT. */
+static size_t crash_frame(uint8_t *b, int sig, const siginfo_t *si)
+{
+	uint32_t len = PROTO_FIXED(crash), tid = (uint32_t)syscall(SYS_gettid);
+	uint16_t type = PROTO_CRASH, flags = 0;
+	int32_t code = sig, si_code = si ? si->si_code : 0;
+	/* si_addr means something for faults; SIGABRT's siginfo holds a pid there. */
+	bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
+	uint64_t addr = si && fault ? (uint64_t)(uintptr_t)si->si_addr : 0;
+	memset(b, 0, len);
+	memcpy(b, &len, 4);
+	memcpy(b + 4, &type, 2);
+	memcpy(b + 6, &flags, 2);
+	memcpy(b + PROTO_OFF(crash, tid), &tid, 4);
+	memcpy(b + PROTO_OFF(crash, code), &code, 4);
+	memcpy(b + PROTO_OFF(crash, si_code), &si_code, 4);
+	memcpy(b + PROTO_OFF(crash, fault_addr), &addr, 8);
+	return len;
+}
+
 static void on_fatal_signal(int sig, siginfo_t *si, void *uctx)
 {
-	(void)si;
 	int saved = errno;
 	int fd = atomic_load(&sc_exit_fd);
 
@@ -123,6 +144,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uctx)
 			if (rest)
 				write_all(fd, atomic_load(&sc_exit_rest), rest);
 			write_all(fd, stack, crash_stack_frame(stack, uctx));
+			write_all(fd, frame, crash_frame(frame, sig, si));
 			write_all(fd, frame, exit_frame(frame, sig));
 		}
 	}

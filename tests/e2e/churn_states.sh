@@ -10,7 +10,7 @@ HELPER=$TOP/$BUILD/tests/helpers/churn
 need_built "$BIN/scoped" "$BIN/scopecmd" "$HELPER"
 need_jsonschema
 # 100 per stack source; fewer under the sanitizers, which are slow.
-case $BUILD in *asan* | *tsan*) N=30 ;; *) N=100 ;; esac
+case $BUILD in *asan* | *tsan*) N=10 ;; *) N=100 ;; esac
 
 private_dir churn-states
 dpid= tpid=

@@ -59,6 +59,11 @@ c = td.get("crash")
 assert c, "no crash member"
 assert c["tid"] == tid and c["signalName"] == sig, c
 assert c["exitCause"] == "signal", c
+codes = {"crash_segv": "SEGV_MAPERR", "crash_abort": "SI_TKILL", "crash_fpe": "FPE_INTDIV",
+         "crash_bus": "BUS_ADRERR"}
+assert c.get("siCodeName") and c["siCodeName"] == codes.get(fn, c["siCodeName"]), c
+assert (c.get("faultAddress") is None) == (sig == "SIGABRT"), c
+assert fn != "crash_segv" or c["faultAddress"] == "0x0", c
 # The faulting function near the top (a clone of it may carry a suffix
 # such as .isra.0); below it the task's body, unless a stack overflow's
 # recursion fills every frame the handler sends.
@@ -75,9 +80,9 @@ assert main and main[0]["state"] == "TERMINATED", main
 assert any(f.startswith("scope_join ") for f in main[0].get("lastStack", [])), main[0]
 assert td.get("lastStacksAt"), "no lastStacksAt"
 head = open(text).read().split("\n<root>")[0]
-assert re.search(r"\nCRASHED: thread #%d, %s, running task %d of doomed@\d+\n\s+at " %
-                 (tid, sig, c["task"]), head), head
-print("%-6s %s in %s, task %d: %d frames" % (sig, fn, c["container"], c["task"], len(c["stack"])))
+assert re.search(r"\nCRASHED: thread #%d, %s \(%s\)( at address 0x[0-9a-f]+)?, running task %d of doomed@\d+\n\s+at " %
+                 (tid, sig, c["siCodeName"], c["task"]), head), head
+print("%-6s %-11s %-10s in %s, task %d: %d frames" % (sig, c["siCodeName"], c.get("faultAddress"), fn, c["task"], len(c["stack"])))
 PYEOF
 	cpid=
 done
