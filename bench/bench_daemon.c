@@ -185,6 +185,13 @@ static void new_model(struct model *m, int64_t retain_ns)
 	model_init(m, &lim);
 }
 
+/* As scoped --metrics keeps it: with the tally of tally.c. */
+static void new_model_tally(struct model *m, int64_t retain_ns)
+{
+	struct model_limits lim = {.max_entities = 2000000, .retain_ns = retain_ns, .tally = true};
+	model_init(m, &lim);
+}
+
 struct writer {
 	int fd;
 	const struct stream *s;
@@ -244,7 +251,7 @@ static void bench_ingest(int *missed)
 	struct stream s = {0}, sr = {0};
 	build_stream(&s, 2000000, false);
 	build_stream(&sr, 2000000, true);
-	double full[RUNS], decode[RUNS], sock[RUNS], fork_v2[RUNS], fork_v3[RUNS];
+	double full[RUNS], decode[RUNS], sock[RUNS], fork_v2[RUNS], fork_v3[RUNS], fork_tally[RUNS];
 	size_t lost = 0;
 	for (int r = 0; r < RUNS; r++) {
 		size_t off = 0;
@@ -274,6 +281,14 @@ static void bench_ingest(int *missed)
 			lost += sr.events - m.events;
 		model_free(&m);
 
+		/* The same, counting for /metrics. */
+		new_model_tally(&m, RETAIN_NS);
+		off = 0;
+		t0 = bench_now_ns();
+		consume(&m, sr.buf, sr.len, &off);
+		fork_tally[r] = (double)(bench_now_ns() - t0) / (double)sr.tasks;
+		model_free(&m);
+
 		size_t got = 0;
 		sock[r] = socket_run(&s, &got);
 		if (got != s.events)
@@ -290,6 +305,9 @@ static void bench_ingest(int *missed)
 	double v2 = bench_median(fork_v2, RUNS), v3 = bench_median(fork_v3, RUNS);
 	printf("%-40s %12.1f ns  %-10s  v2 stream    %8.1f ns      %6.2f\n",
 	       "ingest per fork, FORK + TASK_RAN (v3)", v3, "-", v2, v3 / v2);
+	double vt = bench_median(fork_tally, RUNS);
+	printf("%-40s %12.1f ns  %-10s  no tally     %8.1f ns      %6.2f\n",
+	       "ingest per fork, v3 with --metrics", vt, "-", v3, vt / v3);
 	printf("%-40s %12zu      %-10s  of %zu + %zu events x %d runs, 3 paths  %s\n",
 	       "events lost", lost, "0", s.events, sr.events, RUNS, lost ? "MISSED" : "ok");
 	*missed += f < 2e6 || k < 2e6 || lost;

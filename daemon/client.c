@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 static void on_client(struct loop *l, int fd, unsigned events, void *ctx);
+static void client_resume(struct daemon *d, struct client *c);
+static const struct watcher client_watch = {.reply_done = client_resume};
 
 void client_close(struct client *c)
 {
@@ -24,8 +26,7 @@ void client_close(struct client *c)
 			break;
 		}
 	d->nclients--;
-	stack_reqs_client_gone(d, c);
-	sub_free_all(c);
+	daemon_client_gone(d, c);
 	loop_del(d->loop, c->fd);
 	close(c->fd);
 	jb_free(&c->out);
@@ -33,40 +34,20 @@ void client_close(struct client *c)
 	free(c);
 }
 
-/* Writes what it can without blocking; the rest waits for LOOP_WRITE. */
-void client_flush(struct client *c)
+void client_trim(struct client *c)
 {
-	if (c->dead)
-		return;
-	if (c->out.oom) {
-		log_warn("control client pid %d: out of memory for its reply; dropping it",
-			 (int)c->pid);
+	/* A client that asked for a big reply and never reads it would hold
+	 * the reply's memory for as long as it stays connected. */
+	int64_t now = loop_now_ns();
+	if (!c->out.len) {
+		c->drained_ns = now;
+	} else if (now - c->drained_ns > CLIENT_STALL_NS && !c->dead) {
+		log_warn("control client pid %d read nothing of its reply for %lld s (%zu bytes "
+			 "unsent); dropping it",
+			 (int)c->pid, (long long)(CLIENT_STALL_NS / 1000000000), c->out.len);
 		c->dead = true;
 		return;
 	}
-	if (conn_write(c->fd, &c->out) < 0)
-		c->dead = true;
-	loop_mod(c->d->loop, c->fd, LOOP_READ | (c->out.len ? LOOP_WRITE : 0));
-}
-
-/* One reply may be larger than the cap (a big tree); a client that lets
- * output pile up past it before more is added does not read, and goes.  It is
- * closed by its handler or the housekeeper, never mid-command. */
-bool client_room(struct client *c)
-{
-	if (c->dead)
-		return false;
-	if (c->out.len <= CLIENT_MAX_UNSENT)
-		return true;
-	log_warn("control client pid %d does not read its replies (%zu bytes unsent, cap %u); "
-		 "dropping it",
-		 (int)c->pid, c->out.len, CLIENT_MAX_UNSENT);
-	c->dead = true;
-	return false;
-}
-
-void client_trim(struct client *c)
-{
 	conn_out_trim(&c->out, 64u << 10);
 	if (!c->waiting)
 		c->in = conn_shrink(c->in, &c->incap, c->inlen, 4096);
@@ -76,7 +57,13 @@ void client_trim(struct client *c)
 static void take_client(void *ctx, int fd, const struct ucred *cred)
 {
 	struct daemon *d = ctx;
-	if (d->nclients >= (size_t)d->opt.max_clients) {
+	size_t cap = (size_t)d->opt.max_clients, mine = 0;
+	for (const struct client *o = d->clients; o; o = o->next)
+		mine += o->uid == cred->uid;
+	/* Root is always served (a reserve past the cap); another user gets
+	 * at most a share of it, so one cannot lock the others out. */
+	if (cred->uid == 0 ? d->nclients >= cap + CLIENT_ROOT_RESERVE
+			   : (d->nclients >= cap || mine >= per_uid_share(cap))) {
 		static const char busy[] =
 			"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
 			"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
@@ -91,9 +78,11 @@ static void take_client(void *ctx, int fd, const struct ucred *cred)
 		return;
 	}
 	c->d = d;
+	daemon_watch(d, &client_watch);
 	c->fd = fd;
 	c->pid = cred->pid;
 	c->uid = cred->uid;
+	c->drained_ns = loop_now_ns();
 	jb_init(&c->out);
 	if (loop_add(d->loop, fd, LOOP_READ, on_client, c) < 0) {
 		free(c);
@@ -162,8 +151,10 @@ static void run_lines(struct client *c)
 	}
 }
 
-void client_resume(struct client *c)
+/* An asynchronous reply to c is written: the lines that waited run. */
+static void client_resume(struct daemon *d, struct client *c)
 {
+	(void)d;
 	c->waiting = false;
 	run_lines(c);
 	client_flush(c);

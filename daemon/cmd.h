@@ -1,5 +1,5 @@
 /* cmd.h - control commands: one per file (cmd_<name>.c), registered in cmd.c's
- * table, plus the reply helpers they share. */
+ * table, plus the reply helpers they share (cmd_reply.c). */
 #ifndef DAEMON_CMD_H
 #define DAEMON_CMD_H
 

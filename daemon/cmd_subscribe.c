@@ -7,6 +7,14 @@
 
 #include <stdlib.h>
 
+static void subs_proc_freed(struct daemon *d, struct proc *p);
+static void subs_client_gone(struct daemon *d, struct client *c);
+/* Subscriptions point at processes and at their clients. */
+static const struct watcher subs_watch = {
+	.proc_freed = subs_proc_freed,
+	.client_gone = subs_client_gone,
+};
+
 #define INTERVAL_MIN_MS 25
 #define INTERVAL_MAX_MS 5000
 #define INTERVAL_DEFAULT_MS 250
@@ -77,6 +85,7 @@ static int cmd_subscribe(struct cmd_ctx *x)
 		s->proc = p;
 		s->next = x->c->subs;
 		x->c->subs = s;
+		daemon_watch(x->c->d, &subs_watch);
 		if (p->nsubs++ == 0) {
 			p->model.track_removals = true;
 			p->model.nrm = 0;
@@ -119,13 +128,14 @@ static int cmd_unsubscribe(struct cmd_ctx *x)
 	return CMD_DONE;
 }
 
-void sub_free_all(struct client *c)
+static void subs_client_gone(struct daemon *d, struct client *c)
 {
+	(void)d;
 	while (c->subs)
 		sub_drop(c, c->subs);
 }
 
-void subs_forget_proc(struct daemon *d, struct proc *p)
+static void subs_proc_freed(struct daemon *d, struct proc *p)
 {
 	for (struct client *c = d->clients; c; c = c->next)
 		for (struct sub *s = c->subs, *next; s; s = next) {

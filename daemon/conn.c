@@ -5,19 +5,95 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
+
+static int reserve_fd = -1;
+
+long conn_fds_setup(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit want = {rl.rlim_max, rl.rlim_max};
+		/* select() is not used: a limit past FD_SETSIZE is fine. */
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
+}
+
+void conn_warn_limited(struct conn_ratelog *r, const char *fmt, ...)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long now = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (r->last_ns && now - r->last_ns < 10000000000ll) {
+		r->held++;
+		return;
+	}
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (r->held)
+		log_warn("%s (and %lu more like it in the last 10 s)", line, r->held);
+	else
+		log_warn("%s", line);
+	r->last_ns = now;
+	r->held = 0;
+}
+
+/* Out of descriptors: accepts one connection on the reserve's slot and
+ * closes it, so the backlog drains.  1 when one was shed, 0 when none was
+ * waiting (accept fails for want of a descriptor before it looks), -1 when
+ * the reserve is gone. */
+static int shed_one(int listen_fd)
+{
+	if (reserve_fd < 0)
+		return -1;
+	close(reserve_fd);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int e = errno;
+	if (fd >= 0)
+		close(fd);
+	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? 1 : (e == EAGAIN || e == EINTR) ? 0 : -1;
+}
 
 void conn_accept_each(int listen_fd, const char *who, const char *path,
 		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx)
 {
+	static struct conn_ratelog out_of_fds, failed;
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("accepting %s on %s failed: %s", who, path,
-					 strerror(errno));
+			int e = errno;
+			if (e == EAGAIN || e == EINTR)
+				return;
+			int shed = e == EMFILE || e == ENFILE ? shed_one(listen_fd) : -1;
+			if (shed == 0)
+				return;
+			if (shed == 1) {
+				conn_warn_limited(&out_of_fds,
+						  "out of file descriptors: closing new connections "
+						  "from %s on %s at once (raise the limit: ulimit -n)",
+						  who, path);
+				continue;
+			}
+			conn_warn_limited(&failed, "accepting %s on %s failed: %s", who, path,
+					  strerror(e));
 			return;
 		}
 		struct ucred cred;

@@ -16,6 +16,22 @@
 void conn_accept_each(int listen_fd, const char *who, const char *path,
 		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx);
 
+/* Raises the soft limit on open descriptors to the hard one and keeps one
+ * descriptor in reserve: when accept fails for want of descriptors, the
+ * reserve is closed for a moment so that the connection can be accepted and
+ * closed at once, instead of staying queued and waking the loop forever.
+ * Returns the soft limit in force. */
+long conn_fds_setup(void);
+
+/* A warning said at most once every 10 s; the next one says how many were
+ * held back.  Zero-initialised. */
+struct conn_ratelog {
+	long long last_ns;
+	unsigned long held;
+};
+void conn_warn_limited(struct conn_ratelog *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Sends what out holds without blocking and consumes what went.  Returns 0
  * (all sent, or the socket is full), or a negative errno when the peer is
  * gone. */

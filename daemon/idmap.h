@@ -16,6 +16,9 @@ struct idmap {
 	struct idmap_slot *slots;
 	size_t cap; /* power of two, or 0 */
 	size_t n;
+	uint64_t key; /* 0: the plain hash; else the secret of the keyed one, taken
+		       * when probe runs grow long (ids chosen to collide) */
+	size_t rekeyed_cap; /* the size at which a key was last taken */
 };
 
 void *idmap_get(const struct idmap *m, uint64_t id);
@@ -24,6 +27,8 @@ int idmap_put(struct idmap *m, void *ent);
 /* Removes and returns the entity with id, or NULL. */
 void *idmap_del(struct idmap *m, uint64_t id);
 void idmap_free(struct idmap *m);
+/* The longest run of occupied slots (what a probe may walk at worst). */
+size_t idmap_longest_run(const struct idmap *m);
 /* Starts loading the slot where id would be, ahead of a lookup. */
 void idmap_prefetch(const struct idmap *m, uint64_t id);
 

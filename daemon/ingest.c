@@ -6,8 +6,10 @@
 #include "log.h"
 #include "loop.h"
 #include "symbolize.h"
+#include "utf8.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,12 @@
 #define PENDING_PER_PID 4   /* connections one process may hold before its HELLO */
 
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
+static void aconns_forget_proc(struct daemon *d, struct proc *p);
+/* Connections point at the process entries they feed. */
+static const struct watcher aconn_watch = {.proc_freed = aconns_forget_proc};
 
-void aconns_forget_proc(struct daemon *d, struct proc *p)
+/* No connection may outlive the process entry it feeds. */
+static void aconns_forget_proc(struct daemon *d, struct proc *p)
 {
 	for (struct aconn *a = d->conns, *next; a; a = next) {
 		next = a->next;
@@ -125,9 +131,32 @@ static void evict_oldest_pending(struct daemon *d, pid_t pid)
 }
 
 /* Takes one accepted agent connection (fd is ours to keep or close). */
+static size_t conns_of_uid(const struct daemon *d, uid_t uid)
+{
+	size_t n = 0;
+	for (const struct aconn *a = d->conns; a; a = a->next)
+		n += a->uid == uid;
+	return n;
+}
+
 static void take_agent(void *ctx, int fd, const struct ucred *cred)
 {
 	struct daemon *d = ctx;
+	static struct conn_ratelog full;
+	size_t cap = d->max_conns ? d->max_conns : SIZE_MAX;
+	/* Past the descriptor budget, or past one user's share of it: closed
+	 * at once (the agent retries later), so that control clients keep
+	 * their descriptors and other users their room. */
+	if (d->nconns >= cap || (cred->uid != 0 && d->max_conns &&
+				 conns_of_uid(d, cred->uid) >= per_uid_share(cap))) {
+		conn_warn_limited(&full,
+				  "refusing an agent connection from pid %d uid %u: %zu held, "
+				  "the descriptor limit allows %zu (%zu per user)",
+				  (int)cred->pid, (unsigned)cred->uid, d->nconns, cap,
+				  per_uid_share(cap));
+		close(fd);
+		return;
+	}
 	/* A real agent says HELLO at once, so under a connect flood the
 	 * oldest silent connections go, and the newcomer gets its chance. */
 	if (pending_of(d, cred->pid) >= PENDING_PER_PID)
@@ -165,14 +194,10 @@ void agent_accept(struct daemon *d)
 	conn_accept_each(d->agent_fd, "an agent", d->agent_path, take_agent, d);
 }
 
+/* The peer's text, kept as valid UTF-8 without control characters. */
 static char *copy_str(const struct proto_str *s)
 {
-	char *c = malloc((size_t)s->len + 1);
-	if (c) {
-		memcpy(c, s->p ? s->p : "", s->len);
-		c[s->len] = '\0';
-	}
-	return c;
+	return text_clean_dup(s->p ? s->p : "", s->len, NULL);
 }
 
 /* HELLO: the peer's own pid (from SO_PEERCRED) names the process.  A second
@@ -183,7 +208,11 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 {
 	unsigned long long start = proc_starttime(a->pid);
 	struct proc *p = proc_find(d, a->pid);
-	if (p && p->state != PROC_EXITED && (p->starttime == start || !start)) {
+	/* The same process is the same pid, start time and uid: one that
+	 * registered as another uid (and then exec'd a setuid program, say)
+	 * is a new identity, not the old entry revived with the old uid. */
+	if (p && p->state != PROC_EXITED && (p->starttime == start || !start) &&
+	    p->uid == a->uid) {
 		if (p->conn) {
 			log_info("process %d connected again; the new connection replaces the old",
 				 (int)a->pid);
@@ -198,10 +227,11 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		p->model.exit_how = 0;
 	} else {
 		if (p && p->state == PROC_LIVE) {
-			/* The pid was reused: whoever still holds the old process's
-			 * socket (a fork child that inherited it) is not the process
-			 * the entry describes, and must not feed it once it is
-			 * ended, nor after it is evicted. */
+			/* The pid was reused (or its uid changed): whoever still
+			 * holds the old process's socket (a fork child that
+			 * inherited it) is not the process the entry describes,
+			 * and must not feed it once it is ended, nor after it is
+			 * evicted. */
 			struct aconn *old = p->conn;
 			proc_ended(d, p, NULL);
 			if (old)
@@ -209,10 +239,14 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		}
 		p = proc_new(d, a->pid, a->uid);
 		if (!p) {
-			log_warn("refusing process %d: %ld processes held, the cap (--max-processes)",
-				 (int)a->pid, d->opt.max_processes);
+			static struct conn_ratelog full;
+			conn_warn_limited(&full, "refusing process %d uid %u: %zu processes held; the cap "
+				 "(--max-processes) is %ld, %zu for one user",
+				 (int)a->pid, (unsigned)a->uid, d->nprocs, d->opt.max_processes,
+				 per_uid_share((size_t)d->opt.max_processes));
 			send_error(d, a, -ENOSPC,
-				   "scoped holds too many processes (--max-processes); try later");
+				   "scoped holds too many processes (--max-processes), or too many "
+				   "of this user's; try later");
 			return -1;
 		}
 	}
@@ -226,6 +260,7 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	p->clk = (struct clockref){m->ref_mono_ns, m->ref_realtime_ns};
 	p->conn = a;
 	a->proc = p;
+	daemon_watch(d, &aconn_watch);
 	d->npending--;
 
 	uint8_t buf[64];
@@ -273,7 +308,7 @@ static int dispatch(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		return -1;
 	case PROTO_STACK_REPLY:
 	case PROTO_STACK_DONE:
-		stack_req_reply(d, m, p);
+		daemon_agent_msg(d, m, p);
 		return 0;
 	default:
 		break;

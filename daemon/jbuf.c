@@ -1,6 +1,8 @@
 /* jbuf.c - JSON writer: escapes strings, formats integers by hand, tracks commas per level. */
 #include "jbuf.h"
 
+#include "utf8.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,14 +123,30 @@ static void quoted(struct jbuf *b, const char *s, size_t n)
 	put(b, '"');
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\') {
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
 			put(b, (char)c);
 		} else if (c == '"' || c == '\\') {
 			put(b, '\\');
 			put(b, (char)c);
-		} else {
+		} else if (c < 0x80) {
 			char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 			jb_raw(b, esc, 6);
+		} else {
+			/* Output is always UTF-8, whatever came in (a thread's
+			 * kernel name may hold any byte): an invalid byte becomes
+			 * U+FFFD, a C1 control an escape. */
+			size_t seq = utf8_seq((const unsigned char *)s + i, n - i);
+			if (!seq) {
+				jb_raw(b, "\xef\xbf\xbd", 3);
+			} else if (seq == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) {
+				unsigned char c1 = (unsigned char)s[i + 1];
+				char esc[6] = {'\\', 'u', '0', '0', hex[c1 >> 4], hex[c1 & 15]};
+				jb_raw(b, esc, 6);
+				i++;
+			} else {
+				jb_raw(b, s + i, seq);
+				i += seq - 1;
+			}
 		}
 	}
 	put(b, '"');

@@ -1,8 +1,11 @@
 /* main.c - scoped: options, sockets, daemonizing, signals, and the event loop's wiring. */
 #include "daemon.h"
 
+#include "conn.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
+#include "otlp.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -81,14 +84,28 @@ static int64_t tick(struct loop *l, void *ctx)
 	return TICK_MS;
 }
 
-/* Detaches from the terminal; the parent exits 0 once the sockets listen. */
-static int daemonize(void)
+/* Detaches from the terminal; the parent exits 0 once the sockets listen
+ * in the detached process (it writes a byte on *ready when they do), so
+ * that a peer connecting as soon as the parent returns names the daemon
+ * that stays. */
+static int daemonize(int *ready)
 {
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
-	if (pid > 0)
+	if (pid > 0) {
+		char c;
+		close(p[1]);
+		/* EOF (the daemon failed before it listened) still ends the wait. */
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
 		_exit(0);
+	}
+	close(p[0]);
+	*ready = p[1];
 	if (setsid() < 0)
 		return -errno;
 	pid = fork();
@@ -187,6 +204,8 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	otlp_stop(d);
+	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
 	loop_free(d->loop);
@@ -213,12 +232,26 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_setup(d.opt.log_level, d.opt.syslog);
+	if (otlp_check(&d.opt, err, sizeof err) < 0 ||
+	    (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0)) {
+		fprintf(stderr, "scoped: %s\n", err);
+		return 1;
+	}
 	char why[512];
 	if (stacks_open(&d.stacks, d.opt.stacks, why, sizeof why) < 0) {
 		fprintf(stderr, "scoped: %s\n", why);
+		metrics_stop(&d);
 		return 1;
 	}
+	stacks_attach(&d);
+	/* Room for agents: what the descriptor limit leaves after the control
+	 * clients' share and the daemon's own files (symbols, BPF, logs). */
+	long nofile = conn_fds_setup();
+	long for_clients = d.opt.max_clients < nofile / 4 ? d.opt.max_clients : nofile / 4;
+	long agents = nofile - for_clients - 64 - nofile / 8;
+	d.max_conns = agents > 8 ? (size_t)agents : 8;
 	if (open_sockets(&d) < 0) {
+		metrics_stop(&d);
 		stacks_close(d.stacks);
 		return 1;
 	}
@@ -230,7 +263,8 @@ int main(int argc, char **argv)
 	}
 	if (!d.opt.foreground) {
 		log_setup(d.opt.log_level, 1);
-		int rc = daemonize();
+		int ready = -1;
+		int rc = daemonize(&ready);
 		if (rc < 0) {
 			log_error("cannot daemonize: %s", strerror(-rc));
 			return 1;
@@ -241,6 +275,11 @@ int main(int argc, char **argv)
 		 * stopped daemon is shed for at once) and a second daemon names. */
 		if ((rc = sock_relisten(d.agent_fd)) < 0 || (rc = sock_relisten(d.ctl_fd)) < 0)
 			log_warn("cannot listen again after detaching: %s", strerror(-rc));
+		if (ready >= 0) {
+			ssize_t w = write(ready, "", 1);
+			(void)w;
+			close(ready);
+		}
 	}
 	log_info("%s", why);
 	d.sig_fd = setup_signals();
@@ -251,11 +290,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.started_ns = d.rate_ns = busy_ns = loop_now_ns();
+	int rc;
 	if (loop_add(d.loop, d.agent_fd, LOOP_READ, on_agent_listen, &d) < 0 ||
 	    loop_add(d.loop, d.ctl_fd, LOOP_READ, on_ctl_listen, &d) < 0 ||
 	    loop_add(d.loop, d.sig_fd, LOOP_READ, on_signal, &d) < 0 ||
 	    loop_timer_add(d.loop, TICK_MS, tick, &d) < 0) {
 		log_error("cannot watch the sockets: %s", strerror(errno));
+		return 1;
+	}
+	if ((rc = metrics_start(&d)) < 0) {
+		log_error("cannot serve metrics: %s", strerror(-rc));
+		return 1;
+	}
+	if ((rc = otlp_start(&d)) < 0) {
+		log_error("cannot start the OTLP exporter: %s", strerror(-rc));
 		return 1;
 	}
 	log_info("listening on %s (agents) and %s (clients)%s%s", d.agent_path, d.ctl_path,
@@ -264,7 +312,7 @@ int main(int argc, char **argv)
 	if (d.opt.idle_exit_s > 0)
 		log_info("exits after %ld s with no program and no client (--idle-exit)",
 			 d.opt.idle_exit_s);
-	int rc = loop_run(d.loop);
+	rc = loop_run(d.loop);
 	if (rc < 0)
 		log_error("the event loop failed: %s", strerror(-rc));
 	shutdown_all(&d);

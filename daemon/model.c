@@ -1,7 +1,9 @@
 /* model.c - applying wire events to a process model: state only moves forward,
  * unknown ids become placeholders, snapshots repair, ended entities expire. */
 #include "model.h"
+#include "utf8.h"
 
+#include "tally.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -24,7 +26,11 @@ void model_init(struct model *m, const struct model_limits *lim)
 		m->lim.max_retained = MODEL_MAX_RETAINED;
 	if (!m->lim.max_string_bytes)
 		m->lim.max_string_bytes = 8u << 20;
+	if (!m->lim.max_owned_bytes)
+		m->lim.max_owned_bytes = MODEL_MAX_OWNED_BYTES;
 	m->strings.max_bytes = m->lim.max_string_bytes;
+	if (lim->tally)
+		m->tally = tally_new();
 }
 
 /* Where each kind keeps the fields the generic code touches, so one path
@@ -122,15 +128,24 @@ static void ent_release(struct model *m, enum ent_kind k, void *e)
 	m->spare[k].n++;
 }
 
+/* Frees a string set_str made, giving its bytes back to the budget. */
+static void free_str(struct model *m, char *c)
+{
+	if (c) {
+		m->owned_bytes -= strlen(c) + 1;
+		free(c);
+	}
+}
+
 static void free_ent(struct model *m, enum ent_kind k, void *e)
 {
 	if (layout[k].name)
-		free(*(char **)((char *)e + layout[k].name));
+		free_str(m, *(char **)((char *)e + layout[k].name));
 	if (k == ENT_SCOPE) {
 		struct m_scope *s = e;
 		for (size_t i = 0; i < s->nvalues; i++) {
-			free(s->values[i].key);
-			free(s->values[i].value);
+			free_str(m, s->values[i].key);
+			free_str(m, s->values[i].value);
 		}
 		free(s->values);
 	}
@@ -156,6 +171,7 @@ void model_free(struct model *m)
 	strtab_free(&m->strings);
 	free(m->rm);
 	free(m->exp);
+	tally_free(m->tally);
 	memset(m, 0, sizeof *m);
 }
 
@@ -319,18 +335,45 @@ void model_sweep(struct model *m, int64_t now_ns)
 		expire_oldest(m);
 }
 
-/* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out. */
+/* A copy of a wire string; NULL (and -ENOMEM) only when memory runs out.
+ * Text that is not valid UTF-8, or holds control characters, is kept with
+ * those replaced (utf8.h): every viewer renders it. */
 static int set_str(struct model *m, char **dst, const struct proto_str *s)
 {
-	if (*dst && strlen(*dst) == s->len && memcmp(*dst, s->p ? s->p : "", s->len) == 0)
+	const char *p = s->p ? s->p : "";
+	size_t len = s->len;
+	char *clean = NULL;
+	if (!text_is_clean(p, len)) {
+		clean = text_clean_dup(p, len, &len);
+		if (!clean)
+			return fail(m, -ENOMEM, "out of memory copying a name");
+		p = clean;
+	}
+	if (*dst && strlen(*dst) == len && memcmp(*dst, p, len) == 0) {
+		free(clean);
 		return 0;
-	char *c = malloc((size_t)s->len + 1);
-	if (!c)
-		return fail(m, -ENOMEM, "out of memory copying a name");
-	if (s->len)
-		memcpy(c, s->p, s->len);
-	c[s->len] = '\0';
-	free(*dst);
+	}
+	/* Bytes, not only entities, are bounded: values of 1 KiB in every
+	 * scope reached hundreds of MiB within the entity cap. */
+	size_t old = *dst ? strlen(*dst) + 1 : 0;
+	if (m->owned_bytes - old + len + 1 > m->lim.max_owned_bytes) {
+		free(clean);
+		m->complete = false;
+		return fail(m, -ENOSPC,
+			    "names and values over %zu bytes, the cap for one process; its model "
+			    "is incomplete",
+			    m->lim.max_owned_bytes);
+	}
+	char *c = clean;
+	if (!c) {
+		c = malloc(len + 1);
+		if (!c)
+			return fail(m, -ENOMEM, "out of memory copying a name");
+		memcpy(c, p, len);
+		c[len] = '\0';
+	}
+	free_str(m, *dst);
+	m->owned_bytes += len + 1;
 	*dst = c;
 	return 0;
 }
@@ -341,7 +384,17 @@ static int intern(struct model *m, const char **dst, const struct proto_str *s)
 		*dst = NULL;
 		return 0;
 	}
-	const char *c = strtab_intern(&m->strings, s->p, s->len);
+	const char *p = s->p;
+	size_t len = s->len;
+	char *clean = NULL;
+	if (!text_is_clean(p, len)) {
+		clean = text_clean_dup(p, len, &len);
+		if (!clean)
+			return fail(m, -ENOMEM, "out of memory copying a site name");
+		p = clean;
+	}
+	const char *c = strtab_intern(&m->strings, p, len);
+	free(clean);
 	if (!c)
 		return fail(m, -E2BIG,
 			    "sent over %zu bytes of distinct file and function names, the cap",
@@ -517,6 +570,8 @@ static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t
 	(void)now;
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
+	if (m->tally && !(s->flags & EF_CANCELLED))
+		tally_scope_cancelled(m, s, msg->reason, msg->ts);
 	s->flags |= EF_CANCELLED;
 	if (!s->cancel_reason)
 		s->cancel_reason = (uint8_t)msg->reason;
@@ -527,8 +582,11 @@ static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t 
 {
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
-	if (end_once(m, ENT_SCOPE, s, now))
+	if (end_once(m, ENT_SCOPE, s, now)) {
 		s->closed = msg->ts;
+		if (m->tally)
+			tally_scope_closed(m, s);
+	}
 	return 0;
 }
 
@@ -541,8 +599,11 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 		t->fn = msg->fn;
 	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
 		t->state = (uint8_t)msg->state;
-		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now))
+		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now)) {
 			t->ended = msg->ts;
+			if (m->tally)
+				tally_task_ended(m, t);
+		}
 	}
 	if (!(t->flags & EF_PLACEHOLDER) && t->forked) {
 		repair_site(m, msg->site, &t->file, &t->func, &t->line);
@@ -578,6 +639,8 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 	t->error = msg->error;
 	if (!t->worker)
 		t->worker = msg->tid;
+	if (m->tally)
+		tally_task_ended(m, t);
 	return true;
 }
 
@@ -633,8 +696,18 @@ static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now
 static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;
+	if (m->tally)
+		tally_violation(m, msg->scope, msg->kind, msg->ts);
 	m->viol[m->nviol++ % MODEL_VIOLATIONS] =
 		(struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
+	return 0;
+}
+
+static int ev_warning(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	m->warn[m->nwarn++ % MODEL_WARNINGS] = (struct m_warning){
+	    msg->subject, msg->limit, msg->amount, msg->ts, msg->kind, msg->tid};
 	return 0;
 }
 
@@ -660,7 +733,7 @@ static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t n
 			return rc;
 		struct m_value *v = realloc(s->values, (s->nvalues + 1) * sizeof *v);
 		if (!v) {
-			free(key);
+			free_str(m, key);
 			return fail(m, -ENOMEM, "out of memory binding a value");
 		}
 		s->values = v;
@@ -831,6 +904,8 @@ int model_apply(struct model *m, const struct proto_msg *msg, int64_t now_ns)
 		return 0;
 	m->events++;
 	int rc = fn(m, msg, now_ns);
+	if (m->tally)
+		tally_event(m, msg, now_ns);
 	/* Past the cap on ended entities the oldest go now, not after their
 	 * retention; here, once no handler holds an entity it could free. */
 	while (m->exp_n > m->lim.max_retained)

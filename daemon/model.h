@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 struct symbolizer;
+struct tally;
 
 enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
 
@@ -89,6 +90,13 @@ struct m_violation {
 	uint32_t kind, tid;
 };
 
+/* A WARNING: subject past limit by amount (proto/wire.h, PROTO_WARNINGS). */
+struct m_warning {
+	uint64_t subject, limit;
+	int64_t amount, ts;
+	uint32_t kind, tid;
+};
+
 struct m_removal {
 	uint64_t gen, id;
 	uint8_t kind;
@@ -107,19 +115,22 @@ struct model_limits {
 	size_t max_entities;     /* scopes + tasks + threads + pools held */
 	size_t max_string_bytes; /* interned site strings */
 	size_t max_values;       /* scoped values per scope */
+	size_t max_owned_bytes;  /* names, value keys and values held, in bytes */
 	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
 	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
+	bool tally;              /* keep running counts for /metrics (tally.h) */
 };
 
+#define MODEL_MAX_OWNED_BYTES (64u << 20) /* names and values of one process */
 #define MODEL_VIOLATIONS 64
+#define MODEL_WARNINGS 64
 /* Ended entities kept for the retention time, at most: a fork storm ends
  * hundreds of thousands of tasks a second, and keeping them all for 5 s made
  * the task map millions strong (every lookup a cache miss) and pressed the
- * entity cap.  Past it the oldest go first.  4096 rather than 16384: in a
- * fork storm the expiry of an entity that many ends ago is a cache miss on
- * it and its map slot; bench_agent measured the daemon's CPU per fork at
- * 222 ns with 4096 against 320 with 16384 (medians of 4 interleaved runs). */
+ * entity cap.  Past it the oldest go first.  Not more: in a fork storm the
+ * expiry of an entity that many ends ago is a cache miss on it and its map
+ * slot (docs/perf-notes.md). */
 #define MODEL_MAX_RETAINED 4096u
 /* Call sites one process may define: far more than a program's source has
  * scope_open and scope_fork calls, few enough to bound the table (about
@@ -146,6 +157,7 @@ struct model {
 	 * neither clear nor need to repeat them (the agent does resend them). */
 	struct idmap sites;
 	uint64_t sites_refused; /* SITEs past max_sites or the string cap */
+	size_t owned_bytes;     /* names, value keys and values held (max_owned_bytes) */
 	uint64_t gen;
 	uint64_t events, lost;
 	bool complete, repaired, had_loss, in_snapshot;
@@ -155,6 +167,8 @@ struct model {
 	int32_t exit_code;
 	struct m_violation viol[MODEL_VIOLATIONS];
 	uint64_t nviol; /* total seen; the last MODEL_VIOLATIONS are kept */
+	struct m_warning warn[MODEL_WARNINGS];
+	uint64_t nwarn; /* total seen; the last MODEL_WARNINGS are kept */
 	/* Removals, for subscribers' deltas; entries at or below rm_floor are gone. */
 	bool track_removals;
 	struct m_removal *rm;
@@ -168,6 +182,7 @@ struct model {
 	struct symbolizer *sym;
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
+	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
 };
 
 void model_init(struct model *m, const struct model_limits *lim);

@@ -18,6 +18,7 @@ static const char *const roles[] = {PROTO_ROLES(NAME_OF)};
 static const char *const queues[] = {PROTO_QUEUE_KINDS(NAME_OF_PUBLIC)};
 static const char *const policies[] = {PROTO_POLICIES(NAME_OF_PUBLIC)};
 static const char *const violations[] = {PROTO_VIOLATIONS(NAME_OF)};
+static const char *const warnings[] = {PROTO_WARNINGS(NAME_OF)};
 
 #define NAME(tab, i) ((size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : NULL)
 
@@ -93,10 +94,14 @@ const char *model_scope_state_name(const struct m_scope *s)
 	return "open";
 }
 
-/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null. */
+/* A monotonic ts of the agent as realtime ms; 0 (never happened) is null,
+ * and so is a time that the peer's values take past int64 or before 1970. */
 static void time_ms(struct jbuf *b, const char *key, const struct clockref *clk, int64_t ts)
 {
-	jf_ms_if(b, key, ts != 0, ts ? ts - clk->mono + clk->real : 0);
+	int64_t since, real = 0;
+	bool ok = ts && !__builtin_sub_overflow(ts, clk->mono, &since) &&
+		  !__builtin_add_overflow(since, clk->real, &real) && real >= 0;
+	jf_ms_if(b, key, ok, real);
 }
 
 static void site(struct jbuf *b, const char *file, int32_t line, const char *func)
@@ -262,6 +267,25 @@ static void violations_json(struct jbuf *b, const struct model *m, const struct 
 	jb_arr_end(b);
 }
 
+static void warnings_json(struct jbuf *b, const struct model *m, const struct clockref *clk)
+{
+	jb_key(b, "warnings");
+	jb_arr(b);
+	uint64_t first = m->nwarn > MODEL_WARNINGS ? m->nwarn - MODEL_WARNINGS : 0;
+	for (uint64_t i = first; i < m->nwarn; i++) {
+		const struct m_warning *w = &m->warn[i % MODEL_WARNINGS];
+		jb_obj(b);
+		jf_str(b, "kind", NAME(warnings, w->kind));
+		jf_u64(b, "subject", w->subject);
+		jf_i64(b, "amount", w->amount);
+		jf_u64(b, "limit", w->limit);
+		time_ms(b, "ts_ms", clk, w->ts);
+		jf_u64(b, "tid", w->tid);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+}
+
 void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
 		  struct jbuf *b)
 {
@@ -272,6 +296,7 @@ void model_render(const struct model *m, const struct clockref *clk, int64_t now
 	for (int k = 0; k < ENT_KINDS; k++)
 		ent_array(b, &r, k, 0);
 	violations_json(b, m, clk);
+	warnings_json(b, m, clk);
 	jb_obj_end(b);
 	render_done(&r);
 }

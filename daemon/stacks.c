@@ -4,8 +4,10 @@
 
 #include "../bpf/bpfstack.h"
 #include "cmd.h"
+#include "jfield.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "procstat.h"
 #include "symbolize.h"
@@ -14,6 +16,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void reqs_proc_ended(struct daemon *d, struct proc *p);
+static void reqs_client_gone(struct daemon *d, struct client *c);
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
+/* Requests in flight point at their process and their client, and wait for
+ * the agent's replies. */
+static const struct watcher reqs_watch = {
+	.proc_ended = reqs_proc_ended,
+	.client_gone = reqs_client_gone,
+	.agent_msg = reqs_agent_msg,
+};
 
 #define MAX_THREADS PROTO_MAX_TIDS
 #define DEFAULT_FRAMES 64
@@ -92,6 +105,10 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 		t->tid = th[i].tid;
 		memcpy(t->comm, th[i].comm, sizeof t->comm);
 		t->comm[sizeof t->comm - 1] = '\0';
+		/* The target names its threads (prctl): no terminal escapes. */
+		for (char *c = t->comm; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 		t->error = th[i].error;
 		t->state = th[i].jstate;
 		t->blocked_in = th[i].blocked_in;
@@ -151,6 +168,33 @@ const struct stack_source *stacks_source(const struct stacks *s)
 	return s ? s->src : &signal_source;
 }
 
+void stacks_forget_last(struct proc *p)
+{
+	for (size_t i = 0; i < p->last.n; i++)
+		free(p->last.threads[i].frames);
+	free(p->last.threads);
+	p->last.threads = NULL;
+	p->last.n = 0;
+	p->last.source = NULL;
+}
+
+/* The threads of a finished capture become the process's last known
+ * stacks: what a post-mortem dump can still show (their frames were just
+ * resolved, so the symbolizer's cache still knows them). */
+static void keep_last(struct stack_req *r)
+{
+	struct proc *p = r->proc;
+	if (!r->captured || !r->nthreads || r->tids || p->state != PROC_LIVE)
+		return;
+	stacks_forget_last(p);
+	p->last.threads = r->threads;
+	p->last.n = r->nthreads;
+	p->last.real_ns = realtime_ns();
+	p->last.source = r->source;
+	r->threads = NULL;
+	r->nthreads = r->cap = 0;
+}
+
 static void req_free(struct stack_req *r)
 {
 	for (size_t i = 0; i < r->nthreads; i++)
@@ -170,11 +214,15 @@ static void unlink_req(struct daemon *d, struct stack_req *r)
 		}
 }
 
-/* JDK thread state of a thread as /proc sees it now. */
-static const char *proc_thread_state(pid_t pid, uint32_t tid)
+/* JDK thread state of a thread as /proc sees it now; NULL when /proc does
+ * not say.  *gone: the thread no longer exists (or is a zombie). */
+static const char *proc_thread_state(pid_t pid, uint32_t tid, bool *gone)
 {
 	struct proc_stat st;
 	int rc = pid > 0 && tid ? proc_stat_read(pid, tid, &st) : -ESRCH;
+	*gone = rc == -ENOENT || rc == -ESRCH || (rc == 0 && (st.state == 'Z' || st.state == 'X'));
+	if (*gone)
+		return "TERMINATED";
 	if (rc < 0 && rc != -EINVAL)
 		return NULL;
 	return rc == 0 && st.state == 'R' ? "RUNNABLE" : "WAITING";
@@ -222,28 +270,89 @@ static void frame_json(struct jbuf *b, uint64_t addr, const struct sym_frame *f)
  * functions inlined there first, then the one that holds the code.  Past
  * twice the physical frames, only physical frames are added, so a deep
  * recursion of inlined helpers cannot multiply a reply. */
-static void frames_json(struct daemon *d, struct jbuf *b, const struct proc *p,
-			const struct stack_thread *t)
+static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct proc *p,
+			const uint64_t *frames, uint16_t nframes)
 {
-	size_t budget = 2 * (size_t)t->nframes + SYM_MAX_INLINE, out = 0;
+	size_t budget = 2 * (size_t)nframes + SYM_MAX_INLINE, out = 0;
 	jb_key(b, "frames");
 	jb_arr(b);
-	for (uint16_t k = 0; k < t->nframes; k++) {
+	for (uint16_t k = 0; k < nframes; k++) {
 		struct sym_frame f[SYM_MAX_INLINE + 1];
 		size_t n = 1;
 		f[0] = (struct sym_frame){0};
-		if (d->sym) {
-			size_t left = (size_t)(t->nframes - k); /* physical frames still to add */
+		if (sym) {
+			size_t left = (size_t)(nframes - k); /* physical frames still to add */
 			size_t room = budget - out > left ? budget - out - left : 0;
 			size_t max = room + 1 < SYM_MAX_INLINE + 1 ? room + 1 : SYM_MAX_INLINE + 1;
-			n = sym_lookup_inline(d->sym, p->pid, p->starttime, t->frames[k], k > 0, f, max,
+			n = sym_lookup_inline(sym, p->pid, p->starttime, frames[k], k > 0, f, max,
 					      NULL);
 		}
 		for (size_t i = 0; i < n; i++)
-			frame_json(b, t->frames[k], &f[i]);
+			frame_json(b, frames[k], &f[i]);
 		out += n;
 	}
 	jb_arr_end(b);
+}
+
+void stacks_crash_json(struct jbuf *b, const struct proc *p)
+{
+	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], p->crash.tid);
+	const struct m_task *task = t && t->task ? idmap_get(&p->model.ents[ENT_TASK], t->task) : NULL;
+	jb_key(b, "crash");
+	jb_obj(b);
+	jf_u64(b, "tid", p->crash.tid);
+	jf_i64_if(b, "signal", p->exit_signal >= 0, p->exit_signal);
+	jf_id(b, "task", task ? task->id : 0);
+	jf_id(b, "scope", task ? task->scope : 0);
+	/* Resolved from the cache the handler's reply filled while the
+	 * process still lived. */
+	frames_json(p->model.sym, b, p, p->crash.frames, p->crash.nframes);
+	jb_obj_end(b);
+}
+
+static int tid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The live threads of the model that the capture did not return, each
+ * with the state /proc gives now and why it has no stack: it exited during
+ * the capture, or started after it.  So that every thread of the dump has
+ * a real state, and says what is not known. */
+static void missed_json(struct jbuf *b, const struct stack_req *r)
+{
+	const struct proc *p = r->proc;
+	const struct live_set *ls = &p->model.live[ENT_THREAD];
+	uint32_t *got = malloc((r->nthreads ? r->nthreads : 1) * sizeof *got);
+	if (!got)
+		return;
+	for (size_t i = 0; i < r->nthreads; i++)
+		got[i] = r->threads[i].tid;
+	qsort(got, r->nthreads, sizeof *got, tid_cmp);
+	for (uint32_t i = 0; i < ls->n; i++) {
+		const struct m_thread *t = ls->e[i];
+		uint32_t tid = (uint32_t)t->id;
+		if (!wanted(r, tid) || bsearch(&tid, got, r->nthreads, sizeof *got, tid_cmp))
+			continue;
+		bool gone = false;
+		const char *state = proc_thread_state(p->pid, tid, &gone);
+		jb_obj(b);
+		jf_u64(b, "tid", tid);
+		jf_str(b, "name", t->name);
+		jf_str(b, "error", gone ? "the thread exited during the capture"
+					: "the thread was not in the capture (it started after it)");
+		jf_str(b, "state", state);
+		if (gone)
+			jf_bool(b, "exited", true);
+		jf_str(b, "blocked_in", NULL);
+		jf_bool(b, "approximate", false);
+		jb_key(b, "frames");
+		jb_arr(b);
+		jb_arr_end(b);
+		jb_obj_end(b);
+	}
+	free(got);
 }
 
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
@@ -262,20 +371,50 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, thread_name(p, t));
 		jb_key(b, "error");
 		jb_str(b, t->error ? strerror(-t->error) : NULL);
+		bool gone = false;
+		const char *state = t->state ? t->state : proc_thread_state(p->pid, t->tid, &gone);
 		jb_key(b, "state");
-		jb_str(b, t->state ? t->state : proc_thread_state(p->pid, t->tid));
+		jb_str(b, state);
+		if (gone) {
+			jb_key(b, "exited");
+			jb_bool(b, true);
+		}
 		jb_key(b, "blocked_in");
 		jb_str(b, t->blocked_in);
 		jb_key(b, "approximate");
 		jb_bool(b, t->approximate);
-		frames_json(d, b, p, t);
+		frames_json(d->sym, b, p, t->frames, t->nframes);
 		jb_obj_end(b);
 	}
+	if (r->captured)
+		missed_json(b, r);
 	jb_arr_end(b);
 	jb_key(b, "capture_ns");
 	jb_i64(b, r->capture_ns);
 	jb_key(b, "max_pause_ns");
 	jb_i64(b, r->max_pause_ns);
+}
+
+/* A post-mortem dump's "last_stacks": each thread's stack as the last
+ * capture before the end found it. */
+static void last_stacks_json(struct daemon *d, struct jbuf *b, const struct proc *p)
+{
+	jb_key(b, "last_stacks");
+	jb_obj(b);
+	jf_str(b, "source", p->last.source);
+	jb_key(b, "taken_ms");
+	jb_ms(b, p->last.real_ns);
+	jb_key(b, "stacks");
+	jb_arr(b);
+	for (size_t i = 0; i < p->last.n; i++) {
+		const struct stack_thread *t = &p->last.threads[i];
+		jb_obj(b);
+		jf_u64(b, "tid", t->tid);
+		frames_json(d->sym, b, p, t->frames, t->nframes);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+	jb_obj_end(b);
 }
 
 /* Writes the reply: the stacks, and for a dump the tree of this same moment. */
@@ -287,32 +426,49 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		proc_summary_json(b, r->proc, loop_now_ns());
 		jb_key(b, "model");
 		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		/* What the tree took in while the stacks were taken. */
+		if (r->captured)
+			jf_u64(b, "events_during_capture",
+			       r->proc->model.events - r->events_at_capture);
+		if (!r->captured && r->proc->last.source)
+			last_stacks_json(d, b, r->proc);
 	}
 	stacks_json(d, b, r);
 	reply_end(c);
 }
 
 /* Answers r and lets the client's next request run. */
+static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg);
+
 static void finish(struct daemon *d, struct stack_req *r)
 {
+	char err[256];
+	int rc;
+	if (r->client && (rc = proc_check_live(r->proc, r->client->uid, err, sizeof err)) < 0) {
+		fail_req(d, r, rc == -EPERM ? "permission_denied" : "exited", err);
+		return;
+	}
 	unlink_req(d, r);
+	metrics_stack_done(d, r, true);
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
+	keep_last(r);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 static void fail_req(struct daemon *d, struct stack_req *r, const char *code, const char *msg)
 {
 	unlink_req(d, r);
+	metrics_stack_done(d, r, false);
 	struct client *c = r->client;
 	if (c)
 		reply_error(c, r->req_id, code, "%s", msg);
 	req_free(r);
 	if (c)
-		client_resume(c);
+		daemon_reply_done(d, c);
 }
 
 /* Reads "tids" and "max_frames"; false after an error reply. */
@@ -356,6 +512,12 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 	return true;
 }
 
+void stacks_attach(struct daemon *d)
+{
+	/* At start, not at the first request: a crash report comes unasked. */
+	daemon_watch(d, &reqs_watch);
+}
+
 int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 {
 	struct daemon *d = x->d;
@@ -395,10 +557,27 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		return CMD_DONE;
 	}
 	char err[256] = "";
-	int rc = src->capture(d, r, err, sizeof err);
+	/* Identity at the moment of use: the pid still the registered process,
+	 * with the viewer's credentials; again below, before the reply. */
+	int rc = proc_check_live(p, x->c->uid, err, sizeof err);
+	if (rc < 0) {
+		reply_error(x->c, x->id, rc == -EPERM ? "permission_denied" : "exited", "%s", err);
+		req_free(r);
+		return CMD_DONE;
+	}
+	r->captured = true; /* a reply that follows comes from a capture */
+	r->events_at_capture = p->model.events;
+	rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
-		write_reply(d, x->c, r);
+		int again = proc_check_live(p, x->c->uid, err, sizeof err);
+		if (again < 0) {
+			reply_error(x->c, x->id, again == -EPERM ? "permission_denied" : "exited",
+				    "%s", err);
+		} else {
+			write_reply(d, x->c, r);
+			keep_last(r);
+		}
 		req_free(r);
 		return CMD_DONE;
 	}
@@ -409,11 +588,40 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	}
 	r->next = d->reqs;
 	d->reqs = r;
+	daemon_watch(d, &reqs_watch);
 	return CMD_PENDING;
 }
 
-void stack_req_reply(struct daemon *d, const struct proto_msg *m, struct proc *p)
+/* The crashing thread's stack, sent unasked by the fatal-signal handler:
+ * kept for post-mortem dumps and resolved now, while the process's modules
+ * are still known (afterwards only the cache answers). */
+static void crash_stack(struct daemon *d, const struct proto_msg *m, struct proc *p)
 {
+	if (m->type != PROTO_STACK_REPLY || p->crash.tid)
+		return;
+	uint16_t n = m->nframes;
+	uint64_t *frames = n ? malloc(n * sizeof *frames) : NULL;
+	if (n && !frames)
+		return;
+	for (uint16_t i = 0; i < n; i++) {
+		frames[i] = proto_addr_at(m, i);
+		struct sym_frame f[SYM_MAX_INLINE + 1];
+		if (d->sym)
+			sym_lookup_inline(d->sym, p->pid, p->starttime, frames[i], i > 0, f,
+					  SYM_MAX_INLINE + 1, NULL);
+	}
+	p->crash.tid = m->tid;
+	p->crash.nframes = n;
+	p->crash.frames = frames;
+}
+
+/* A STACK_REPLY or STACK_DONE of p's agent. */
+static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
+{
+	if (m->req == 0) {
+		crash_stack(d, m, p);
+		return;
+	}
 	struct stack_req *r = d->reqs;
 	while (r && !(r->id == m->req && r->proc == p))
 		r = r->next;
@@ -457,7 +665,8 @@ void stack_reqs_housekeep(struct daemon *d, int64_t now_ns)
 	}
 }
 
-void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
+/* Fails the requests of a process whose agent went away. */
+static void reqs_proc_ended(struct daemon *d, struct proc *p)
 {
 	for (struct stack_req *r = d->reqs, *next; r; r = next) {
 		next = r->next;
@@ -471,7 +680,7 @@ void stack_reqs_proc_gone(struct daemon *d, struct proc *p)
 	}
 }
 
-void stack_reqs_client_gone(struct daemon *d, struct client *c)
+static void reqs_client_gone(struct daemon *d, struct client *c)
 {
 	for (struct stack_req *r = d->reqs; r; r = r->next)
 		if (r->client == c)

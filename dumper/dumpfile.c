@@ -1,11 +1,16 @@
 /* dumpfile.c - writes a dump to a file as the calling user: exclusive
- * creation, or a temporary file renamed over the target when overwriting. */
+ * creation, or a temporary file renamed over the target when overwriting.
+ * The directory is opened one component at a time, so that another user's
+ * symlink in a sticky world-writable directory (/tmp) is never followed,
+ * and everything after is done relative to it; only a regular file is ever
+ * replaced, and a dump never takes special mode bits from what it replaces. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,9 +28,92 @@ static int finish(int fd, const char *data, size_t len)
 	return rc;
 }
 
-static int create_new(const char *path, const char *data, size_t len, char *err, size_t errlen)
+/* Whether following the symlink name in the directory dirfd (whose status
+ * is dir) could lead where another user chose: it is in a sticky directory
+ * that others may write to, and neither we nor the directory's owner made
+ * it (the rule of the kernel's fs.protected_symlinks, kept even where that
+ * is turned off). */
+static bool foreign_link(int dirfd, const struct stat *dir, const char *name)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	struct stat ln;
+	if (fstatat(dirfd, name, &ln, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(ln.st_mode))
+		return false;
+	return (dir->st_mode & S_ISVTX) && (dir->st_mode & S_IWOTH) && ln.st_uid != geteuid() &&
+	       ln.st_uid != dir->st_uid;
+}
+
+/* Opens the directory of path one component at a time; returns its fd and
+ * points *base at the file name, or -errno with a sentence in err. */
+static int open_dir(const char *path, const char **base, char *err, size_t errlen)
+{
+	char comp[NAME_MAX + 1];
+	const char *p = path;
+	int fd = open(*p == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		goto fail;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		const char *slash = strchr(p, '/');
+		if (!slash)
+			break;
+		size_t n = (size_t)(slash - p);
+		if (n > NAME_MAX) {
+			close(fd);
+			errno = ENAMETOOLONG;
+			goto fail;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p = slash;
+		struct stat dir;
+		if (fstat(fd, &dir) < 0)
+			goto fail_close;
+		if (foreign_link(fd, &dir, comp)) {
+			snprintf(err, errlen,
+				 "refusing %s: %s is a symlink another user made in a shared sticky "
+				 "directory; write the dump elsewhere",
+				 path, comp);
+			close(fd);
+			return -EPERM;
+		}
+		int next = openat(fd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (next < 0)
+			goto fail_close;
+		close(fd);
+		fd = next;
+	}
+	if (!*p) {
+		close(fd);
+		snprintf(err, errlen, "%s names a directory, not a file", path);
+		return -EISDIR;
+	}
+	*base = p;
+	return fd;
+fail_close: {
+	int e = errno;
+	close(fd);
+	errno = e;
+}
+fail: {
+	int e = errno;
+	snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
+	return -e;
+}
+}
+
+/* The mode of a new dump: 0644 less the umask. */
+static mode_t plain_mode(void)
+{
+	mode_t mask = umask(022);
+	umask(mask);
+	return 0644 & ~mask;
+}
+
+static int create_new(int dirfd, const char *base, const char *path, const char *data, size_t len,
+		      char *err, size_t errlen)
+{
+	int fd = openat(dirfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
 		if (e == EEXIST)
@@ -36,37 +124,58 @@ static int create_new(const char *path, const char *data, size_t len, char *err,
 	}
 	int rc = finish(fd, data, len);
 	if (rc < 0) {
-		unlink(path);
+		unlinkat(dirfd, base, 0);
 		snprintf(err, errlen, "writing %s failed: %s", path, strerror(-rc));
 	}
 	return rc;
 }
 
-static int replace(const char *path, const char *data, size_t len, char *err, size_t errlen)
+static int replace(int dirfd, const char *base, const char *path, const char *data, size_t len,
+		   char *err, size_t errlen)
 {
-	char tmp[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	int dirlen = slash ? (int)(slash - path) + 1 : 0;
-	if (snprintf(tmp, sizeof tmp, "%.*s.%s.XXXXXX", dirlen, path, slash ? slash + 1 : path) >=
-	    (int)sizeof tmp) {
-		snprintf(err, errlen, "path too long: %s", path);
-		return -ENAMETOOLONG;
+	/* As jcmd: only a regular file is replaced; a device, FIFO, socket or
+	 * directory (or a symlink to one) is left alone and refused. */
+	struct stat st, target;
+	bool exists = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (exists && (!S_ISLNK(st.st_mode) ? !S_ISREG(st.st_mode)
+					    : fstatat(dirfd, base, &target, 0) == 0 &&
+						      !S_ISREG(target.st_mode))) {
+		snprintf(err, errlen, "refusing to overwrite %s: it is not a regular file", path);
+		return -EPERM;
 	}
-	int fd = mkostemp(tmp, O_CLOEXEC);
+	/* The permission bits of a regular file of ours that it replaces,
+	 * never its set-id, sticky or execute bits; else a plain new file. */
+	mode_t mode = plain_mode();
+	if (exists && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+		mode = st.st_mode & 0666;
+
+	char tmp[NAME_MAX + 1];
+	int fd = -1;
+	for (int tries = 0; fd < 0 && tries < 16; tries++) {
+		unsigned long long r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+			r = (unsigned long long)getpid() * 2654435761u + (unsigned)tries;
+		if (snprintf(tmp, sizeof tmp, ".%.200s.%012llx", base, r & 0xffffffffffffull) >=
+		    (int)sizeof tmp) {
+			snprintf(err, errlen, "path too long: %s", path);
+			return -ENAMETOOLONG;
+		}
+		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
 	if (fd < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot create a temporary file beside %s: %s", path,
 			 strerror(e));
 		return -e;
 	}
-	/* mkostemp makes it 0600; the replacement keeps the old file's mode. */
-	struct stat st;
-	fchmod(fd, stat(path, &st) == 0 ? (st.st_mode & 07777) : 0644);
+	fchmod(fd, mode);
 	int rc = finish(fd, data, len);
-	if (!rc && rename(tmp, path) < 0)
+	if (!rc && renameat(dirfd, tmp, dirfd, base) < 0)
 		rc = -errno;
 	if (rc < 0) {
-		unlink(tmp);
+		unlinkat(dirfd, tmp, 0);
 		snprintf(err, errlen, "writing %s failed: %s", path, strerror(-rc));
 	}
 	return rc;
@@ -79,6 +188,12 @@ int jdkdump_write_file(const char *path, const char *data, size_t len, bool over
 		snprintf(err, errlen, "no file name given");
 		return -EINVAL;
 	}
-	return overwrite ? replace(path, data, len, err, errlen)
-			 : create_new(path, data, len, err, errlen);
+	const char *base;
+	int dirfd = open_dir(path, &base, err, errlen);
+	if (dirfd < 0)
+		return dirfd;
+	int rc = overwrite ? replace(dirfd, base, path, data, len, err, errlen)
+			   : create_new(dirfd, base, path, data, len, err, errlen);
+	close(dirfd);
+	return rc;
 }

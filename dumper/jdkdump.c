@@ -41,6 +41,10 @@ struct placed {
 struct builder {
 	const jv *reply, *process, *model;
 	const jv *threads, *pools, *scopes, *tasks, *stacks;
+	const jv *crash; /* process.crash, or NULL */
+	const jv *last;  /* last_stacks.stacks of a post-mortem reply, or NULL */
+	struct ref *last_ref;
+	size_t nlast_ref;
 	char now_iso[40];
 	bool complete;
 
@@ -213,6 +217,7 @@ static json_t *scope_container(struct builder *b, size_t i)
 	jj_set(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
 	jj_set(c, "deadline", iso_or_null(jv_get(s, "deadline_ms")));
 	jj_set(c, "openedAt", iso_or_null(jv_get(s, "opened_ms")));
+	jj_set(c, "joinBeganAt", iso_or_null(jv_get(s, "join_began_ms")));
 	jj_set(c, "openSite", jj_site(jv_get(s, "site")));
 	jj_set(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
 	jj_set(c, "parentTask", jj_int_or_null(s, "parent_task"));
@@ -435,6 +440,13 @@ static bool tid_seen(struct builder *b, json_int_t tid)
 	return false;
 }
 
+/* The tid of the thread that crashed the process, or -1. */
+static json_int_t crash_tid(const struct builder *b)
+{
+	const jv *tid = jv_get(b->crash, "tid");
+	return jv_is_integer(tid) ? jv_integer(tid) : -1;
+}
+
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
@@ -442,10 +454,39 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
 	const jv *st = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
+	/* The thread that crashed the process: the stack its last moment left. */
+	bool crashed = crash_tid(b) == tid;
+	if (!st && crashed)
+		st = b->crash;
 	const jv *task = t ? task_of(b, t, tid) : NULL;
 	long ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
 	size_t container = 0;
 	long ctx = -1;
+	/* An owner that runs, while it joins, a subtask of its own scope is
+	 * shown where its own work is (the container of the task whose body
+	 * opened that scope, else where a thread without a task goes), with
+	 * the subtask it runs for the join beside: inside its own container
+	 * it would read as one of the scope's forked threads. */
+	const jv *helping = NULL;
+	long joins = -1;
+	const jv *owner = ts >= 0 ? jv_get(b->si[ts].j, "owner") : NULL;
+	if (jv_is_integer(owner) && jv_integer(owner) == tid && b->si[ts].container >= 0) {
+		helping = task;
+		joins = ts;
+		long pt = lookup(b->task_ref, b->ntask_ref, jv_get(b->si[ts].j, "parent_task"));
+		const jv *own = pt >= 0 ? jv_at(b->tasks, (size_t)pt) : NULL;
+		const jv *w = jv_get(own, "worker");
+		task = own && jj_str_is(own, "state", "running") && jv_is_integer(w) &&
+			       jv_integer(w) == tid
+			   ? own
+			   : NULL;
+		if (!task) { /* no parent task known: the task the thread names */
+			long k2 = lookup(b->task_ref, b->ntask_ref, jv_get(t, "task"));
+			const jv *named = k2 >= 0 ? jv_at(b->tasks, (size_t)k2) : NULL;
+			task = named != helping ? named : NULL;
+		}
+		ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
+	}
 
 	if (ts >= 0 && b->si[ts].container >= 0) {
 		container = (size_t)b->si[ts].container;
@@ -469,8 +510,15 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	jj_set(th, "name", jj_string_new(name));
 	/* A thread gone with its process (post-mortem) or on its own has no
 	 * stack, and the JDK has a state for it. */
-	bool gone = !st && (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
-	jj_set(th, "state", json_string(gone ? "TERMINATED" : jj_thread_state(st)));
+	bool gone = (!st || crashed) &&
+		    (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
+	const char *state = gone ? "TERMINATED" : jj_thread_state(st);
+	/* Only JDK states: what we do not know goes beside, not into it. */
+	jj_set(th, "state", json_string(state ? state : "RUNNABLE"));
+	if (!state)
+		jj_set(th, "stateKnown", json_false());
+	if (jv_is_true(jv_get(st, "exited")))
+		jj_set(th, "exitedDuringCapture", json_true());
 	json_t *inlined = NULL;
 	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
 	/* Beside the JDK's strings: which frames are inlined into the next. */
@@ -479,7 +527,26 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	else
 		json_decref(inlined);
 	jj_set(th, "role", jj_enum_or_null(t, "role", jj_roles));
-	jj_set(th, "task", task ? jj_task(task) : json_null());
+	json_t *tj = task ? jj_task(task) : json_null();
+	if (task && crashed)
+		jj_set(tj, "crashed", json_true());
+	jj_set(th, "task", tj);
+	if (crashed)
+		jj_set(th, "crashed", json_true());
+	/* Gone: its stack as the last capture before the end found it. */
+	long lk = gone && !crashed ? find(b->last_ref, b->nlast_ref, tid) : -1;
+	if (lk >= 0)
+		jj_set(th, "lastStack",
+		       jj_stack(jv_at(b->last, (size_t)lk), JDKDUMP_MAX_FRAMES, b->frames, NULL));
+	if (helping) {
+		const char *jc = cname(b, b->si[joins].container);
+		json_t *h = jj_task(helping);
+		jj_set(h, "container", json_string(jc));
+		jj_set(th, "joins", json_string(jc));
+		jj_set(th, "runsWhileJoining", h);
+		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
+		       jj_int_or_null(helping, "id"));
+	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
 	if (jv_is_true(jv_get(st, "approximate")))
@@ -487,6 +554,8 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (!st)
 		jj_set(th, "stackError",
 		       json_string(gone ? "the thread has exited" : "no stack captured"));
+	else if (crashed && st == b->crash && !jv_size(jj_array(st, "frames")))
+		jj_set(th, "stackError", json_string("the crash handler could not unwind"));
 	else if (jj_str(st, "error"))
 		jj_set(th, "stackError", jj_str_or_null(st, "error"));
 	return place(b, container, tid, th);
@@ -563,14 +632,62 @@ static json_t *duration_or_null(const jv *obj, const char *key)
 	return jv_is_integer(v) && jv_integer(v) >= 0 ? json_integer(jv_integer(v)) : json_null();
 }
 
+/* What crashed the process: the thread, the signal, the task it ran and
+ * that task's scope (its container), the exit cause, and the stack. */
+static json_t *crash_json(struct builder *b)
+{
+	json_t *c = json_object();
+	const jv *sig = jv_get(b->crash, "signal");
+	json_int_t tid = crash_tid(b);
+	jj_set(c, "tid", tid >= 0 ? json_integer(tid) : json_null());
+	jj_set(c, "signal", jv_is_integer(sig) ? json_integer(jv_integer(sig)) : json_null());
+	jj_set(c, "signalName", jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
+	jj_set(c, "exitCause", jj_str_or_null(b->process, "exit_cause"));
+	jj_set(c, "task", jj_int_or_null(b->crash, "task"));
+	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));
+	jj_set(c, "container", s >= 0 && b->si[s].container >= 0
+				       ? json_string(cname(b, b->si[s].container))
+				       : json_null());
+	json_t *inlined = NULL;
+	jj_set(c, "stack", jj_stack(b->crash, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
+	if (json_array_size(inlined))
+		jj_set(c, "inlinedFrames", inlined);
+	else
+		json_decref(inlined);
+	return c;
+}
+
+/* Whether v reads as a version: numbers joined by dots, then optionally
+ * "-" or "+" and letters, digits, dots, "-" or "+" ("0.1.0", "1.2.3-rc1"). */
+static bool version_ok(const char *v)
+{
+	size_t i = 0;
+	for (;;) {
+		size_t d = strspn(v + i, "0123456789");
+		if (!d)
+			return false;
+		i += d;
+		if (v[i] != '.')
+			break;
+		i++;
+	}
+	if (v[i] == '-' || v[i] == '+') {
+		const char *rest = v + i + 1;
+		return *rest && strspn(rest, "0123456789abcdefghijklmnopqrstuvwxyz"
+					     "ABCDEFGHIJKLMNOPQRSTUVWXYZ.-+") == strlen(rest);
+	}
+	return v[i] == '\0';
+}
+
 static json_t *assemble(struct builder *b)
 {
 	const jv *pid = jv_get(b->process, "pid");
 	const jv *lost = jv_get(b->process, "lost");
-	char rv[JDKDUMP_MAX_STR + 1], ver[JDKDUMP_MAX_STR + 16];
-	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "unknown");
-	snprintf(ver, sizeof ver, "libscope %s", rv);
+	char rv[JDKDUMP_MAX_STR + 1];
+	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "");
 
+	/* Before the containers move: it names one. */
+	json_t *crash = b->crash ? crash_json(b) : NULL;
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < b->ncont; i++) {
 		jj_append(arr, b->containers[i]);
@@ -580,20 +697,33 @@ static json_t *assemble(struct builder *b)
 	if (!td || !arr) {
 		json_decref(td);
 		json_decref(arr);
+		json_decref(crash);
 		return NULL;
 	}
 	jj_set(td, "formatVersion", json_integer(2));
 	jj_set(td, "processId", json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
 	jj_set(td, "time", json_string(b->now_iso));
-	jj_set(td, "runtimeVersion", jj_string_new(ver));
+	/* A version where readers expect one; the runtime's name beside it. */
+	jj_set(td, "runtimeVersion", json_string(version_ok(rv) ? rv : "0"));
 	jj_set(td, "threadContainers", arr);
+	jj_set(td, "runtimeName", json_string("libscope"));
 	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
 	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
+	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
 	jj_set(td, "complete", json_boolean(b->complete));
+	if (crash)
+		jj_set(td, "crash", crash);
 	jj_set(td, "eventsLost",
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
 	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
+	if (b->last && jv_is_number(taken))
+		jj_set(td, "lastStacksAt", iso_or_null(taken));
+	/* Whether tree and stacks are of one moment; if not, by how much. */
+	const jv *moved = jv_get(b->reply, "events_during_capture");
+	if (jv_is_integer(moved) && jv_integer(moved) >= 0)
+		jj_set(td, "eventsDuringCapture", json_integer(jv_integer(moved)));
 	jj_set(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);
 }
@@ -612,6 +742,7 @@ static void builder_free(struct builder *b)
 	free(b->task_ref);
 	free(b->pool_ref);
 	free(b->stack_ref);
+	free(b->last_ref);
 	free(b->worker_ref);
 	free(b->owner_ref);
 	json_decref(b->names);
@@ -634,6 +765,8 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.scopes = jj_array(b.model, "scopes");
 	b.tasks = jj_array(b.model, "tasks");
 	b.stacks = jj_array(reply, "stacks");
+	b.crash = jv_is_object(jv_get(b.process, "crash")) ? jv_get(b.process, "crash") : NULL;
+	b.last = jj_array(jv_get(reply, "last_stacks"), "stacks");
 
 	const jv *now = jv_get(b.model, "now_ms");
 	struct timespec ts;
@@ -653,9 +786,11 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.task_ref = index_by(b.tasks, "id", &b.ntask_ref);
 	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
+	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
 
 	json_t *out = NULL;
 	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
+	    b.last_ref &&
 	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
 	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
 	    add_threads(&b) == 0) {

@@ -2,6 +2,7 @@
  * sites, frames, tasks and pools used by the dump builder. */
 #include "jdkjson.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -204,6 +205,26 @@ json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allow
 	return json_null();
 }
 
+json_t *jj_string_or_null(const char *s)
+{
+	return s ? jj_string_new(s) : json_null();
+}
+
+const char *jj_signal_name(long long sig)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},
+		     {SIGILL, "SIGILL"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+		     {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},   {SIGTRAP, "SIGTRAP"},
+		     {SIGSYS, "SIGSYS"},   {SIGQUIT, "SIGQUIT"}, {SIGHUP, "SIGHUP"}};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	return NULL;
+}
+
 json_t *jj_int_or_null(const jv *obj, const char *key)
 {
 	const jv *v = jv_get(obj, key);
@@ -258,10 +279,12 @@ json_t *jj_values(const jv *values)
 const char *jj_thread_state(const jv *stack)
 {
 	const char *s = jj_str(stack, "state");
+	if (jv_is_true(jv_get(stack, "exited")))
+		return "TERMINATED";
 	for (size_t i = 0; s && i < sizeof jdk_states / sizeof *jdk_states; i++)
 		if (strcmp(s, jdk_states[i]) == 0)
 			return jdk_states[i];
-	return "UNKNOWN";
+	return NULL;
 }
 
 static json_t *frame_string(const jv *f)
@@ -340,6 +363,11 @@ json_t *jj_task(const jv *task)
 	jj_set(t, "forkedAt",
 	       jv_is_number(forked)
 		   ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
+		   : json_null());
+	const jv *started = jv_get(task, "started_ms");
+	jj_set(t, "startedAt",
+	       jv_is_number(started)
+		   ? json_string(jdkdump_iso_time(jv_number(started), iso, sizeof iso))
 		   : json_null());
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))

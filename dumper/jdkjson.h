@@ -50,6 +50,10 @@ extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cance
 
 /* New JSON integer of member key, or null when it is not an integer. */
 json_t *jj_int_or_null(const jv *obj, const char *key);
+/* s as a string (cut and made UTF-8 as jj_string_new does), or null. */
+json_t *jj_string_or_null(const char *s);
+/* "SIGSEGV" for 11 and so on for the signals that end processes; NULL for others. */
+const char *jj_signal_name(long long sig);
 
 /* "func (file:line)" for a site {file,line,func}, or null. */
 json_t *jj_site(const jv *site);
@@ -57,8 +61,8 @@ json_t *jj_site(const jv *site);
 /* A new object holding the string-valued members of values (capped). */
 json_t *jj_values(const jv *values);
 
-/* The JDK state of a thread stack entry ("WAITING"...), "UNKNOWN" without
- * one.  Static string. */
+/* The JDK state of a thread stack entry ("WAITING"...; "TERMINATED" for a
+ * thread that exited during the capture), NULL when the entry gives none. */
 const char *jj_thread_state(const jv *stack);
 
 /* The frames of a stack entry as JDK frame strings, top first, at most max:
@@ -70,7 +74,7 @@ const char *jj_thread_state(const jv *stack);
  * into the frame after them. */
 json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined);
 
-/* {"id","state","function","forkSite","forkedAt"} of a model task. */
+/* {"id","state","function","forkSite","forkedAt","startedAt"} of a model task. */
 json_t *jj_task(const jv *task);
 
 /* The statistics block of a model pool. */

@@ -26,7 +26,8 @@ static void header(FILE *out, const json_t *td)
 	if (jt_str(td, "processName"))
 		fprintf(out, " (%s)", jt_str(td, "processName"));
 	fprintf(out, " at %s\n", str_or(td, "time", "?"));
-	fprintf(out, "%s, stacks from %s", str_or(td, "runtimeVersion", "libscope ?"),
+	fprintf(out, "%s %s, stacks from %s", str_or(td, "runtimeName", "libscope"),
+		str_or(td, "runtimeVersion", "?"),
 		str_or(td, "stackSource", "nowhere"));
 	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, ", process exited (post-mortem)");
@@ -34,7 +35,60 @@ static void header(FILE *out, const json_t *td)
 		fprintf(out, ", INCOMPLETE");
 	if (json_is_integer(lost) && json_integer_value(lost) > 0)
 		fprintf(out, ", %lld events lost", (long long)json_integer_value(lost));
+	const json_t *moved = json_object_get(td, "eventsDuringCapture");
+	if (json_is_integer(moved) && json_integer_value(moved) > 0)
+		fprintf(out, ", tree %lld events newer than the stacks",
+			(long long)json_integer_value(moved));
 	fputc('\n', out);
+}
+
+/* The frames of t's "stack", each marked when it is inlined. */
+static void print_stack(FILE *out, const json_t *t, int ind)
+{
+	const json_t *stack = jt_array(t, "stack");
+	const json_t *inl = jt_array(t, "inlinedFrames");
+	size_t next_inl = 0; /* inlinedFrames is in increasing order */
+	for (size_t i = 0; i < json_array_size(stack); i++) {
+		const char *f = json_string_value(json_array_get(stack, i));
+		bool inlined = false;
+		while (next_inl < json_array_size(inl)) {
+			const json_t *at = json_array_get(inl, next_inl);
+			json_int_t k = json_is_integer(at) ? json_integer_value(at) : -1;
+			if (k > (json_int_t)i)
+				break;
+			next_inl++;
+			inlined = inlined || k == (json_int_t)i;
+		}
+		if (f)
+			fprintf(out, "%*s    at %s%s\n", ind, "", f, inlined ? " (inlined)" : "");
+	}
+}
+
+/* The "crashed" section: what ended the process, and the stack it ended in. */
+static void crashed(FILE *out, const json_t *td)
+{
+	const json_t *c = json_object_get(td, "crash");
+	const json_t *tid = json_object_get(c, "tid"), *sig = json_object_get(c, "signal");
+	const json_t *task = json_object_get(c, "task"), *code = json_object_get(c, "siCode");
+	if (!json_is_object(c))
+		return;
+	fprintf(out, "\nCRASHED: thread #%lld", json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL);
+	if (jt_str(c, "signalName"))
+		fprintf(out, ", %s", jt_str(c, "signalName"));
+	else if (json_is_integer(sig))
+		fprintf(out, ", signal %lld", (long long)json_integer_value(sig));
+	if (jt_str(c, "siCodeName"))
+		fprintf(out, " (%s)", jt_str(c, "siCodeName"));
+	else if (json_is_integer(code))
+		fprintf(out, " (si_code %lld)", (long long)json_integer_value(code));
+	if (jt_str(c, "faultAddress"))
+		fprintf(out, " at address %s", jt_str(c, "faultAddress"));
+	if (json_is_integer(task))
+		fprintf(out, ", running task %lld", (long long)json_integer_value(task));
+	if (jt_str(c, "container"))
+		fprintf(out, " of %s", jt_str(c, "container"));
+	fputc('\n', out);
+	print_stack(out, c, 0);
 }
 
 static void print_values(FILE *out, const json_t *values)
@@ -84,19 +138,35 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 {
 	const json_t *tid = json_object_get(t, "tid");
-	fprintf(out, "%*s#%lld \"%s\" %s\n", ind, "",
+	const char *note = json_is_true(json_object_get(t, "crashed")) ? " (crashed)"
+			   : json_is_false(json_object_get(t, "stateKnown")) ? " (state not known)"
+			   : json_is_true(json_object_get(t, "exitedDuringCapture"))
+			       ? " (exited during the capture)"
+			       : "";
+	fprintf(out, "%*s#%lld \"%s\" %s%s\n", ind, "",
 		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL,
-		str_or(t, "name", ""), str_or(t, "state", "UNKNOWN"));
+		str_or(t, "name", ""), str_or(t, "state", "?"), note);
+	const json_t *help = json_object_get(t, "runsWhileJoining");
+	if (jt_str(t, "joins")) {
+		const json_t *hid = json_object_get(help, "id");
+		const char *hfn = jt_str(help, "function");
+		fprintf(out, "%*s  joins %s, running its task %lld%s%s%s meanwhile\n", ind, "",
+			jt_str(t, "joins"),
+			json_is_integer(hid) ? (long long)json_integer_value(hid) : -1LL,
+			hfn ? " " : "", hfn ? hfn : "", hfn ? "()" : "");
+	}
 	if (flags & TEXTDUMP_EXTENDED) {
 		const json_t *task = json_object_get(t, "task");
 		const json_t *id = json_object_get(task, "id");
 		const char *fn = jt_str(task, "function");
 		if (json_is_object(task))
-			fprintf(out, "%*s  task %lld%s%s%s %s, forked at %s by %s\n", ind, "",
+			fprintf(out, "%*s  task %lld%s%s%s %s%s, forked at %s by %s\n", ind, "",
 				json_is_integer(id) ? (long long)json_integer_value(id) : -1LL,
 				fn ? " " : "", fn ? fn : "", fn ? "()" : "",
-				str_or(task, "state", "?"), str_or(task, "forkedAt", "?"),
-				str_or(task, "forkSite", "?"));
+				str_or(task, "state", "?"),
+				json_is_true(json_object_get(task, "crashed")) ? " when the process crashed"
+									       : "",
+				str_or(task, "forkedAt", "?"), str_or(task, "forkSite", "?"));
 		if (json_object_size(json_object_get(t, "scopedValues"))) {
 			fprintf(out, "%*s  scoped values: ", ind, "");
 			print_values(out, json_object_get(t, "scopedValues"));
@@ -111,23 +181,13 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (json_is_true(json_object_get(t, "approximate")))
 			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
 	}
-	const json_t *stack = jt_array(t, "stack");
-	const json_t *inl = jt_array(t, "inlinedFrames");
-	size_t next_inl = 0; /* inlinedFrames is in increasing order */
-	for (size_t i = 0; i < json_array_size(stack); i++) {
-		const char *f = json_string_value(json_array_get(stack, i));
-		bool inlined = false;
-		while (next_inl < json_array_size(inl)) {
-			const json_t *at = json_array_get(inl, next_inl);
-			json_int_t k = json_is_integer(at) ? json_integer_value(at) : -1;
-			if (k > (json_int_t)i)
-				break;
-			next_inl++;
-			inlined = inlined || k == (json_int_t)i;
-		}
-		if (f)
-			fprintf(out, "%*s    at %s%s\n", ind, "", f, inlined ? " (inlined)" : "");
-	}
+	print_stack(out, t, ind);
+	const json_t *last = jt_array(t, "lastStack");
+	if (json_array_size(last))
+		fprintf(out, "%*s  - last known stack:\n", ind, "");
+	for (size_t i = 0; i < json_array_size(last); i++)
+		if (json_is_string(json_array_get(last, i)))
+			fprintf(out, "%*s    at %s\n", ind, "", json_string_value(json_array_get(last, i)));
 }
 
 int textdump_write(FILE *out, const json_t *dump, unsigned flags)
@@ -141,6 +201,7 @@ int textdump_write(FILE *out, const json_t *dump, unsigned flags)
 	if (!depth)
 		return -ENOMEM;
 	header(out, td);
+	crashed(out, td);
 	for (size_t i = 0; i < n; i++) {
 		const json_t *c = json_array_get(cs, i);
 		const char *parent = jt_str(c, "parent");

@@ -51,6 +51,7 @@ enum {
 	SCOPE_ESTRUCTURE = -(SCOPE_EBASE + 5), /* structure violation (see scope_close) */
 	SCOPE_EJOINED = -(SCOPE_EBASE + 6),    /* second join, or fork after join */
 	SCOPE_ESHUTDOWN = -(SCOPE_EBASE + 7),  /* the pool is shut down */
+	SCOPE_EEXITED = -(SCOPE_EBASE + 8),    /* the subtask's thread exited (pthread_exit) */
 };
 
 /* Message for any value returned by this library (negative errno included).
@@ -132,7 +133,9 @@ struct scope_config {
  * Scopes.
  */
 
-/* Opens a scope owned by the calling thread.  Its parent is the innermost
+/* Opens a scope owned by the calling thread, in the task it runs: a subtask
+ * that runs on the owner's thread (caller-runs, or run by its joiner) is not
+ * the owner, and gets -EPERM from fork, join, close and bind.  Its parent is the innermost
  * scope open on this thread or, on a worker running a subtask, the scope
  * that forked it.  cfg may be NULL for all defaults.  On success *out is a
  * new scope that must be closed with scope_close() by the same thread.
@@ -153,12 +156,20 @@ SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t
 #define scope_fork(scope, fn, arg, out)                                                  \
 	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
 
-/* Waits as the joiner says.  Returns 0; SCOPE_EFAILED (a subtask failed:
+/* Waits as the joiner says.  An all-successful or await-all joiner runs its
+ * scope's still-queued subtasks itself rather than wait: its join then
+ * returns when that subtask returns, so a subtask that never reaches a
+ * cancellation point delays such a join past a failure, deadline or
+ * cancel.  Any-successful, until and custom joiners never do: their join
+ * returns as soon as they decide, whatever the subtasks do.
+ * Returns 0; SCOPE_EFAILED (a subtask failed:
  * scope_failure() tells which and why); SCOPE_ENOFORKS (any-successful with
  * no forks); -ETIMEDOUT (the scope's deadline passed; the scope is
  * cancelled); -ECANCELED (an enclosing scope was cancelled, or scope_cancel
- * was called); -EPERM (not the owner); SCOPE_EJOINED (second join); or what a
- * custom joiner's result() returns.  Only the owner may join, once. */
+ * was called); -EPERM (not the owner: another thread, or a subtask of this
+ * scope running on the owner's thread, which never waits for itself);
+ * SCOPE_EJOINED (second join); or what a custom joiner's result() returns.
+ * Only the owner may join, once. */
 SCOPE_API int scope_join(scope_t *scope);
 
 /* Cancels whatever still runs, waits for every subtask, and frees the scope
@@ -247,7 +258,8 @@ typedef enum scope_policy {
 	SCOPE_POLICY_CALLER_RUNS,     /* the forking thread runs the task itself */
 	SCOPE_POLICY_DISCARD,         /* the task ends FAILED with SCOPE_EDISCARDED */
 	SCOPE_POLICY_DISCARD_OLDEST,  /* the oldest queued task is discarded instead */
-	SCOPE_POLICY_BLOCK,           /* the forker waits for room (cancellable) */
+	SCOPE_POLICY_BLOCK,           /* the forker waits for room (cancellable); a
+				       * worker waiting lends its place */
 } scope_policy_t;
 
 /* Hooks of a pool; all optional, all run on the named thread. */
@@ -285,13 +297,20 @@ struct scope_pool_stats {
 	size_t queued;       /* tasks waiting */
 	uint64_t completed;  /* tasks finished */
 	uint64_t rejected;   /* tasks refused or discarded */
+	/* Workers parked in a join, a close or a BLOCK fork (in the default
+	 * pool: in any runtime wait) lend their place: other workers may run
+	 * meanwhile, so size may exceed max_size by up to lent. */
+	unsigned lent;		/* workers parked with their place lent, now */
+	uint64_t compensations; /* threads ever started to stand in for them */
 };
 
 /* Creates a pool.  *out is new; release with scope_pool_destroy().
  * Errors: -EINVAL, -ENOMEM, or the thread factory's error (prestart). */
 SCOPE_API int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg);
 
-/* Stops accepting work; queued and running tasks finish.  Idempotent. */
+/* Stops accepting work; queued and running tasks finish.  Idempotent.
+ * -EBUSY (nothing done) for the default pool, which the whole process
+ * shares. */
 SCOPE_API int scope_pool_shutdown(scope_pool_t *pool);
 
 /* Shuts down, waits for every worker to exit, frees.  -EBUSY (nothing done)
@@ -302,7 +321,9 @@ SCOPE_API int scope_pool_stats(const scope_pool_t *pool, struct scope_pool_stats
 SCOPE_API int scope_pool_set_size(scope_pool_t *pool, unsigned core_size, unsigned max_size);
 SCOPE_API const char *scope_pool_name(const scope_pool_t *pool); /* borrowed */
 
-/* The shared default pool (created on first use; borrowed, lives until exit). */
+/* The shared default pool (created on first use; borrowed, lives until
+ * exit): Ncpu threads, an unbounded queue (fork never blocks), and a worker
+ * parked in any runtime wait (join, close, sleep, fd wait) lends its place. */
 SCOPE_API scope_pool_t *scope_pool_default(void);
 
 /* N = Ncpu x Ucpu x (1 + W/C), at least 1.  utilization in (0,1];

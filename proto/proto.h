@@ -60,6 +60,7 @@ enum proto_type { PROTO_MESSAGES(PROTO_TYPE_ENUM) };
 #define PROTO_E_VIOL(N, v, s) PROTO_VALUE_ENUM(PROTO_VIOL_, N, v)
 #define PROTO_E_ROLE(N, v, s) PROTO_VALUE_ENUM(PROTO_ROLE_, N, v)
 #define PROTO_E_EXIT(N, v, s) PROTO_VALUE_ENUM(PROTO_EXIT_, N, v)
+#define PROTO_E_WARN(N, v, s) PROTO_VALUE_ENUM(PROTO_WARN_, N, v)
 #define PROTO_E_JOINER(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_JOINER_, N, v)
 #define PROTO_E_QUEUE(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_QUEUE_, N, v)
 #define PROTO_E_POLICY(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_POLICY_, N, v)
@@ -68,6 +69,7 @@ enum proto_cancel_reason { PROTO_CANCEL_REASONS(PROTO_E_CANCEL) };
 enum proto_violation { PROTO_VIOLATIONS(PROTO_E_VIOL) };
 enum proto_role { PROTO_ROLES(PROTO_E_ROLE) };
 enum proto_exit_how { PROTO_EXIT_HOWS(PROTO_E_EXIT) };
+enum proto_warning { PROTO_WARNINGS(PROTO_E_WARN) };
 enum proto_joiner { PROTO_JOINERS(PROTO_E_JOINER) };
 enum proto_queue_kind { PROTO_QUEUE_KINDS(PROTO_E_QUEUE) };
 enum proto_policy { PROTO_POLICIES(PROTO_E_POLICY) };
@@ -165,6 +167,8 @@ struct proto_msg {
 	uint64_t scope, parent, parent_task, task, pool_id, fn;
 	int64_t deadline, result, error, end_ts;
 	uint32_t joiner, reason, state, role, kind, how;
+	uint64_t subject, limit; /* WARNING */
+	int64_t amount;
 	int32_t line;
 	struct proto_str name, file, func, key, value;
 	struct proto_pool pool;

@@ -69,6 +69,7 @@
 	X(EV_TASK_RAN, task_ran, 0x0123, DERIVED, NONE)                \
 	X(EV_VIOLATION, violation, 0x0130, EVENT, NONE)                \
 	X(EV_VALUE_BIND, value_bind, 0x0131, EVENT, NONE)              \
+	X(EV_WARNING, warning, 0x0132, EVENT, NONE)                    \
 	X(EV_POOL_CREATE, pool_create, 0x0140, EVENT, NONE)            \
 	X(EV_POOL_STATS, pool_stats, 0x0141, EVENT, NONE)              \
 	X(EV_POOL_DESTROY, pool_destroy, 0x0142, EVENT, NONE)          \
@@ -169,6 +170,11 @@
 #define PROTO_STRS_violation(S)
 #define PROTO_FIELDS_value_bind(F) F(U64, scope, A)
 #define PROTO_STRS_value_bind(S) S(key, S1) S(value, S2)
+/* Something past a limit: kind is enum proto_warning, which says what
+ * subject, amount and limit are. */
+#define PROTO_FIELDS_warning(F) \
+	F(U64, subject, A) F(I64, amount, I) F(U64, limit, B) F(U32, kind, U) F(PAD32, reserved0, NA)
+#define PROTO_STRS_warning(S)
 #define PROTO_FIELDS_pool_create(F) F(U64, pool_id, A) F(POOL, pool, POOL)
 #define PROTO_STRS_pool_create(S) S(name, S1)
 #define PROTO_FIELDS_pool_stats(F) F(U64, pool_id, A) F(POOL, pool, POOL)
@@ -224,6 +230,11 @@
 	X(INNER_OPEN, 4, "inner_open")   /* closing a scope while an inner one is open */ \
 	X(THREAD_EXIT, 5, "thread_exit") /* thread exited with scopes open */          \
 	X(NO_JOIN, 6, "no_join")         /* closed with forks but without a join */
+
+/* WARNING's kind. */
+#define PROTO_WARNINGS(X)                                                        \
+	X(POOL_OVER_MAX, 1, "pool_over_max") /* subject: a pool; amount: its threads \
+					      * now; limit: its maximum size */
 
 /* THREAD_START's role. */
 #define PROTO_ROLES(X) \

@@ -39,11 +39,9 @@
 #define IN_CAP (2 * PROTO_MAX_FRAME)
 /* The largest a ring grows to.  1 MiB holds about 50 ms of the busiest
  * thread of a fork storm, more than the SHED_MS a stalled daemon gets
- * before threads only count their events.  4 MiB rings (the default
- * before shedding) held 75 MiB in the storm, and faulting them in and
- * reading them cold cost the agent more: bench_agent, 6 interleaved runs,
- * agent CPU per fork 84-100 ns against 112-139, events delivered per
- * fork 3.0-3.2 against 2.9-3.1, ring memory 19 MiB against 73-79. */
+ * before threads only count their events; larger rings held far more
+ * memory, and faulting them in and reading them cold cost the agent more
+ * than they saved (docs/perf-notes.md). */
 #define DEFAULT_RING_KB 1024
 #define AGENT_NAME "scoped-agent"
 
@@ -451,16 +449,160 @@ static int next_period(int period, size_t moved)
 	return period * 2 > IDLE_MS ? IDLE_MS : period * 2;
 }
 
+/* The state of one session's loop. */
+struct session {
+	int64_t blocked_since; /* when the socket last stopped taking bytes (0: it takes them) */
+	int64_t last_reap;
+	int shedding;          /* threads only count their events (sc_rings_shed) */
+	int stop_checked;      /* this block's look at the daemon's state is done */
+	int64_t last_stop_check;
+	int period;            /* the drain period, ms */
+	uint64_t drained_gen;  /* the flush request the last exhaustive drain covers */
+};
+
+/* Reports a loss: LOST, then a fresh snapshot. */
+static void report_loss(uint64_t dropped)
+{
+	put_ctl(PROTO_LOST, dropped, dropped - ag.lost_reported);
+	ag.lost_reported = dropped;
+	atomic_store(&ag.lost, dropped);
+	atomic_fetch_add(&ag.lost_msgs, 1);
+	send_snapshot();
+}
+
+/* The output buffer is on the socket: report a loss, or move the next
+ * batch from the rings.  Returns 1 when the loop should go round again at
+ * once (more to send), 0 when it may wait. */
+static int on_sent(struct session *s)
+{
+	/* Everything an exhaustive drain took is on the socket now. */
+	atomic_store(&ag.flush_done, s->drained_gen);
+	s->blocked_since = 0;
+	s->stop_checked = 0;
+	if (s->shedding) {
+		/* The daemon reads again; what was shed is counted in the
+		 * drops, so LOST and a snapshot follow. */
+		sc_rings_shed(0);
+		s->shedding = 0;
+	}
+	uint64_t dropped = sc_rings_drops_seen();
+	if (dropped != ag.lost_base || ag.out.overflow) {
+		report_loss(dropped);
+		return 1;
+	}
+	/* Read the flush request before the horizon: whatever was emitted
+	 * before it has a ts below the horizon. */
+	uint64_t freq = atomic_load(&ag.flush_req);
+	int64_t now = now_ns();
+	size_t n = sc_rings_drain_unless(&ag.out, BATCH_BYTES, now, ag.lost_base);
+	atomic_fetch_add(&ag.events, n);
+	if (sc_rings_drops_seen() != ag.lost_base)
+		return 1; /* to the LOST and the snapshot */
+	if (now - s->last_reap > REAP_NS) {
+		sc_rings_reap(0);
+		sc_rings_tune();
+		s->last_reap = now;
+	}
+	if (ag.out.len >= BATCH_BYTES)
+		return 1; /* more is waiting: no sleep */
+	s->drained_gen = freq;
+	if (n == 0)
+		atomic_store(&ag.flush_done, freq);
+	s->period = next_period(s->period, n);
+	return 0;
+}
+
+/* The socket takes no more bytes: free exited threads' rings after a
+ * while, and once the daemon is seen stopped or has not read for SHED_MS,
+ * let threads only count their events. */
+static void on_blocked(struct session *s)
+{
+	int64_t now = now_ns();
+	if (!s->blocked_since) {
+		s->blocked_since = now;
+		sc_rings_calm();
+	} else if (now - s->blocked_since > BLOCKED_REAP_NS) {
+		sc_rings_reap(1); /* exited threads must not pile up */
+	}
+	/* Once the socket has been blocked for STOP_CHECK_MS, one look at
+	 * whether the daemon is stopped: not for the short blocks of a daemon
+	 * that reads a batch a little later, routine in a fork storm, and at
+	 * most every STOP_CHECK_GAP_NS, since a read of /proc/PID/stat costs
+	 * far more than an event (docs/perf-notes.md). */
+	int stopped = 0;
+	if (!s->shedding && !s->stop_checked &&
+	    now - s->blocked_since >= STOP_CHECK_MS * 1000000ll) {
+		s->stop_checked = 1;
+		if (now - s->last_stop_check >= STOP_CHECK_GAP_NS) {
+			s->last_stop_check = now;
+			stopped = peer_stopped(ag.peer);
+		}
+	}
+	if (!s->shedding && (stopped || now - s->blocked_since > SHED_MS * 1000000ll)) {
+		/* A daemon that has not read for this long is stopped or
+		 * swamped: rather than fill megabytes of rings that it may
+		 * never read, threads now only count their events (a store to
+		 * a line they own, instead of a write to a ring line out of
+		 * the caches).  One that is stopped will not read at all: no
+		 * need to wait for SHED_MS.  docs/perf-notes.md has the
+		 * measurements. */
+		sc_rings_shed(1);
+		s->shedding = 1;
+		atomic_fetch_add(&ag.sheds, 1);
+		if (stopped)
+			atomic_fetch_add(&ag.sheds_stopped, 1);
+	}
+}
+
+/* Waits for the socket, a wake-up or the drain period; reads and handles
+ * what the daemon sent.  -1 when the session is over. */
+static int wait_and_read(struct session *s, uint8_t *frame)
+{
+	int pending = ag.out.sent < ag.out.len;
+	struct pollfd p[2] = {{ag.fd, (short)(POLLIN | (pending ? POLLOUT : 0)), 0},
+			      {ag.wake_fd, POLLIN, 0}};
+	int wait = !pending	     ? s->period
+		   : s->shedding     ? 100
+		   : s->stop_checked ? SHED_MS
+				     : STOP_CHECK_MS;
+	if (poll(p, 2, wait) < 0 && errno != EINTR)
+		return -1;
+	if (p[1].revents & POLLIN) {
+		uint64_t v;
+		if (read(ag.wake_fd, &v, sizeof v) < 0) {
+			/* Nothing to read after all: a spurious wake. */
+		}
+	}
+	if ((p[0].revents & POLLIN) && read_in() < 0)
+		return -1;
+	if (!(p[0].revents & POLLIN) && (p[0].revents & (POLLERR | POLLHUP)))
+		return -1;
+	/* Also what arrived with HELLO_ACK, before the loop polled. */
+	if (handle_input(frame) < 0)
+		return -1; /* a daemon that sends garbage is not one we talk to */
+	return 0;
+}
+
+/* The session is over (the daemon went away, or we were told to stop). */
+static void session_end(void)
+{
+	sc_rings_shed(0);
+	if (atomic_load(&ag.stop) && !ag.finished) {
+		/* The agent thread ends with the stop: the daemon must not keep
+		 * it as live.  Its THREAD_EXIT goes out with what the rings hold. */
+		sc_thread_agent_exit();
+		flush_all(now_ns() + FINAL_NS);
+	}
+	sc_agent_set_streaming(0);
+	atomic_store(&ag.connected, 0);
+	atomic_store(&sc_exit_fd, -1);
+}
+
 /* One connected session, until the daemon goes away or we are told to stop. */
 static void session(void)
 {
 	static uint8_t frame[PROTO_MAX_FRAME];
-	int64_t blocked_since = 0, last_reap = 0;
-	int shedding = 0;
-	int stop_checked = 0; /* this block's look at the daemon's state is done */
-	int64_t last_stop_check = 0;
-	int period = DRAIN_MS;
-	uint64_t drained_gen = atomic_load(&ag.flush_done);
+	struct session s = {.period = DRAIN_MS, .drained_gen = atomic_load(&ag.flush_done)};
 
 	atomic_store(&ag.connected, 1);
 	atomic_fetch_add(&ag.sessions, 1);
@@ -477,118 +619,15 @@ static void session(void)
 		if (fr < 0)
 			break;
 		if (fr == 1) {
-			/* Everything an exhaustive drain took is on the socket now. */
-			atomic_store(&ag.flush_done, drained_gen);
-			blocked_since = 0;
-			stop_checked = 0;
-			if (shedding) {
-				/* The daemon reads again; what was shed is counted
-				 * in the drops, so LOST and a snapshot follow. */
-				sc_rings_shed(0);
-				shedding = 0;
-			}
-			uint64_t dropped = sc_rings_drops_seen();
-			if (dropped != ag.lost_base || ag.out.overflow) {
-				put_ctl(PROTO_LOST, dropped, dropped - ag.lost_reported);
-				ag.lost_reported = dropped;
-				atomic_store(&ag.lost, dropped);
-				atomic_fetch_add(&ag.lost_msgs, 1);
-				send_snapshot();
+			if (on_sent(&s))
 				continue;
-			}
-			/* Read the flush request before the horizon: whatever was
-			 * emitted before it has a ts below the horizon. */
-			uint64_t freq = atomic_load(&ag.flush_req);
-			int64_t now = now_ns();
-			size_t n = sc_rings_drain_unless(&ag.out, BATCH_BYTES, now, ag.lost_base);
-			atomic_fetch_add(&ag.events, n);
-			if (sc_rings_drops_seen() != ag.lost_base)
-				continue; /* to the LOST and the snapshot above */
-			if (now - last_reap > REAP_NS) {
-				sc_rings_reap(0);
-				sc_rings_tune();
-				last_reap = now;
-			}
-			if (ag.out.len >= BATCH_BYTES)
-				continue; /* more is waiting: no sleep */
-			drained_gen = freq;
-			if (n == 0)
-				atomic_store(&ag.flush_done, freq);
-			period = next_period(period, n);
 		} else {
-			int64_t now = now_ns();
-			if (!blocked_since) {
-				blocked_since = now;
-				sc_rings_calm();
-			}
-			else if (now - blocked_since > BLOCKED_REAP_NS)
-				sc_rings_reap(1); /* exited threads must not pile up */
-			/* Once the socket has been blocked for STOP_CHECK_MS,
-			 * one look at whether the daemon is stopped.  Not for
-			 * the short blocks of a daemon that reads a batch a
-			 * little later, routine in a fork storm, and at most
-			 * every 50 ms: a read of /proc/PID/stat costs 10-20 us,
-			 * and one after every 2 ms of block cost the agent 8 ns
-			 * per fork there (10 interleaved runs). */
-			int stopped = 0;
-			if (!shedding && !stop_checked &&
-			    now - blocked_since >= STOP_CHECK_MS * 1000000ll) {
-				stop_checked = 1;
-				if (now - last_stop_check >= STOP_CHECK_GAP_NS) {
-					last_stop_check = now;
-					stopped = peer_stopped(ag.peer);
-				}
-			}
-			if (!shedding && (stopped || now - blocked_since > SHED_MS * 1000000ll)) {
-				/* A daemon that has not read for this long is stopped
-				 * or swamped: rather than fill megabytes of rings that
-				 * it may never read, threads now only count their
-				 * events (a store to a line they own, instead of a
-				 * write to a ring line out of the caches: with the
-				 * daemon SIGSTOPped, bench_agent's fork workload
-				 * went from 1.09-1.27 of the agent-off time to
-				 * 1.00-1.15, 3 same-day runs each).  One that is
-				 * stopped will not read at all: no need to wait
-				 * (same workload, 8 interleaved runs: 1.036 against
-				 * 1.091 after the 20 ms). */
-				sc_rings_shed(1);
-				shedding = 1;
-				atomic_fetch_add(&ag.sheds, 1);
-				if (stopped)
-					atomic_fetch_add(&ag.sheds_stopped, 1);
-			}
+			on_blocked(&s);
 		}
-
-		int pending = ag.out.sent < ag.out.len;
-		struct pollfd p[2] = {{ag.fd, (short)(POLLIN | (pending ? POLLOUT : 0)), 0},
-				      {ag.wake_fd, POLLIN, 0}};
-		int wait = !pending ? period : shedding ? 100 : stop_checked ? SHED_MS : STOP_CHECK_MS;
-		if (poll(p, 2, wait) < 0 && errno != EINTR)
+		if (wait_and_read(&s, frame) < 0)
 			break;
-		if (p[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(ag.wake_fd, &v, sizeof v) < 0) {
-				/* Nothing to read after all: a spurious wake. */
-			}
-		}
-		if ((p[0].revents & POLLIN) && read_in() < 0)
-			break;
-		if (!(p[0].revents & POLLIN) && (p[0].revents & (POLLERR | POLLHUP)))
-			break;
-		/* Also what arrived with HELLO_ACK, before this loop polled. */
-		if (handle_input(frame) < 0)
-			break; /* a daemon that sends garbage is not one we talk to */
 	}
-	sc_rings_shed(0);
-	if (atomic_load(&ag.stop) && !ag.finished) {
-		/* The agent thread ends with the stop: the daemon must not keep
-		 * it as live.  Its THREAD_EXIT goes out with what the rings hold. */
-		sc_thread_agent_exit();
-		flush_all(now_ns() + FINAL_NS);
-	}
-	sc_agent_set_streaming(0);
-	atomic_store(&ag.connected, 0);
-	atomic_store(&sc_exit_fd, -1);
+	session_end();
 }
 
 /* After the process's end was reported: wait, idle, until the process is
@@ -776,6 +815,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&kept_lock, NULL);
 	kept_n = 0;
 	atomic_store(&keeping, restart);
+	atomic_store(&sc_keep_times, restart);
 	if (restart) {
 		atomic_store(&start_on_event, 1);
 		sc_observer_set(first_event_in_child);
@@ -832,10 +872,12 @@ static int start(const char *path, int keep_name)
 		close(ag.wake_fd);
 		ag.wake_fd = -1;
 		atomic_store(&keeping, 0);
+		atomic_store(&sc_keep_times, 0);
 		return -rc;
 	}
 	ag.running = 1;
 	atomic_store(&keeping, 1);
+	atomic_store(&sc_keep_times, 1);
 	return 0;
 }
 
@@ -853,6 +895,7 @@ void sc_agent_stop(void)
 	pthread_join(ag.thread, NULL);
 	ag.running = 0;
 	atomic_store(&keeping, 0);
+	atomic_store(&sc_keep_times, 0);
 	pthread_mutex_lock(&kept_lock);
 	kept_n = 0; /* for no one now */
 	pthread_mutex_unlock(&kept_lock);

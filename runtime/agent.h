@@ -41,8 +41,35 @@ SC_HIDDEN void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t 
 /* Whether the measured kind refers to its call site by number (then set
  * e->site before sc_enc_write). */
 SC_HIDDEN int sc_enc_wants_site(const struct sc_enc *e);
-/* The same for an event kind (the hot path's, which measures nothing). */
-SC_HIDDEN int sc_enc_kind_wants_site(uint16_t kind);
+/* The same for an event kind (the hot path's, which measures nothing):
+ * whether one of its fields has the source SITE in proto/wire.h. */
+#define SC_WANTS_SITE_A 0
+#define SC_WANTS_SITE_B 0
+#define SC_WANTS_SITE_C 0
+#define SC_WANTS_SITE_D 0
+#define SC_WANTS_SITE_I 0
+#define SC_WANTS_SITE_U 0
+#define SC_WANTS_SITE_LINE 0
+#define SC_WANTS_SITE_POOL 0
+#define SC_WANTS_SITE_NA 0
+#define SC_WANTS_SITE_SITE 1
+#define SC_WANTS_SITE(kind, member, source) | SC_WANTS_SITE_##source
+#define SC_KIND_WANTS_SITE_EVENT(NAME, name) \
+	case SC_##NAME:                      \
+		return 0 PROTO_FIELDS_##name(SC_WANTS_SITE);
+#define SC_KIND_WANTS_SITE_SESSION(NAME, name)
+#define SC_KIND_WANTS_SITE_MARK(NAME, name)
+#define SC_KIND_WANTS_SITE_STACK(NAME, name)
+#define SC_KIND_WANTS_SITE_DERIVED(NAME, name)
+#define SC_KIND_WANTS_SITE(NAME, name, number, class, array) SC_KIND_WANTS_SITE_##class(NAME, name)
+static inline int sc_enc_kind_wants_site(uint16_t kind)
+{
+	switch (kind) {
+		PROTO_MESSAGES(SC_KIND_WANTS_SITE)
+	default:
+		return 0;
+	}
+}
 /* A SITE frame defining site number id: its size (slen gets the string
  * lengths), and the frame written into dst. */
 SC_HIDDEN uint32_t sc_enc_site_size(const struct sc_site *s, uint16_t slen[2]);
@@ -164,6 +191,10 @@ SC_HIDDEN int sc_stack_init(void);
 /* Answers one STACK_REQUEST: one STACK_REPLY per thread and a STACK_DONE
  * appended to out.  agent_tid is the caller's, unwound directly. */
 SC_HIDDEN void sc_stack_answer(const struct proto_msg *req, struct sc_buf *out, uint32_t agent_tid);
+/* In a signal handler: unwinds the interrupted context uctx into
+ * addr[0..max), top first, with the pre-warmed unwinder (no allocation, no
+ * lock); returns the frame count, 0 when it cannot do so safely. */
+SC_HIDDEN uint16_t sc_stack_unwind_here(void *uctx, uint64_t *addr, uint16_t max);
 
 /* ---- exit paths (agent_exit.c) ---- */
 

@@ -86,17 +86,6 @@ static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 #define SRC_SITE site
 #define SRC_S1 ev->s1
 #define SRC_S2 ev->s2
-#define WANTS_SITE_A 0
-#define WANTS_SITE_B 0
-#define WANTS_SITE_C 0
-#define WANTS_SITE_D 0
-#define WANTS_SITE_I 0
-#define WANTS_SITE_U 0
-#define WANTS_SITE_LINE 0
-#define WANTS_SITE_POOL 0
-#define WANTS_SITE_NA 0
-#define WANTS_SITE_SITE 1
-
 /* One field written at p, which moves past it. */
 #define PUT_U16(src) put16(p, (uint16_t)(SRC_##src)), p += 2;
 #define PUT_U32(src) put32(p, (uint32_t)(SRC_##src)), p += 4;
@@ -108,7 +97,6 @@ static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 #define PUT_POOL(src) p = put_pool(p, ev->pool);
 #define PUT(kind, m, src) PUT_##kind(src)
 #define PUT_S(m, src) p = put_str(p, SRC_##src, *slen++);
-#define WANTS_SITE(kind, m, src) | WANTS_SITE_##src
 
 /* enc_<name>(): the payload of one event kind after the common part. */
 #define ENC_FN_SESSION(NAME, name)
@@ -143,7 +131,7 @@ static inline void put_head(uint8_t *dst, uint32_t size, const struct sc_ev *ev,
 #define MEASURE_EVENT(NAME, name)                                               \
 	case SC_##NAME:                                                         \
 		n = PROTO_FIXED(name);                                          \
-		PROTO_STRS_##name(MEASURE_S) e->wants_site = 0 PROTO_FIELDS_##name(WANTS_SITE); \
+		PROTO_STRS_##name(MEASURE_S) e->wants_site = 0 PROTO_FIELDS_##name(SC_WANTS_SITE); \
 		break;
 #define MEASURE_SESSION(NAME, name)
 #define MEASURE_MARK(NAME, name)
@@ -229,24 +217,6 @@ void sc_enc_hot_write(const struct sc_ev *ev, uint32_t size, uint16_t slen, uint
 int sc_enc_wants_site(const struct sc_enc *e)
 {
 	return e->wants_site;
-}
-
-#define KIND_WANTS_SITE_EVENT(NAME, name) \
-	case SC_##NAME:                   \
-		return 0 PROTO_FIELDS_##name(WANTS_SITE);
-#define KIND_WANTS_SITE_SESSION(NAME, name)
-#define KIND_WANTS_SITE_MARK(NAME, name)
-#define KIND_WANTS_SITE_STACK(NAME, name)
-#define KIND_WANTS_SITE_DERIVED(NAME, name)
-#define KIND_WANTS_SITE(NAME, name, number, class, array) KIND_WANTS_SITE_##class(NAME, name)
-
-int sc_enc_kind_wants_site(uint16_t kind)
-{
-	switch (kind) {
-		PROTO_MESSAGES(KIND_WANTS_SITE)
-	default:
-		return 0;
-	}
 }
 
 /* SITE: header, u32 site, i32 line, then file and func (cut to

@@ -16,6 +16,7 @@
 
 #define FINAL_FLUSH_MS 100 /* how long exit() may wait for the last events */
 #define CLAIM_TRIES 200    /* x 100 us: how long a crash waits for the socket */
+#define CRASH_FRAMES 128   /* frames of the crashing thread sent */
 
 _Atomic int sc_exit_fd = -1;
 _Atomic int sc_sock_owner;
@@ -74,10 +75,29 @@ static size_t exit_frame(uint8_t *b, int sig)
 	return len;
 }
 
+/* The crashing thread's stack as an unsolicited STACK_REPLY (req 0), sent
+ * just before PROCESS_EXIT, which names the same thread.  Static: only the
+ * one crashing thread that owns the socket writes it. */
+static size_t crash_stack_frame(uint8_t *b, void *uctx)
+{
+	static uint64_t addr[CRASH_FRAMES];
+	uint16_t n = sc_stack_unwind_here(uctx, addr, CRASH_FRAMES);
+	uint32_t len = PROTO_HDR_SIZE + 32 + 8u * n, tid = (uint32_t)syscall(SYS_gettid);
+	uint16_t type = PROTO_STACK_REPLY, flags = 0;
+	memset(b, 0, PROTO_HDR_SIZE + 32);
+	memcpy(b, &len, 4);
+	memcpy(b + 4, &type, 2);
+	memcpy(b + 6, &flags, 2);
+	/* req 0: no request asked for it; error 0 and pause 0 */
+	memcpy(b + 16, &tid, 4);
+	memcpy(b + 32, &n, 2);
+	memcpy(b + PROTO_HDR_SIZE + 32, addr, 8u * n); /* little-endian, as the wire */
+	return len;
+}
+
 static void on_fatal_signal(int sig, siginfo_t *si, void *uctx)
 {
 	(void)si;
-	(void)uctx;
 	int saved = errno;
 	int fd = atomic_load(&sc_exit_fd);
 
@@ -99,8 +119,10 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uctx)
 		if (got) {
 			uint8_t frame[64];
 			size_t rest = atomic_load(&sc_exit_rest_len);
+			static uint8_t stack[PROTO_HDR_SIZE + 32 + 8 * CRASH_FRAMES];
 			if (rest)
 				write_all(fd, atomic_load(&sc_exit_rest), rest);
+			write_all(fd, stack, crash_stack_frame(stack, uctx));
 			write_all(fd, frame, exit_frame(frame, sig));
 		}
 	}

@@ -41,6 +41,7 @@ struct slot {
 static struct slot slots[NSLOTS];
 static _Atomic uint32_t done_seq; /* futex word: bumped by every handler */
 static uint32_t next_gen;
+static _Atomic int warmed; /* warm_up() ran: the handler's unwinding is safe */
 
 static int64_t now_ns(void)
 {
@@ -176,9 +177,19 @@ int sc_stack_init(void)
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	warm_up(); /* before any signal can come */
+	atomic_store(&warmed, 1);
 	if (sigaction(SC_SIG_STACK, &sa, NULL) < 0)
 		return -errno;
 	return 0;
+}
+
+uint16_t sc_stack_unwind_here(void *uctx, uint64_t *addr, uint16_t max)
+{
+	/* Unwarmed, libunwind could take locks or bind lazily: in a crash
+	 * handler that could hang the process instead of ending it. */
+	if (!atomic_load(&warmed) || altstack_too_small(uctx, __builtin_frame_address(0)))
+		return 0;
+	return unwind_from(uctx, addr, max);
 }
 
 static void put_reply(struct sc_buf *out, const struct proto_msg *req, uint32_t tid, int error,

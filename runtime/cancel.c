@@ -216,8 +216,16 @@ int sc_wait(const struct sc_wait *w)
 			}
 		}
 		woke = w->spin && sc_spin(t, seen, SPIN_WAIT_NS);
-		if (!woke && !(w->ctx && sc_park_word(t, seen, &w->ctx->cancelled, wake_at)))
-			(void)sc_park(t, seen, wake_at);
+		if (!woke) {
+			/* A worker parked here lends its place to the pool. */
+			bool lend = t->worker && (w->lend || sc_pool_lends_all(t->pool));
+			if (lend)
+				sc_pool_lend(t, true);
+			if (!(w->ctx && sc_park_word(t, seen, &w->ctx->cancelled, wake_at)))
+				(void)sc_park(t, seen, wake_at);
+			if (lend)
+				sc_pool_lend(t, false);
+		}
 		if (w->ctx) {
 			atomic_fetch_sub(&w->ctx->word_waiters, 1);
 			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
@@ -313,11 +321,17 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		}
 		p[0] = (struct pollfd){.fd = fd, .events = events};
 		p[1] = (struct pollfd){.fd = t->evfd, .events = POLLIN};
+		bool lend = t->worker && sc_pool_lends_all(t->pool);
+		if (lend)
+			sc_pool_lend(t, true);
 		r = ppoll(p, 2, tp, NULL);
+		int err = errno;
+		if (lend)
+			sc_pool_lend(t, false);
 		atomic_store(&t->polling, 0);
 		atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		if (r < 0 && err != EINTR)
+			return -err;
 		if (r > 0 && p[1].revents)
 			(void)!read(t->evfd, &drain, sizeof(drain));
 		if (r > 0 && p[0].revents)

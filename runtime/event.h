@@ -56,11 +56,13 @@ enum sc_ev_kind { PROTO_MESSAGES(SC_EV_KIND) };
 #define SC_E_CANCEL(N, v, s) SC_CANCEL_##N = PROTO_CANCEL_##N,
 #define SC_E_TASK(N, v, s) SC_TASK_##N = PROTO_TASK_##N,
 #define SC_E_VIOL(N, v, s) SC_VIOL_##N = PROTO_VIOL_##N,
+#define SC_E_WARN(N, v, s) SC_WARN_##N = PROTO_WARN_##N,
 enum sc_thread_role { PROTO_ROLES(SC_E_ROLE) };
 enum sc_cancel_reason { PROTO_CANCEL_REASONS(SC_E_CANCEL) };
 /* Task states as the observer sees them (finer than scope_task_state_t). */
 enum sc_task_state { PROTO_TASK_STATES(SC_E_TASK) };
 enum sc_violation { PROTO_VIOLATIONS(SC_E_VIOL) };
+enum sc_warning { PROTO_WARNINGS(SC_E_WARN) };
 
 struct sc_site {
 	const char *file;
@@ -106,8 +108,27 @@ static inline int sc_observed(void)
 	return atomic_load_explicit(&sc_observer, memory_order_relaxed) != 0;
 }
 
+/* The kernel tid of the calling thread (cached). */
+SC_HIDDEN uint32_t sc_gettid(void);
+
+/* Emits a WARNING: subject is past limit by amount (enum sc_warning says
+ * what each is; SC_WARN_POOL_OVER_MAX: a pool, its threads now, its
+ * maximum size).  Costs the one branch when nothing observes. */
+static inline void sc_emit_warning(uint32_t kind, uint64_t subject, int64_t amount, uint64_t limit)
+{
+	if (!sc_observed())
+		return;
+	struct sc_ev ev = {
+		.kind = SC_EV_WARNING, .tid = sc_gettid(), .a = subject, .b = limit, .i = amount, .u = kind};
+	sc_emit(&ev);
+}
+
 /* Installs (or with NULL removes) the observer. */
 SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
+
+/* Set by the agent while it runs, connected or not: the runtime then keeps
+ * the times of what a snapshot repeats, also while nothing observes. */
+extern _Atomic int sc_keep_times SC_HIDDEN;
 
 /* A VIOLATION emitted while nothing observes: the agent keeps the last few
  * for its next session (runtime/agent.c), since no snapshot can find them. */
@@ -128,9 +149,6 @@ SC_HIDDEN void sc_keep_violation(const struct sc_ev *ev);
  * the application runs.  Events that race with the walk may appear both in
  * the walk and in the live stream: the consumer applies them idempotently. */
 SC_HIDDEN void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx);
-
-/* The kernel tid of the calling thread (cached). */
-SC_HIDDEN uint32_t sc_gettid(void);
 
 /* Marks the calling thread as the agent's: role AGENT (reported with that
  * role in THREAD_START and in snapshots, never interrupted by cancellation),

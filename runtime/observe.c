@@ -14,6 +14,7 @@
 /* Zero-initialized (no observer): clang refuses NULL as a constant
  * initializer of an _Atomic function pointer. */
 _Atomic(sc_observer_fn) sc_observer;
+_Atomic int sc_keep_times;
 
 /* Initial-exec, like every hot thread-local of libscope: in a shared library
  * the default model makes each access a call to __tls_get_addr (every event
@@ -151,6 +152,7 @@ static void snap_thread(void *arg, struct sc_thread *t)
 	note_tid(sn, t->tid);
 	sc_ev_init(&ev, SC_EV_THREAD_START);
 	ev.snapshot = 1;
+	ev.ts = atomic_load_explicit(&t->start_ts, memory_order_relaxed);
 	ev.tid = t->tid;
 	ev.s1 = t->name;
 	ev.a = t->pool_id;
@@ -176,8 +178,10 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 	/* Inherited across fork() and never to run or end here. */
 	if (state == SC_TASK_FORKED ? task->id < task_floor : (w && !live(sn, w->tid)))
 		return;
+	/* The original times, not the walk's: 0 (never observed) is now. */
 	sc_ev_init(&ev, SC_EV_TASK_FORK);
 	ev.snapshot = 1;
+	ev.ts = atomic_load_explicit(&task->fork_ts, memory_order_relaxed);
 	ev.tid = s->owner_tid;
 	ev.a = task->id;
 	ev.b = s->id;
@@ -188,6 +192,7 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 	if (state == SC_TASK_RUNNING && w) {
 		sc_ev_init(&ev, SC_EV_TASK_START);
 		ev.snapshot = 1;
+		ev.ts = atomic_load_explicit(&task->start_ts, memory_order_relaxed);
 		ev.tid = w->tid;
 		ev.a = task->id;
 		ev.b = s->id;

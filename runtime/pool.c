@@ -10,7 +10,6 @@
 
 #define DEFAULT_KEEP_ALIVE 60000000000LL /* 60 s, as ThreadPoolExecutor's examples */
 #define DEFAULT_QUEUE_CAP 64
-#define DEFAULT_POOL_MAX 256
 #define POOL_THREADS_MAX 32768	   /* more is a mistake, not a configuration */
 #define STATS_INTERVAL 100000000LL /* at most ~10 POOL_STATS per second */
 
@@ -184,6 +183,10 @@ int scope_pool_shutdown(scope_pool_t *p)
 
 	if (!p)
 		return -EINVAL;
+	/* Shared by everything in the process: one caller must not stop
+	 * every other's forks. */
+	if (p == atomic_load(&default_pool))
+		return -EBUSY;
 	pthread_mutex_lock(&p->lock);
 	p->shutdown = true;
 	while (p->idle)
@@ -248,6 +251,8 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 	    .queued = p->queued,
 	    .completed = p->completed,
 	    .rejected = p->rejected,
+	    .lent = p->lent,
+	    .compensations = p->compensations,
 	};
 	pthread_mutex_unlock(&p->lock);
 	return 0;
@@ -267,7 +272,7 @@ int scope_pool_set_size(scope_pool_t *p, unsigned core, unsigned max)
 	/* Idle workers re-check the bounds; queued work gets new threads. */
 	while (p->idle)
 		sc_pool_wake_idle_locked(p);
-	while (p->queued > 0 && p->size < core && !p->shutdown) {
+	while (p->queued > 0 && p->size - p->lent < core && !p->shutdown) {
 		p->size++;
 		if (sc_pool_spawn_locked(p, NULL)) {
 			p->size--;
@@ -310,7 +315,12 @@ static void pools_after_fork(void)
 	for (scope_pool_t *p = pools; p; p = p->next) {
 		sc_mutex_init(&p->lock);
 		pthread_cond_init(&p->gone, NULL);
-		p->qhead = p->qtail = NULL;
+		/* The scopes' lists still link the parent's tasks: the new
+		 * generation tells them to start empty. */
+		p->inject.head = p->inject.tail = NULL;
+		p->ndeque = 0;
+		p->lent = 0;
+		p->gen++;
 		atomic_store(&p->queued, 0);
 		p->workers = p->idle = NULL;
 		p->blocked = NULL;
@@ -329,16 +339,24 @@ static scope_pool_t *default_create(void)
 {
 	struct scope_pool_config cfg = SCOPE_POOL_CONFIG_INIT;
 
-	/* A cached pool: forks hand off to an idle thread or get a new one,
-	 * so blocked subtasks never starve each other; past the maximum the
-	 * forker runs the task itself rather than failing. */
+	/* One thread per CPU and an unbounded queue, so a fork is a push and
+	 * never blocks; a worker parked in any runtime wait (join, close,
+	 * sleep, fd wait) lends its place, so blocked subtasks never starve
+	 * the queued ones. */
 	cfg.name = "scope";
 	cfg.core_size = scope_pool_size_for(1.0, 0.0);
-	cfg.max_size = DEFAULT_POOL_MAX;
-	cfg.queue = SCOPE_QUEUE_DIRECT;
-	cfg.policy = SCOPE_POLICY_CALLER_RUNS;
+	cfg.max_size = cfg.core_size;
+	cfg.queue = SCOPE_QUEUE_UNBOUNDED;
+	cfg.policy = SCOPE_POLICY_ABORT;
+	cfg.keep_alive_ns = DEFAULT_KEEP_ALIVE;
+	/* Started now, so the first forks find threads waiting rather than
+	 * each paying a thread's creation. */
+	cfg.prestart = true;
 	scope_pool_t *p;
-	return scope_pool_create(&p, &cfg) ? NULL : p;
+	if (scope_pool_create(&p, &cfg))
+		return NULL;
+	p->lend_all = true;
+	return p;
 }
 
 scope_pool_t *scope_pool_default(void)

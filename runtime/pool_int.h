@@ -1,9 +1,14 @@
 /* pool_int.h - a pool's insides, shared by its life cycle (pool.c) and
- * the work it does (pool_work.c). */
+ * the work it does (pool_work.c).  docs/scheduler.md tells the design. */
 #ifndef SC_POOL_INT_H
 #define SC_POOL_INT_H
 
 #include "rt.h"
+
+/* A list of queued tasks, linked through their qnext/qprev (pool lock). */
+struct sc_tq {
+	scope_task_t *head, *tail;
+};
 
 struct worker {
 	struct worker *next;	  /* all workers of the pool */
@@ -11,6 +16,9 @@ struct worker {
 	scope_pool_t *pool;
 	struct sc_thread *t;
 	scope_task_t *first;
+	/* Tasks this worker forked: it takes the newest itself, an idle
+	 * worker steals the oldest (pool lock). */
+	struct sc_tq deque;
 	pthread_t th;
 	unsigned n;
 	bool claimed;  /* woken for work while idle */
@@ -30,11 +38,19 @@ struct scope_pool {
 	struct scope_pool_config cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t gone;
-	scope_task_t *qhead, *qtail;
-	_Atomic size_t queued; /* written under lock; a spinning worker polls it */
+	struct sc_tq inject;   /* forks from threads that are not this pool's workers */
+	_Atomic size_t queued; /* inject + every deque; written under lock, polled by spinners */
+	size_t ndeque;	       /* of which in workers' deques */
 	struct worker *workers, *idle;
 	struct blocked *blocked;
 	unsigned size, largest, live, next_n;
+	/* Workers parked in a join, a close or a BLOCK fork (and, in a pool
+	 * that lends on every wait, a sleep or fd wait): their places are
+	 * lent, so size - lent is what counts against core and max. */
+	unsigned lent;
+	bool lend_all; /* sleeps and fd waits lend too (the default pool) */
+	uint64_t compensations; /* threads started because workers were parked */
+	uint32_t gen;		/* bumped in a fork child: older queue links are void */
 	_Atomic unsigned active; /* atomics: a task's end takes no pool lock */
 	_Atomic uint64_t completed;
 	uint64_t rejected;

@@ -10,9 +10,10 @@
 
 #include "pool_int.h"
 
-#define HELP_SCAN_MAX 256      /* queued tasks a joiner looks through for its own */
-#define SPIN_IDLE_NS 20000     /* an idle worker's wait for the next fork */
-#define SPIN_BACKOFF_NS 200000 /* no spinning for this long after a spin found nothing */
+#define SPIN_IDLE_NS 20000	/* an idle worker's wait for the next fork */
+#define SPIN_BACKOFF_NS 200000	/* no spinning for this long after a spin found nothing */
+#define POOL_HARD_MAX 32768	/* threads, compensation included */
+#define STEAL_GRACE_NS 1500	/* a spinner leaves a fresh fork to its joiner this long */
 
 static void *worker_main(void *arg);
 
@@ -62,35 +63,105 @@ int sc_pool_spawn_locked(scope_pool_t *p, scope_task_t *first)
 	return 0;
 }
 
-static void enqueue_locked(scope_pool_t *p, scope_task_t *task)
+static void tq_append(struct sc_tq *q, scope_task_t *task)
 {
 	task->qnext = NULL;
-	task->qprev = p->qtail;
-	if (p->qtail)
-		p->qtail->qnext = task;
+	task->qprev = q->tail;
+	if (q->tail)
+		q->tail->qnext = task;
 	else
-		p->qhead = task;
-	p->qtail = task;
+		q->head = task;
+	q->tail = task;
+}
+
+static void tq_remove(struct sc_tq *q, scope_task_t *task)
+{
+	if (task->qprev)
+		task->qprev->qnext = task->qnext;
+	else
+		q->head = task->qnext;
+	if (task->qnext)
+		task->qnext->qprev = task->qprev;
+	else
+		q->tail = task->qprev;
+}
+
+/* The scope's list of queued tasks, emptied first when it holds links of
+ * an earlier generation (a fork child dropped the parent's queue). */
+static void scope_list_fresh(scope_pool_t *p, scope_t *s)
+{
+	if (s->qhead && s->qhead->gen != p->gen)
+		s->qhead = s->qtail = NULL;
+}
+
+/* Queues task in home's deque (a worker of p forked it) or in the inject
+ * queue, and in its scope's list.  Caller holds p->lock. */
+static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *home)
+{
+	scope_t *s = task->scope;
+
+	tq_append(home ? &home->deque : &p->inject, task);
+	task->home = home;
+	task->gen = p->gen;
+	if (home)
+		p->ndeque++;
+	scope_list_fresh(p, s);
+	task->snext = NULL;
+	task->sprev = s->qtail;
+	if (s->qtail)
+		s->qtail->snext = task;
+	else
+		s->qhead = task;
+	s->qtail = task;
 	task->queued = true;
-	p->queued++;
+	atomic_store_explicit(&p->queued, p->queued + 1, memory_order_release);
 	atomic_fetch_add_explicit(&p->submits, 1, memory_order_relaxed);
 }
 
 static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 {
-	if (task->qprev)
-		task->qprev->qnext = task->qnext;
+	struct worker *home = task->home;
+	scope_t *s = task->scope;
+
+	tq_remove(home ? &home->deque : &p->inject, task);
+	if (home)
+		p->ndeque--;
+	if (task->sprev)
+		task->sprev->snext = task->snext;
 	else
-		p->qhead = task->qnext;
-	if (task->qnext)
-		task->qnext->qprev = task->qprev;
+		s->qhead = task->snext;
+	if (task->snext)
+		task->snext->sprev = task->sprev;
 	else
-		p->qtail = task->qprev;
+		s->qtail = task->sprev;
 	task->queued = false;
-	p->queued--;
+	atomic_store_explicit(&p->queued, p->queued - 1, memory_order_relaxed);
 	/* Room appeared: forkers blocked by the BLOCK policy try again. */
 	for (struct blocked *b = p->blocked; b; b = b->next)
 		sc_wake(b->t);
+}
+
+/* The next task for worker w (NULL: a thread that is not a worker): its
+ * own newest fork, else the oldest in another worker's deque (nested work
+ * first, so parked joiners are released before new work starts), else the
+ * oldest of the inject queue.  Caller holds p->lock. */
+static scope_task_t *pick_locked(scope_pool_t *p, struct worker *w)
+{
+	if (w && w->deque.tail)
+		return w->deque.tail;
+	if (p->ndeque)
+		for (struct worker *v = p->workers; v; v = v->next)
+			if (v->deque.head)
+				return v->deque.head;
+	return p->inject.head;
+}
+
+/* The oldest queued task anywhere (DISCARD_OLDEST's victim). */
+static scope_task_t *oldest_locked(scope_pool_t *p)
+{
+	if (p->inject.head)
+		return p->inject.head;
+	return pick_locked(p, NULL);
 }
 
 /* Takes an idle worker off the idle list; the caller wakes the thread
@@ -126,53 +197,133 @@ static bool queue_accepts(const scope_pool_t *p)
 	}
 }
 
-/* Tries to place the task as ThreadPoolExecutor.execute does: a new core
- * thread, an idle thread, the queue, a new non-core thread.  Returns 1 when
- * placed, 0 when saturated, or a negative error; *wake is set to a thread
- * the caller must wake after unlocking.  Caller holds p->lock. */
-static int place_locked(scope_pool_t *p, scope_task_t *task, struct sc_thread **wake)
+/* Threads that count against core and max: those not parked with their
+ * place lent. */
+static unsigned working(const scope_pool_t *p)
 {
-	int rc;
+	return p->size - p->lent;
+}
 
+/* Starts one more worker (first may be NULL); false when it could not. */
+static bool grow_locked(scope_pool_t *p, scope_task_t *first)
+{
+	if (p->size >= POOL_HARD_MAX)
+		return false;
+	p->size++;
+	if (sc_pool_spawn_locked(p, first) == 0)
+		return true;
+	p->size--;
+	return false;
+}
+
+/* Tries to place the task as ThreadPoolExecutor.execute does: a new core
+ * thread, a spinning or idle thread, the queue, a new non-core thread.
+ * Parked workers' lent places do not count.  Returns 1 when placed, 0 when
+ * saturated, or a negative error; *wake is set to a thread the caller must
+ * wake after unlocking.  Caller holds p->lock. */
+static int place_locked(scope_pool_t *p, scope_task_t *task, struct worker *home,
+			struct sc_thread **wake)
+{
 	if (p->shutdown)
 		return SCOPE_ESHUTDOWN;
-	if (p->size < p->cfg.core_size) {
-		p->size++;
-		rc = sc_pool_spawn_locked(p, task);
-		if (rc == 0)
-			return 1;
-		p->size--;
-	}
+	if (working(p) < p->cfg.core_size && grow_locked(p, task))
+		return 1;
 	if (p->queued < p->spinners) {
-		enqueue_locked(p, task); /* the spinning worker takes it */
+		enqueue_locked(p, task, home); /* the spinning worker takes it */
 		return 1;
 	}
 	if (p->idle) {
-		enqueue_locked(p, task);
+		enqueue_locked(p, task, home);
 		*wake = claim_idle_locked(p);
 		return 1;
 	}
 	if (queue_accepts(p)) {
-		enqueue_locked(p, task);
-		if (p->size == 0) {
-			p->size++;
-			if (sc_pool_spawn_locked(p, NULL))
-				p->size--;
-		}
+		enqueue_locked(p, task, home);
+		if (working(p) == 0)
+			(void)grow_locked(p, NULL);
 		return 1;
 	}
-	if (p->size < p->cfg.max_size) {
-		p->size++;
-		rc = sc_pool_spawn_locked(p, task);
-		if (rc == 0)
+	if (working(p) < p->cfg.max_size) {
+		if (grow_locked(p, task))
 			return 1;
-		p->size--;
-		return rc;
+		return -EAGAIN;
 	}
 	return 0;
 }
 
-static int block_for_room(scope_pool_t *p, scope_task_t *task, struct sc_thread **wake)
+/* Work is queued and a worker just parked: wake an idle one, or start one
+ * when fewer than core_size work (the parked one lent its place). */
+static void compensate_locked(scope_pool_t *p, struct sc_thread **wake)
+{
+	if (!p->queued || p->shutdown || p->spinners)
+		return;
+	if (p->idle) {
+		*wake = claim_idle_locked(p);
+		return;
+	}
+	if (working(p) < p->cfg.core_size && grow_locked(p, NULL))
+		p->compensations++;
+}
+
+void sc_pool_lend(struct sc_thread *t, bool on)
+{
+	scope_pool_t *p = t->pool;
+	struct sc_thread *wake = NULL;
+
+	if (!p || !t->worker)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (on) {
+		p->lent++;
+		compensate_locked(p, &wake);
+	} else {
+		p->lent--;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (wake)
+		sc_wake(wake);
+}
+
+void sc_pool_worker_gone(struct sc_thread *t)
+{
+	struct worker *w = t->worker;
+	scope_pool_t *p = w->pool;
+	bool last;
+
+	t->worker = NULL;
+	pthread_mutex_lock(&p->lock);
+	p->size--;
+	while (w->deque.head) {
+		scope_task_t *left = w->deque.head;
+		dequeue_locked(p, left);
+		enqueue_locked(p, left, NULL);
+	}
+	/* Nobody will join a thread that left this way: it frees itself. */
+	if (pthread_detach(pthread_self()) == 0)
+		w->detached = true;
+	if (p->queued && !p->shutdown && working(p) < p->cfg.core_size)
+		(void)grow_locked(p, NULL);
+	w->exited = true;
+	p->live--;
+	last = p->shutdown && p->size == 0 && !p->terminated;
+	if (last)
+		p->terminated = true;
+	pthread_cond_broadcast(&p->gone);
+	pthread_mutex_unlock(&p->lock);
+	if (last && p->cfg.hooks.terminated)
+		p->cfg.hooks.terminated(p->cfg.hooks.ctx, p);
+	sc_pool_stats_event(p, true);
+}
+
+bool sc_pool_lends_all(const scope_pool_t *p)
+{
+	return p->lend_all;
+}
+
+/* Waits for room (BLOCK policy).  A worker that waits here lends its place,
+ * so a pool whose every worker forks into a full queue still runs it. */
+static int block_for_room(scope_pool_t *p, scope_task_t *task, struct worker *home,
+			  struct sc_thread **wake)
 {
 	struct sc_thread *t = sc_self();
 	struct blocked me = {.t = t};
@@ -181,15 +332,18 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task, struct sc_thread 
 	for (;;) {
 		uint32_t seen = atomic_load(&t->seq);
 
-		rc = place_locked(p, task, wake);
+		rc = place_locked(p, task, home, wake);
 		if (rc != 0)
 			break;
 		me.next = p->blocked;
 		p->blocked = &me;
 		pthread_mutex_unlock(&p->lock);
 		rc = sc_check(task->scope);
-		if (!rc)
+		if (!rc) {
+			sc_pool_lend(t, true);
 			(void)sc_park(t, seen, task->scope->eff_deadline);
+			sc_pool_lend(t, false);
+		}
 		pthread_mutex_lock(&p->lock);
 		for (struct blocked **bp = &p->blocked; *bp; bp = &(*bp)->next)
 			if (*bp == &me) {
@@ -204,22 +358,24 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task, struct sc_thread 
 
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 {
+	struct sc_thread *self = sc_self_peek();
+	struct worker *home = self && self->pool == p ? self->worker : NULL;
 	scope_task_t *victim = NULL;
 	struct sc_thread *wake = NULL;
 	int rc;
 
 	pthread_mutex_lock(&p->lock);
-	rc = place_locked(p, task, &wake);
+	rc = place_locked(p, task, home, &wake);
 	if (rc == 0) {
 		switch (p->cfg.policy) {
 		case SCOPE_POLICY_BLOCK:
-			rc = block_for_room(p, task, &wake);
+			rc = block_for_room(p, task, home, &wake);
 			break;
 		case SCOPE_POLICY_DISCARD_OLDEST:
-			if (p->qhead) {
-				victim = p->qhead;
+			victim = oldest_locked(p);
+			if (victim) {
 				dequeue_locked(p, victim);
-				enqueue_locked(p, task);
+				enqueue_locked(p, task, home);
 				p->rejected++;
 				rc = 1;
 				break;
@@ -252,7 +408,7 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 
 void sc_pool_task_done(scope_pool_t *p, bool active)
 {
-	atomic_fetch_add(&p->completed, 1);
+	atomic_fetch_add_explicit(&p->completed, 1, memory_order_relaxed);
 	if (active)
 		atomic_fetch_sub(&p->active, 1);
 }
@@ -263,30 +419,17 @@ static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 	sc_pool_stats_event(p, false);
 }
 
-/* True when task belongs to s or to a scope below it. */
-static bool in_subtree(const scope_task_t *task, const scope_t *s)
-{
-	int depth = 0;
-
-	for (const scope_t *x = task->scope; x && depth < SC_MAX_DEPTH; x = x->parent, depth++)
-		if (x == s)
-			return true;
-	return false;
-}
-
 bool sc_pool_help(scope_pool_t *p, scope_t *s)
 {
 	scope_task_t *task;
-	int n = 0;
 
+	if (!atomic_load_explicit(&p->queued, memory_order_relaxed))
+		return false;
 	pthread_mutex_lock(&p->lock);
-	for (task = p->qhead; task && n < HELP_SCAN_MAX; task = task->qnext, n++)
-		if (in_subtree(task, s))
-			break;
-	if (task && n < HELP_SCAN_MAX)
+	scope_list_fresh(p, s);
+	task = s->qhead;
+	if (task)
 		dequeue_locked(p, task);
-	else
-		task = NULL;
 	pthread_mutex_unlock(&p->lock);
 	if (!task)
 		return false;
@@ -307,10 +450,8 @@ void sc_pool_reclaim(scope_pool_t *p, scope_t *s)
 	scope_task_t *mine = NULL, *task, *next;
 
 	pthread_mutex_lock(&p->lock);
-	for (task = p->qhead; task; task = next) {
-		next = task->qnext;
-		if (task->scope != s)
-			continue;
+	scope_list_fresh(p, s);
+	while ((task = s->qhead) != NULL) {
 		dequeue_locked(p, task);
 		task->qnext = mine;
 		mine = task;
@@ -322,15 +463,26 @@ void sc_pool_reclaim(scope_pool_t *p, scope_t *s)
 	}
 }
 
-/* Spins until the queue has work or forks stop coming for SPIN_IDLE_NS;
- * true when any fork came meanwhile (even one its owner ran itself). */
+/* Spins until the queue has had work for STEAL_GRACE_NS or forks stop
+ * coming for SPIN_IDLE_NS; true when any fork came meanwhile (even one its
+ * owner ran itself).  The grace leaves a task its owner is about to join
+ * to the owner, which runs it without a hand-off. */
 static bool spin_for_work(scope_pool_t *p)
 {
 	uint64_t seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
-	int64_t end = scope_now() + SPIN_IDLE_NS;
+	int64_t end = scope_now() + SPIN_IDLE_NS, since = 0;
 	bool forks = false;
 
-	for (unsigned i = 1; !atomic_load_explicit(&p->queued, memory_order_acquire); i++) {
+	for (unsigned i = 1;; i++) {
+		if (atomic_load_explicit(&p->queued, memory_order_acquire)) {
+			int64_t now = scope_now();
+			if (!since)
+				since = now;
+			else if (now - since >= STEAL_GRACE_NS)
+				return true;
+		} else {
+			since = 0;
+		}
 		sc_cpu_relax();
 		if ((i & 63) == 0) {
 			uint64_t now_seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
@@ -342,17 +494,18 @@ static bool spin_for_work(scope_pool_t *p)
 				seen = now_seen;
 				forks = true;
 				end = now + SPIN_IDLE_NS;
-			} else if (now >= end) {
+			} else if (now >= end && !since) {
 				return forks;
 			}
 		}
 	}
-	return true;
 }
 
 /* Next task for worker w, or NULL when it should exit (shutdown, shrink,
  * keep-alive).  Takes the exit decision under the lock that placement
- * uses, so a task is never left to a worker that is leaving. */
+ * uses, so a task is never left to a worker that is leaving.  A worker
+ * beyond max_size (a parked worker came back after its place was lent)
+ * leaves at once. */
 static scope_task_t *take(struct worker *w)
 {
 	scope_pool_t *p = w->pool;
@@ -361,17 +514,24 @@ static scope_task_t *take(struct worker *w)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		bool timed = p->cfg.allow_core_timeout || p->size > p->cfg.core_size;
+		bool timed = p->cfg.allow_core_timeout || working(p) > p->cfg.core_size;
 		uint32_t seen;
 		bool woke;
 
-		if (p->qhead && p->size <= p->cfg.max_size) {
-			task = p->qhead;
+		/* Past max (a parked worker came back after its place was
+		 * lent): leave now, so the pool shrinks back to its bounds. */
+		if (working(p) > p->cfg.max_size)
+			break;
+		if ((task = pick_locked(p, w)) != NULL) {
 			dequeue_locked(p, task);
 			p->active++;
+			/* More is queued and nobody else is awake to see it:
+			 * pass the word on, one worker at a time. */
+			if (p->queued && !p->spinners && p->idle)
+				sc_pool_wake_idle_locked(p);
 			break;
 		}
-		if (p->shutdown || p->size > p->cfg.max_size || (timed && timed_out))
+		if (p->shutdown || (timed && timed_out))
 			break;
 		if (!spun && p->spinners == 0 &&
 		    scope_now() - p->spin_failed_at > SPIN_BACKOFF_NS) {
@@ -411,8 +571,19 @@ static scope_task_t *take(struct worker *w)
 		}
 		timed_out = !woke && !w->claimed;
 	}
-	if (!task)
+	if (!task) {
 		p->size--;
+		/* It may have been woken for work it now leaves: pass that on. */
+		if (p->queued && !p->spinners && p->idle)
+			sc_pool_wake_idle_locked(p);
+		/* Empty by structure (a task closes its scopes before it
+		 * ends); were it not, its tasks must not leave with it. */
+		while (w->deque.head) {
+			scope_task_t *left = w->deque.head;
+			dequeue_locked(p, left);
+			enqueue_locked(p, left, NULL);
+		}
+	}
 	pthread_mutex_unlock(&p->lock);
 	return task;
 }
@@ -442,6 +613,7 @@ static void *worker_main(void *arg)
 	thread_name(name, p->name, w->n);
 	w->t = sc_thread_register(SC_ROLE_WORKER, p, name);
 	if (w->t) {
+		w->t->worker = w;
 		sc_pool_stats_event(p, true);
 		pthread_mutex_lock(&p->lock);
 		if ((task = w->first) != NULL)
@@ -460,7 +632,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&p->lock);
 		p->size--;
 		if (w->first && p->size > 0) {
-			enqueue_locked(p, w->first);
+			enqueue_locked(p, w->first, NULL);
 			sc_pool_wake_idle_locked(p);
 		} else {
 			task = w->first;
@@ -483,6 +655,11 @@ static void *worker_main(void *arg)
 		p->cfg.hooks.terminated(p->cfg.hooks.ctx, p);
 	sc_thread_unregister();
 	pthread_mutex_lock(&p->lock);
+	/* Left on its own (past max, keep-alive) while the pool lives on:
+	 * nobody may join it before the pool's next spawn, so it frees its
+	 * thread itself.  At shutdown, destroy joins it. */
+	if (!p->shutdown && !w->detached && pthread_detach(pthread_self()) == 0)
+		w->detached = true;
 	w->exited = true;
 	p->live--;
 	pthread_cond_broadcast(&p->gone);

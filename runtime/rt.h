@@ -41,8 +41,10 @@ struct sc_thread {
 	int role; /* enum sc_thread_role */
 	uint64_t pool_id;
 	scope_pool_t *pool; /* pool the thread works for, or NULL */
+	void *worker;	    /* its struct worker there */
 	pthread_t self;
 	char name[SC_THREAD_NAME];
+	_Atomic int64_t start_ts; /* scope_now() at registration, for snapshots */
 
 	/* Parking: an event count the thread sleeps on (futex) and an eventfd
 	 * it polls with scope_wait_fd.  Wakers bump seq, then wake. */
@@ -61,6 +63,8 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
+	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
 	 * (an agent started late): it installs its own at its next runtime
 	 * call (sigaltstack acts on the calling thread only). */
@@ -105,7 +109,22 @@ struct scope_task {
 	_Atomic int state;		  /* enum sc_task_state */
 	struct sc_thread *_Atomic worker; /* while running */
 	struct sc_site site;
-	scope_task_t *qnext, *qprev; /* pool queue (pool lock) */
+	/* scope_now() when the fork and the start were reported (0: not
+	 * observed then), so that a snapshot sends the original times. */
+	_Atomic int64_t fork_ts, start_ts;
+	/* While queued (the pool's lock): in the pool's inject queue or in the
+	 * deque of the worker that forked it (home), and in its scope's list,
+	 * so a joiner finds its own queued work without looking at others'. */
+	scope_task_t *qnext, *qprev;
+	scope_task_t *snext, *sprev;
+	void *home;   /* struct worker, or NULL: the inject queue */
+	/* While it runs: the frame to restore after it, and the pool that
+	 * counts the run, so a thread that exits inside it (pthread_exit)
+	 * can end it and every task it interrupted. */
+	struct sc_frame run_saved;
+	scope_pool_t *run_pool;
+	bool run_active;
+	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
 };
 
@@ -113,6 +132,10 @@ struct scope {
 	uint64_t id;
 	char name[SC_NAME_MAX];
 	struct sc_thread *owner;
+	/* The task the owner ran when it opened the scope (NULL: none): the
+	 * owner's rights are that task's, not its thread's, so a subtask run
+	 * inline on the owner's thread is not the owner. */
+	scope_task_t *owner_task;
 	uint32_t owner_tid;
 	scope_t *parent;
 	scope_task_t *parent_task;
@@ -134,11 +157,15 @@ struct scope {
 	_Atomic int stop;	  /* the joiner decided */
 	bool joined, joining;
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
-	size_t pending; /* forked, not ended */
+	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
+	/* Forked, not ended: written under lock, read without it by the
+	 * joiner's done check. */
+	_Atomic size_t pending;
 	scope_task_t **tasks;
 	size_t ntasks, cap;
 	scope_task_t *failure, *winner;
 	struct sc_thread *waiter; /* owner while it waits for tasks */
+	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
@@ -194,9 +221,13 @@ void sc_scope_close_frame(struct sc_thread *t, int viol);
 /* Runs task on the calling thread, with pool's hooks (NULL: none, as for
  * caller-runs); active says the pool counted this run as active. */
 void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active);
-void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
+/* The calling thread t exits (pthread_exit) while it runs tasks: each
+ * ends FAILED with SCOPE_EEXITED, innermost first, with the scopes they
+ * opened closed; a pool worker leaves its pool, which replaces it. */
+void sc_tasks_abandon(struct sc_thread *t);
 void sc_emit_violation(uint64_t scope, int kind, int err);
 /* In a fork child: the scopes t owns take its new tid, and lose the locks
  * and pins that threads left behind in the parent held on them.  Returns
@@ -208,6 +239,10 @@ scope_t *sc_scopes_after_fork(struct sc_thread *t);
 extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
+
+/* True when the calling context owns s: its thread, and the task that
+ * thread ran when it opened s (a subtask run inline is not the owner). */
+bool sc_owns(const scope_t *s);
 
 /* cancel.c */
 void sc_cancel(scope_t *s, int reason);
@@ -223,6 +258,7 @@ struct sc_wait {
 	int64_t deadline; /* absolute; 0: none */
 	bool spin;	  /* spin briefly before sleeping (short waits) */
 	scope_t *help;	  /* run help's queued subtasks while waiting */
+	bool lend;	  /* a pool worker parked here lends its place (join, close) */
 };
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);
@@ -231,11 +267,20 @@ void sc_interrupt_install(void);
 /* pool.c */
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task);
-/* Runs one queued task of the pool belonging to scope s or below it; false
- * when there is none.  A joiner does this rather than wait: a worker that
- * joins keeps a bounded pool from starving, and an owner joining a short
- * task saves the hand-off. */
+/* Runs the oldest queued task of scope s (its own list: O(1)); false when
+ * there is none.  An all-successful or await-all joiner does this rather
+ * than wait: it saves the hand-off, and the task runs as itself. */
 bool sc_pool_help(scope_pool_t *p, scope_t *s);
+/* The calling thread t, a worker of t->pool, parks in a wait (on) or is
+ * back (off): while parked its place is lent, and the pool starts or wakes
+ * another worker when work is queued (compensation). */
+void sc_pool_lend(struct sc_thread *t, bool on);
+/* The pool lends a parked worker's place on every runtime wait (sleeps,
+ * fd waits), not only on joins and closes. */
+bool sc_pool_lends_all(const scope_pool_t *p);
+/* Worker t is exiting without returning to its pool (pthread_exit in a
+ * task): the pool forgets it and starts another if work waits. */
+void sc_pool_worker_gone(struct sc_thread *t);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);
@@ -252,6 +297,23 @@ void sc_values_snapshot(const scope_t *s, void (*emit)(void *, const struct sc_e
 
 /* observe.c */
 void sc_ev_init(struct sc_ev *ev, int kind);
+
+/* The time to keep for an event that a snapshot repeats (scope open, task
+ * fork and start), so that a daemon that comes late, or restarts, is told
+ * the original one; 0 when no agent runs (sc_keep_times: nothing will ever
+ * ask).  Unobserved it comes from the coarse clock (a tick's precision for
+ * a tenth of the cost); observed, from scope_now(), which the observer
+ * would read anyway. */
+static inline int64_t sc_event_time(void)
+{
+	struct timespec ts;
+	if (sc_observed())
+		return scope_now();
+	if (!atomic_load_explicit(&sc_keep_times, memory_order_relaxed) ||
+	    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 bool sc_thread_is_agent(void);
 
 #endif /* SC_RT_H */

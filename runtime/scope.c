@@ -9,6 +9,18 @@
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
+#define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
+
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
 
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
@@ -50,13 +62,23 @@ static void emit_scope(int kind, const scope_t *s, int64_t result)
 	sc_emit(&ev);
 }
 
-static void emit_task(int kind, const scope_task_t *task, int state, int err)
+static void emit_task(int kind, scope_task_t *task, int state, int err)
 {
 	struct sc_ev ev;
+	int64_t ts = 0;
 
+	/* Kept for the snapshot after a late start, a restart or a loss,
+	 * which then tells the original times. */
+	if ((kind == SC_EV_TASK_FORK || kind == SC_EV_TASK_START) &&
+	    (sc_observed() || atomic_load_explicit(&sc_keep_times, memory_order_relaxed))) {
+		ts = sc_event_time();
+		atomic_store_explicit(kind == SC_EV_TASK_FORK ? &task->fork_ts : &task->start_ts, ts,
+				      memory_order_relaxed);
+	}
 	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
+	ev.ts = ts;
 	ev.a = task->id;
 	ev.b = task->scope->id;
 	ev.u = (uint32_t)state;
@@ -68,13 +90,17 @@ static void emit_task(int kind, const scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
-void sc_emit_open(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx)
 {
 	struct sc_ev ev;
 
 	sc_ev_init(&ev, SC_EV_SCOPE_OPEN);
 	ev.snapshot = (uint16_t)snapshot;
+	/* The open's time, kept for the snapshots that repeat it. */
+	if (!snapshot)
+		atomic_store_explicit(&s->open_ts, sc_event_time(), memory_order_relaxed);
+	ev.ts = atomic_load_explicit(&s->open_ts, memory_order_relaxed);
 	ev.tid = s->owner_tid;
 	ev.a = s->id;
 	ev.b = s->parent ? s->parent->id : 0;
@@ -97,34 +123,70 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	if (s) {
 		t->free_scopes = s->free_next;
 		t->nfree--;
+#if SC_TSAN
 		/* A fresh lock for a fresh scope: a recycled one may sit at
-		 * another place in the tree, and lock-order checkers (TSan)
+		 * another place in the tree, and TSan's lock-order checker
 		 * would otherwise join its old life's order to the new one. */
 		pthread_mutex_destroy(&s->lock);
 		sc_mutex_init(&s->lock);
+#endif
 		return s;
 	}
 	s = malloc(sizeof(*s));
-	if (s)
+	if (s) {
 		sc_mutex_init(&s->lock);
+		s->tasks = NULL;
+		s->cap = 0;
+	}
 	return s;
+}
+
+/* A zeroed task handle, from the owner's recycled ones when it has some. */
+static scope_task_t *task_alloc(struct sc_thread *t)
+{
+	scope_task_t *task = t->free_tasks;
+
+	if (!task)
+		return calloc(1, sizeof(*task));
+	t->free_tasks = task->qnext;
+	t->ntfree--;
+	memset(task, 0, sizeof(*task));
+	return task;
+}
+
+static void task_free(struct sc_thread *t, scope_task_t *task)
+{
+	if (t->ntfree >= SC_FREE_TASKS) {
+		free(task);
+		return;
+	}
+	task->qnext = t->free_tasks;
+	t->free_tasks = task;
+	t->ntfree++;
 }
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
 	for (size_t i = 0; i < s->ntasks; i++)
-		free(s->tasks[i]);
-	free(s->tasks);
+		task_free(t, s->tasks[i]);
+	s->ntasks = 0;
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
 	}
 	if (t->nfree < SC_FREE_SCOPES) {
+		/* Kept with its task array, unless a fan-out grew it large. */
+		if (s->cap > 64) {
+			free(s->tasks);
+			s->tasks = NULL;
+			s->cap = 0;
+		}
 		s->free_next = t->free_scopes;
 		t->free_scopes = s;
 		t->nfree++;
 		return;
 	}
+	free(s->tasks);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -148,13 +210,18 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	const char *name = cfg->name ? cfg->name : "scope";
 	size_t n = strnlen(name, SC_NAME_MAX - 1);
 	pthread_mutex_t lock = s->lock;
+	scope_task_t **tasks = s->tasks;
+	size_t cap = s->cap;
 
 	memset(s, 0, sizeof(*s));
 	s->lock = lock;
+	s->tasks = tasks; /* a recycled scope's array, reused */
+	s->cap = cap;
 	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
+	s->owner_task = t->frame.task;
 	s->owner_tid = t->tid;
 	s->parent = parent;
 	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
@@ -262,8 +329,17 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	t->frame.top = s;
 	if (sc_observed())
 		sc_emit_open(s, 0, NULL, NULL);
+	else if (atomic_load_explicit(&sc_keep_times, memory_order_relaxed))
+		atomic_store_explicit(&s->open_ts, sc_event_time(), memory_order_relaxed);
 	*out = s;
 	return 0;
+}
+
+bool sc_owns(const scope_t *s)
+{
+	struct sc_thread *t = sc_self_peek();
+
+	return t == s->owner && t->frame.task == s->owner_task;
 }
 
 /* The owner check every structural call starts with. */
@@ -273,7 +349,7 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 
 	if (!s)
 		return -EINVAL;
-	if (t != s->owner) {
+	if (t != s->owner || t->frame.task != s->owner_task) {
 		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
 		return -EPERM;
 	}
@@ -332,7 +408,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		sc_emit_violation(s->id, SC_VIOL_FORK_AFTER_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
-	task = calloc(1, sizeof(*task));
+	task = task_alloc(t);
 	if (!task)
 		return -ENOMEM;
 	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
@@ -344,7 +420,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.func = func;
 	rc = tasks_append(s, task);
 	if (rc) {
-		free(task);
+		task_free(t, task);
 		return rc;
 	}
 	if (out)
@@ -417,13 +493,13 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	void *result = NULL;
 	int cancelled, rc, state;
 
-	pthread_mutex_lock(&s->lock);
+	/* No lock: the canceller sets the flag, then reads the workers (both
+	 * sequentially consistent), and this thread publishes itself, then
+	 * reads the flag, so either it sees the cancel or the canceller sees
+	 * it (and at worst wakes a thread that already let the task go). */
+	atomic_store(&task->worker, t);
+	atomic_store(&task->state, SC_TASK_RUNNING);
 	cancelled = atomic_load(&s->cancelled);
-	if (!cancelled) {
-		atomic_store(&task->worker, t);
-		atomic_store(&task->state, SC_TASK_RUNNING);
-	}
-	pthread_mutex_unlock(&s->lock);
 	if (cancelled || sc_check(s)) {
 		if (pool)
 			sc_pool_task_done(pool, active);
@@ -432,6 +508,9 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	}
 	emit_task(SC_EV_TASK_START, task, SC_TASK_RUNNING, 0);
 	saved = t->frame;
+	task->run_saved = saved;
+	task->run_pool = pool;
+	task->run_active = active;
 	t->frame.top = NULL;
 	t->frame.task = task;
 	if (hooks && hooks->before)
@@ -456,26 +535,36 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	sc_task_finish(task, state, rc);
 }
 
-static bool join_done(void *arg)
-{
-	scope_t *s = arg;
-	bool done;
-
-	pthread_mutex_lock(&s->lock);
-	done = s->pending == 0 || atomic_load(&s->stop) || atomic_load(&s->cancelled);
-	pthread_mutex_unlock(&s->lock);
-	return done;
-}
-
+/* Lock-free: a task's end stores its state and results before its
+ * decrement of pending (under the scope's lock, whose release orders them),
+ * and this acquire load sees them once it sees the decrement. */
 static bool all_done(void *arg)
 {
 	scope_t *s = arg;
-	bool done;
 
-	pthread_mutex_lock(&s->lock);
-	done = s->pending == 0;
-	pthread_mutex_unlock(&s->lock);
-	return done;
+	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+}
+
+void sc_tasks_abandon(struct sc_thread *t)
+{
+	while (t->frame.task) {
+		scope_task_t *task = t->frame.task;
+
+		sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+		t->frame = task->run_saved;
+		if (task->run_pool)
+			sc_pool_task_done(task->run_pool, task->run_active);
+		sc_task_finish(task, SC_TASK_FAILED, SCOPE_EEXITED);
+	}
+	if (t->worker)
+		sc_pool_worker_gone(t);
+}
+
+static bool join_done(void *arg)
+{
+	scope_t *s = arg;
+
+	return all_done(s) || atomic_load(&s->stop) || atomic_load(&s->cancelled);
 }
 
 int scope_join(scope_t *s)
@@ -500,12 +589,18 @@ int scope_join(scope_t *s)
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
 		rc = SCOPE_ENOFORKS;
 	} else {
+		/* Only a joiner that waits for every subtask anyway runs queued
+		 * ones itself: any other must return the moment it decides,
+		 * not when a subtask it picked up ends. */
+		bool helps = s->joiner == SCOPE_JOIN_ALL_SUCCESSFUL ||
+			     s->joiner == SCOPE_JOIN_AWAIT_ALL;
 		struct sc_wait w = {
 		    .ctx = s,
 		    .done = join_done,
 		    .arg = s,
 		    .spin = true,
-		    .help = s,
+		    .help = helps ? s : NULL,
+		    .lend = true,
 		};
 		(void)sc_wait(&w);
 		if (atomic_load(&s->stop))
@@ -537,7 +632,8 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		pthread_mutex_lock(&s->lock);
 		s->waiter = t;
 		pthread_mutex_unlock(&s->lock);
-		struct sc_wait w = {.done = all_done, .arg = s, .spin = true, .help = s};
+		struct sc_wait w = {
+		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
 	pthread_mutex_lock(&s->lock);

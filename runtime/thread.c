@@ -53,13 +53,15 @@ static struct sc_thread *record_get(void)
 
 /* Takes the record's fields as they are when called: for THREAD_EXIT the
  * record is already back on the free list and may be reused. */
-static void emit_thread(int kind, uint32_t tid, const char *name, uint64_t pool_id, int role)
+static void emit_thread(int kind, uint32_t tid, const char *name, uint64_t pool_id, int role,
+			int64_t ts)
 {
 	struct sc_ev ev;
 
 	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
+	ev.ts = ts;
 	ev.tid = tid;
 	ev.s1 = name;
 	ev.a = pool_id;
@@ -79,6 +81,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 		t->role = SC_ROLE_AGENT;
 	t->pool = pool;
 	t->pool_id = pool ? sc_pool_id(pool) : 0;
+	t->worker = NULL;
 	t->self = pthread_self();
 	t->frame.top = NULL;
 	t->frame.task = NULL;
@@ -93,6 +96,8 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	t->name[SC_THREAD_NAME - 1] = '\0';
 	pthread_once(&exit_key_once, make_key);
 	pthread_setspecific(exit_key, t);
+	/* Before the registry shows it: a snapshot sends this, not its own now. */
+	atomic_store_explicit(&t->start_ts, scope_now(), memory_order_relaxed);
 	pthread_mutex_lock(&threads_lock);
 	t->prev = NULL;
 	t->next = threads;
@@ -102,7 +107,8 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	pthread_mutex_unlock(&threads_lock);
 	self = t;
 	sc_altstack_thread_start();
-	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role);
+	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role,
+		    atomic_load_explicit(&t->start_ts, memory_order_relaxed));
 	return t;
 }
 
@@ -143,12 +149,16 @@ void sc_thread_unregister(void)
 	sc_altstack_thread_end();
 	/* Unlinked first: a snapshot racing with this event must not list a
 	 * thread whose exit the daemon may already have applied. */
-	emit_thread(SC_EV_THREAD_EXIT, tid, name, pool_id, role);
+	emit_thread(SC_EV_THREAD_EXIT, tid, name, pool_id, role, 0);
 }
 
 static void thread_exit(void *arg)
 {
 	(void)arg;
+	/* Left in the middle of a task (pthread_exit): the tasks end, and a
+	 * worker's pool learns it lost a thread. */
+	if (self && (self->frame.task || self->worker))
+		sc_tasks_abandon(self);
 	sc_thread_unregister();
 }
 
@@ -240,6 +250,9 @@ struct sc_thread *sc_threads_after_fork(void)
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		self->tid = sc_gettid();
+		/* Its pool's workers (and their deques) stayed behind: its forks
+		 * go to the pool's queue, and it lends no place. */
+		self->worker = NULL;
 		if (self->role == SC_ROLE_OTHER && self->tid == (uint32_t)getpid())
 			self->role = SC_ROLE_MAIN;
 	}

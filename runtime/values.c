@@ -33,7 +33,7 @@ int scope_value_bind(scope_t *s, const char *key, const char *value)
 
 	if (!s || !key || !value || !*key)
 		return -EINVAL;
-	if (sc_self_peek() != s->owner) {
+	if (!sc_owns(s)) {
 		sc_emit_violation(s->id, SC_VIOL_NOT_OWNER, -EPERM);
 		return -EPERM;
 	}

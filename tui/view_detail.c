@@ -247,6 +247,13 @@ static void root_lines(struct lines *l, const struct app *a, double now)
 		add(l, TA_WARN, "  exit code %d", p->exit_code);
 	if (p->exited && p->has_exit_signal)
 		add(l, TA_WARN, "  killed by signal %d", p->exit_signal);
+	/* A crash: the thread, the task it ran, and where it was. */
+	if (p->crash_tid > 0) {
+		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %lld",
+		    (long long)p->crash_signal, (long long)p->crash_tid, (long long)p->crash_task);
+		for (int i = 0; a->model.crash && i < a->model.crash->nframes; i++)
+			add(l, TA_NORMAL, "    at %s", a->model.crash->frames[i]);
+	}
 	for (unsigned b = 0; b < TM_W_KINDS; b++)
 		if (a->model.warn_count[b])
 			add(l, TA_WARN, "  %u %s", a->model.warn_count[b], tm_warn_name((int)b));

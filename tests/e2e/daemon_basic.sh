@@ -2,7 +2,7 @@
 # daemon_basic.sh - scoped against its fake agent on a private socket: options,
 # socket rules, the tree and signal-mode stacks of a registered peer, stack
 # timeouts, misbehaving peers, caps, a subscriber that never reads, shutdown.
-command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed (make deps)"; exit 1; }
 exec python3 - <<'PY'
 import os, select, signal, socket, stat, struct, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
@@ -80,9 +80,12 @@ def main():
     # (an order, not a wall-clock bound a loaded machine could overrun).
     waiting = not c.buf and not select.select([c.s], [], [], 0)[0]
     check(st["ok"] and waiting, "other clients are served while a capture waits")
-    r = c.line(6)
-    check(r and r["id"] == 900 and r["error"]["code"] == "timeout" and 1.9 < time.time() - t0 < 5,
-          "a capture the agent never answers times out after about 2 s")
+    # Not before the capture's 2 s timeout; the upper bound only catches a
+    # capture that never ends (a loaded machine answers late, never early).
+    r = c.line(30)
+    took = time.time() - t0
+    check(r and r["id"] == 900 and r["error"]["code"] == "timeout" and 1.9 < took < 30,
+          "a capture the agent never answers times out after its 2 s (%.2f s)" % took)
 
     # --- misbehaving peers
     base_rss = rss_kb(d.pid)
@@ -214,7 +217,7 @@ def main():
     check(d.wait(5) == 0 and not os.path.exists(SOCK) and not os.path.exists(CTL),
           "SIGTERM: exit 0 and both sockets removed")
     check(log_is_clean(), "no sanitizer report in the daemon's log")
-    check(REP_V is None or validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
+    check(validated[0] > 10, "%d requests and replies matched the control schemas" % validated[0])
 
     # --- in the background: a peer's SO_PEERCRED names the running daemon,
     # not the process that made the sockets and exited when it detached

@@ -11,7 +11,7 @@ case "$BUILD" in
 	exit 77
 	;;
 esac
-command -v pkg-config >/dev/null || { echo "skip: pkg-config is not installed"; exit 77; }
+command -v pkg-config >/dev/null || { echo "FAIL: pkg-config is not installed (make deps)"; exit 1; }
 tmp=$(mktemp -d /tmp/scoped-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

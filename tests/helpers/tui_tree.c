@@ -37,6 +37,14 @@ static int tui_poll_peer(void *arg, void **result)
 	return rc;
 }
 
+static int tui_spare(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	volatile int rc = scope_sleep(LONG_NS); /* no tail call: keep this frame on the stack */
+	return rc;
+}
+
 static int tui_backlog(void *arg, void **result)
 {
 	(void)arg;
@@ -97,7 +105,13 @@ int main(void)
 	usleep(50 * 1000); /* let it end first, so it shows as done */
 	scope_fork(s, tui_fetch_user, NULL, NULL);
 	scope_fork(s, tui_handle, NULL, NULL);
-	usleep(100 * 1000); /* the pool's four threads are now all busy */
+	/* The pool's four threads are now all busy, and once tui_handle
+	 * joins it lends its place (the pool goes past its maximum to run
+	 * what is queued): a spare sleeper takes that place, so the backlog
+	 * stays queued. */
+	usleep(500 * 1000);
+	scope_fork(s, tui_spare, NULL, NULL);
+	usleep(50 * 1000);
 	scope_fork(s, tui_backlog, NULL, NULL);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);

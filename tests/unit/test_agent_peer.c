@@ -42,6 +42,7 @@ struct peer {
 	enum behaviour how;
 	pthread_t th;
 	_Atomic int stop, accepts;
+	_Atomic int64_t accept_ms[8]; /* when the first connects were accepted */
 	_Atomic int replies, done_threads, bad_from_agent;
 };
 
@@ -188,7 +189,9 @@ static void *peer_main(void *arg)
 		int fd = accept(p->lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
-		atomic_fetch_add(&p->accepts, 1);
+		int k = atomic_fetch_add(&p->accepts, 1);
+		if (k < 8)
+			atomic_store(&p->accept_ms[k], mono_ms());
 		serve(p, fd);
 		close(fd);
 	}
@@ -233,7 +236,9 @@ static int accepts_within(int n, int ms)
 }
 
 /* A daemon that refuses: no session, and retries back off (50, 100, 200,
- * 400 ms...), so only a handful of connects in 800 ms. */
+ * 400 ms...).  Checked as gaps between connects that are never shorter than
+ * the backoff (a loaded machine only makes them longer), not as a count of
+ * connects within a time window, which load changes either way. */
 static void test_refused_backs_off(void **state)
 {
 	(void)state;
@@ -241,12 +246,17 @@ static void test_refused_backs_off(void **state)
 	sc_agent_get_stats(&st);
 	uint64_t sessions0 = st.sessions;
 	peer_start(B_REFUSE);
-	usleep(800000);
-	int n = atomic_load(&peer.accepts);
+	int n = accepts_within(4, 20000);
 	sc_agent_get_stats(&st);
 	peer_stop();
-	printf("  %d connects in 800 ms against a refusing daemon\n", n);
-	assert_true(n >= 2 && n <= 6);
+	assert_true(n >= 4);
+	for (int k = 1; k < 4; k++) {
+		int64_t gap = atomic_load(&peer.accept_ms[k]) - atomic_load(&peer.accept_ms[k - 1]);
+		int64_t backoff = 50 << (k - 1);
+		printf("  connect %d came %lld ms after the one before (backoff %lld ms)\n", k + 1,
+		       (long long)gap, (long long)backoff);
+		assert_true(gap >= backoff * 8 / 10);
+	}
 	assert_int_equal(st.sessions, sessions0);
 }
 
@@ -261,12 +271,13 @@ static void test_silent_daemon_times_out(void **state)
 	peer_start(B_SILENT);
 	assert_true(accepts_within(1, 2000) >= 1);
 	int64_t t0 = mono_ms();
-	int n = accepts_within(2, 3000);
+	int n = accepts_within(2, 20000);
 	int64_t waited = mono_ms() - t0;
 	sc_agent_get_stats(&st);
 	peer_stop();
 	assert_true(n >= 2);
-	assert_true(waited >= 900 && waited < 2900);
+	/* Not before the HELLO timeout; the upper bound only catches a hang. */
+	assert_true(waited >= 900 && waited < 15000);
 	assert_int_equal(st.sessions, sessions0);
 }
 

@@ -20,6 +20,7 @@
 
 #include "event.h"
 #include "scope.h"
+#include "test_util.h"
 
 #define SEC 1000000000LL
 #define MS 1000000LL
@@ -37,6 +38,7 @@ static void observer(const struct sc_ev *ev)
 static int setup(void **state)
 {
 	(void)state;
+	test_watchdog(5); /* a broken cancel fails here, not after its 10-30 s sleeps */
 	sc_observer_set(observer);
 	return 0;
 }
@@ -44,6 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	test_watchdog(0);
 	sc_observer_set(NULL);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include "../../daemon/sock.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -44,6 +46,12 @@ static void on_agent_listen(struct loop *l, int fd, unsigned ev, void *ctx)
 	agent_accept(ctx);
 }
 
+static void on_ctl_listen(struct loop *l, int fd, unsigned ev, void *ctx)
+{
+	(void)l, (void)fd, (void)ev;
+	client_accept(ctx);
+}
+
 static struct fixture *start(const char *keep_exited)
 {
 	struct fixture *f = calloc(1, sizeof *f);
@@ -58,23 +66,28 @@ static struct fixture *start(const char *keep_exited)
 	snprintf(f->d.ctl_path, sizeof f->d.ctl_path, "%s/control.sock", f->dir);
 	pid_t other;
 	f->d.agent_fd = sock_listen(f->d.agent_path, &other, &f->ino[0], err, sizeof err);
-	assert_true(f->d.agent_fd >= 0);
-	f->d.ctl_fd = -1;
+	f->d.ctl_fd = sock_listen(f->d.ctl_path, &other, &f->ino[1], err, sizeof err);
+	assert_true(f->d.agent_fd >= 0 && f->d.ctl_fd >= 0);
 	f->d.loop = loop_new();
 	assert_non_null(f->d.loop);
 	loop_add(f->d.loop, f->d.agent_fd, LOOP_READ, on_agent_listen, &f->d);
+	loop_add(f->d.loop, f->d.ctl_fd, LOOP_READ, on_ctl_listen, &f->d);
 	f->d.started_ns = loop_now_ns();
 	return f;
 }
 
 static void stop(struct fixture *f)
 {
+	while (f->d.clients)
+		client_close(f->d.clients);
 	while (f->d.conns)
 		aconn_close(&f->d, f->d.conns);
 	while (f->d.procs)
 		proc_free(&f->d, f->d.procs);
 	sock_remove(f->d.agent_path, f->ino[0]);
+	sock_remove(f->d.ctl_path, f->ino[1]);
 	close(f->d.agent_fd);
+	close(f->d.ctl_fd);
 	loop_free(f->d.loop);
 	rmdir(f->dir);
 	free(f);
@@ -144,10 +157,12 @@ static void frame_to(int fd, const struct proto_msg *m)
 		_exit(3);
 }
 
+static const char *hello_name = "life";
+
 static void hello_to(int fd)
 {
 	struct proto_msg m = {.type = PROTO_HELLO, .version = PROTO_VERSION, .pid = 1};
-	m.program = (struct proto_str){"life", 4};
+	m.program = (struct proto_str){hello_name, (uint16_t)strlen(hello_name)};
 	m.runtime_version = (struct proto_str){"0.1.0", 5};
 	frame_to(fd, &m);
 }
@@ -335,10 +350,193 @@ static void test_pid_reuse_old_socket(void **state)
 	stop(f);
 }
 
+static bool line_ready(struct fixture *f, const void *arg)
+{
+	(void)f;
+	char buf[4096];
+	ssize_t n = recv(*(const int *)arg, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memchr(buf, '\n', (size_t)n);
+}
+
+static bool client_in(struct fixture *f, const void *arg)
+{
+	(void)arg;
+	return f->d.clients != NULL;
+}
+
+/* Sends line as a client of uid viewer; returns the reply line (static). */
+static const char *ask_as(struct fixture *f, uid_t viewer, const char *line)
+{
+	static char buf[65536];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s", (int)sizeof sa.sun_path - 1, f->d.ctl_path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	pump_until(f, client_in, NULL, "accepted the control client");
+	f->d.clients->uid = viewer; /* as if that user had connected */
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	pump_until(f, line_ready, &fd, "answered the request");
+	ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+	assert_true(got > 0);
+	buf[got] = '\0';
+	close(fd);
+	while (f->d.clients)
+		client_close(f->d.clients);
+	return buf;
+}
+
+static const char *stacks_as(struct fixture *f, uid_t viewer, pid_t pid)
+{
+	char line[96];
+	snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"stacks\",\"pid\":%d}\n", (int)pid);
+	return ask_as(f, viewer, line);
+}
+
+static struct proc *live_entry(struct fixture *f, pid_t pid, uid_t uid)
+{
+	for (struct proc *p = f->d.procs; p; p = p->next)
+		if (p->pid == pid && p->uid == uid && p->state == PROC_LIVE)
+			return p;
+	return NULL;
+}
+
+/* Identity is pid + start time + uid: a process registered as nobody that
+ * then becomes root (as exec of a setuid program would make it, the old
+ * socket kept) can no longer be read by nobody, whatever its entry says,
+ * and its HELLO as root is a new entry, not the nobody entry revived; once
+ * it is gone, its entry's pid reads nothing live. */
+static void test_identity_at_use(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip(); /* changing uids back and forth needs root */
+		return;
+	}
+	const uid_t nobody = 65534;
+	struct fixture *f = start("64");
+	/* Open to nobody for this test: scoped makes its sockets the owner's. */
+	assert_int_equal(chmod(f->dir, 0711), 0);
+	assert_int_equal(chmod(f->d.agent_path, 0666), 0);
+	int go[2], step[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(step), 0);
+	pid_t x = fork();
+	assert_true(x >= 0);
+	if (x == 0) {
+		only_fds(go[0], step[1]);
+		char c;
+		int fd = agent_socket();
+		/* Effective nobody, root kept as the saved uid to come back to. */
+		if (setresgid(nobody, nobody, 0) < 0 || setresuid(nobody, nobody, 0) < 0)
+			_exit(5);
+		connect_and_hello(fd, f->d.agent_path);
+		if (read(go[0], &c, 1) != 1)
+			_exit(4);
+		if (setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0)
+			_exit(5);
+		if (write(step[1], "x", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(4);
+		int fd2 = agent_socket();
+		connect_and_hello(fd2, f->d.agent_path);
+		if (read(go[0], &c, 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	close(go[0]);
+	close(step[1]);
+	struct pid_state as_nobody = {x, 0, nobody};
+	pump_until(f, registered, &as_nobody, "registered the process as nobody");
+	struct proc *p = live_entry(f, x, nobody);
+	char err[256];
+	/* Its saved uid is root's: nobody may not read it even now (ptrace's
+	 * rule), root may. */
+	assert_int_equal(proc_check_live(p, nobody, err, sizeof err), -EPERM);
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), 0);
+
+	/* Root now, the entry still nobody's. */
+	char c;
+	assert_int_equal(write(go[1], "x", 1), 1);
+	assert_int_equal(read(step[0], &c, 1), 1);
+	assert_int_equal(proc_check_live(p, nobody, err, sizeof err), -EPERM);
+	assert_non_null(strstr(err, "now runs as uid 0"));
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), 0);
+	const char *r = stacks_as(f, nobody, x);
+	if (!strstr(r, "\"permission_denied\""))
+		fail_msg("nobody read the stacks of a process that runs as root now: %s", r);
+
+	/* Its HELLO as root: a new entry of uid 0; nobody's entry is over. */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	struct pid_state as_root = {x, 0, 0};
+	pump_until(f, registered, &as_root, "registered the process again as root");
+	assert_null(live_entry(f, x, nobody));
+	r = stacks_as(f, nobody, x);
+	if (!strstr(r, "\"permission_denied\""))
+		fail_msg("nobody was served the root process: %s", r);
+
+	/* Gone: nothing live is read under its entry. */
+	close(go[1]);
+	assert_int_equal(waitpid(x, NULL, 0), x);
+	p = proc_find(&f->d, x);
+	assert_non_null(p);
+	assert_int_equal(proc_check_live(p, 0, err, sizeof err), -ESRCH);
+	close(step[0]);
+	stop(f);
+}
+
+/* A program named with byte 0xff, an escape sequence and a newline: every
+ * viewer's list still parses, and shows none of them raw. */
+static void test_hostile_name(void **state)
+{
+	(void)state;
+	struct fixture *f = start("64");
+	int fd = agent_socket();
+	pid_t x = fork();
+	assert_true(x >= 0);
+	if (x == 0) {
+		only_fds(fd, -1);
+		hello_name = "\xff\x1b[2Jevil\nline\xc2\x9b";
+		connect_and_hello(fd, f->d.agent_path);
+		pause();
+		_exit(0);
+	}
+	close(fd);
+	struct pid_state w = {x, 0, geteuid()};
+	pump_until(f, registered, &w, "registered the process");
+	const char *r = ask_as(f, 0, "{\"id\":1,\"cmd\":\"list\"}\n");
+	json_error_t err;
+	json_t *j = json_loads(r, JSON_DISABLE_EOF_CHECK, &err);
+	if (!j)
+		fail_msg("the list does not parse (%s): %s", err.text, r);
+	json_t *procs = json_object_get(j, "processes");
+	assert_int_equal(json_array_size(procs), 1);
+	const char *name = json_string_value(json_object_get(json_array_get(procs, 0), "name"));
+	assert_non_null(name);
+	assert_string_equal(name, "\xef\xbf\xbd\xef\xbf\xbd[2Jevil\xef\xbf\xbdline\xef\xbf\xbd");
+	json_decref(j);
+	/* An unknown command of 65+ bytes of two-byte characters, cut in the
+	 * error message mid-character: the reply is still UTF-8. */
+	char line[256] = "{\"id\":2,\"cmd\":\"x";
+	for (int i = 0; i < 40; i++)
+		strcat(line, "\xc3\xa9");
+	strcat(line, "\"}\n");
+	r = ask_as(f, 1000, line);
+	j = json_loads(r, JSON_DISABLE_EOF_CHECK, &err);
+	if (!j)
+		fail_msg("the unknown_command reply does not parse (%s): %s", err.text, r);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "unknown_command");
+	json_decref(j);
+	kill(x, SIGKILL);
+	waitpid(x, NULL, 0);
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pid_reuse_old_socket),
+		cmocka_unit_test(test_identity_at_use),
+		cmocka_unit_test(test_hostile_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -179,7 +179,8 @@ static void test_structure(void **state)
 	assert_int_equal(json_integer_value(json_object_get(td, "formatVersion")), 2);
 	assert_int_equal(json_integer_value(json_object_get(td, "processId")), 4242);
 	assert_string_equal(str(td, "time"), "2025-11-29T18:40:05.321Z");
-	assert_string_equal(str(td, "runtimeVersion"), "libscope 0.1.0");
+	assert_string_equal(str(td, "runtimeVersion"), "0.1.0");
+	assert_string_equal(str(td, "runtimeName"), "libscope");
 
 	const json_t *cs = containers(d);
 	const char *order[] = {"<root>", "pool:io@1", "request@3", "fetch@5", "orphan@6"};
@@ -275,11 +276,15 @@ static void test_extras_and_frames(void **state)
 	assert_int_equal(json_array_size(st), 5);
 	for (size_t i = 0; i < 5; i++)
 		assert_string_equal(json_string_value(json_array_get(st, i)), want[i]);
-	/* No stack captured, and a state the JDK does not know. */
-	assert_string_equal(str(thread(d, 104), "state"), "UNKNOWN");
+	/* No stack captured, and a state the JDK does not know: a JDK state
+	 * still, and what is not known beside it. */
+	assert_string_equal(str(thread(d, 104), "state"), "RUNNABLE");
+	assert_true(json_is_false(json_object_get(thread(d, 104), "stateKnown")));
 	assert_non_null(str(thread(d, 104), "stackError"));
-	assert_string_equal(str(thread(d, 105), "state"), "UNKNOWN");
+	assert_string_equal(str(thread(d, 105), "state"), "RUNNABLE");
+	assert_true(json_is_false(json_object_get(thread(d, 105), "stateKnown")));
 	assert_string_equal(str(thread(d, 105), "name"), "stray");
+	assert_null(json_object_get(thread(d, 101), "stateKnown"));
 	json_decref(d);
 }
 
@@ -297,7 +302,7 @@ static void test_text(void **state)
 				  "    #101 \"io-1\" WAITING\n"
 				  "        at fetch_user (server.c:42)\n"));
 	assert_non_null(strstr(s, "\n    fetch@5  any_successful, cancelled, deadline none, "
-				  "owner #101, cancelled (joiner)\n      #103 \"io-3\" UNKNOWN\n"));
+				  "owner #101, cancelled (joiner)\n      #103 \"io-3\" RUNNABLE (state not known)\n"));
 	assert_non_null(strstr(s, "\n  pool:io@1  pool io: 4 of max 8 threads, 3 active, 0 queued\n"));
 	assert_null(strstr(s, "blocked in"));
 	assert_null(strstr(s, "task 10"));
@@ -307,8 +312,8 @@ static void test_text(void **state)
 	assert_non_null(strstr(s, "    #101 \"io-1\" WAITING\n      task 10 load_profile() running, forked at "
 				  "2025-11-29T18:40:05.100Z by handle (demo.c:50)\n"
 				  "      scoped values: "));
-	assert_non_null(strstr(s, "    #102 \"io-2\" UNKNOWN\n      task 11 running, forked at ? by ?\n"));
-	assert_non_null(strstr(s, "\n  #107 \"scoped-agent\" UNKNOWN\n"));
+	assert_non_null(strstr(s, "    #102 \"io-2\" RUNNABLE (state not known)\n      task 11 running, forked at ? by ?\n"));
+	assert_non_null(strstr(s, "\n  #107 \"scoped-agent\" RUNNABLE (state not known)\n"));
 	assert_non_null(strstr(s, "      - blocked in futex\n"));
 	assert_non_null(strstr(s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
 	free(s);
@@ -322,7 +327,8 @@ static void test_inlined_frames(void **state)
 {
 	(void)state;
 	static const char *reply =
-		"{\"ok\":true,\"source\":\"bpf\",\"process\":{\"pid\":7,\"state\":\"live\"},"
+		"{\"ok\":true,\"source\":\"bpf\",\"events_during_capture\":5,"
+		"\"process\":{\"pid\":7,\"state\":\"live\"},"
 		"\"model\":{\"threads\":[],\"pools\":[],\"scopes\":[],\"tasks\":[]},"
 		"\"stacks\":["
 		" {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
@@ -331,8 +337,20 @@ static void test_inlined_frames(void **state)
 		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170,\"inlined\":false}]},"
 		" {\"tid\":2,\"state\":\"WAITING\",\"frames\":["
 		"  {\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":true},"
-		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170}]}]}";
+		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170}]},"
+		" {\"tid\":3,\"state\":\"TERMINATED\",\"exited\":true,\"frames\":[],"
+		"  \"error\":\"the thread exited during the capture\"}]}";
 	json_t *d = build(reply);
+	/* The tree took 5 events in while the stacks were taken: said. */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "threadDump"),
+							    "eventsDuringCapture")),
+			 5);
+	/* No version reported: still one that parses. */
+	assert_string_equal(str(json_object_get(d, "threadDump"), "runtimeVersion"), "0");
+	/* A thread that exited during the capture: the JDK's state for it. */
+	assert_string_equal(str(thread(d, 3), "state"), "TERMINATED");
+	assert_true(json_is_true(json_object_get(thread(d, 3), "exitedDuringCapture")));
+	assert_null(json_object_get(thread(d, 3), "stateKnown"));
 	const char *want1[] = {"syscall (syscall.S:38)", "join_close (d.c:80)", "handle (d.c:170)"};
 	const json_t *st = json_object_get(thread(d, 1), "stack");
 	assert_int_equal(json_array_size(st), 3);
@@ -347,6 +365,7 @@ static void test_inlined_frames(void **state)
 	inl = json_object_get(thread(d, 2), "inlinedFrames");
 	assert_int_equal(json_integer_value(json_array_get(inl, 0)), 0);
 	char *s = textdump_string(d, 0);
+	assert_non_null(strstr(s, "stacks from bpf, tree 5 events newer than the stacks\n"));
 	assert_non_null(strstr(s, "      at syscall (syscall.S:38)\n      at join_close (d.c:80) (inlined)\n"
 				  "      at handle (d.c:170)\n"));
 	free(s);
@@ -366,10 +385,22 @@ static void test_inline_task(void **state)
 			  "{\"id\":2,\"scope\":2,\"state\":\"running\",\"worker\":7}]}}");
 	assert_int_equal(check_consistent(d), 2);
 	long long t[2];
-	assert_int_equal(tids_in(container(d, "inner@2"), t, 2), 1);
+	/* 7 owns inner@2 and runs its task 2 while joining it: it stays with
+	 * its own task 1 in outer@1, and says what it runs for the join. */
+	assert_int_equal(tids_in(container(d, "inner@2"), t, 2), 0);
+	assert_int_equal(tids_in(container(d, "outer@1"), t, 2), 1);
 	assert_int_equal(t[0], 7);
-	assert_int_equal(tids_in(container(d, "outer@1"), t, 2), 0);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(thread(d, 7), "task"), "id")), 2);
+	const json_t *th = thread(d, 7);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(th, "task"), "id")), 1);
+	assert_string_equal(str(th, "joins"), "inner@2");
+	const json_t *h = json_object_get(th, "runsWhileJoining");
+	assert_int_equal(json_integer_value(json_object_get(h, "id")), 2);
+	assert_string_equal(str(h, "container"), "inner@2");
+	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "ownerRunsTask")), 2);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "owner")), 7);
+	char *text = textdump_string(d, 0);
+	assert_non_null(strstr(text, "joins inner@2, running its task 2 meanwhile"));
+	free(text);
 	json_decref(d);
 }
 
@@ -594,8 +625,9 @@ static int run_validator(const char *args)
 static void test_validate_saved(void **state)
 {
 	(void)state;
-	if (run_validator("--help") != 0)
-		skip(); /* python3-jsonschema missing: 'make deps' installs it */
+	if (run_validator("--help") != 0) /* a missing dependency fails, never skips */
+		fail_msg("the dump validator does not run: python3-jsonschema missing? "
+			 "'make deps' installs it");
 	char args[256];
 	snprintf(args, sizeof args, "%s/*.json", saved_dir);
 	assert_true(nsaved >= 8);
@@ -604,17 +636,17 @@ static void test_validate_saved(void **state)
 	static const char *bad[] = {
 		/* a tid twice */
 		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":2,\"threads\":[%s,%s]}]}}",
 		/* a count that lies */
 		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":3,\"threads\":[%s]}]}}",
 		/* formatVersion 1 and a string pid */
 		"{\"threadDump\":{\"formatVersion\":1,\"processId\":\"1\",\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"libscope 0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
 		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
 		"\"threadCount\":1,\"threads\":[%s]}]}}",
 	};

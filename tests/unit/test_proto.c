@@ -12,18 +12,10 @@
 
 #include "proto.h"
 
-/* Every message type of proto.h, listed independently of proto.c's table. */
-static const uint16_t all_types[] = {
-	PROTO_HELLO,           PROTO_HELLO_ACK,      PROTO_ERROR,           PROTO_SNAPSHOT_BEGIN,
-	PROTO_SNAPSHOT_END,    PROTO_LOST,           PROTO_SITE,            PROTO_EV_THREAD_START,
-	PROTO_EV_THREAD_EXIT,
-	PROTO_EV_THREAD_NAME,  PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
-	PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE, PROTO_EV_TASK_FORK,
-	PROTO_EV_TASK_START,   PROTO_EV_TASK_END,    PROTO_EV_TASK_RAN,     PROTO_EV_VIOLATION,
-	PROTO_EV_VALUE_BIND,
-	PROTO_EV_POOL_CREATE,  PROTO_EV_POOL_STATS,  PROTO_EV_POOL_DESTROY, PROTO_STACK_REQUEST,
-	PROTO_STACK_REPLY,     PROTO_STACK_DONE,
-};
+/* Every message type, as proto/wire.h declares them. */
+#define TYPE(NAME, name, number, class, array) PROTO_##NAME,
+static const uint16_t all_types[] = {PROTO_MESSAGES(TYPE)};
+#undef TYPE
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
 /* --- a frame builder for hand-made (and deliberately broken) frames --- */
@@ -644,6 +636,51 @@ static void test_hot_frames_exact(void **state)
 	}
 }
 
+/* The packed struct proto_wire_<name> of every message, which code that
+ * touches frame bytes directly uses (the agent's TASK_RAN, its encoder, the
+ * hot decoder), reads each field of an encoded frame where the encoder put
+ * it; reserved fields are zero. */
+#define WCHECK_VER(m) assert_int_equal(w.m, d.m);
+#define WCHECK_U16(m) assert_int_equal(w.m, d.m);
+#define WCHECK_U32(m) assert_int_equal(w.m, d.m);
+#define WCHECK_I32(m) assert_int_equal(w.m, d.m);
+#define WCHECK_I32W(m) assert_int_equal(w.m, (int32_t)d.m);
+#define WCHECK_U64(m) assert_int_equal(w.m, d.m);
+#define WCHECK_I64(m) assert_int_equal(w.m, d.m);
+#define WCHECK_PAD16(m) assert_int_equal(w.m, 0);
+#define WCHECK_PAD32(m) assert_int_equal(w.m, 0);
+#define WCHECK_POOLF(kind, x) WCHECK_POOL_##kind(x)
+#define WCHECK_POOL_U32(x) assert_int_equal(w.pool.x, d.pool.x);
+#define WCHECK_POOL_U64(x) assert_int_equal(w.pool.x, d.pool.x);
+#define WCHECK_POOL_I64(x) assert_int_equal(w.pool.x, d.pool.x);
+#define WCHECK_POOL_PAD32(x) assert_int_equal(w.pool.x, 0);
+#define WCHECK_POOL(m) PROTO_POOL_FIELDS(WCHECK_POOLF)
+#define WCHECK(kind, m, source) WCHECK_##kind(m)
+#define WCHECK_MSG(NAME, name, number, class, array)                                    \
+	{                                                                               \
+		struct proto_wire_##name w;                                            \
+		fill(&d, PROTO_##NAME, tids, addrs);                                   \
+		int n = proto_encode(a, sizeof a, &d, tids, addrs);                    \
+		assert_true(n >= (int)PROTO_FIXED(name));                              \
+		memcpy(&w, a + PROTO_HDR_SIZE, sizeof w);                              \
+		PROTO_PREFIX_##class(WCHECK) PROTO_FIELDS_##name(WCHECK) checked++;    \
+	}
+
+static void test_wire_structs_match_frames(void **state)
+{
+	(void)state;
+	uint8_t a[4096];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg d;
+	size_t checked = 0;
+
+	PROTO_MESSAGES(WCHECK_MSG)
+	assert_int_equal(checked, NTYPES);
+	assert_int_equal(PROTO_FIXED(task_ran), 64);
+	assert_int_equal(PROTO_OFF(task_ran, end_ts), 56);
+}
+
 /* A newer message in a known range is skipped by its len, not refused. */
 static void test_unknown_type_in_range_skipped(void **state)
 {
@@ -770,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip_every_type),
 		cmocka_unit_test(test_field_values),
 		cmocka_unit_test(test_hot_frames_exact),
+		cmocka_unit_test(test_wire_structs_match_frames),
 		cmocka_unit_test(test_bad_frames),
 		cmocka_unit_test(test_unknown_type_in_range_skipped),
 		cmocka_unit_test(test_stream_and_early_refusal),

@@ -2,6 +2,7 @@
  * every structure rule with the violation it reports. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "event.h"
 #include "scope.h"
+#include "test_util.h"
 
 #define SEC 1000000000LL
 #define MS 1000000LL
@@ -34,6 +36,7 @@ static void observer(const struct sc_ev *ev)
 static int setup(void **state)
 {
 	(void)state;
+	test_watchdog(5); /* a broken cancel fails here, not after its 10-30 s sleeps */
 	for (int i = 0; i < 8; i++)
 		atomic_store(&violations[i], 0);
 	sc_observer_set(observer);
@@ -43,6 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	test_watchdog(0);
 	sc_observer_set(NULL);
 	return 0;
 }
@@ -546,7 +550,7 @@ static void strerror_covers_codes(void **state)
 {
 	static const int codes[] = {SCOPE_EFAILED,    SCOPE_ENOFORKS,	SCOPE_EREJECTED,
 				    SCOPE_EDISCARDED, SCOPE_ESTRUCTURE, SCOPE_EJOINED,
-				    SCOPE_ESHUTDOWN};
+				    SCOPE_ESHUTDOWN,  SCOPE_EEXITED};
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -559,6 +563,10 @@ static void strerror_covers_codes(void **state)
 	assert_string_equal(scope_strerror(-ENOENT), "No such file or directory");
 	assert_string_equal(scope_strerror(-SCOPE_EBASE - 99), "unknown error");
 	assert_string_equal(scope_strerror(12345), "unknown error");
+	/* The extremes, once undefined behaviour (UBSan aborts on it). */
+	assert_string_equal(scope_strerror(INT_MAX), "unknown error");
+	assert_string_equal(scope_strerror(INT_MIN), "unknown error");
+	assert_string_equal(scope_strerror(-SCOPE_EBASE), "unknown error");
 	assert_string_equal(scope_version(), SCOPE_VERSION_STRING);
 }
 

@@ -1,0 +1,234 @@
+/* bench_sched.c - the scheduler against TBB, OpenMP and GLib on the same
+ * workloads in the same run: W1 fork + join of one empty task, W2 fan-out
+ * of 1000 empty tasks and one join (per task), W3 recursive fib(24) with a
+ * scope and two forks per call above 8.  Rounds interleave the runtimes
+ * (libscope in this process, each peer in its own), and the table gives
+ * medians, their 95% intervals and the ratios libscope / peer. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "peers/peer_work.h"
+#include "scope.h"
+
+#define ROUNDS 9
+#define NW 3
+
+enum { LIBSCOPE, TBB, OMP, GLIB, NR };
+
+static const char *const runtime_name[NR] = {"libscope", "TBB", "OpenMP", "GLib"};
+static const char *const peer_bin[NR] = {NULL, "peer_tbb", "peer_omp", "peer_glib"};
+static const char *const peer_pkg[NR] = {NULL, "libtbb-dev", "gcc's libgomp (-fopenmp)",
+					 "libglib2.0-dev"};
+static const char *const work_name[NW] = {
+    "W1 fork+join of one empty task (ns)",
+    "W2 fan-out of 1000 + one join (ns/task)",
+    "W3 fib(24), scope+2 forks above 8 (us)",
+};
+
+static int empty(void *arg, void **result)
+{
+	peer_nothing();
+	*result = arg;
+	return 0;
+}
+
+static void w1(void)
+{
+	scope_t *s;
+
+	if (scope_open(&s, NULL) == 0) {
+		(void)scope_fork(s, empty, NULL, NULL);
+		(void)scope_join(s);
+		(void)scope_close(s);
+	}
+}
+
+static void w2(void)
+{
+	scope_t *s;
+
+	if (scope_open(&s, NULL) == 0) {
+		for (int i = 0; i < PEER_W2_TASKS; i++)
+			(void)scope_fork(s, empty, NULL, NULL);
+		(void)scope_join(s);
+		(void)scope_close(s);
+	}
+}
+
+struct fib {
+	int n;
+	long out;
+};
+
+static int fib_task(void *arg, void **result)
+{
+	struct fib *f = arg, a, b;
+	scope_t *s;
+	(void)result;
+
+	if (f->n <= PEER_W3_CUTOFF) {
+		f->out = peer_fib_serial(f->n);
+		return 0;
+	}
+	a.n = f->n - 1;
+	b.n = f->n - 2;
+	if (scope_open(&s, NULL))
+		return -ENOMEM;
+	(void)scope_fork(s, fib_task, &a, NULL);
+	(void)scope_fork(s, fib_task, &b, NULL);
+	int rc = scope_join(s);
+	(void)scope_close(s);
+	f->out = a.out + b.out;
+	return rc;
+}
+
+static volatile long sink;
+
+static void w3(void)
+{
+	struct fib f = {PEER_W3_N, 0};
+
+	(void)fib_task(&f, NULL);
+	sink = f.out;
+}
+
+/* One round of libscope, in the peers' units (ns; W3 in us). */
+static void round_libscope(double out[NW])
+{
+	static const struct {
+		void (*op)(void);
+		int n, per;
+	} w[NW] = {
+	    {w1, PEER_W1_OPS, 1},
+	    {w2, PEER_W2_OPS, PEER_W2_TASKS},
+	    {w3, PEER_W3_OPS, 1},
+	};
+
+	for (int k = 0; k < NW; k++) {
+		for (int i = 0; i < w[k].n / 10 + 1; i++)
+			w[k].op();
+		int64_t t0 = bench_now_ns();
+		for (int i = 0; i < w[k].n; i++)
+			w[k].op();
+		out[k] = (double)(bench_now_ns() - t0) / w[k].n / w[k].per;
+	}
+	out[2] /= 1000.0;
+}
+
+/* One round of a peer, run as its own process; false when it failed. */
+static bool round_peer(const char *path, double out[NW])
+{
+	char line[128], name[8];
+	double v;
+	FILE *f = popen(path, "r");
+
+	if (!f)
+		return false;
+	for (int k = 0; k < NW; k++)
+		out[k] = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%7s %lf", name, &v) == 2 && name[0] == 'W' && name[1] >= '1' &&
+		    name[1] <= '3')
+			out[name[1] - '1'] = name[1] == '3' ? v / 1000.0 : v;
+	return pclose(f) == 0;
+}
+
+static double med_ci(double *v, int n, double *lo, double *hi)
+{
+	double m = bench_median(v, (size_t)n);
+
+	(void)bench_median_ci(v, (size_t)n, lo, hi);
+	return m;
+}
+
+int main(int argc, char **argv)
+{
+	static double res[NR][NW][ROUNDS], ratio[NR][NW][ROUNDS];
+	char path[NR][4096];
+	bool have[NR] = {true};
+	const char *top = getenv("TOP"), *build = getenv("BUILD");
+
+	/* Measured without the reporting agent (bench_agent covers it). */
+	if (!getenv("SCOPED_DISABLE")) {
+		setenv("SCOPED_DISABLE", "1", 1);
+		execv("/proc/self/exe", argv);
+	}
+	(void)argc;
+	for (int r = 1; r < NR; r++) {
+		snprintf(path[r], sizeof(path[r]), "%s/%s/bench-peers/%s", top ? top : ".",
+			 build ? build : "build", peer_bin[r]);
+		have[r] = access(path[r], X_OK) == 0;
+		if (!have[r])
+			printf("skipped peer %s: %s not built (is %s installed? make deps)\n",
+			       runtime_name[r], path[r], peer_pkg[r]);
+	}
+	for (int i = 0; i < ROUNDS; i++) {
+		double one[NW];
+
+		round_libscope(one);
+		for (int k = 0; k < NW; k++)
+			res[LIBSCOPE][k][i] = one[k];
+		for (int r = 1; r < NR; r++) {
+			if (!have[r])
+				continue;
+			if (!round_peer(path[r], one)) {
+				printf("skipped peer %s: %s failed\n", runtime_name[r], path[r]);
+				have[r] = false;
+				continue;
+			}
+			for (int k = 0; k < NW; k++) {
+				res[r][k][i] = one[k];
+				ratio[r][k][i] =
+				    one[k] > 0 ? res[LIBSCOPE][k][i] / one[k] : -1;
+			}
+		}
+	}
+	printf("%d interleaved rounds; median [95%% interval of the median]; default pools,\n"
+	       "agent off; ratio = libscope / peer, per round, median\n",
+	       ROUNDS);
+	printf("%-42s", "workload");
+	for (int r = 0; r < NR; r++)
+		if (have[r])
+			printf(" %-24s", runtime_name[r]);
+	printf("\n");
+	for (int k = 0; k < NW; k++) {
+		double lo, hi;
+		printf("%-42s", work_name[k]);
+		for (int r = 0; r < NR; r++) {
+			char cell[64];
+			if (!have[r])
+				continue;
+			if (res[r][k][0] < 0) {
+				printf(" %-24s", "n/a");
+				continue;
+			}
+			double m = med_ci(res[r][k], ROUNDS, &lo, &hi);
+			snprintf(cell, sizeof(cell), "%.3g [%.3g-%.3g]", m, lo, hi);
+			printf(" %-24s", cell);
+		}
+		printf("\n");
+	}
+	static const double target[NR][NW] = {
+	    [TBB] = {2.0, 3.0, 2.0}, [OMP] = {1.0, 1.0, 1.0}, [GLIB] = {1.0, 1.0, 1.0}};
+	bool met = true;
+	for (int k = 0; k < NW; k++) {
+		printf("%-42s", k == 0 ? "ratio libscope/peer (target)" : "");
+		for (int r = 1; r < NR; r++) {
+			double lo, hi;
+			if (!have[r] || res[r][k][0] < 0)
+				continue;
+			double m = med_ci(ratio[r][k], ROUNDS, &lo, &hi);
+			printf("  W%d/%s %.2fx [%.2f-%.2f] (<=%.0fx)", k + 1, runtime_name[r], m, lo,
+			       hi, target[r][k]);
+			met &= m <= target[r][k];
+		}
+		printf("\n");
+	}
+	printf("targets: %s\n", met ? "all met" : "NOT all met");
+	return 0;
+}

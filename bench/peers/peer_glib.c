@@ -1,0 +1,76 @@
+/* peer_glib.c - GLib's GThreadPool on the scheduler workloads W1 and W2
+ * (a pool has no join: a counter under a mutex and a condition stands in),
+ * one round: prints "W1 ns", "W2 ns" for bench_sched to compare.  W3 needs
+ * nested joins, which a GThreadPool cannot do without deadlocking. */
+#include <glib.h>
+#include <stdio.h>
+
+#include "bench.h"
+#include "peer_work.h"
+
+static GMutex lock;
+static GCond done;
+static int left;
+
+static void run(gpointer data, gpointer user)
+{
+	(void)data;
+	(void)user;
+	peer_nothing();
+	g_mutex_lock(&lock);
+	if (--left == 0)
+		g_cond_signal(&done);
+	g_mutex_unlock(&lock);
+}
+
+static GThreadPool *pool;
+
+static void fan(int n)
+{
+	g_mutex_lock(&lock);
+	left = n;
+	g_mutex_unlock(&lock);
+	for (int i = 0; i < n; i++)
+		g_thread_pool_push(pool, GINT_TO_POINTER(1), NULL);
+	g_mutex_lock(&lock);
+	while (left > 0)
+		g_cond_wait(&done, &lock);
+	g_mutex_unlock(&lock);
+}
+
+static void w1(void)
+{
+	fan(1);
+}
+
+static void w2(void)
+{
+	fan(PEER_W2_TASKS);
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		void (*op)(void);
+		int n, per;
+	} w[] = {
+	    {"W1", w1, PEER_W1_OPS, 1},
+	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
+	};
+
+	pool = g_thread_pool_new(run, NULL, (int)g_get_num_processors(), FALSE, NULL);
+	if (!pool)
+		return 1;
+	for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+		for (int i = 0; i < w[k].n / 10 + 1; i++)
+			w[k].op();
+		int64_t t0 = bench_now_ns();
+		for (int i = 0; i < w[k].n; i++)
+			w[k].op();
+		printf("%s %.3f\n", w[k].name,
+		       (double)(bench_now_ns() - t0) / w[k].n / w[k].per);
+	}
+	g_thread_pool_free(pool, FALSE, TRUE);
+	return 0;
+}

@@ -1,0 +1,70 @@
+/* peer_omp.c - OpenMP tasks on the scheduler workloads W1-W3, one round:
+ * prints "W1 ns", "W2 ns", "W3 ns" for bench_sched to compare. */
+#include <omp.h>
+#include <stdio.h>
+
+#include "bench.h"
+#include "peer_work.h"
+
+static void w1(void)
+{
+#pragma omp task
+	peer_nothing();
+#pragma omp taskwait
+}
+
+static void w2(void)
+{
+	for (int i = 0; i < PEER_W2_TASKS; i++) {
+#pragma omp task
+		peer_nothing();
+	}
+#pragma omp taskwait
+}
+
+static long fib(int n)
+{
+	long a, b;
+
+	if (n <= PEER_W3_CUTOFF)
+		return peer_fib_serial(n);
+#pragma omp task shared(a)
+	a = fib(n - 1);
+#pragma omp task shared(b)
+	b = fib(n - 2);
+#pragma omp taskwait
+	return a + b;
+}
+
+static volatile long sink;
+
+static void w3(void)
+{
+	sink = fib(PEER_W3_N);
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		void (*op)(void);
+		int n, per;
+	} w[] = {
+	    {"W1", w1, PEER_W1_OPS, 1},
+	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
+	    {"W3", w3, PEER_W3_OPS, 1},
+	};
+
+#pragma omp parallel
+#pragma omp single
+	for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+		for (int i = 0; i < w[k].n / 10 + 1; i++)
+			w[k].op();
+		int64_t t0 = bench_now_ns();
+		for (int i = 0; i < w[k].n; i++)
+			w[k].op();
+		printf("%s %.3f\n", w[k].name,
+		       (double)(bench_now_ns() - t0) / w[k].n / w[k].per);
+	}
+	return 0;
+}

@@ -1,0 +1,70 @@
+// peer_tbb.cc - TBB's task_group on the scheduler workloads W1-W3, one
+// round: prints "W1 ns", "W2 ns", "W3 ns" for bench_sched to compare.
+#include <tbb/task_group.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "peer_work.h"
+
+static long long now_ns()
+{
+	using namespace std::chrono;
+	return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+static void w1()
+{
+	tbb::task_group g;
+	g.run([] { peer_nothing(); });
+	g.wait();
+}
+
+static void w2()
+{
+	tbb::task_group g;
+	for (int i = 0; i < PEER_W2_TASKS; i++)
+		g.run([] { peer_nothing(); });
+	g.wait();
+}
+
+static long fib(int n)
+{
+	if (n <= PEER_W3_CUTOFF)
+		return peer_fib_serial(n);
+	long a = 0, b = 0;
+	tbb::task_group g;
+	g.run([&] { a = fib(n - 1); });
+	g.run([&] { b = fib(n - 2); });
+	g.wait();
+	return a + b;
+}
+
+static volatile long sink;
+
+static void w3()
+{
+	sink = fib(PEER_W3_N);
+}
+
+int main()
+{
+	const struct {
+		const char *name;
+		void (*op)();
+		int n, per;
+	} w[] = {
+	    {"W1", w1, PEER_W1_OPS, 1},
+	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
+	    {"W3", w3, PEER_W3_OPS, 1},
+	};
+	for (const auto &x : w) {
+		for (int i = 0; i < x.n / 10 + 1; i++)
+			x.op();
+		long long t0 = now_ns();
+		for (int i = 0; i < x.n; i++)
+			x.op();
+		std::printf("%s %.3f\n", x.name, (double)(now_ns() - t0) / x.n / x.per);
+	}
+	return 0;
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# churn_states.sh - 100 dumps from each stack source of a process whose threads start and exit all
+# the time (tests/helpers/churn): every thread has a java.lang.Thread.State
+# (never UNKNOWN), a thread that exited during the capture says so, and
+# every dump validates against the schema.
+BUILD=${BUILD:-build}
+TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$TOP/tests/lib/e2e.sh"
+HELPER=$TOP/$BUILD/tests/helpers/churn
+need_built "$BIN/scoped" "$BIN/scopecmd" "$HELPER"
+need_jsonschema
+# 100 per stack source; fewer under the sanitizers, which are slow.
+case $BUILD in *asan* | *tsan*) N=30 ;; *) N=100 ;; esac
+
+private_dir churn-states
+dpid= tpid=
+trap 'stop_all $tpid $dpid' EXIT
+fail() { echo "FAIL: $*"; [ -f "$D/log" ] && tail -5 "$D/log"; exit 1; }
+
+"$HELPER" >"$D/t.out" 2>&1 &
+tpid=$!
+registered() { is_listed "$tpid"; }
+DUMPS=0
+dumps() { # mode
+	i=0
+	while [ $i -lt $N ]; do
+		"$BIN/scopecmd" --no-start "$tpid" Thread.dump_to_file -format=json "$D/d$1$i.json" \
+			>/dev/null 2>"$D/err" || fail "$1 dump $i failed: $(cat "$D/err")"
+		i=$((i + 1))
+	done
+	DUMPS=$((DUMPS + N))
+}
+scoped_start "$D/log" --stacks=signal || fail "scoped did not start"
+poll 200 registered || fail "churn never registered"
+dumps signal
+scoped_stop
+if scoped_start "$D/log" --stacks=bpf; then
+	poll 200 registered || fail "churn never registered again"
+	dumps bpf
+else
+	echo "bpf: not tried, scoped --stacks=bpf cannot start here"
+fi
+$PY "$TOP/tests/validate_dump.py" --pid "$tpid" "$D"/d*.json >"$D/v.out" 2>&1 ||
+	fail "a dump does not validate: $(grep -v ': valid$' "$D/v.out" | head -5)"
+$PY - "$D" "$DUMPS" <<'PYEOF' || fail "a thread state is not a java.lang.Thread.State"
+import glob, json, sys
+jdk = {"NEW", "RUNNABLE", "BLOCKED", "WAITING", "TIMED_WAITING", "TERMINATED"}
+threads = unknown = exited = 0
+for p in glob.glob(sys.argv[1] + "/d*.json"):
+	td = json.load(open(p))["threadDump"]
+	assert td["eventsDuringCapture"] >= 0, "a live dump says how far the tree moved"
+	for c in td["threadContainers"]:
+		for t in c["threads"]:
+			threads += 1
+			assert t["state"] in jdk, (p, t)
+			unknown += t.get("stateKnown") is False
+			if t.get("exitedDuringCapture"):
+				exited += 1
+				assert t["state"] == "TERMINATED", t
+print("%s dumps, %d threads: %d exited during the capture, %d with no state known" %
+      (sys.argv[2], threads, exited, unknown))
+PYEOF
+echo "ok"
