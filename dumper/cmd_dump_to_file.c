@@ -60,7 +60,7 @@ static int parse(struct cli *cli, int argc, char **argv, struct args *a)
 static char *render(const json_t *dump, enum format f)
 {
 	if (f == FORMAT_JSTACK)
-		return jstackdump_string(dump);
+		return jstackdump_string(dump, JSTACKDUMP_LOCKS);
 	if (f == FORMAT_TEXT)
 		return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
 	return jtext_dump(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER, true, NULL);

@@ -40,7 +40,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	json_t *dump = cli_fetch_dump(cli, pid);
 	if (!dump)
 		return CLI_FAIL;
-	int rc = jstack ? jstackdump_write(cli->out, dump) : textdump_write(cli->out, dump, flags);
+	int rc = jstack ? jstackdump_write(cli->out, dump,
+					   flags & TEXTDUMP_LOCKS ? JSTACKDUMP_LOCKS : 0)
+			: textdump_write(cli->out, dump, flags);
 	json_decref(dump);
 	/* A write error is reported once, by main, with its cause. */
 	if (rc == -ENOMEM) {
@@ -61,7 +63,9 @@ const struct dcmd dcmd_thread_print = {
 		"      scoped values, and each scope's open site and values (BOOLEAN, false)\n"
 		"  -format  text: scoped's layout, threads inside their scope containers;\n"
 		"      jstack (or hotspot): HotSpot's jstack layout, which thread-dump\n"
-		"      analysers read, the containers listed before the threads (STRING, text)\n"
+		"      analysers read, the containers listed before the threads; with -l each\n"
+		"      thread's \"Locked ownable synchronizers\" are the scopes it owns\n"
+		"      (STRING, text)\n"
 		"Flags take jcmd's <key>=<value> form too: -l=true, -e=false.\n",
 	.impact = "Low: every thread's stack is captured once (BPF: no stop at all; signal\n"
 		  "mode: each thread pauses for microseconds, see maxPauseNs in the JSON dump)",

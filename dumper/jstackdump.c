@@ -134,7 +134,31 @@ static void chain(FILE *out, const json_t *cs, const char *parent)
 	}
 }
 
-static void thread_block(FILE *out, const json_t *cs, const json_t *c, const json_t *t)
+/* HotSpot's "Locked ownable synchronizers" section, in the runtime's view:
+ * a scope is owned by the one thread that opened it and must close it, as a
+ * ReentrantLock by the thread that locked it.  Its id stands for the
+ * address HotSpot prints. */
+static void owned_scopes(FILE *out, const json_t *cs, long long tid)
+{
+	size_t n = 0;
+	fprintf(out, "\n   Locked ownable synchronizers:\n");
+	for (size_t i = 0; i < json_array_size(cs); i++) {
+		const json_t *c = json_array_get(cs, i);
+		const json_t *owner = json_object_get(c, "owner");
+		if (!jt_str_is(c, "kind", "scope") || !json_is_integer(owner) ||
+		    json_integer_value(owner) != tid)
+			continue;
+		fprintf(out, "\t- <0x%llx> (a scope %s, %s, %s)\n",
+			(unsigned long long)int_or(c, "scopeId", 0), str_or(c, "container", "?"),
+			str_or(c, "joiner", "?"), str_or(c, "state", "?"));
+		n++;
+	}
+	if (!n)
+		fprintf(out, "\t- None\n");
+}
+
+static void thread_block(FILE *out, const json_t *cs, const json_t *c, const json_t *t,
+			 unsigned flags)
 {
 	long long tid = int_or(t, "tid", 0);
 	const char *state = str_or(t, "state", "UNKNOWN");
@@ -164,9 +188,11 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 	}
 	if (jt_str(t, "stackError"))
 		fprintf(out, "   Stack missing: %s\n", jt_str(t, "stackError"));
+	if (flags & JSTACKDUMP_LOCKS)
+		owned_scopes(out, cs, tid);
 }
 
-int jstackdump_write(FILE *out, const json_t *dump)
+int jstackdump_write(FILE *out, const json_t *dump, unsigned flags)
 {
 	const json_t *td = json_object_get(dump, "threadDump");
 	const json_t *cs = jt_array(td, "threadContainers");
@@ -176,20 +202,20 @@ int jstackdump_write(FILE *out, const json_t *dump)
 		const json_t *c = json_array_get(cs, i);
 		const json_t *threads = jt_array(c, "threads");
 		for (size_t k = 0; k < json_array_size(threads); k++)
-			thread_block(out, cs, c, json_array_get(threads, k));
+			thread_block(out, cs, c, json_array_get(threads, k), flags);
 	}
 	fputc('\n', out);
 	return ferror(out) ? -EIO : 0;
 }
 
-char *jstackdump_string(const json_t *dump)
+char *jstackdump_string(const json_t *dump, unsigned flags)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	if (!f)
 		return NULL;
-	int rc = jstackdump_write(f, dump);
+	int rc = jstackdump_write(f, dump, flags);
 	if (fclose(f) != 0 || rc < 0) {
 		free(buf);
 		return NULL;

@@ -18,10 +18,17 @@
  * (where parsers skip HotSpot's "Threads class SMR info") and each thread's
  * own container chain after its frames.  Tolerates any shape of input.
  * Returns 0, -EIO when writing failed, or -ENOMEM. */
-int jstackdump_write(FILE *out, const json_t *dump);
+enum {
+	/* -l: each thread's "Locked ownable synchronizers", the scopes it owns
+	 * (opened and not yet closed), "- <0xID> (a scope NAME@ID, joiner,
+	 * state)", or "- None". */
+	JSTACKDUMP_LOCKS = 0x1,
+};
+
+int jstackdump_write(FILE *out, const json_t *dump, unsigned flags);
 
 /* The same into a new string (free()), or NULL when out of memory. */
-char *jstackdump_string(const json_t *dump);
+char *jstackdump_string(const json_t *dump, unsigned flags);
 
 /* Writes frame, a dump frame string ("func (file.c:42)", "0x7f00"), as a
  * HotSpot frame's text ("func(file.c:42)", "0x7f00(Unknown Source)") into

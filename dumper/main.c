@@ -312,8 +312,14 @@ static bool is_command_name(const char *target)
  * closed pipe): the dump is lost, so the exit status must say so. */
 static int check_stdout(struct cli *cli, bool *reported)
 {
-	int e = 0;
-	if (fflush(stdout) == EOF)
+	/* A buffer flushed while the output was being printed failed with an
+	 * errno that a later fflush() no longer gives: keep what a write error
+	 * left in errno then. */
+	int e = errno == ENOSPC || errno == EPIPE || errno == EIO || errno == EDQUOT ||
+			errno == EFBIG
+		    ? errno
+		    : 0;
+	if (fflush(stdout) == EOF && errno)
 		e = errno;
 	if (!e && !ferror(stdout))
 		return CLI_OK;

@@ -22,13 +22,16 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # --log-file: every line with its UTC time, pid and level.
 export SCOPED_SOCKET=$D/a/agent.sock
 scoped_start "$D/fg" --log-file "$D/scoped.log" || bad "scoped --log-file did not start: $(cat "$D/fg")"
-grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z scoped\['"$dpid"'\]: info: listening on ' "$D/scoped.log" ||
-	bad "the log file lacks a stamped 'listening' line: $(cat "$D/scoped.log")"
+# The line comes once the loop runs, a moment after the socket exists.
+stamped() { grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z scoped\['"$dpid"'\]: info: listening on ' "$D/scoped.log"; }
+poll 100 stamped || bad "the log file lacks a stamped 'listening' line: $(cat "$D/scoped.log")"
 [ -s "$D/fg" ] && bad "with --log-file, scoped still wrote to stderr: $(cat "$D/fg")"
 [ "$(stat -c %a "$D/scoped.log")" = 640 ] || bad "the log file is mode $(stat -c %a "$D/scoped.log"), not 640"
 scoped_stop
 # On stderr the lines carry their time too.
 scoped_start "$D/fg2" || bad "scoped did not start"
+listening() { grep -q 'info: listening on' "$D/fg2"; }
+poll 100 listening || bad "scoped on stderr never said it listens"
 scoped_stop
 grep -Eq '^[0-9-]{10}T[0-9:.]{12}Z scoped\[[0-9]+\]: info: ' "$D/fg2" || bad "stderr lines lack their time: $(cat "$D/fg2")"
 "$BIN/scoped" --foreground --socket "$D/x/agent.sock" --log-file "$D/nodir/l" >"$D/e" 2>&1 &&

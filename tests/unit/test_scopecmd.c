@@ -152,7 +152,7 @@ static void test_jstack(void **state)
 		"\"stack\":[\"0xdead\"]}]}]}}",
 		0, &je);
 	assert_non_null(dump);
-	char *s = jstackdump_string(dump);
+	char *s = jstackdump_string(dump, 0);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "2026-12-01 10:11:12\nFull thread dump libscope 9 (demo, pid 42, "
 				  "stacks from signal):\n"));
@@ -167,13 +167,23 @@ static void test_jstack(void **state)
 				  "<root>\n"));
 	assert_non_null(strstr(s, "  outer@1 in <root>: scope, all_successful, joining, owner #42, "
 				  "1 thread\n"));
+	assert_null(strstr(s, "Locked ownable synchronizers"));
+	free(s);
+	/* -l: the scopes a thread owns are its ownable synchronizers. */
+	s = jstackdump_string(dump, JSTACKDUMP_LOCKS);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\tat main(m.c:9)\n\n   Container: <root>\n\n"
+				  "   Locked ownable synchronizers:\n"
+				  "\t- <0x0> (a scope outer@1, all_successful, joining)\n"));
+	assert_non_null(strstr(s, "Container: outer@1 in <root>\n   Task: 7 leaf() running, forked "
+				  "by ?\n\n   Locked ownable synchronizers:\n\t- None\n"));
 	free(s);
 	json_decref(dump);
 
 	/* Any shape of input prints something and never crashes. */
 	json_t *odd = json_loads("{\"threadDump\":{\"threadContainers\":[1,{\"threads\":[2,{}]}]}}",
 				 0, &je);
-	s = jstackdump_string(odd);
+	s = jstackdump_string(odd, JSTACKDUMP_LOCKS);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"\" #0 prio=0 tid=0x0 nid=0x0 unknown\n"));
 	free(s);
