@@ -13,6 +13,10 @@
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
 
+/* The lists are laid out by hand, a row per message or value: clang-format
+ * would reflow them into runs. */
+/* clang-format off */
+
 /* ---- messages ------------------------------------------------------------
  *
  * PROTO_MESSAGES(X) calls X(NAME, name, number, class, array) once per
@@ -265,5 +269,7 @@
 	X(DISCARD, 2, "discard", SCOPE_POLICY_DISCARD)                       \
 	X(DISCARD_OLDEST, 3, "discard_oldest", SCOPE_POLICY_DISCARD_OLDEST)  \
 	X(BLOCK, 4, "block", SCOPE_POLICY_BLOCK)
+
+/* clang-format on */
 
 #endif /* PROTO_WIRE_H */

@@ -118,8 +118,12 @@ static inline void sc_emit_warning(uint32_t kind, uint64_t subject, int64_t amou
 {
 	if (!sc_observed())
 		return;
-	struct sc_ev ev = {
-		.kind = SC_EV_WARNING, .tid = sc_gettid(), .a = subject, .b = limit, .i = amount, .u = kind};
+	struct sc_ev ev = {.kind = SC_EV_WARNING,
+			   .tid = sc_gettid(),
+			   .a = subject,
+			   .b = limit,
+			   .i = amount,
+			   .u = kind};
 	sc_emit(&ev);
 }
 
