@@ -44,7 +44,7 @@ SC_LDFLAGS := $(SANFLAGS) -rdynamic
 # clang writes no .debug_aranges unless asked, and the symbolizer (libdw)
 # finds no file:line without them.
 SC_CFLAGS += $(if $(shell $(CC) --version 2>/dev/null | grep -q clang && echo y),-gdwarf-aranges)
-LIBS_ALL := -lmicrohttpd -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
+LIBS_ALL := -lmicrohttpd -lcurl -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
 
 # Per top-level directory extra flags (CFLAGS_runtime, CFLAGS_proto, ...).
 CFLAGS_runtime := -DSCOPE_BUILDING_LIBRARY -fvisibility=hidden

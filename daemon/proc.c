@@ -32,7 +32,7 @@ struct model_limits daemon_model_limits(const struct daemon *d)
 		.max_sites = MODEL_MAX_SITES,
 		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
 		.max_retained = (size_t)d->opt.max_retained,
-		.tally = d->opt.metrics != NULL,
+		.tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
 	};
 }
 
