@@ -11,10 +11,10 @@ struct ctl;
 
 /* Connects to the control socket (override: a --socket value naming the
  * agent socket, or NULL for $SCOPED_SOCKET / the default; see
- * proto/sockpath.h).  *out is new (ctl_close()).  Returns 0, or a negative
+ * common/sockpath.h).  *out is new (ctl_close()).  Returns 0, or a negative
  * errno with a sentence in err ("no scoped daemon answers on PATH"); -EPERM
  * when the socket, its directory or the daemon answering belongs to another
- * user than the caller or root (proto/sockcheck.h): nothing was sent. */
+ * user than the caller or root (sockcheck.h): nothing was sent. */
 int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen);
 
 /* Sends req (borrowed), waits up to timeout_ms for the reply with the same

@@ -89,10 +89,11 @@ struct proc *cmd_proc(struct cmd_ctx *x)
 		char path[32];
 		snprintf(path, sizeof path, "/proc/%d", (int)n);
 		if (access(path, F_OK) == 0)
-			reply_error(x->c, x->id, "not_instrumented",
-				    "process %d is not instrumented (no libscope agent connected); is "
-				    "SCOPED_SOCKET the same for both?",
-				    (int)n);
+			reply_error(
+			    x->c, x->id, "not_instrumented",
+			    "process %d is not instrumented (no libscope agent connected); is "
+			    "SCOPED_SOCKET the same for both?",
+			    (int)n);
 		else
 			reply_error(x->c, x->id, "no_such_process",
 				    "no process %d is running or remembered by scoped", (int)n);
@@ -100,8 +101,8 @@ struct proc *cmd_proc(struct cmd_ctx *x)
 	}
 	if (!cmd_may_see(x->c, p)) {
 		reply_error(x->c, x->id, "permission_denied",
-			    "process %d belongs to uid %u; you are uid %u", (int)n, (unsigned)p->uid,
-			    (unsigned)x->c->uid);
+			    "process %d belongs to uid %u; you are uid %u", (int)n,
+			    (unsigned)p->uid, (unsigned)x->c->uid);
 		return NULL;
 	}
 	return p;

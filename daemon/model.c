@@ -706,8 +706,8 @@ static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t no
 static int ev_warning(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;
-	m->warn[m->nwarn++ % MODEL_WARNINGS] = (struct m_warning){
-	    msg->subject, msg->limit, msg->amount, msg->ts, msg->kind, msg->tid};
+	m->warn[m->nwarn++ % MODEL_WARNINGS] =
+	    (struct m_warning){msg->subject, msg->limit, msg->amount, msg->ts, msg->kind, msg->tid};
 	return 0;
 }
 

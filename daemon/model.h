@@ -115,11 +115,11 @@ struct model_limits {
 	size_t max_entities;     /* scopes + tasks + threads + pools held */
 	size_t max_string_bytes; /* interned site strings */
 	size_t max_values;       /* scoped values per scope */
-	size_t max_owned_bytes;  /* names, value keys and values held, in bytes */
+	size_t max_owned_bytes;	 /* names, value keys and values held, in bytes */
 	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
 	int64_t retain_ns;       /* ended entities stay this long */
 	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
-	bool tally;              /* keep running counts for /metrics (tally.h) */
+	bool tally;		 /* keep running counts for /metrics (tally.h) */
 };
 
 #define MODEL_MAX_OWNED_BYTES (64u << 20) /* names and values of one process */
@@ -157,7 +157,7 @@ struct model {
 	 * neither clear nor need to repeat them (the agent does resend them). */
 	struct idmap sites;
 	uint64_t sites_refused; /* SITEs past max_sites or the string cap */
-	size_t owned_bytes;     /* names, value keys and values held (max_owned_bytes) */
+	size_t owned_bytes;	/* names, value keys and values held (max_owned_bytes) */
 	uint64_t gen;
 	uint64_t events, lost;
 	bool complete, repaired, had_loss, in_snapshot;

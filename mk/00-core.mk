@@ -3,9 +3,11 @@
 # every other .c file of daemon/ dumper/ tui/ bpf/ is a library object that
 # the unit tests link too.
 
-RUNTIME_SRCS := $(wildcard runtime/*.c)
+RUNTIME_SRCS := $(wildcard runtime/*.c runtime/agent/*.c)
 PROTO_SRCS := $(wildcard proto/*.c)
-LIBSCOPE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(RUNTIME_SRCS) $(PROTO_SRCS))
+# The parts of common/ the agent uses: socket paths and checks, /proc/PID/stat.
+LIBSCOPE_COMMON_SRCS := common/procstat.c common/sockpath.c common/sockcheck.c
+LIBSCOPE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(RUNTIME_SRCS) $(PROTO_SRCS) $(LIBSCOPE_COMMON_SRCS))
 LIBSCOPE_LIBS := -lunwind -lpthread
 
 $(BUILD)/lib/libscope.a: $(LIBSCOPE_OBJS)

@@ -9,12 +9,12 @@
  * (the kinds of wire.h's PROTO_FIELDS_* lists). */
 enum fkind {
 	F_END = 0,
-	F_U16,   /* u16 <-> uint16_t */
-	F_VER,   /* u16 <-> uint16_t, checked before the layout (check_version) */
-	F_U32,   /* u32 <-> uint32_t */
-	F_I32,   /* i32 <-> int32_t */
-	F_I32W,  /* i32 on the wire, int64_t in the struct (sign-extended) */
-	F_64,    /* u64/i64 <-> 8-byte field */
+	F_U16,	 /* u16 <-> uint16_t */
+	F_VER,	 /* u16 <-> uint16_t, checked before the layout (check_version) */
+	F_U32,	 /* u32 <-> uint32_t */
+	F_I32,	 /* i32 <-> int32_t */
+	F_I32W,	 /* i32 on the wire, int64_t in the struct (sign-extended) */
+	F_64,	 /* u64/i64 <-> 8-byte field */
 	F_PAD16, /* reserved u16: written 0, ignored when read */
 	F_PAD32, /* reserved u32 */
 };
@@ -67,9 +67,11 @@ enum { PROTO_MESSAGES(INDEX) NLAYOUTS };
 #define ARRAY(NAME, name, number, class, array) ARRAY_##name = A_##array,
 enum { PROTO_MESSAGES(ARRAY) };
 
-#define LAYOUT(NAME, name, number, class, array)                                       \
-	[L_##name] = {PROTO_##NAME, &#NAME[NAME_SKIP_##class], A_##array,              \
-		      {PROTO_PREFIX_##class(FLD) PROTO_FIELDS_##name(FLD){F_END, 0}}, \
+#define LAYOUT(NAME, name, number, class, array)                                                   \
+	[L_##name] = {PROTO_##NAME,                                                                \
+		      &#NAME[NAME_SKIP_##class],                                                   \
+		      A_##array,                                                                   \
+		      {PROTO_PREFIX_##class(FLD) PROTO_FIELDS_##name(FLD){F_END, 0}},              \
 		      {PROTO_STRS_##name(STR) 0}},
 static const struct layout layouts[NLAYOUTS] = {PROTO_MESSAGES(LAYOUT)};
 
@@ -80,8 +82,8 @@ static const struct {
 } ranges[] = {{0x0001, 0x00ff}, {0x0100, 0x01ff}, {0x0200, 0x02ff}};
 
 static const uint8_t fsize[] = {
-	[F_U16] = 2,   [F_VER] = 2,   [F_U32] = 4,   [F_I32] = 4,
-	[F_I32W] = 4,  [F_64] = 8,    [F_PAD16] = 2, [F_PAD32] = 4,
+    [F_U16] = 2,  [F_VER] = 2, [F_U32] = 4,   [F_I32] = 4,
+    [F_I32W] = 4, [F_64] = 8,  [F_PAD16] = 2, [F_PAD32] = 4,
 };
 
 static const struct {
@@ -287,13 +289,13 @@ static void clear_msg(struct proto_msg *msg)
 #define HOT_PAD32(m) o += 4;
 #define HOT(kind, m, source) HOT_##kind(m)
 #define ONE_STR(m, source) +1
-#define HOT_DECODE(NAME, name, class)                                                   \
-	_Static_assert(0 PROTO_STRS_##name(ONE_STR) == 0, #NAME " has strings");         \
+#define HOT_DECODE(NAME, name, class)                                                              \
+	_Static_assert(0 PROTO_STRS_##name(ONE_STR) == 0, #NAME " has strings");                   \
 	_Static_assert((int)ARRAY_##name == (int)A_NONE, #NAME " has an array");                   \
-	if (msg->type == PROTO_##NAME && flen == PROTO_FIXED(name)) {                    \
-		size_t o = 0;                                                            \
-		PROTO_PREFIX_##class(HOT) PROTO_FIELDS_##name(HOT) (void)o;              \
-		return 1;                                                                \
+	if (msg->type == PROTO_##NAME && flen == PROTO_FIXED(name)) {                              \
+		size_t o = 0;                                                                      \
+		PROTO_PREFIX_##class(HOT) PROTO_FIELDS_##name(HOT)(void) o;                        \
+		return 1;                                                                          \
 	}
 
 static int decode_hot(const uint8_t *buf, uint32_t flen, struct proto_msg *msg)

@@ -107,9 +107,9 @@ struct __attribute__((packed)) proto_wire_common {
 struct __attribute__((packed)) proto_wire_pool {
 	PROTO_POOL_FIELDS(PROTO_WT_P)
 };
-#define PROTO_WIRE_STRUCT(NAME, name, number, class, array) \
-	struct __attribute__((packed)) proto_wire_##name {  \
-		PROTO_PREFIX_##class(PROTO_WT) PROTO_FIELDS_##name(PROTO_WT) \
+#define PROTO_WIRE_STRUCT(NAME, name, number, class, array)                                        \
+	struct __attribute__((packed)) proto_wire_##name {                                         \
+		PROTO_PREFIX_##class(PROTO_WT) PROTO_FIELDS_##name(PROTO_WT)                       \
 	};
 PROTO_MESSAGES(PROTO_WIRE_STRUCT)
 #undef PROTO_WIRE_STRUCT

@@ -2,15 +2,20 @@
  * wire protocol, as X-macro lists (in the manner of libuv's
  * UV_HANDLE_TYPE_MAP).  The message type numbers (proto.h), the decoder's
  * layout table and its hot path (proto.c), the runtime's event kinds
- * (runtime/event.h), the agent's encoder (agent/enc.c), the TASK_RAN
- * composition (agent/ring.c), the daemon's handler table and name tables
- * (daemon/model.c, daemon/model_json.c), scopetop's names and the tests'
- * lists of types are all expanded from here.  schemas/protocol.md documents
- * the bytes; docs/protocol.md says how to add a message.
+ * (runtime/event.h), the agent's encoder (runtime/agent/agent_enc.c), the
+ * TASK_RAN composition (runtime/agent/agent_ring.c), the daemon's handler
+ * table and name tables (daemon/model.c, daemon/model_json.c), scopetop's
+ * names and the tests' lists of types are all expanded from here.
+ * schemas/protocol.md documents the bytes; docs/protocol.md says how to add
+ * a message.
  *
  * Include proto.h, not this file. */
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
+
+/* The lists are laid out by hand, a row per message or value: clang-format
+ * would reflow them into runs. */
+/* clang-format off */
 
 /* ---- messages ------------------------------------------------------------
  *
@@ -272,5 +277,7 @@
 	X(DISCARD, 2, "discard", SCOPE_POLICY_DISCARD)                       \
 	X(DISCARD_OLDEST, 3, "discard_oldest", SCOPE_POLICY_DISCARD_OLDEST)  \
 	X(BLOCK, 4, "block", SCOPE_POLICY_BLOCK)
+
+/* clang-format on */
 
 #endif /* PROTO_WIRE_H */

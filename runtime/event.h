@@ -4,7 +4,7 @@
  * Every lifecycle transition of the runtime is described by one struct sc_ev
  * and passed to sc_emit().  When nothing observes, sc_emit() costs one
  * predictable branch on a relaxed atomic load.  The reporting agent
- * (runtime/agent*.c) installs itself with sc_observer_set().
+ * (runtime/agent/) installs itself with sc_observer_set().
  *
  * Contract between the runtime (producer) and the agent (consumer):
  *  - sc_emit() is called on the thread that caused the event, synchronously,
@@ -118,8 +118,12 @@ static inline void sc_emit_warning(uint32_t kind, uint64_t subject, int64_t amou
 {
 	if (!sc_observed())
 		return;
-	struct sc_ev ev = {
-		.kind = SC_EV_WARNING, .tid = sc_gettid(), .a = subject, .b = limit, .i = amount, .u = kind};
+	struct sc_ev ev = {.kind = SC_EV_WARNING,
+			   .tid = sc_gettid(),
+			   .a = subject,
+			   .b = limit,
+			   .i = amount,
+			   .u = kind};
 	sc_emit(&ev);
 }
 
@@ -131,7 +135,7 @@ SC_HIDDEN void sc_observer_set(sc_observer_fn fn);
 extern _Atomic int sc_keep_times SC_HIDDEN;
 
 /* A VIOLATION emitted while nothing observes: the agent keeps the last few
- * for its next session (runtime/agent.c), since no snapshot can find them. */
+ * for its next session (runtime/agent/agent.c), since no snapshot can find them. */
 SC_HIDDEN void sc_keep_violation(const struct sc_ev *ev);
 
 /* Walks the runtime's live state and calls emit once per synthesized event

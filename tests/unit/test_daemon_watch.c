@@ -48,7 +48,7 @@ static void a_msg(struct daemon *d, const struct proto_msg *m, struct proc *p)
 }
 
 static const struct watcher wa = {
-	.proc_ended = a_ended, .proc_freed = a_freed, .client_gone = a_client, .agent_msg = a_msg};
+    .proc_ended = a_ended, .proc_freed = a_freed, .client_gone = a_client, .agent_msg = a_msg};
 static const struct watcher wb = {.client_gone = b_client};
 
 static void test_watchers_told_once_each_in_order(void **state)
@@ -80,7 +80,7 @@ static void test_watchers_told_once_each_in_order(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_watchers_told_once_each_in_order),
+	    cmocka_unit_test(test_watchers_told_once_each_in_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

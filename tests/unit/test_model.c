@@ -190,16 +190,16 @@ static const char *str_at(json_t *obj, const char *key)
 static void build_tree(struct model *m)
 {
 	struct proto_msg msgs[] = {
-		thread_start(100, "main", PROTO_ROLE_MAIN),
-		thread_start(101, "io-1", PROTO_ROLE_WORKER),
-		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
-		task(PROTO_EV_TASK_START, 10, 1, 0),
-		scope_open(2, 1, "child"),
-		task(PROTO_EV_TASK_FORK, 11, 2, PROTO_TASK_FORKED),
-		task(PROTO_EV_TASK_FORK, 12, 2, PROTO_TASK_FORKED),
-		task(PROTO_EV_TASK_END, 12, 2, PROTO_TASK_FAILED),
-		scope_ev(PROTO_EV_JOIN_BEGIN, 1),
+	    thread_start(100, "main", PROTO_ROLE_MAIN),
+	    thread_start(101, "io-1", PROTO_ROLE_WORKER),
+	    scope_open(1, 0, "root"),
+	    task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_START, 10, 1, 0),
+	    scope_open(2, 1, "child"),
+	    task(PROTO_EV_TASK_FORK, 11, 2, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_FORK, 12, 2, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_END, 12, 2, PROTO_TASK_FAILED),
+	    scope_ev(PROTO_EV_JOIN_BEGIN, 1),
 	};
 	msgs[5].parent_task = 10;
 	msgs[8].error = -5;
@@ -266,12 +266,12 @@ static void test_out_of_order(void **state)
 	init(&m, 0);
 	/* End before fork and start; close before open. */
 	struct proto_msg msgs[] = {
-		task(PROTO_EV_TASK_END, 7, 3, PROTO_TASK_SUCCESS),
-		task(PROTO_EV_TASK_START, 7, 3, 0),
-		task(PROTO_EV_TASK_FORK, 7, 3, PROTO_TASK_FORKED),
-		scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
-		scope_ev(PROTO_EV_JOIN_END, 3),
-		scope_open(3, 0, "late"),
+	    task(PROTO_EV_TASK_END, 7, 3, PROTO_TASK_SUCCESS),
+	    task(PROTO_EV_TASK_START, 7, 3, 0),
+	    task(PROTO_EV_TASK_FORK, 7, 3, PROTO_TASK_FORKED),
+	    scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
+	    scope_ev(PROTO_EV_JOIN_END, 3),
+	    scope_open(3, 0, "late"),
 	};
 	apply_all(&m, msgs, 6, 0);
 	json_t *j = render_json(&m);
@@ -312,12 +312,12 @@ static void test_snapshot_repair(void **state)
 	assert_false(m.complete);
 	/* The fresh snapshot lists scope 1, task 10 and the main thread only. */
 	struct proto_msg snapshot[] = {
-		snap(PROTO_SNAPSHOT_BEGIN, 2),
-		thread_start(100, "main", PROTO_ROLE_MAIN),
-		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
-		task(PROTO_EV_TASK_START, 10, 1, 0),
-		snap(PROTO_SNAPSHOT_END, 2),
+	    snap(PROTO_SNAPSHOT_BEGIN, 2),
+	    thread_start(100, "main", PROTO_ROLE_MAIN),
+	    scope_open(1, 0, "root"),
+	    task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_START, 10, 1, 0),
+	    snap(PROTO_SNAPSHOT_END, 2),
 	};
 	for (int i = 1; i < 5; i++)
 		snapshot[i].flags = PROTO_F_SNAPSHOT;
@@ -598,15 +598,15 @@ static void test_site_snapshot(void **state)
 	/* The snapshot: SITE 9 again (not 1 and 2, to show they were kept), then
 	 * the live entities, a repeat of scope 1 naming another site. */
 	struct proto_msg snapshot[] = {
-		snap(PROTO_SNAPSHOT_BEGIN, 3),
-		site_def(9, "late.c", "late_open", 99),
-		thread_start(100, "main", PROTO_ROLE_MAIN),
-		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
-		task(PROTO_EV_TASK_START, 10, 1, 0),
-		scope_open(3, 0, "late"),
-		task(PROTO_EV_TASK_FORK, 40, 3, PROTO_TASK_FORKED),
-		snap(PROTO_SNAPSHOT_END, 3),
+	    snap(PROTO_SNAPSHOT_BEGIN, 3),
+	    site_def(9, "late.c", "late_open", 99),
+	    thread_start(100, "main", PROTO_ROLE_MAIN),
+	    scope_open(1, 0, "root"),
+	    task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_START, 10, 1, 0),
+	    scope_open(3, 0, "late"),
+	    task(PROTO_EV_TASK_FORK, 40, 3, PROTO_TASK_FORKED),
+	    snap(PROTO_SNAPSHOT_END, 3),
 	};
 	snapshot[3].site = 9;
 	snapshot[6].site = 9;
@@ -680,7 +680,8 @@ static void test_thread_reuse_and_exit(void **state)
 	(void)state;
 	struct model m;
 	init(&m, 0);
-	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER),
+			 x = ev(PROTO_EV_THREAD_EXIT);
 	x.tid = 50;
 	assert_int_equal(model_apply(&m, &a, 0), 0);
 	assert_int_equal(model_apply(&m, &x, 0), 0);
@@ -712,18 +713,17 @@ static void test_snapshot_end_live_only(void **state)
 			apply_ok(&m, task(PROTO_EV_TASK_END, id, 1, PROTO_TASK_SUCCESS), 0);
 	}
 	assert_int_equal(m.live[ENT_TASK].n, 5); /* 1000, 2000, ... 5000 */
-	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER), x = ev(PROTO_EV_THREAD_EXIT);
+	struct proto_msg a = thread_start(50, "old", PROTO_ROLE_WORKER),
+			 x = ev(PROTO_EV_THREAD_EXIT);
 	x.tid = 50;
 	apply_ok(&m, a, 0);
 	apply_ok(&m, x, 0);
 	apply_ok(&m, thread_start(50, "new", PROTO_ROLE_OTHER), 0); /* revived */
 
 	struct proto_msg snapshot[] = {
-		snap(PROTO_SNAPSHOT_BEGIN, 3),
-		thread_start(101, "worker", PROTO_ROLE_WORKER),
-		scope_open(1, 0, "root"),
-		task(PROTO_EV_TASK_FORK, 3000, 1, PROTO_TASK_FORKED),
-		snap(PROTO_SNAPSHOT_END, 3),
+	    snap(PROTO_SNAPSHOT_BEGIN, 3), thread_start(101, "worker", PROTO_ROLE_WORKER),
+	    scope_open(1, 0, "root"),	   task(PROTO_EV_TASK_FORK, 3000, 1, PROTO_TASK_FORKED),
+	    snap(PROTO_SNAPSHOT_END, 3),
 	};
 	for (int i = 1; i < 4; i++)
 		snapshot[i].flags = PROTO_F_SNAPSHOT;
@@ -964,7 +964,8 @@ static void test_task_ran(void **state)
 		struct proto_msg st = task(PROTO_EV_TASK_START, 7, 1, PROTO_TASK_RUNNING);
 		st.tid = 102;
 		apply_ok(ms[i], st, 0);
-		apply_ok(ms[i], task(PROTO_EV_TASK_START, 8, 1, PROTO_TASK_RUNNING), 0); /* on 101 */
+		apply_ok(ms[i], task(PROTO_EV_TASK_START, 8, 1, PROTO_TASK_RUNNING),
+			 0); /* on 101 */
 	}
 	e = task(PROTO_EV_TASK_END, 7, 1, PROTO_TASK_SUCCESS);
 	e.ts = 5000;
@@ -999,12 +1000,12 @@ static void test_task_function(void **state)
 	m.track_removals = true;
 	uint64_t body = (uint64_t)(uintptr_t)&model_body_fetch_user;
 	struct proto_msg msgs[] = {
-		thread_start(99, "scoped-agent", PROTO_ROLE_AGENT),
-		scope_open(1, 0, "root"),
-		fork_fn(20, body),
-		fork_fn(21, 0),
-		fork_fn(22, 16),
-		fork_fn(20, body + 5), /* a repeat (snapshot) keeps the first address */
+	    thread_start(99, "scoped-agent", PROTO_ROLE_AGENT),
+	    scope_open(1, 0, "root"),
+	    fork_fn(20, body),
+	    fork_fn(21, 0),
+	    fork_fn(22, 16),
+	    fork_fn(20, body + 5), /* a repeat (snapshot) keeps the first address */
 	};
 	apply_all(&m, msgs, sizeof msgs / sizeof msgs[0], 0);
 	const struct m_task *t20 = idmap_get(&m.ents[ENT_TASK], 20);

@@ -656,14 +656,14 @@ static void test_hot_frames_exact(void **state)
 #define WCHECK_POOL_PAD32(x) assert_int_equal(w.pool.x, 0);
 #define WCHECK_POOL(m) PROTO_POOL_FIELDS(WCHECK_POOLF)
 #define WCHECK(kind, m, source) WCHECK_##kind(m)
-#define WCHECK_MSG(NAME, name, number, class, array)                                    \
-	{                                                                               \
-		struct proto_wire_##name w;                                            \
-		fill(&d, PROTO_##NAME, tids, addrs);                                   \
-		int n = proto_encode(a, sizeof a, &d, tids, addrs);                    \
-		assert_true(n >= (int)PROTO_FIXED(name));                              \
-		memcpy(&w, a + PROTO_HDR_SIZE, sizeof w);                              \
-		PROTO_PREFIX_##class(WCHECK) PROTO_FIELDS_##name(WCHECK) checked++;    \
+#define WCHECK_MSG(NAME, name, number, class, array)                                               \
+	{                                                                                          \
+		struct proto_wire_##name w;                                                        \
+		fill(&d, PROTO_##NAME, tids, addrs);                                               \
+		int n = proto_encode(a, sizeof a, &d, tids, addrs);                                \
+		assert_true(n >= (int)PROTO_FIXED(name));                                          \
+		memcpy(&w, a + PROTO_HDR_SIZE, sizeof w);                                          \
+		PROTO_PREFIX_##class(WCHECK) PROTO_FIELDS_##name(WCHECK) checked++;                \
 	}
 
 static void test_wire_structs_match_frames(void **state)
@@ -804,17 +804,17 @@ static void test_strerror(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip_every_type),
-		cmocka_unit_test(test_field_values),
-		cmocka_unit_test(test_hot_frames_exact),
-		cmocka_unit_test(test_wire_structs_match_frames),
-		cmocka_unit_test(test_bad_frames),
-		cmocka_unit_test(test_unknown_type_in_range_skipped),
-		cmocka_unit_test(test_stream_and_early_refusal),
-		cmocka_unit_test(test_encode_errors),
-		cmocka_unit_test(test_random_garbage),
-		cmocka_unit_test(test_strerror),
-		cmocka_unit_test(test_versions_read),
+	    cmocka_unit_test(test_round_trip_every_type),
+	    cmocka_unit_test(test_field_values),
+	    cmocka_unit_test(test_hot_frames_exact),
+	    cmocka_unit_test(test_wire_structs_match_frames),
+	    cmocka_unit_test(test_bad_frames),
+	    cmocka_unit_test(test_unknown_type_in_range_skipped),
+	    cmocka_unit_test(test_stream_and_early_refusal),
+	    cmocka_unit_test(test_encode_errors),
+	    cmocka_unit_test(test_random_garbage),
+	    cmocka_unit_test(test_strerror),
+	    cmocka_unit_test(test_versions_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* test_sockcheck.c - the trust checks on scoped's sockets (proto/sockcheck.c)
+/* test_sockcheck.c - the trust checks on scoped's sockets (common/sockcheck.c)
  * and the daemon's socket directory: a table of directory and socket modes
  * with the verdict each must get, and the peer check on a live socket.
  * Other owners are covered by the cross-user e2e test (sec_squat.sh). */

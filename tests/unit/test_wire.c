@@ -34,17 +34,17 @@ static const struct {
 	const char *name;
 } msgs[] = {
 #define ROW(NAME, name, number, class, array) {PROTO_##NAME, class, #NAME},
-	PROTO_MESSAGES(ROW)
+    PROTO_MESSAGES(ROW)
 #undef ROW
 };
 #define NMSGS (sizeof msgs / sizeof msgs[0])
 
-static struct proto_str S(const char *s)
-{
+static struct proto_str S(const char *s) {
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static void model_start(struct model *m)
+static void
+model_start(struct model *m)
 {
 	struct model_limits lim = {.max_entities = 10000, .retain_ns = 5 * SEC};
 	model_init(m, &lim);
@@ -92,14 +92,13 @@ static void test_every_message_has_its_parts(void **state)
 			fail_msg("%s: proto_encode: %s", msgs[i].name, proto_strerror(n));
 		assert_int_equal(proto_decode(buf, (size_t)n, &d, &used), PROTO_OK);
 		assert_int_equal(d.type, type);
-		assert_string_equal(proto_type_name(type), msgs[i].name + (msgs[i].cls == EVENT ||
-									    msgs[i].cls == DERIVED
-									? 3
-									: 0));
+		assert_string_equal(proto_type_name(type),
+				    msgs[i].name +
+					(msgs[i].cls == EVENT || msgs[i].cls == DERIVED ? 3 : 0));
 
 		if (msgs[i].cls == EVENT) {
-			struct sc_ev ev = {.kind = type, .tid = 9, .ts = 77, .a = 3, .u = 1,
-					   .s1 = "x", .s2 = "y"};
+			struct sc_ev ev = {
+			    .kind = type, .tid = 9, .ts = 77, .a = 3, .u = 1, .s1 = "x", .s2 = "y"};
 			struct sc_enc e;
 			uint32_t size = sc_enc_measure(&ev, &e);
 			if (!size)
@@ -140,21 +139,20 @@ struct named {
 	unsigned value;
 	const char *name;
 };
-static const struct named task_states[] = {
-	{0, "forked"}, {1, "running"}, {2, "success"}, {3, "failed"}, {4, "cancelled"},
-	{5, "unavailable"}};
-static const struct named cancel_reasons[] = {{1, "joiner"},   {2, "timeout"},   {3, "explicit"},
-					      {4, "parent"},   {5, "violation"}, {6, "close"}};
-static const struct named violations[] = {{1, "not_owner"},  {2, "double_join"},
+static const struct named task_states[] = {{0, "forked"}, {1, "running"},   {2, "success"},
+					   {3, "failed"}, {4, "cancelled"}, {5, "unavailable"}};
+static const struct named cancel_reasons[] = {{1, "joiner"}, {2, "timeout"},   {3, "explicit"},
+					      {4, "parent"}, {5, "violation"}, {6, "close"}};
+static const struct named violations[] = {{1, "not_owner"},	  {2, "double_join"},
 					  {3, "fork_after_join"}, {4, "inner_open"},
-					  {5, "thread_exit"}, {6, "no_join"}};
+					  {5, "thread_exit"},	  {6, "no_join"}};
 static const struct named warnings[] = {{1, "pool_over_max"}};
 static const struct named roles[] = {{0, "other"}, {1, "main"}, {2, "worker"}, {3, "agent"}};
-static const struct named joiners[] = {{0, "all_successful"}, {1, "any_successful"},
-				       {2, "await_all"}, {3, "until"}, {4, "custom"}};
+static const struct named joiners[] = {
+    {0, "all_successful"}, {1, "any_successful"}, {2, "await_all"}, {3, "until"}, {4, "custom"}};
 static const struct named queues[] = {{0, "unbounded"}, {1, "bounded"}, {2, "direct"}};
 static const struct named policies[] = {
-	{0, "abort"}, {1, "caller_runs"}, {2, "discard"}, {3, "discard_oldest"}, {4, "block"}};
+    {0, "abort"}, {1, "caller_runs"}, {2, "discard"}, {3, "discard_oldest"}, {4, "block"}};
 #define N(a) (sizeof a / sizeof a[0])
 
 static char *render(const struct model *m)
@@ -304,13 +302,15 @@ static void test_wire_values_everywhere(void **state)
 	json_t *viol = json_object_get(j, "violations");
 	assert_int_equal(json_array_size(viol), N(violations));
 	for (size_t i = 0; i < N(violations); i++)
-		assert_string_equal(json_string_value(json_object_get(json_array_get(viol, i), "kind")),
-				    violations[i].name);
+		assert_string_equal(
+		    json_string_value(json_object_get(json_array_get(viol, i), "kind")),
+		    violations[i].name);
 	json_t *warn = json_object_get(j, "warnings");
 	assert_int_equal(json_array_size(warn), N(warnings));
 	for (size_t i = 0; i < N(warnings); i++)
-		assert_string_equal(json_string_value(json_object_get(json_array_get(warn, i), "kind")),
-				    warnings[i].name);
+		assert_string_equal(
+		    json_string_value(json_object_get(json_array_get(warn, i), "kind")),
+		    warnings[i].name);
 	for (size_t i = 0; i < N(task_states); i++)
 		assert_string_equal(member(j, "tasks", 400 + i, "state"), task_states[i].name);
 	json_decref(j);
@@ -445,9 +445,9 @@ static void test_runtime_values_reach_the_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_message_has_its_parts),
-		cmocka_unit_test(test_wire_values_everywhere),
-		cmocka_unit_test(test_runtime_values_reach_the_json),
+	    cmocka_unit_test(test_every_message_has_its_parts),
+	    cmocka_unit_test(test_wire_values_everywhere),
+	    cmocka_unit_test(test_runtime_values_reach_the_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

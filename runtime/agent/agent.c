@@ -453,11 +453,11 @@ static int next_period(int period, size_t moved)
 struct session {
 	int64_t blocked_since; /* when the socket last stopped taking bytes (0: it takes them) */
 	int64_t last_reap;
-	int shedding;          /* threads only count their events (sc_rings_shed) */
-	int stop_checked;      /* this block's look at the daemon's state is done */
+	int shedding;	  /* threads only count their events (sc_rings_shed) */
+	int stop_checked; /* this block's look at the daemon's state is done */
 	int64_t last_stop_check;
-	int period;            /* the drain period, ms */
-	uint64_t drained_gen;  /* the flush request the last exhaustive drain covers */
+	int period;	      /* the drain period, ms */
+	uint64_t drained_gen; /* the flush request the last exhaustive drain covers */
 };
 
 /* Reports a loss: LOST, then a fresh snapshot. */

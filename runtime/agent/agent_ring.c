@@ -488,11 +488,12 @@ void sc_rings_coalesce(int on)
 /* Copies field m of a src_name frame at src into field m of a dst_name
  * frame at dst, both where proto/wire.h lays them out. */
 #define FIELD_SIZE(name, m) sizeof(((struct proto_wire_##name *)0)->m)
-#define COPY_FIELD(dst, dst_name, dst_m, src, src_name, src_m)                                   \
-	do {                                                                                      \
-		_Static_assert(FIELD_SIZE(dst_name, dst_m) == FIELD_SIZE(src_name, src_m), #dst_m); \
+#define COPY_FIELD(dst, dst_name, dst_m, src, src_name, src_m)                                     \
+	do {                                                                                       \
+		_Static_assert(FIELD_SIZE(dst_name, dst_m) == FIELD_SIZE(src_name, src_m),         \
+			       #dst_m);                                                            \
 		memcpy((dst) + PROTO_OFF(dst_name, dst_m), (src) + PROTO_OFF(src_name, src_m),     \
-		       FIELD_SIZE(dst_name, dst_m));                                              \
+		       FIELD_SIZE(dst_name, dst_m));                                               \
 	} while (0)
 
 /* When the frame at c is a TASK_START whose very next record in its ring is

@@ -12,7 +12,7 @@
 
 /* The runtime reports these public enums' values as they are: the wire's
  * lists say which enumerator each value is. */
-#define SAME_AS_PUBLIC(NAME, value, json, public) \
+#define SAME_AS_PUBLIC(NAME, value, json, public)                                                  \
 	_Static_assert((int)(public) == (value), #public " differs from its wire value");
 PROTO_JOINERS(SAME_AS_PUBLIC)
 PROTO_QUEUE_KINDS(SAME_AS_PUBLIC)
@@ -103,12 +103,12 @@ static uint8_t *put_pool(uint8_t *p, const struct sc_pool_info *pi)
 #define ENC_FN_MARK(NAME, name)
 #define ENC_FN_STACK(NAME, name)
 #define ENC_FN_DERIVED(NAME, name)
-#define ENC_FN_EVENT(NAME, name)                                                            \
-	static inline void enc_##name(const struct sc_ev *ev, uint8_t *p, uint32_t site,     \
-				      const uint16_t *slen)                                  \
-	{                                                                                    \
-		(void)ev, (void)p, (void)site, (void)slen;                                   \
-		PROTO_FIELDS_##name(PUT) PROTO_STRS_##name(PUT_S)                            \
+#define ENC_FN_EVENT(NAME, name)                                                                   \
+	static inline void enc_##name(const struct sc_ev *ev, uint8_t *p, uint32_t site,           \
+				      const uint16_t *slen)                                        \
+	{                                                                                          \
+		(void)ev, (void)p, (void)site, (void)slen;                                         \
+		PROTO_FIELDS_##name(PUT) PROTO_STRS_##name(PUT_S)                                  \
 	}
 #define ENC_FN(NAME, name, number, class, array) ENC_FN_##class(NAME, name)
 PROTO_MESSAGES(ENC_FN)
@@ -128,9 +128,9 @@ static inline void put_head(uint8_t *dst, uint32_t size, const struct sc_ev *ev,
 }
 
 #define MEASURE_S(m, src) n += 3u + (e->slen[i++] = cut(SRC_##src));
-#define MEASURE_EVENT(NAME, name)                                               \
-	case SC_##NAME:                                                         \
-		n = PROTO_FIXED(name);                                          \
+#define MEASURE_EVENT(NAME, name)                                                                  \
+	case SC_##NAME:                                                                            \
+		n = PROTO_FIXED(name);                                                             \
 		PROTO_STRS_##name(MEASURE_S) e->wants_site = 0 PROTO_FIELDS_##name(SC_WANTS_SITE); \
 		break;
 #define MEASURE_SESSION(NAME, name)
@@ -156,9 +156,9 @@ uint32_t sc_enc_measure(const struct sc_ev *ev, struct sc_enc *e)
 	return n;
 }
 
-#define WRITE_EVENT(NAME, name)                                     \
-	case SC_##NAME:                                             \
-		enc_##name(ev, p, e->site, e->slen);                \
+#define WRITE_EVENT(NAME, name)                                                                    \
+	case SC_##NAME:                                                                            \
+		enc_##name(ev, p, e->site, e->slen);                                               \
 		break;
 #define WRITE_SESSION(NAME, name)
 #define WRITE_MARK(NAME, name)
@@ -178,16 +178,16 @@ void sc_enc_write(const struct sc_ev *ev, const struct sc_enc *e, uint16_t flags
 
 /* The kinds of every task (TASK_FORK, TASK_START, TASK_END) and SCOPE_OPEN:
  * most of what a program writes.  At most one string each (*slen). */
-#define HOT_KINDS(H)                                                              \
-	H(EV_TASK_FORK, task_fork) H(EV_TASK_START, task_start) H(EV_TASK_END, task_end) \
-	H(EV_SCOPE_OPEN, scope_open)
+#define HOT_KINDS(H)                                                                               \
+	H(EV_TASK_FORK, task_fork)                                                                 \
+	H(EV_TASK_START, task_start) H(EV_TASK_END, task_end) H(EV_SCOPE_OPEN, scope_open)
 #define ONE_STR(m, src) +1
 #define HOT_SIZE_S(m, src) n += 3u + (*slen = cut(SRC_##src));
-#define HOT_SIZE(NAME, name)                                                          \
-	case SC_##NAME: {                                                             \
-		_Static_assert(0 PROTO_STRS_##name(ONE_STR) <= 1, #NAME ": one string"); \
-		uint32_t n = PROTO_FIXED(name);                                       \
-		PROTO_STRS_##name(HOT_SIZE_S) return n;                               \
+#define HOT_SIZE(NAME, name)                                                                       \
+	case SC_##NAME: {                                                                          \
+		_Static_assert(0 PROTO_STRS_##name(ONE_STR) <= 1, #NAME ": one string");           \
+		uint32_t n = PROTO_FIXED(name);                                                    \
+		PROTO_STRS_##name(HOT_SIZE_S) return n;                                            \
 	}
 
 uint32_t sc_enc_hot_size(const struct sc_ev *ev, uint16_t *slen)
@@ -199,9 +199,9 @@ uint32_t sc_enc_hot_size(const struct sc_ev *ev, uint16_t *slen)
 	}
 }
 
-#define HOT_WRITE(NAME, name)                                               \
-	case SC_##NAME:                                                     \
-		enc_##name(ev, dst + PROTO_HDR_SIZE + EV_COMMON, site, &slen); \
+#define HOT_WRITE(NAME, name)                                                                      \
+	case SC_##NAME:                                                                            \
+		enc_##name(ev, dst + PROTO_HDR_SIZE + EV_COMMON, site, &slen);                     \
 		break;
 
 /* The same frames sc_enc_write makes (test_agent compares the bytes). */

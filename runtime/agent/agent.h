@@ -54,8 +54,8 @@ SC_HIDDEN int sc_enc_wants_site(const struct sc_enc *e);
 #define SC_WANTS_SITE_NA 0
 #define SC_WANTS_SITE_SITE 1
 #define SC_WANTS_SITE(kind, member, source) | SC_WANTS_SITE_##source
-#define SC_KIND_WANTS_SITE_EVENT(NAME, name) \
-	case SC_##NAME:                      \
+#define SC_KIND_WANTS_SITE_EVENT(NAME, name)                                                       \
+	case SC_##NAME:                                                                            \
 		return 0 PROTO_FIELDS_##name(SC_WANTS_SITE);
 #define SC_KIND_WANTS_SITE_SESSION(NAME, name)
 #define SC_KIND_WANTS_SITE_MARK(NAME, name)
