@@ -41,7 +41,10 @@ CFLAGS ?= $(OPT) -g
 SC_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
 	  -MMD -MP -Iinclude -Iproto -Iruntime -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
 SC_LDFLAGS := $(SANFLAGS) -rdynamic
-LIBS_ALL := -lmicrohttpd -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
+# clang writes no .debug_aranges unless asked, and the symbolizer (libdw)
+# finds no file:line without them.
+SC_CFLAGS += $(if $(shell $(CC) --version 2>/dev/null | grep -q clang && echo y),-gdwarf-aranges)
+LIBS_ALL := -lmicrohttpd -lcurl -ljansson -lncursesw -ltinfo -ldw -lelf -lbpf -lunwind -lz -lpthread -lm
 
 # Per top-level directory extra flags (CFLAGS_runtime, CFLAGS_proto, ...).
 CFLAGS_runtime := -DSCOPE_BUILDING_LIBRARY -fvisibility=hidden
@@ -125,7 +128,7 @@ format-all:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-clang build-fuzz
 
 .PHONY: all deps test test-asan test-tsan bench demo format format-check format-all clean fuzz
 

@@ -48,6 +48,14 @@ struct proc {
 		uint16_t nframes;
 		uint64_t *frames;
 	} crash;
+	/* The stacks of the last capture, kept for post-mortem dumps: the
+	 * threads' last known stacks (source NULL: none yet). */
+	struct {
+		struct stack_thread *threads;
+		size_t n;
+		int64_t real_ns;
+		const char *source;
+	} last;
 	struct model model;
 	struct aconn *conn; /* NULL unless live */
 	int nsubs;
@@ -111,6 +119,7 @@ struct stack_req {
 	json_t *req_id;        /* the client's id (new reference) or NULL */
 	bool dump;
 	bool captured; /* a capture ran (not a post-mortem reply) */
+	uint64_t events_at_capture; /* the model's event count when it began */
 	int max_frames;
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */

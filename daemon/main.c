@@ -5,6 +5,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "sock.h"
 #include "sockpath.h"
 #include "stacks.h"
@@ -203,6 +204,7 @@ static void shutdown_all(struct daemon *d)
 	sock_remove(d->ctl_path, ctl_ino);
 	close(d->agent_fd);
 	close(d->ctl_fd);
+	otlp_stop(d);
 	metrics_stop(d);
 	stacks_close(d->stacks);
 	sym_free(d->sym);
@@ -230,7 +232,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_setup(d.opt.log_level, d.opt.syslog);
-	if (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0) {
+	if (otlp_check(&d.opt, err, sizeof err) < 0 ||
+	    (d.opt.metrics && metrics_open(&d, err, sizeof err) < 0)) {
 		fprintf(stderr, "scoped: %s\n", err);
 		return 1;
 	}
@@ -297,6 +300,10 @@ int main(int argc, char **argv)
 	}
 	if ((rc = metrics_start(&d)) < 0) {
 		log_error("cannot serve metrics: %s", strerror(-rc));
+		return 1;
+	}
+	if ((rc = otlp_start(&d)) < 0) {
+		log_error("cannot start the OTLP exporter: %s", strerror(-rc));
 		return 1;
 	}
 	log_info("listening on %s (agents) and %s (clients)%s%s", d.agent_path, d.ctl_path,

@@ -3,6 +3,7 @@
 #include "metrics.h"
 
 #include "loop.h"
+#include "trace.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -570,6 +571,15 @@ static void daemon_figures(struct daemon *d, struct jbuf *b)
 			l[0] = 0;
 			label(l, "source", ms[i].source);
 			histogram(b, "scoped_stack_capture_duration_seconds", l, &ms[i].duration);
+		}
+	}
+	if (trace_on()) {
+		family(b, "scoped_otlp_spans_total", "counter",
+		       "Spans of scope trees for --otlp, by what became of them.");
+		for (int o = 0; o < TRACE_OUTCOMES; o++) {
+			l[0] = 0;
+			label(l, "outcome", trace_outcome_names[o]);
+			sample(b, "scoped_otlp_spans_total", l, trace_counted(o));
 		}
 	}
 	self(b);

@@ -571,7 +571,7 @@ static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
 	if (m->tally && !(s->flags & EF_CANCELLED))
-		tally_scope_cancelled(m, msg->reason);
+		tally_scope_cancelled(m, s, msg->reason, msg->ts);
 	s->flags |= EF_CANCELLED;
 	if (!s->cancel_reason)
 		s->cancel_reason = (uint8_t)msg->reason;
@@ -585,7 +585,7 @@ static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t 
 	if (end_once(m, ENT_SCOPE, s, now)) {
 		s->closed = msg->ts;
 		if (m->tally)
-			tally_scope_closed(m);
+			tally_scope_closed(m, s);
 	}
 	return 0;
 }
@@ -697,7 +697,7 @@ static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t no
 {
 	(void)now;
 	if (m->tally)
-		tally_violation(m, msg->kind);
+		tally_violation(m, msg->scope, msg->kind, msg->ts);
 	m->viol[m->nviol++ % MODEL_VIOLATIONS] =
 		(struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
 	return 0;

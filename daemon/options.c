@@ -64,6 +64,15 @@ static const struct opt_def table[] = {
 	{"metrics", 0, OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
 	 "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
 	 "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
+	{"otlp", 0, OPT_STR, OFF(otlp), "URL", 0, 0, 0, NULL,
+	 "export scope trees as OTLP/HTTP protobuf spans to URL (a collector's /v1/traces; "
+	 "default: off): failed, cancelled, late and violating trees, and a sample of the rest"},
+	{"otlp-sample", 0, OPT_LONG, OFF(otlp_sample), "N", 0, 1000, 10, NULL,
+	 "of the trees that went well, how many in 1000 (per mille) are exported"},
+	{"otlp-max-spans", 0, OPT_LONG, OFF(otlp_max_spans), "N", 1, 100000000, 100000, NULL,
+	 "spans held for export at once, every process together; past it spans are dropped"},
+	{"otlp-max-rate", 0, OPT_LONG, OFF(otlp_max_rate), "N", 1, 100000000, 20000, NULL,
+	 "spans exported per second at most; whole trees past it are dropped"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])

@@ -22,6 +22,10 @@ struct options {
 	long idle_exit_s;          /* exit after this long with nobody connected; 0 never */
 	const char *socket_group;  /* --socket-group: members may connect, or NULL */
 	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
+	const char *otlp;          /* borrowed from argv; NULL: no trace export */
+	long otlp_sample;          /* trees that went well exported, per 1000 */
+	long otlp_max_spans;       /* spans held for export at once */
+	long otlp_max_rate;        /* spans exported per second */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -32,7 +32,7 @@ struct model_limits daemon_model_limits(const struct daemon *d)
 		.max_sites = MODEL_MAX_SITES,
 		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
 		.max_retained = (size_t)d->opt.max_retained,
-		.tally = d->opt.metrics != NULL,
+		.tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
 	};
 }
 
@@ -131,6 +131,7 @@ void proc_free(struct daemon *d, struct proc *p)
 		sym_forget(d->sym, p->pid, p->starttime);
 	model_free(&p->model);
 	free(p->crash.frames);
+	stacks_forget_last(p);
 	free(p->name);
 	free(p->exe);
 	free(p->runtime_version);

@@ -168,6 +168,33 @@ const struct stack_source *stacks_source(const struct stacks *s)
 	return s ? s->src : &signal_source;
 }
 
+void stacks_forget_last(struct proc *p)
+{
+	for (size_t i = 0; i < p->last.n; i++)
+		free(p->last.threads[i].frames);
+	free(p->last.threads);
+	p->last.threads = NULL;
+	p->last.n = 0;
+	p->last.source = NULL;
+}
+
+/* The threads of a finished capture become the process's last known
+ * stacks: what a post-mortem dump can still show (their frames were just
+ * resolved, so the symbolizer's cache still knows them). */
+static void keep_last(struct stack_req *r)
+{
+	struct proc *p = r->proc;
+	if (!r->captured || !r->nthreads || r->tids || p->state != PROC_LIVE)
+		return;
+	stacks_forget_last(p);
+	p->last.threads = r->threads;
+	p->last.n = r->nthreads;
+	p->last.real_ns = realtime_ns();
+	p->last.source = r->source;
+	r->threads = NULL;
+	r->nthreads = r->cap = 0;
+}
+
 static void req_free(struct stack_req *r)
 {
 	for (size_t i = 0; i < r->nthreads; i++)
@@ -368,6 +395,28 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 	jb_i64(b, r->max_pause_ns);
 }
 
+/* A post-mortem dump's "last_stacks": each thread's stack as the last
+ * capture before the end found it. */
+static void last_stacks_json(struct daemon *d, struct jbuf *b, const struct proc *p)
+{
+	jb_key(b, "last_stacks");
+	jb_obj(b);
+	jf_str(b, "source", p->last.source);
+	jb_key(b, "taken_ms");
+	jb_ms(b, p->last.real_ns);
+	jb_key(b, "stacks");
+	jb_arr(b);
+	for (size_t i = 0; i < p->last.n; i++) {
+		const struct stack_thread *t = &p->last.threads[i];
+		jb_obj(b);
+		jf_u64(b, "tid", t->tid);
+		frames_json(d->sym, b, p, t->frames, t->nframes);
+		jb_obj_end(b);
+	}
+	jb_arr_end(b);
+	jb_obj_end(b);
+}
+
 /* Writes the reply: the stacks, and for a dump the tree of this same moment. */
 static void write_reply(struct daemon *d, struct client *c, const struct stack_req *r)
 {
@@ -377,6 +426,12 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		proc_summary_json(b, r->proc, loop_now_ns());
 		jb_key(b, "model");
 		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		/* What the tree took in while the stacks were taken. */
+		if (r->captured)
+			jf_u64(b, "events_during_capture",
+			       r->proc->model.events - r->events_at_capture);
+		if (!r->captured && r->proc->last.source)
+			last_stacks_json(d, b, r->proc);
 	}
 	stacks_json(d, b, r);
 	reply_end(c);
@@ -398,6 +453,7 @@ static void finish(struct daemon *d, struct stack_req *r)
 	struct client *c = r->client;
 	if (c)
 		write_reply(d, c, r);
+	keep_last(r);
 	req_free(r);
 	if (c)
 		daemon_reply_done(d, c);
@@ -510,15 +566,18 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		return CMD_DONE;
 	}
 	r->captured = true; /* a reply that follows comes from a capture */
+	r->events_at_capture = p->model.events;
 	rc = src->capture(d, r, err, sizeof err);
 	if (rc == 1) {
 		/* Answered here, synchronously: the client is not left waiting. */
 		int again = proc_check_live(p, x->c->uid, err, sizeof err);
-		if (again < 0)
+		if (again < 0) {
 			reply_error(x->c, x->id, again == -EPERM ? "permission_denied" : "exited",
 				    "%s", err);
-		else
+		} else {
 			write_reply(d, x->c, r);
+			keep_last(r);
+		}
 		req_free(r);
 		return CMD_DONE;
 	}

@@ -35,4 +35,7 @@ struct proc;
  * agent sent its crashing thread's stack (p->crash.tid != 0). */
 void stacks_crash_json(struct jbuf *b, const struct proc *p);
 
+/* Frees the stacks kept from p's last capture. */
+void stacks_forget_last(struct proc *p);
+
 #endif

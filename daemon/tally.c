@@ -2,6 +2,7 @@
 #include "tally.h"
 
 #include "model.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ struct tally *tally_new(void)
 
 void tally_free(struct tally *t)
 {
+	if (t)
+		trace_proc_free(t->trace);
 	free(t);
 }
 
@@ -76,24 +79,28 @@ void tally_task_ended(struct model *m, const struct m_task *task)
 		tally_hist_add(&p->wait, task->started - task->forked);
 	if (task->started && task->ended)
 		tally_hist_add(&p->run, task->ended - task->started);
+	trace_task_ended(m, task);
 }
 
-void tally_scope_closed(struct model *m)
+void tally_scope_closed(struct model *m, const struct m_scope *s)
 {
 	m->tally->scopes_closed++;
+	trace_scope_closed(m, s);
 }
 
-void tally_scope_cancelled(struct model *m, uint32_t reason)
+void tally_scope_cancelled(struct model *m, const struct m_scope *s, uint32_t reason, int64_t ts)
 {
 	m->tally->cancels[reason < TALLY_REASONS ? reason : 0]++;
+	trace_scope_cancelled(m, s, reason, ts);
 }
 
-void tally_violation(struct model *m, uint32_t kind)
+void tally_violation(struct model *m, uint64_t scope, uint32_t kind, int64_t ts)
 {
 	/* A snapshot repeats the violations the agent keeps: counted once. */
 	if (m->in_snapshot)
 		return;
 	m->tally->violations[kind < TALLY_KINDS ? kind : 0]++;
+	trace_violation(m, scope, kind, ts);
 }
 
 void tally_event(struct model *m, const struct proto_msg *msg, int64_t now_ns)

@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 struct model;
+struct m_scope;
 struct m_task;
+struct trace_proc;
 
 /* Upper bounds of the histogram buckets in nanoseconds (+Inf follows). */
 #define TALLY_BUCKETS 13
@@ -48,6 +50,7 @@ struct tally {
 	uint64_t cancels[TALLY_REASONS];
 	uint64_t violations[TALLY_KINDS];
 	struct tally_hist lag; /* event's time to the daemon applying it */
+	struct trace_proc *trace; /* --otlp's open trees (trace.c), or NULL */
 };
 
 /* A zeroed tally (new), or NULL when out of memory. */
@@ -56,9 +59,9 @@ void tally_free(struct tally *t);
 
 /* Called by the model when an event changed it, with m->tally set. */
 void tally_task_ended(struct model *m, const struct m_task *t);
-void tally_scope_closed(struct model *m);
-void tally_scope_cancelled(struct model *m, uint32_t reason);
-void tally_violation(struct model *m, uint32_t kind);
+void tally_scope_closed(struct model *m, const struct m_scope *s);
+void tally_scope_cancelled(struct model *m, const struct m_scope *s, uint32_t reason, int64_t ts);
+void tally_violation(struct model *m, uint64_t scope, uint32_t kind, int64_t ts);
 /* Every applied event: its lag behind the daemon's clock now_ns. */
 void tally_event(struct model *m, const struct proto_msg *msg, int64_t now_ns);
 

@@ -42,6 +42,9 @@ struct builder {
 	const jv *reply, *process, *model;
 	const jv *threads, *pools, *scopes, *tasks, *stacks;
 	const jv *crash; /* process.crash, or NULL */
+	const jv *last;  /* last_stacks.stacks of a post-mortem reply, or NULL */
+	struct ref *last_ref;
+	size_t nlast_ref;
 	char now_iso[40];
 	bool complete;
 
@@ -459,6 +462,31 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	long ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
 	size_t container = 0;
 	long ctx = -1;
+	/* An owner that runs, while it joins, a subtask of its own scope is
+	 * shown where its own work is (the container of the task whose body
+	 * opened that scope, else where a thread without a task goes), with
+	 * the subtask it runs for the join beside: inside its own container
+	 * it would read as one of the scope's forked threads. */
+	const jv *helping = NULL;
+	long joins = -1;
+	const jv *owner = ts >= 0 ? jv_get(b->si[ts].j, "owner") : NULL;
+	if (jv_is_integer(owner) && jv_integer(owner) == tid && b->si[ts].container >= 0) {
+		helping = task;
+		joins = ts;
+		long pt = lookup(b->task_ref, b->ntask_ref, jv_get(b->si[ts].j, "parent_task"));
+		const jv *own = pt >= 0 ? jv_at(b->tasks, (size_t)pt) : NULL;
+		const jv *w = jv_get(own, "worker");
+		task = own && jj_str_is(own, "state", "running") && jv_is_integer(w) &&
+			       jv_integer(w) == tid
+			   ? own
+			   : NULL;
+		if (!task) { /* no parent task known: the task the thread names */
+			long k2 = lookup(b->task_ref, b->ntask_ref, jv_get(t, "task"));
+			const jv *named = k2 >= 0 ? jv_at(b->tasks, (size_t)k2) : NULL;
+			task = named != helping ? named : NULL;
+		}
+		ts = task ? lookup(b->scope_ref, b->nscope_ref, jv_get(task, "scope")) : -1;
+	}
 
 	if (ts >= 0 && b->si[ts].container >= 0) {
 		container = (size_t)b->si[ts].container;
@@ -505,6 +533,20 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	jj_set(th, "task", tj);
 	if (crashed)
 		jj_set(th, "crashed", json_true());
+	/* Gone: its stack as the last capture before the end found it. */
+	long lk = gone && !crashed ? find(b->last_ref, b->nlast_ref, tid) : -1;
+	if (lk >= 0)
+		jj_set(th, "lastStack",
+		       jj_stack(jv_at(b->last, (size_t)lk), JDKDUMP_MAX_FRAMES, b->frames, NULL));
+	if (helping) {
+		const char *jc = cname(b, b->si[joins].container);
+		json_t *h = jj_task(helping);
+		jj_set(h, "container", json_string(jc));
+		jj_set(th, "joins", json_string(jc));
+		jj_set(th, "runsWhileJoining", h);
+		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
+		       jj_int_or_null(helping, "id"));
+	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
 	if (jv_is_true(jv_get(st, "approximate")))
@@ -675,6 +717,13 @@ static json_t *assemble(struct builder *b)
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
 	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
+	if (b->last && jv_is_number(taken))
+		jj_set(td, "lastStacksAt", iso_or_null(taken));
+	/* Whether tree and stacks are of one moment; if not, by how much. */
+	const jv *moved = jv_get(b->reply, "events_during_capture");
+	if (jv_is_integer(moved) && jv_integer(moved) >= 0)
+		jj_set(td, "eventsDuringCapture", json_integer(jv_integer(moved)));
 	jj_set(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
 	return json_pack("{s:o}", "threadDump", td);
 }
@@ -693,6 +742,7 @@ static void builder_free(struct builder *b)
 	free(b->task_ref);
 	free(b->pool_ref);
 	free(b->stack_ref);
+	free(b->last_ref);
 	free(b->worker_ref);
 	free(b->owner_ref);
 	json_decref(b->names);
@@ -716,6 +766,7 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.tasks = jj_array(b.model, "tasks");
 	b.stacks = jj_array(reply, "stacks");
 	b.crash = jv_is_object(jv_get(b.process, "crash")) ? jv_get(b.process, "crash") : NULL;
+	b.last = jj_array(jv_get(reply, "last_stacks"), "stacks");
 
 	const jv *now = jv_get(b.model, "now_ms");
 	struct timespec ts;
@@ -735,9 +786,11 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.task_ref = index_by(b.tasks, "id", &b.ntask_ref);
 	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
+	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
 
 	json_t *out = NULL;
 	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
+	    b.last_ref &&
 	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
 	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
 	    add_threads(&b) == 0) {

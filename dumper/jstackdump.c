@@ -40,12 +40,12 @@ char *jstackdump_frame(const char *frame, char *buf, size_t len)
 static const char *activity(const char *state)
 {
 	static const char *const map[][2] = {
-		{"RUNNABLE", "runnable"},
-		{"WAITING", "waiting on condition"},
-		{"TIMED_WAITING", "waiting on condition"},
-		{"BLOCKED", "waiting for monitor entry"},
-		{"NEW", "new"},
-		{"TERMINATED", "terminated"},
+	    {"RUNNABLE", "runnable"},
+	    {"WAITING", "waiting on condition"},
+	    {"TIMED_WAITING", "waiting on condition"},
+	    {"BLOCKED", "waiting for monitor entry"},
+	    {"NEW", "new"},
+	    {"TERMINATED", "terminated"},
 	};
 	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
 		if (!strcmp(state, map[i][0]))

@@ -145,7 +145,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: scopecmd [OPTION]... [-l]\n"
 		"       scopecmd [OPTION]... <pid | name | 0> <command> [ARGUMENT]...\n"
-		"       scopecmd [OPTION]... <pid | name | 0> help [<command>]\n\n"
+		"       scopecmd [OPTION]... <pid | name | 0> help [-all] [<command>]\n"
+		"       scopecmd [OPTION]... <pid | name | 0>   (the command list, as jcmd)\n\n"
 		"Thread dumps of programs built on libscope, jcmd-style, following the scope\n"
 		"hierarchy.  A target is a pid, a substring of a process name, or 0 for every\n"
 		"instrumented process.  When no daemon answers, scopecmd starts one.\n\n");
@@ -163,7 +164,9 @@ static void usage(FILE *out)
 	fprintf(out, "\nCommands:\n");
 	for (size_t i = 0; dcmd_table[i]; i++)
 		fprintf(out, "  %-22s %s\n", dcmd_table[i]->name, dcmd_table[i]->summary);
-	fprintf(out, "\nExit status: 0 success, 1 a target or command failed, 2 bad usage.\n"
+	fprintf(out, "\nA command's flags take jcmd's <key>=<value> form too (-l=true).\n"
+		     "Exit status: 0 success, 1 a target or command failed (also a wrong command\n"
+		     "or option for a target, as jcmd), 2 bad usage before any target.\n"
 		     "See scopecmd(1) and docs/scopecmd.md.\n");
 }
 

@@ -35,6 +35,10 @@ static void header(FILE *out, const json_t *td)
 		fprintf(out, ", INCOMPLETE");
 	if (json_is_integer(lost) && json_integer_value(lost) > 0)
 		fprintf(out, ", %lld events lost", (long long)json_integer_value(lost));
+	const json_t *moved = json_object_get(td, "eventsDuringCapture");
+	if (json_is_integer(moved) && json_integer_value(moved) > 0)
+		fprintf(out, ", tree %lld events newer than the stacks",
+			(long long)json_integer_value(moved));
 	fputc('\n', out);
 }
 
@@ -142,6 +146,15 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 	fprintf(out, "%*s#%lld \"%s\" %s%s\n", ind, "",
 		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL,
 		str_or(t, "name", ""), str_or(t, "state", "?"), note);
+	const json_t *help = json_object_get(t, "runsWhileJoining");
+	if (jt_str(t, "joins")) {
+		const json_t *hid = json_object_get(help, "id");
+		const char *hfn = jt_str(help, "function");
+		fprintf(out, "%*s  joins %s, running its task %lld%s%s%s meanwhile\n", ind, "",
+			jt_str(t, "joins"),
+			json_is_integer(hid) ? (long long)json_integer_value(hid) : -1LL,
+			hfn ? " " : "", hfn ? hfn : "", hfn ? "()" : "");
+	}
 	if (flags & TEXTDUMP_EXTENDED) {
 		const json_t *task = json_object_get(t, "task");
 		const json_t *id = json_object_get(task, "id");
@@ -169,6 +182,12 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
 	}
 	print_stack(out, t, ind);
+	const json_t *last = jt_array(t, "lastStack");
+	if (json_array_size(last))
+		fprintf(out, "%*s  - last known stack:\n", ind, "");
+	for (size_t i = 0; i < json_array_size(last); i++)
+		if (json_is_string(json_array_get(last, i)))
+			fprintf(out, "%*s    at %s\n", ind, "", json_string_value(json_array_get(last, i)));
 }
 
 int textdump_write(FILE *out, const json_t *dump, unsigned flags)

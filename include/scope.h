@@ -51,6 +51,7 @@ enum {
 	SCOPE_ESTRUCTURE = -(SCOPE_EBASE + 5), /* structure violation (see scope_close) */
 	SCOPE_EJOINED = -(SCOPE_EBASE + 6),    /* second join, or fork after join */
 	SCOPE_ESHUTDOWN = -(SCOPE_EBASE + 7),  /* the pool is shut down */
+	SCOPE_EEXITED = -(SCOPE_EBASE + 8),    /* the subtask's thread exited (pthread_exit) */
 };
 
 /* Message for any value returned by this library (negative errno included).
@@ -307,7 +308,9 @@ struct scope_pool_stats {
  * Errors: -EINVAL, -ENOMEM, or the thread factory's error (prestart). */
 SCOPE_API int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg);
 
-/* Stops accepting work; queued and running tasks finish.  Idempotent. */
+/* Stops accepting work; queued and running tasks finish.  Idempotent.
+ * -EBUSY (nothing done) for the default pool, which the whole process
+ * shares. */
 SCOPE_API int scope_pool_shutdown(scope_pool_t *pool);
 
 /* Shuts down, waits for every worker to exit, frees.  -EBUSY (nothing done)

@@ -14,11 +14,14 @@ static const char *const scope_messages[] = {
 	"structure violation: inner scopes were still open and have been closed",
     [-SCOPE_EJOINED - SCOPE_EBASE] = "the scope was already joined (join once, fork before join)",
     [-SCOPE_ESHUTDOWN - SCOPE_EBASE] = "the pool is shut down and takes no new tasks",
+    [-SCOPE_EEXITED - SCOPE_EBASE] =
+	"the thread running the subtask exited (pthread_exit) before the subtask returned",
 };
 
 const char *scope_strerror(int err)
 {
-	int i = -err - SCOPE_EBASE;
+	/* In 64 bits: -INT_MIN, or INT_MAX less the base, overflow an int. */
+	int64_t i = -(int64_t)err - SCOPE_EBASE;
 
 	if (err == 0)
 		return "success";

@@ -183,6 +183,10 @@ int scope_pool_shutdown(scope_pool_t *p)
 
 	if (!p)
 		return -EINVAL;
+	/* Shared by everything in the process: one caller must not stop
+	 * every other's forks. */
+	if (p == atomic_load(&default_pool))
+		return -EBUSY;
 	pthread_mutex_lock(&p->lock);
 	p->shutdown = true;
 	while (p->idle)

@@ -284,6 +284,37 @@ void sc_pool_lend(struct sc_thread *t, bool on)
 		sc_wake(wake);
 }
 
+void sc_pool_worker_gone(struct sc_thread *t)
+{
+	struct worker *w = t->worker;
+	scope_pool_t *p = w->pool;
+	bool last;
+
+	t->worker = NULL;
+	pthread_mutex_lock(&p->lock);
+	p->size--;
+	while (w->deque.head) {
+		scope_task_t *left = w->deque.head;
+		dequeue_locked(p, left);
+		enqueue_locked(p, left, NULL);
+	}
+	/* Nobody will join a thread that left this way: it frees itself. */
+	if (pthread_detach(pthread_self()) == 0)
+		w->detached = true;
+	if (p->queued && !p->shutdown && working(p) < p->cfg.core_size)
+		(void)grow_locked(p, NULL);
+	w->exited = true;
+	p->live--;
+	last = p->shutdown && p->size == 0 && !p->terminated;
+	if (last)
+		p->terminated = true;
+	pthread_cond_broadcast(&p->gone);
+	pthread_mutex_unlock(&p->lock);
+	if (last && p->cfg.hooks.terminated)
+		p->cfg.hooks.terminated(p->cfg.hooks.ctx, p);
+	sc_pool_stats_event(p, true);
+}
+
 bool sc_pool_lends_all(const scope_pool_t *p)
 {
 	return p->lend_all;

@@ -118,6 +118,12 @@ struct scope_task {
 	scope_task_t *qnext, *qprev;
 	scope_task_t *snext, *sprev;
 	void *home;   /* struct worker, or NULL: the inject queue */
+	/* While it runs: the frame to restore after it, and the pool that
+	 * counts the run, so a thread that exits inside it (pthread_exit)
+	 * can end it and every task it interrupted. */
+	struct sc_frame run_saved;
+	scope_pool_t *run_pool;
+	bool run_active;
 	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
 };
@@ -218,6 +224,10 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active);
 void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
 		  void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
+/* The calling thread t exits (pthread_exit) while it runs tasks: each
+ * ends FAILED with SCOPE_EEXITED, innermost first, with the scopes they
+ * opened closed; a pool worker leaves its pool, which replaces it. */
+void sc_tasks_abandon(struct sc_thread *t);
 void sc_emit_violation(uint64_t scope, int kind, int err);
 /* In a fork child: the scopes t owns take its new tid, and lose the locks
  * and pins that threads left behind in the parent held on them.  Returns
@@ -268,6 +278,9 @@ void sc_pool_lend(struct sc_thread *t, bool on);
 /* The pool lends a parked worker's place on every runtime wait (sleeps,
  * fd waits), not only on joins and closes. */
 bool sc_pool_lends_all(const scope_pool_t *p);
+/* Worker t is exiting without returning to its pool (pthread_exit in a
+ * task): the pool forgets it and starts another if work waits. */
+void sc_pool_worker_gone(struct sc_thread *t);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

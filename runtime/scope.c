@@ -11,6 +11,17 @@
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
 
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
+
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
 
@@ -112,11 +123,13 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	if (s) {
 		t->free_scopes = s->free_next;
 		t->nfree--;
+#if SC_TSAN
 		/* A fresh lock for a fresh scope: a recycled one may sit at
-		 * another place in the tree, and lock-order checkers (TSan)
+		 * another place in the tree, and TSan's lock-order checker
 		 * would otherwise join its old life's order to the new one. */
 		pthread_mutex_destroy(&s->lock);
 		sc_mutex_init(&s->lock);
+#endif
 		return s;
 	}
 	s = malloc(sizeof(*s));
@@ -480,13 +493,13 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	void *result = NULL;
 	int cancelled, rc, state;
 
-	pthread_mutex_lock(&s->lock);
+	/* No lock: the canceller sets the flag, then reads the workers (both
+	 * sequentially consistent), and this thread publishes itself, then
+	 * reads the flag, so either it sees the cancel or the canceller sees
+	 * it (and at worst wakes a thread that already let the task go). */
+	atomic_store(&task->worker, t);
+	atomic_store(&task->state, SC_TASK_RUNNING);
 	cancelled = atomic_load(&s->cancelled);
-	if (!cancelled) {
-		atomic_store(&task->worker, t);
-		atomic_store(&task->state, SC_TASK_RUNNING);
-	}
-	pthread_mutex_unlock(&s->lock);
 	if (cancelled || sc_check(s)) {
 		if (pool)
 			sc_pool_task_done(pool, active);
@@ -495,6 +508,9 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	}
 	emit_task(SC_EV_TASK_START, task, SC_TASK_RUNNING, 0);
 	saved = t->frame;
+	task->run_saved = saved;
+	task->run_pool = pool;
+	task->run_active = active;
 	t->frame.top = NULL;
 	t->frame.task = task;
 	if (hooks && hooks->before)
@@ -527,6 +543,21 @@ static bool all_done(void *arg)
 	scope_t *s = arg;
 
 	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+}
+
+void sc_tasks_abandon(struct sc_thread *t)
+{
+	while (t->frame.task) {
+		scope_task_t *task = t->frame.task;
+
+		sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+		t->frame = task->run_saved;
+		if (task->run_pool)
+			sc_pool_task_done(task->run_pool, task->run_active);
+		sc_task_finish(task, SC_TASK_FAILED, SCOPE_EEXITED);
+	}
+	if (t->worker)
+		sc_pool_worker_gone(t);
 }
 
 static bool join_done(void *arg)

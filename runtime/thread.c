@@ -155,6 +155,10 @@ void sc_thread_unregister(void)
 static void thread_exit(void *arg)
 {
 	(void)arg;
+	/* Left in the middle of a task (pthread_exit): the tasks end, and a
+	 * worker's pool learns it lost a thread. */
+	if (self && (self->frame.task || self->worker))
+		sc_tasks_abandon(self);
 	sc_thread_unregister();
 }
 
@@ -246,6 +250,9 @@ struct sc_thread *sc_threads_after_fork(void)
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		self->tid = sc_gettid();
+		/* Its pool's workers (and their deques) stayed behind: its forks
+		 * go to the pool's queue, and it lends no place. */
+		self->worker = NULL;
 		if (self->role == SC_ROLE_OTHER && self->tid == (uint32_t)getpid())
 			self->role = SC_ROLE_MAIN;
 	}

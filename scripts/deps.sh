@@ -10,11 +10,11 @@ set -eu
 PKGS="build-essential pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libjansson-dev libncurses-dev libcmocka-dev libdw-dev elfutils libunwind-dev
 tmux python3 python3-jsonschema procps util-linux
-libmicrohttpd-dev prometheus"
+libmicrohttpd-dev prometheus libcurl4-openssl-dev"
 # gdb: bench_dump's peer; libclang-rt-14-dev: libFuzzer (make fuzz);
 # clang-format: make format-check; libtbb-dev, libglib2.0-dev: the
-# scheduler benchmark's peers (TBB, GLib).
-OPT_PKGS="gdb libclang-rt-14-dev clang-format libtbb-dev libglib2.0-dev"
+# scheduler benchmark's peers (TBB, GLib); nodejs: e2e/otlp's OTLP decoder.
+OPT_PKGS="gdb libclang-rt-14-dev clang-format libtbb-dev libglib2.0-dev nodejs"
 
 missing_of() {
 	for p in "$@"; do

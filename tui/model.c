@@ -341,6 +341,8 @@ void tm_model_free(struct tm_model *m)
 	for (size_t i = 0; i < NELEM(kinds); i++)
 		table_free(table_of(m, &kinds[i]), kinds[i].free);
 	table_free(&m->stacks, tm_stack_free);
+	tm_stack_free(m->crash);
+	m->crash = NULL;
 }
 
 void tm_model_set_process(struct tm_model *m, json_t *p)
@@ -374,6 +376,12 @@ void tm_model_set_process(struct tm_model *m, json_t *p)
 	pr->repaired = json_is_true(json_object_get(p, "repaired"));
 	pr->start_ms = tm_jnum(p, "start_time_ms");
 	pr->uptime_ms = tm_jnum(p, "uptime_ms");
+	json_t *crash = json_object_get(p, "crash");
+	pr->crash_tid = json_is_object(crash) ? tm_jint(crash, "tid") : 0;
+	pr->crash_signal = tm_jint(crash, "signal");
+	pr->crash_task = tm_jint(crash, "task");
+	tm_stack_free(m->crash);
+	m->crash = pr->crash_tid > 0 ? tm_stack_parse(crash, m->frozen_ms) : NULL;
 	m->gen++;
 }
 

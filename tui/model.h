@@ -124,6 +124,8 @@ struct tm_proc {
 	int exit_code, exit_signal;
 	int64_t scopes, tasks, threads, events, lost;
 	double start_ms, uptime_ms;
+	/* What crashed it, when the daemon knows (crash_tid 0: nothing). */
+	int64_t crash_tid, crash_signal, crash_task;
 };
 
 /* A set of entities by id: dense pointer array + id map. */
@@ -136,6 +138,7 @@ struct tm_table {
 struct tm_model {
 	struct tm_proc proc;
 	struct tm_table threads, pools, scopes, tasks, stacks;
+	struct tm_stack *crash; /* the crashing thread's stack, or NULL */
 	struct tm_violation viol[TM_MAX_VIOLATIONS];
 	int nviol;
 	double clock_offset_ms; /* model time = local realtime ms + offset */

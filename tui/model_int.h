@@ -12,6 +12,8 @@
 /* A peer string capped at TM_MAX_STR with control characters replaced;
  * new (free()), NULL for NULL or out of memory. */
 char *tm_str_copy(const char *s);
+/* A stack from a {tid, state, frames, ...} object (new; tm_stack_free). */
+struct tm_stack *tm_stack_parse(json_t *o, double now);
 /* Member k of o: a new cleaned copy if it is a string, else NULL. */
 char *tm_jstr(json_t *o, const char *k);
 /* The same into buf ("" when absent). */

@@ -57,7 +57,7 @@ static char *frame_text(json_t *f)
 	return tm_str_copy(b);
 }
 
-static struct tm_stack *stack_parse(json_t *o, double now)
+struct tm_stack *tm_stack_parse(json_t *o, double now)
 {
 	struct tm_stack *s = calloc(1, sizeof *s);
 	if (!s)
@@ -98,7 +98,7 @@ void tm_model_set_stacks(struct tm_model *m, json_t *stacks, double local_ms)
 	{
 		if (!json_is_object(o) || tm_jint(o, "tid") <= 0)
 			continue;
-		struct tm_stack *s = stack_parse(o, now);
+		struct tm_stack *s = tm_stack_parse(o, now);
 		if (!s)
 			return;
 		void *old;

@@ -119,6 +119,34 @@ void rf_header(const struct rf_layout *l, char *buf, size_t len)
 	}
 }
 
+void rf_task_times(const struct tm_model *m, const struct tm_task *t, double now,
+		   struct rf_times *o)
+{
+	memset(o, 0, sizeof *o);
+	o->started = t->started_ms > 0;
+	if (!o->started) {
+		o->queued = t->forked_ms > 0 ? now - t->forked_ms : 0;
+		return;
+	}
+	double end = t->ended_ms > 0 ? t->ended_ms : now;
+	o->queued = t->forked_ms > 0 && t->started_ms > t->forked_ms ? t->started_ms - t->forked_ms : 0;
+	o->ran = end > t->started_ms ? end - t->started_ms : 0;
+	for (size_t i = 0; i < m->scopes.n; i++) {
+		const struct tm_scope *s = m->scopes.v[i];
+		if (s->parent_task != t->id || s->join_began_ms <= 0)
+			continue;
+		double from = s->join_began_ms > t->started_ms ? s->join_began_ms : t->started_ms;
+		double to = s->closed_ms > 0 ? s->closed_ms : end;
+		if (to > end)
+			to = end;
+		if (to > from)
+			o->joining += to - from;
+	}
+	if (o->joining > o->ran) /* overlapping joins (nested scopes) cannot exceed the run */
+		o->joining = o->ran;
+	o->busy = o->ran - o->joining;
+}
+
 static const char *base(const char *path)
 {
 	const char *s = path ? strrchr(path, '/') : NULL;

@@ -61,6 +61,19 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
  * enclosing it (0: none), as scope_deadline() computes it in the target. */
 double rf_deadline(const struct tm_model *m, const struct tm_scope *s);
 
+/* Where a subtask's time went, in ms, as far as the daemon's model tells:
+ * queued (forked to started), ran (started to ended, or now), and of that
+ * joining: waiting in the joins of scopes its body opened (each join from
+ * its start to the scope's close, or now), the rest being busy.  Blocking
+ * outside joins (sleeps, I/O) counts as busy: the runtime does not report
+ * it.  Joins of scopes the daemon no longer retains are not counted. */
+struct rf_times {
+	double queued, ran, joining, busy;
+	bool started;
+};
+void rf_task_times(const struct tm_model *m, const struct tm_task *t, double now,
+		   struct rf_times *out);
+
 /* The label of a row (name or function, ×N, warning badges). */
 void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char *buf, size_t len);
 

@@ -148,6 +148,17 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	add(l, TA_NORMAL, "  forked at %s:%d (in %s)   %s %s   worker %lld \"%s\"",
 	    nz(t->site.file), t->site.line, nz(t->site.func), t->ended_ms > 0 ? "ran" : "age", age,
 	    (long long)t->worker, t->worker ? thread_name(m, t->worker) : "-");
+	struct rf_times tt;
+	rf_task_times(m, t, now, &tt);
+	if (tt.started) {
+		char q[32], ran[32], busy[32], join[32];
+		ttx_duration(q, sizeof q, tt.queued);
+		ttx_duration(ran, sizeof ran, tt.ran);
+		ttx_duration(busy, sizeof busy, tt.busy);
+		ttx_duration(join, sizeof join, tt.joining);
+		add(l, TA_NORMAL, "  time: queued %s, ran %s = busy %s + joining %s (%.0f%% busy)", q,
+		    ran, busy, join, tt.ran > 0 ? 100.0 * tt.busy / tt.ran : 100.0);
+	}
 	if (t->error)
 		add(l, TA_BAD, "  error: %s", t->error);
 	if (badges[0])
@@ -236,6 +247,13 @@ static void root_lines(struct lines *l, const struct app *a, double now)
 		add(l, TA_WARN, "  exit code %d", p->exit_code);
 	if (p->exited && p->has_exit_signal)
 		add(l, TA_WARN, "  killed by signal %d", p->exit_signal);
+	/* A crash: the thread, the task it ran, and where it was. */
+	if (p->crash_tid > 0) {
+		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %lld",
+		    (long long)p->crash_signal, (long long)p->crash_tid, (long long)p->crash_task);
+		for (int i = 0; a->model.crash && i < a->model.crash->nframes; i++)
+			add(l, TA_NORMAL, "    at %s", a->model.crash->frames[i]);
+	}
 	for (unsigned b = 0; b < TM_W_KINDS; b++)
 		if (a->model.warn_count[b])
 			add(l, TA_WARN, "  %u %s", a->model.warn_count[b], tm_warn_name((int)b));

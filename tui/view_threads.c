@@ -12,8 +12,8 @@
 
 static const char *role_name(int role)
 {
-	static const char *const names[] = {[RL_OTHER] = "other", [RL_MAIN] = "main",
-					    [RL_WORKER] = "worker", [RL_AGENT] = "agent"};
+	static const char *const names[] = {
+	    [RL_OTHER] = "other", [RL_MAIN] = "main", [RL_WORKER] = "worker", [RL_AGENT] = "agent"};
 	return role >= 0 && role <= RL_AGENT ? names[role] : "?";
 }
 
@@ -31,16 +31,17 @@ static void thread_line(const struct app *a, const struct tm_thread *t, char *bu
 	const struct tm_pool *pool = t->pool ? tm_pool_get(m, t->pool) : NULL;
 	char taskb[96] = "-", name[40] = "", where[256] = "";
 	if (task)
-		snprintf(taskb, sizeof taskb, "%lld %s", (long long)task->id, tr_task_name(m, task));
-	int used = ttx_append(name, sizeof name, t->name && t->name[0] ? t->name : "?", 16,
-			      a->o.ascii);
+		snprintf(taskb, sizeof taskb, "%lld %s", (long long)task->id,
+			 tr_task_name(m, task));
+	int used =
+	    ttx_append(name, sizeof name, t->name && t->name[0] ? t->name : "?", 16, a->o.ascii);
 	ttx_pad(name, sizeof name, used, 16);
 	if (st && st->nframes)
 		snprintf(where, sizeof where, "%s", st->frames[0]);
 	else if (st && st->error)
 		snprintf(where, sizeof where, "(%s)", st->error);
-	snprintf(buf, len, " %8lld  %s %-6s %-10.10s %-13.13s %-8.8s %-22.22s %s", (long long)t->tid,
-		 name, role_name(t->role), pool && pool->name ? pool->name : "-",
+	snprintf(buf, len, " %8lld  %s %-6s %-10.10s %-13.13s %-8.8s %-22.22s %s",
+		 (long long)t->tid, name, role_name(t->role), pool && pool->name ? pool->name : "-",
 		 st && st->state ? st->state : (t->live ? "?" : "exited"),
 		 st && st->blocked_in ? st->blocked_in : "-", taskb, where);
 }
@@ -68,9 +69,10 @@ void threads_draw(struct app *a)
 		const struct tm_thread *t = thread_at(a, a->ttop + i);
 		if (t) {
 			thread_line(a, t, b, sizeof b);
-			draw_line(a, 2 + i, b, a->ttop + i == a->tsel ? TA_SELECTED
-					      : t->live	      ? TA_NORMAL
-								      : TA_DIM);
+			draw_line(a, 2 + i, b,
+				  a->ttop + i == a->tsel ? TA_SELECTED
+				  : t->live		 ? TA_NORMAL
+							 : TA_DIM);
 		} else {
 			draw_line(a, 2 + i, i == 0 && !n ? " no threads known yet" : "", TA_DIM);
 		}

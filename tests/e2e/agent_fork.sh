@@ -5,7 +5,7 @@
 # the parent's other threads or their scopes and tasks; forked inside a
 # task, that task's scope as a root), the parent's tree and session go on
 # unchanged, and children that only _exit or exec are never reported.
-command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed (make deps)"; exit 1; }
 exec python3 - <<'PY'
 import os, select, signal, subprocess, sys
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))

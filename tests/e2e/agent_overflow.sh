@@ -4,7 +4,7 @@
 # subtask on a pool worker, are each marked exited by SIGSEGV in scoped (the
 # fatal-signal handler ran on the thread's alternate stack), and each still
 # dies by SIGSEGV.
-command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed (make deps)"; exit 1; }
 exec python3 - <<'PY'
 import os, select, signal, subprocess, sys
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))

@@ -47,7 +47,9 @@ import glob, json, sys
 jdk = {"NEW", "RUNNABLE", "BLOCKED", "WAITING", "TIMED_WAITING", "TERMINATED"}
 threads = unknown = exited = 0
 for p in glob.glob(sys.argv[1] + "/d*.json"):
-	for c in json.load(open(p))["threadDump"]["threadContainers"]:
+	td = json.load(open(p))["threadDump"]
+	assert td["eventsDuringCapture"] >= 0, "a live dump says how far the tree moved"
+	for c in td["threadContainers"]:
 		for t in c["threads"]:
 			threads += 1
 			assert t["state"] in jdk, (p, t)

@@ -39,6 +39,8 @@ EOF
 	poll 200 says_ready || fail "$k: crasher did not get ready"
 	registered() { is_listed "$cpid"; }
 	poll 200 registered || fail "$k: crasher never registered"
+	# A dump while it lives: its stacks are the last known ones after.
+	"$BIN/scopecmd" --no-start "$cpid" Thread.print >/dev/null 2>&1 || fail "$k: live dump failed"
 	echo go >&7
 	exec 7>&-
 	wait "$cpid"
@@ -48,9 +50,10 @@ EOF
 	"$BIN/scopecmd" --no-start "$cpid" Thread.print -e >"$D/$k.txt" 2>"$D/err" ||
 		fail "$k: Thread.print failed: $(cat "$D/err")"
 	tid=$(sed -n 's/^ready //p' "$D/$k.out")
-	$PY - "$D/$k.json" "$D/$k.txt" "$tid" "$sig" "$fn" <<'PYEOF' || fail "$k: the crash is not told"
+	$PY - "$D/$k.json" "$D/$k.txt" "$tid" "$sig" "$fn" "$cpid" <<'PYEOF' || fail "$k: the crash is not told"
 import json, re, sys
 dump, text, tid, sig, fn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+pid = int(sys.argv[6])
 td = json.load(open(dump))["threadDump"]
 c = td.get("crash")
 assert c, "no crash member"
@@ -66,6 +69,11 @@ assert re.match(r"^doomed@\d+$", c["container"] or ""), c
 th = [t for ct in td["threadContainers"] for t in ct["threads"] if t["tid"] == tid]
 assert len(th) == 1 and th[0].get("crashed") and th[0]["stack"] == c["stack"], th
 assert th[0]["task"]["id"] == c["task"] and th[0]["task"].get("crashed"), th[0]["task"]
+# The other threads: TERMINATED, with the stack the last capture found.
+main = [t for ct in td["threadContainers"] for t in ct["threads"] if t["tid"] == pid]
+assert main and main[0]["state"] == "TERMINATED", main
+assert any(f.startswith("scope_join ") for f in main[0].get("lastStack", [])), main[0]
+assert td.get("lastStacksAt"), "no lastStacksAt"
 head = open(text).read().split("\n<root>")[0]
 assert re.search(r"\nCRASHED: thread #%d, %s, running task %d of doomed@\d+\n\s+at " %
                  (tid, sig, c["task"]), head), head

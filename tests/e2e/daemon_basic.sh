@@ -2,7 +2,7 @@
 # daemon_basic.sh - scoped against its fake agent on a private socket: options,
 # socket rules, the tree and signal-mode stacks of a registered peer, stack
 # timeouts, misbehaving peers, caps, a subscriber that never reads, shutdown.
-command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed (make deps)"; exit 1; }
 exec python3 - <<'PY'
 import os, select, signal, socket, stat, struct, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))

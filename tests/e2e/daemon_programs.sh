@@ -3,7 +3,7 @@
 # several trees at once, post-mortem of a program that aborts and one that
 # exits, a SIGKILLed daemon restarted (every tree back within 2 s), and a
 # client of another uid that must not see or dump what it does not own.
-command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed (make deps)"; exit 1; }
 exec python3 - <<'PY'
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))

@@ -6,7 +6,7 @@
 set -eu
 lib="$TOP/$BUILD/lib/libscope.so"
 [ -f "$lib" ] || { echo "no $lib"; exit 1; }
-command -v python3 >/dev/null || { echo "skip: no python3 to dlopen() with"; exit 77; }
+command -v python3 >/dev/null || { echo "FAIL: no python3 to dlopen() with (make deps)"; exit 1; }
 # The TLS segment's size in memory (readelf -l: the MemSiz column).
 tls=$(readelf -lW "$lib" | awk '$1 == "TLS" {print $6}')
 if [ -n "$tls" ] && [ $((tls)) -gt 256 ]; then

@@ -11,7 +11,7 @@ case "$BUILD" in
 	exit 77
 	;;
 esac
-command -v pkg-config >/dev/null || { echo "skip: pkg-config is not installed"; exit 77; }
+command -v pkg-config >/dev/null || { echo "FAIL: pkg-config is not installed (make deps)"; exit 1; }
 tmp=$(mktemp -d /tmp/scoped-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -31,6 +31,9 @@ for f in bin/scoped bin/scopecmd bin/scopetop "lib/libscope.so.$V" lib/libscope.
 done
 [ "$(readlink "$R/lib/libscope.so.0")" = "libscope.so.$V" ] || fail "libscope.so.0 does not name libscope.so.$V"
 echo "ok: make install put every file in place (libscope $V)"
+# The static archive defines no global name but the API's.
+leak=$(nm -g --defined-only "$R/lib/libscope.a" | awk 'NF == 3 && $3 !~ /^scope_/ { print $3 }')
+[ -z "$leak" ] || fail "libscope.a exports internal names: $(echo $leak | head -c 200)"
 
 cat >"$tmp/prog.c" <<'EOF'
 #include <scope.h>
@@ -87,3 +90,23 @@ mk uninstall >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "make uninstall"; }
 left=$(find "$tmp/root" ! -type d)
 [ -z "$left" ] || fail "make uninstall left: $left"
 echo "ok: make uninstall removed every file it installed"
+
+# The same build folder installed under /usr: the .pc names /usr, not the
+# /opt/scoped it was made for above; the library goes to Debian's multiarch
+# directory; docs, the service files and the bash completion come along.
+mu() { make -C "$TOP" --no-print-directory -s BUILD="$BUILD" DESTDIR="$tmp/usr" PREFIX=/usr "$@"; }
+mu install >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "make install PREFIX=/usr"; }
+ma=$(${CC:-cc} -print-multiarch 2>/dev/null || :)
+L=$tmp/usr/usr/lib${ma:+/$ma}
+grep -qx 'prefix=/usr' "$L/pkgconfig/libscope.pc" || fail "the .pc under /usr says $(grep prefix= "$L/pkgconfig/libscope.pc" 2>/dev/null)"
+grep -qx "libdir=/usr/lib${ma:+/$ma}" "$L/pkgconfig/libscope.pc" || fail "the .pc's libdir is not the multiarch one"
+for f in "$L/libscope.so.0" "$L/libscope.a" "$tmp/usr/usr/share/doc/scoped/README.md" \
+	"$tmp/usr/usr/share/doc/scoped/scopecmd.md" "$tmp/usr/usr/share/scoped/dist/scoped.service" \
+	"$tmp/usr/usr/share/bash-completion/completions/scopecmd" \
+	"$tmp/usr/usr/share/bash-completion/completions/scoped" "$tmp/usr/usr/share/man/man3/scope.3"; do
+	[ -s "$f" ] || fail "${f#"$tmp"/usr} is not installed under /usr"
+done
+mu uninstall >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "make uninstall PREFIX=/usr"; }
+left=$(find "$tmp/usr" ! -type d)
+[ -z "$left" ] || fail "make uninstall PREFIX=/usr left: $left"
+echo "ok: under /usr: multiarch libdir, a .pc for /usr, docs, service files, completion"

@@ -10,7 +10,7 @@ BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/tui_tree
-command -v tmux >/dev/null 2>&1 || { echo "skip: tmux is not installed (make deps)"; exit 77; }
+command -v tmux >/dev/null 2>&1 || { echo "FAIL: tmux is not installed (make deps)"; exit 1; }
 for f in "$BIN/scoped" "$BIN/scopetop" "$HELPER"; do
 	[ -x "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
 done
@@ -117,7 +117,7 @@ if ! wait_for "at tui_fetch_user \(tui_tree.c:[0-9]+\)" 60; then
 	esac
 fi
 for want in "stack of worker" "parent chain: server#" "request_id=r-17" "forked at .*tui_tree.c:$FETCH_LINE" \
-	"task [0-9]+ tui_fetch_user\(\) "; do
+	"task [0-9]+ tui_fetch_user\(\) " "time: queued [^,]+, ran [^ ]+ = busy [^ ]+ \+ joining "; do
 	grep -Eq -- "$want" "$D/screen" || fail "detail lacks '$want'"
 done
 $T send-keys -t "$S" Escape Escape

@@ -112,6 +112,33 @@ scoped_start "$D/log" --stacks=signal || fail "scoped did not start"
 registered() { is_listed "$tpid"; }
 poll 200 registered || fail "inline_target never registered"
 compare signal
+
+# The demo, as the issue saw it: main's frame was named main at
+# serve_batch's line; handle_request's at join_close's line.
+"$BIN/scope-demo" >/dev/null 2>&1 &
+demo=$!
+demo_registered() { is_listed "$demo"; }
+poll 200 demo_registered || { kill $demo; fail "scope-demo never registered"; }
+sleep 1 # requests in flight
+"$BIN/scopecmd" --no-start "$demo" Thread.dump_to_file -format=json "$D/demo.json" >/dev/null 2>&1
+kill $demo
+wait $demo 2>/dev/null
+$PY - "$D/demo.json" <<'PYEOF' || fail "the demo's inlined frames are not shown"
+import json, re, sys
+td = json.load(open(sys.argv[1]))["threadDump"]
+seen = 0
+for c in td["threadContainers"]:
+	for t in c["threads"]:
+		st, inl = t["stack"], set(t.get("inlinedFrames", []))
+		for i, f in enumerate(st):
+			if f.startswith("main (scope-demo.c:"):
+				assert i > 0 and st[i - 1].startswith("serve_batch (scope-demo.c:") and i - 1 in inl, st
+				seen += 1
+			if f.startswith("handle_request (scope-demo.c:") and i > 0 and st[i - 1].startswith("join_close"):
+				assert i - 1 in inl and f != "handle_request (scope-demo.c:80)", st
+assert seen == 1, "main's frame: %d" % seen
+print("demo: main <- serve_batch (inlined) as eu-stack -i shows it")
+PYEOF
 scoped_stop
 if scoped_start "$D/log" --stacks=bpf; then
 	poll 200 registered || fail "inline_target never registered again"

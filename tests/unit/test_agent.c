@@ -335,9 +335,10 @@ static void test_stopped_receiver_drops_then_repairs(void **state)
 	rx_kill(&rx, SIGCONT);
 	printf("  %d events in %.1f ms with the receiver stopped; worst emit %.1f us\n", 2 * N,
 	       total / 1e6, worst / 1e3);
-	/* Emitting must not have waited for the receiver: no single emit
-	 * anywhere near the agent's drain period. */
-	assert_true(worst < 50 * 1000 * 1000);
+	/* Emitting must not have waited for the receiver, which is stopped: a
+	 * wait would last until SIGCONT, which comes only after this loop.  The
+	 * bound is generous because a loaded machine may preempt any emit. */
+	assert_true(worst < 1000 * 1000 * 1000);
 
 	/* An event after the loss; the repair must keep it and drop the rest. */
 	for (int i = 0; i < 200; i++) {

@@ -327,7 +327,8 @@ static void test_inlined_frames(void **state)
 {
 	(void)state;
 	static const char *reply =
-		"{\"ok\":true,\"source\":\"bpf\",\"process\":{\"pid\":7,\"state\":\"live\"},"
+		"{\"ok\":true,\"source\":\"bpf\",\"events_during_capture\":5,"
+		"\"process\":{\"pid\":7,\"state\":\"live\"},"
 		"\"model\":{\"threads\":[],\"pools\":[],\"scopes\":[],\"tasks\":[]},"
 		"\"stacks\":["
 		" {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
@@ -340,6 +341,10 @@ static void test_inlined_frames(void **state)
 		" {\"tid\":3,\"state\":\"TERMINATED\",\"exited\":true,\"frames\":[],"
 		"  \"error\":\"the thread exited during the capture\"}]}";
 	json_t *d = build(reply);
+	/* The tree took 5 events in while the stacks were taken: said. */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "threadDump"),
+							    "eventsDuringCapture")),
+			 5);
 	/* No version reported: still one that parses. */
 	assert_string_equal(str(json_object_get(d, "threadDump"), "runtimeVersion"), "0");
 	/* A thread that exited during the capture: the JDK's state for it. */
@@ -360,6 +365,7 @@ static void test_inlined_frames(void **state)
 	inl = json_object_get(thread(d, 2), "inlinedFrames");
 	assert_int_equal(json_integer_value(json_array_get(inl, 0)), 0);
 	char *s = textdump_string(d, 0);
+	assert_non_null(strstr(s, "stacks from bpf, tree 5 events newer than the stacks\n"));
 	assert_non_null(strstr(s, "      at syscall (syscall.S:38)\n      at join_close (d.c:80) (inlined)\n"
 				  "      at handle (d.c:170)\n"));
 	free(s);
@@ -379,10 +385,22 @@ static void test_inline_task(void **state)
 			  "{\"id\":2,\"scope\":2,\"state\":\"running\",\"worker\":7}]}}");
 	assert_int_equal(check_consistent(d), 2);
 	long long t[2];
-	assert_int_equal(tids_in(container(d, "inner@2"), t, 2), 1);
+	/* 7 owns inner@2 and runs its task 2 while joining it: it stays with
+	 * its own task 1 in outer@1, and says what it runs for the join. */
+	assert_int_equal(tids_in(container(d, "inner@2"), t, 2), 0);
+	assert_int_equal(tids_in(container(d, "outer@1"), t, 2), 1);
 	assert_int_equal(t[0], 7);
-	assert_int_equal(tids_in(container(d, "outer@1"), t, 2), 0);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(thread(d, 7), "task"), "id")), 2);
+	const json_t *th = thread(d, 7);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(th, "task"), "id")), 1);
+	assert_string_equal(str(th, "joins"), "inner@2");
+	const json_t *h = json_object_get(th, "runsWhileJoining");
+	assert_int_equal(json_integer_value(json_object_get(h, "id")), 2);
+	assert_string_equal(str(h, "container"), "inner@2");
+	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "ownerRunsTask")), 2);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "owner")), 7);
+	char *text = textdump_string(d, 0);
+	assert_non_null(strstr(text, "joins inner@2, running its task 2 meanwhile"));
+	free(text);
 	json_decref(d);
 }
 

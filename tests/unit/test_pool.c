@@ -357,6 +357,12 @@ static void factory_error_reported(void **state)
 	assert_int_equal(scope_pool_set_size(pool, 1, 1000000), -EINVAL);
 	assert_int_equal(scope_pool_destroy(pool), 0);
 	assert_int_equal(scope_pool_destroy(scope_pool_default()), -EBUSY);
+	/* Nor may anyone stop the shared pool for everyone else. */
+	assert_int_equal(scope_pool_shutdown(scope_pool_default()), -EBUSY);
+	scope_t *s = open_on(scope_pool_default(), SCOPE_JOIN_ALL_SUCCESSFUL);
+	assert_int_equal(scope_fork(s, maybe_fail, NULL, NULL), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_close(s), 0);
 }
 
 static char seen_name[32];

@@ -504,6 +504,44 @@ static void queued_task_memory(void **state)
 	assert_int_equal(scope_pool_destroy(pool), 0);
 }
 
+/* A subtask whose thread calls pthread_exit() ends FAILED (SCOPE_EEXITED)
+ * instead of hanging its scope, and the pool replaces the worker. */
+static int exits_thread(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	pthread_exit(NULL);
+}
+
+static void pthread_exit_in_subtask(void **state)
+{
+	scope_pool_t *pool = pool_of(1, SCOPE_QUEUE_UNBOUNDED, 0, SCOPE_POLICY_ABORT);
+	struct scope_pool_stats st;
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+	running_case = "pthread_exit_in_subtask";
+
+	for (int round = 0; round < 2; round++) {
+		/* Any-successful: the owner never runs it (and exits) itself. */
+		s = open_on(pool, SCOPE_JOIN_ANY_SUCCESSFUL);
+		assert_int_equal(scope_fork(s, exits_thread, NULL, &t), 0);
+		assert_int_equal(scope_join(s), SCOPE_EFAILED);
+		assert_int_equal(scope_task_state(t), SCOPE_TASK_FAILED);
+		assert_int_equal(scope_task_error(t), SCOPE_EEXITED);
+		assert_int_equal(scope_close(s), 0);
+	}
+	/* The pool still runs work, on a new worker. */
+	s = open_on(pool, SCOPE_JOIN_ANY_SUCCESSFUL);
+	assert_int_equal(scope_fork(s, empty, NULL, &t), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_stats(pool, &st), 0);
+	assert_int_equal(st.active, 0);
+	assert_true(st.size <= 1);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +555,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(caller_runs_subtask_is_not_owner, arm, disarm),
 	    cmocka_unit_test_setup_teardown(join_returns_when_joiner_decides, arm, disarm),
 	    cmocka_unit_test_setup_teardown(queued_task_memory, arm, disarm),
+	    cmocka_unit_test_setup_teardown(pthread_exit_in_subtask, arm, disarm),
 	};
 
 	/* Thread counts are the runtime's alone: no agent. */

@@ -2,6 +2,7 @@
  * every structure rule with the violation it reports. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -549,7 +550,7 @@ static void strerror_covers_codes(void **state)
 {
 	static const int codes[] = {SCOPE_EFAILED,    SCOPE_ENOFORKS,	SCOPE_EREJECTED,
 				    SCOPE_EDISCARDED, SCOPE_ESTRUCTURE, SCOPE_EJOINED,
-				    SCOPE_ESHUTDOWN};
+				    SCOPE_ESHUTDOWN,  SCOPE_EEXITED};
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -562,6 +563,10 @@ static void strerror_covers_codes(void **state)
 	assert_string_equal(scope_strerror(-ENOENT), "No such file or directory");
 	assert_string_equal(scope_strerror(-SCOPE_EBASE - 99), "unknown error");
 	assert_string_equal(scope_strerror(12345), "unknown error");
+	/* The extremes, once undefined behaviour (UBSan aborts on it). */
+	assert_string_equal(scope_strerror(INT_MAX), "unknown error");
+	assert_string_equal(scope_strerror(INT_MIN), "unknown error");
+	assert_string_equal(scope_strerror(-SCOPE_EBASE), "unknown error");
 	assert_string_equal(scope_version(), SCOPE_VERSION_STRING);
 }
 

@@ -181,6 +181,33 @@ static void test_columns(void **state)
 	assert_int_equal(l.n, RF_NCOLS - 2);
 }
 
+/* Where a task's time went: queued, then ran = busy + joining (the joins
+ * of the scopes its body opened, each until the scope closed or now). */
+static void test_task_times(void **state)
+{
+	struct fx *f = *state;
+	delta(f,
+	      "{\"gen\":2,\"upsert\":{\"tasks\":[{\"id\":30,\"scope\":1,\"state\":\"running\","
+	      "\"worker\":101,\"forked_ms\":1000,\"started_ms\":1500},"
+	      "{\"id\":31,\"scope\":1,\"state\":\"forked\",\"forked_ms\":4000}],"
+	      "\"scopes\":[{\"id\":8,\"parent_task\":30,\"state\":\"closed\",\"opened_ms\":1600,"
+	      "\"join_began_ms\":1700,\"closed_ms\":1900},"
+	      "{\"id\":9,\"parent_task\":30,\"state\":\"joining\",\"opened_ms\":2000,"
+	      "\"join_began_ms\":2500}]}}",
+	      NOW + 100);
+	struct rf_times tt;
+	rf_task_times(&f->m, tm_task_get(&f->m, 30), 4500, &tt);
+	assert_true(tt.started);
+	assert_true(tt.queued == 500);
+	assert_true(tt.ran == 3000);
+	assert_true(tt.joining == 200 + 2000);
+	assert_true(tt.busy == 800);
+	rf_task_times(&f->m, tm_task_get(&f->m, 31), 4500, &tt);
+	assert_false(tt.started);
+	assert_true(tt.queued == 500);
+	assert_true(tt.ran == 0 && tt.busy == 0);
+}
+
 static void test_expand_collapse(void **state)
 {
 	struct fx *f = *state;
@@ -642,6 +669,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tree_shape, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hide_ended, setup, teardown),
 	    cmocka_unit_test(test_columns),
+	    cmocka_unit_test_setup_teardown(test_task_times, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_expand_collapse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_filter, setup, teardown),

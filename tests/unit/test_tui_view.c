@@ -151,6 +151,25 @@ static void test_uptime_runs(void **state)
 	assert_true(screen_has("uptime 28.0s"));
 }
 
+/* A crashed process: the pane names the signal, the thread, its task and
+ * the frames it crashed in. */
+static void test_crash_shown(void **state)
+{
+	(void)state;
+	json_t *p = json_loads(
+	    "{\"pid\":4242,\"name\":\"demo\",\"state\":\"exited\",\"exit_signal\":11,"
+	    "\"crash\":{\"tid\":103,\"signal\":11,\"task\":12,\"scope\":2,\"frames\":["
+	    "{\"addr\":\"0x1\",\"func\":\"crash_here\",\"file\":\"c.c\",\"line\":5},"
+	    "{\"addr\":\"0x2\",\"func\":\"poll_peer\",\"file\":\"c.c\",\"line\":9}]}}",
+	    0, NULL);
+	tm_model_set_process(&a.model, p);
+	json_decref(p);
+	draw();
+	assert_true(screen_has("crashed: signal 11 on thread #103, running task 12"));
+	assert_true(screen_has("at crash_here (c.c:5)"));
+	assert_true(screen_has("at poll_peer (c.c:9)"));
+}
+
 static void test_only_changed_lines(void **state)
 {
 	(void)state;
@@ -362,6 +381,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_layout_80x24, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_only_changed_lines, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_uptime_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_crash_shown, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exited, setup, teardown),

@@ -391,7 +391,7 @@ static void test_runtime_values_reach_the_json(void **state)
 	rec_len = 0;
 	sc_observer_set(recorder);
 
-	cfg.timeout_ns = 20 * MS;
+	cfg.timeout_ns = 500 * MS; /* far past the setup, even under a sanitizer */
 	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
 	assert_int_equal(scope_open(&outer, &cfg), 0);
 	assert_int_equal(scope_fork(outer, succeed, NULL, &ok), 0);

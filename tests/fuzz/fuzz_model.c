@@ -1,0 +1,78 @@
+/* fuzz_model.c - libFuzzer target for the daemon's live model: the input is
+ * a stream of wire frames (the proto corpus seeds it); each frame the decoder
+ * accepts is applied to a model with small caps, with time moving on so that
+ * ended entities expire, and after every few frames the full render and the
+ * delta since the last render must be valid JSON objects. */
+#include "../../daemon/jbuf.h"
+#include "../../daemon/model.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SEC 1000000000ll
+
+/* The render in b must parse as one JSON object. */
+static void check_json(struct jbuf *b, const char *what)
+{
+	json_error_t err;
+	if (b->oom)
+		return; /* out of memory: the caller drops the reply */
+	json_t *j = json_loadb(b->p, b->len, JSON_DECODE_INT_AS_REAL, &err);
+	if (!json_is_object(j)) {
+		fprintf(stderr, "the %s render is not a JSON object: %s\n%.*s\n", what, err.text,
+			(int)(b->len > 4000 ? 4000 : b->len), b->p);
+		abort();
+	}
+	json_decref(j);
+}
+
+static void render(const struct model *m, uint64_t since, int64_t now)
+{
+	struct clockref clk = {0, 1764441600 * SEC};
+	struct jbuf b;
+
+	jb_init(&b);
+	model_render(m, &clk, clk.real + now, &b);
+	check_json(&b, "full");
+	jb_reset(&b);
+	jb_obj(&b);
+	model_render_delta(m, &clk, since, &b);
+	jb_obj_end(&b);
+	check_json(&b, "delta");
+	jb_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct model_limits lim = {.max_entities = 64,
+				   .max_string_bytes = 4096,
+				   .max_values = 4,
+				   .max_sites = 16,
+				   .retain_ns = 2 * SEC,
+				   .max_retained = 8};
+	struct model m;
+	struct proto_msg msg;
+	size_t used;
+	int64_t now = 0;
+	uint64_t since = 0;
+	unsigned n = 0;
+
+	model_init(&m, &lim);
+	while (size > 0 && proto_decode(data, size, &msg, &used) == PROTO_OK) {
+		(void)model_apply(&m, &msg, now); /* a refusal keeps the model whole */
+		data += used;
+		size -= used;
+		now += SEC / 2;
+		if (++n % 4 == 0) {
+			model_sweep(&m, now);
+			render(&m, since, now);
+			since = m.gen;
+			model_trim_removals(&m, since);
+		}
+	}
+	model_sweep(&m, now + 10 * SEC);
+	render(&m, since, now + 10 * SEC);
+	model_free(&m);
+	return 0;
+}
