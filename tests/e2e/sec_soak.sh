@@ -63,6 +63,11 @@ def main():
                      "--stacks=signal")
     progs = [program(), program()]
     good = Ctl()
+    # A program says ready before its agent's snapshot is in: wait for both
+    # trees before the hostile mix starts.
+    for p in progs:
+        wait_until(lambda: tree_ok(good.req({"cmd": "tree", "pid": p.pid})), 10,
+                   "the tree of program %d" % p.pid)
     rng = random.Random(21)
     held = []
     answered, slowest, rss_peak = 0, 0.0, 0
