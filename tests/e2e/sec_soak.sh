@@ -16,6 +16,10 @@ TREE, FAKE = daemon_e2e.setup("tests/helpers/daemon_tree", "tests/helpers/daemon
 from daemon_e2e import *
 
 SOAK_S = float(os.environ.get("SOAK_S", "8"))
+# Under a sanitizer the daemon is several times slower: an answer may take
+# longer, but must still come.
+SLOW = any(x in BUILD for x in ("asan", "tsan"))
+ANSWER_S = 10 if SLOW else 2
 
 def program():
     return spawn_ready([TREE, "hold"], tmp + "/programs.log", {"SCOPED_SOCKET": SOCK}, 10,
@@ -59,6 +63,11 @@ def main():
                      "--stacks=signal")
     progs = [program(), program()]
     good = Ctl()
+    # A program says ready before its agent's snapshot is in: wait for both
+    # trees before the hostile mix starts.
+    for p in progs:
+        wait_until(lambda: tree_ok(good.req({"cmd": "tree", "pid": p.pid})), 10,
+                   "the tree of program %d" % p.pid)
     rng = random.Random(21)
     held = []
     answered, slowest, rss_peak = 0, 0.0, 0
@@ -78,12 +87,12 @@ def main():
             p.kill(); p.wait()
         if time.time() >= next_good:
             t0 = time.time()
-            r = good.req({"cmd": "list"}, timeout=2)
+            r = good.req({"cmd": "list"}, timeout=ANSWER_S)
             pids = {p["pid"] for p in r.get("processes", [])}
             if not (r.get("ok") and all(p.pid in pids for p in progs)):
                 fail("the list lost a real program: %s" % json.dumps(r)[:300])
             for p in progs:
-                t = good.req({"cmd": "tree", "pid": p.pid}, timeout=2)
+                t = good.req({"cmd": "tree", "pid": p.pid}, timeout=ANSWER_S)
                 if not tree_ok(t):
                     fail("the tree of real program %d is wrong: %s" % (p.pid, json.dumps(t)[:300]))
             slowest = max(slowest, time.time() - t0)
@@ -92,7 +101,7 @@ def main():
             next_good = time.time() + 0.2
         time.sleep(0.02)
     check(d.poll() is None, "scoped is still running after %.0f s of hostile peers" % SOAK_S)
-    check(answered >= 3 * int(SOAK_S), "the well-behaved client was answered throughout "
+    check(answered >= (3 if SLOW else 3 * int(SOAK_S)), "the well-behaved client was answered throughout "
           "(%d requests, slowest round %.0f ms)" % (answered, slowest * 1000))
     check(rss_peak < 400 * 1024, "scoped's memory stayed bounded (peak RSS %d MiB)" % (rss_peak // 1024))
     log = open(LOG).read()
