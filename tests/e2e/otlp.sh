@@ -9,10 +9,11 @@ command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; e
 command -v node >/dev/null 2>&1 || { echo "skip: node is not installed (make deps: nodejs)"; exit 77; }
 TOP=${TOP:-.}
 BUILD=${BUILD:-build}
-MODULES=$TOP/$BUILD/npm-otlp/node_modules
+# One copy for every build flavour (build, build-asan, build-tsan).
+MODULES=$TOP/build/npm-otlp/node_modules
 if [ ! -f "$MODULES/@opentelemetry/otlp-transformer/build/src/generated/root.js" ]; then
 	command -v npm >/dev/null 2>&1 || { echo "skip: npm is not installed"; exit 77; }
-	timeout 180 npm install --silent --no-audit --no-fund --prefix "$TOP/$BUILD/npm-otlp" \
+	timeout 180 npm install --silent --no-audit --no-fund --prefix "$TOP/build/npm-otlp" \
 		@opentelemetry/otlp-transformer@0.52.1 >/dev/null 2>&1 ||
 		{ echo "skip: cannot install @opentelemetry/otlp-transformer from the npm registry"; exit 77; }
 fi

@@ -113,6 +113,11 @@ int main(int argc, char **argv)
 	if (scope_open(&s, &cfg) < 0)
 		return 1;
 	scope_fork(s, crash_task, NULL, NULL);
+	/* Join only once a worker runs the task: a join that came first could
+	 * run it inline on this thread, and the test wants a worker's crash
+	 * while the owner waits in scope_join. */
+	while (!worker_tid)
+		usleep(1000);
 	scope_join(s);
 	scope_close(s);
 	return 0;

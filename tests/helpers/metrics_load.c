@@ -4,8 +4,8 @@
  *     each after 2 ms;
  *   scope "stopped" forks 3 tasks that sleep; once all run, scope_cancel()
  *     (reason explicit: 3 tasks cancelled);
- *   scope "late" (20 ms timeout) forks 2 tasks that sleep (reason timeout:
- *     2 tasks cancelled);
+ *   scope "late" (500 ms timeout: time for both to start even on a busy
+ *     host) forks 2 tasks that sleep (reason timeout: 2 tasks cancelled);
  *   scope "twice" is joined twice (one double_join violation).
  * It creates the pool (which starts the agent), prints "pool PID" and waits
  * for a line on stdin, so that the test can see it registered first (events
@@ -55,7 +55,8 @@ static int open_on(scope_t **s, scope_pool_t *pool, const char *name, scope_join
 	return scope_open(s, &cfg);
 }
 
-/* Forks n sleepers into s and waits until all of them run. */
+/* Forks n sleepers into s and waits until all of them run, or (so that a
+ * scope whose deadline came first cannot hang the program) for 5 s at most. */
 static int fork_sleepers(scope_t *s, int n)
 {
 	int want = running + n;
@@ -64,7 +65,7 @@ static int fork_sleepers(scope_t *s, int n)
 		if (rc < 0)
 			return rc;
 	}
-	while (running < want)
+	for (int ms = 0; running < want && ms < 5000; ms++)
 		usleep(1000);
 	return 0;
 }
@@ -100,7 +101,7 @@ int main(void)
 	scope_join(s);
 	scope_close(s);
 
-	if ((rc = open_on(&s, pool, "late", SCOPE_JOIN_AWAIT_ALL, 20 * MS)) < 0 ||
+	if ((rc = open_on(&s, pool, "late", SCOPE_JOIN_AWAIT_ALL, 500 * MS)) < 0 ||
 	    (rc = fork_sleepers(s, 2)) < 0)
 		return die("late", rc);
 	scope_join(s);

@@ -1,0 +1,174 @@
+/* test_trace.c - the --otlp tree gathering: which trees are kept, which
+ * traceparent values join a trace, the span budget, and that the protobuf
+ * written holds what it should (the e2e test decodes it with the official
+ * definitions; here the bytes are looked for). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "../../daemon/model.h"
+#include "../../daemon/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MS 1000000ll
+#define TRACE_HEX "0af7651916cd43dd8448eb211c80319c"
+static const uint8_t trace_bytes[16] = {0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd,
+					0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c};
+
+static struct proto_str S(const char *s)
+{
+	return (struct proto_str){s, (uint16_t)strlen(s)};
+}
+
+static void apply(struct model *m, struct proto_msg e)
+{
+	assert_int_equal(model_apply(m, &e, e.ts + MS), 0);
+}
+
+static struct proto_msg ev(uint16_t type, int64_t ts)
+{
+	struct proto_msg e;
+	memset(&e, 0, sizeof e);
+	e.type = type;
+	e.ts = ts;
+	e.tid = 7;
+	return e;
+}
+
+/* A root scope id with one task ending in state, and traceparent bound when
+ * not NULL. */
+static void tree(struct model *m, uint64_t id, uint32_t state, const char *traceparent)
+{
+	struct proto_msg e = ev(PROTO_EV_SCOPE_OPEN, 10 * MS);
+	e.scope = id;
+	e.name = S("root");
+	apply(m, e);
+	if (traceparent) {
+		e = ev(PROTO_EV_VALUE_BIND, 11 * MS);
+		e.scope = id;
+		e.key = S("traceparent");
+		e.value = S(traceparent);
+		apply(m, e);
+	}
+	e = ev(PROTO_EV_TASK_FORK, 12 * MS);
+	e.task = id * 100;
+	e.scope = id;
+	apply(m, e);
+	e = ev(PROTO_EV_TASK_RAN, 13 * MS);
+	e.task = id * 100;
+	e.scope = id;
+	e.end_ts = 14 * MS;
+	e.state = state;
+	e.error = state == PROTO_TASK_FAILED ? -5 : 0;
+	apply(m, e);
+	e = ev(PROTO_EV_SCOPE_CLOSE, 15 * MS);
+	e.scope = id;
+	apply(m, e);
+}
+
+static bool holds(const struct jbuf *b, const void *needle, size_t n)
+{
+	return b->len >= n && memmem(b->p, b->len, needle, n) != NULL;
+}
+
+static uint64_t take(struct model *m, struct jbuf *b)
+{
+	struct trace_resource r = {42, "prog", "/bin/prog", "0.1.0", 0, 1000 * MS};
+	jb_init(b);
+	return trace_take(m, &r, b, 1 << 20);
+}
+
+static void setup_model(struct model *m, uint64_t max_spans)
+{
+	struct trace_config c = {.on = true, .sample_permille = 0, .max_spans = max_spans,
+				 .max_spans_per_s = 1000000, .seed = 1};
+	trace_configure(&c);
+	struct model_limits lim = {.max_entities = 10000, .tally = true};
+	model_init(m, &lim);
+	assert_non_null(m->tally);
+}
+
+static void test_kept_and_sampled(void **state)
+{
+	(void)state;
+	struct model m;
+	setup_model(&m, 1000);
+	uint64_t out0 = trace_counted(TRACE_SAMPLED_OUT);
+	tree(&m, 1, PROTO_TASK_SUCCESS, NULL);
+	assert_int_equal(trace_counted(TRACE_SAMPLED_OUT) - out0, 2); /* scope + task */
+	tree(&m, 2, PROTO_TASK_FAILED, "00-" TRACE_HEX "-b7ad6b7169203331-01");
+	struct jbuf b;
+	assert_int_equal(take(&m, &b), 2);
+	assert_true(holds(&b, trace_bytes, 16));
+	assert_true(holds(&b, "the task failed: error -5", 25));
+	assert_true(holds(&b, "service.name", 12));
+	assert_true(holds(&b, "prog", 4));
+	jb_free(&b);
+	assert_int_equal(take(&m, &b), 0); /* taken once */
+	jb_free(&b);
+	model_free(&m);
+}
+
+static void test_bad_traceparent(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", /* upper case */
+		"ff-" TRACE_HEX "-b7ad6b7169203331-01",                    /* version ff */
+		"00-" TRACE_HEX "-0000000000000000-01",                    /* zero parent */
+		"00-" TRACE_HEX "-b7ad6b7169203331-01-extra",              /* 00 is 55 bytes */
+		"00-" TRACE_HEX "-b7ad6b716920333-01",                     /* short */
+		"00_" TRACE_HEX "_b7ad6b7169203331_01",                    /* separators */
+		"",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct model m;
+		setup_model(&m, 1000);
+		tree(&m, 3, PROTO_TASK_FAILED, bad[i]);
+		struct jbuf b;
+		assert_int_equal(take(&m, &b), 2);
+		if (holds(&b, trace_bytes, 16))
+			fail_msg("'%s' joined the trace", bad[i]);
+		jb_free(&b);
+		model_free(&m);
+	}
+}
+
+static void test_budget(void **state)
+{
+	(void)state;
+	struct model m;
+	setup_model(&m, 1);
+	uint64_t mem0 = trace_counted(TRACE_DROP_MEMORY);
+	tree(&m, 4, PROTO_TASK_FAILED, NULL); /* the task's span takes the one place */
+	assert_int_equal(trace_counted(TRACE_DROP_MEMORY) - mem0, 1);
+	struct jbuf b;
+	assert_int_equal(take(&m, &b), 1);
+	jb_free(&b);
+	/* An open tree freed with its process counts as gone. */
+	uint64_t gone0 = trace_counted(TRACE_DROP_GONE);
+	struct proto_msg e = ev(PROTO_EV_SCOPE_OPEN, 20 * MS);
+	e.scope = 5;
+	apply(&m, e);
+	e = ev(PROTO_EV_TASK_RAN, 21 * MS);
+	e.task = 500;
+	e.scope = 5;
+	e.end_ts = 22 * MS;
+	e.state = PROTO_TASK_SUCCESS;
+	apply(&m, e);
+	model_free(&m);
+	assert_int_equal(trace_counted(TRACE_DROP_GONE) - gone0, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kept_and_sampled),
+		cmocka_unit_test(test_bad_traceparent),
+		cmocka_unit_test(test_budget),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
