@@ -14,7 +14,7 @@ FUZZ_DIR := build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -Iinclude -Iproto \
-	-Iruntime -Icommon -I$(BUILD)/bpf $(PKG_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+	-Iruntime -Icommon -I$(BUILD)/bpf $(PKG_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -MMD -MP
 FUZZ_TARGETS := fuzz_proto fuzz_model fuzz_ctl fuzz_jv
 
 # Each target's seeds: frames for the decoder and the model.
@@ -66,3 +66,4 @@ fuzz:
 	done
 
 .PRECIOUS: $(FUZZ_DIR)/obj/%.o
+-include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
