@@ -40,9 +40,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	json_t *dump = cli_fetch_dump(cli, pid);
 	if (!dump)
 		return CLI_FAIL;
-	int rc = jstack ? jstackdump_write(cli->out, dump,
-					   flags & TEXTDUMP_LOCKS ? JSTACKDUMP_LOCKS : 0)
-			: textdump_write(cli->out, dump, flags);
+	int rc =
+	    jstack ? jstackdump_write(cli->out, dump, flags & TEXTDUMP_LOCKS ? JSTACKDUMP_LOCKS : 0)
+		   : textdump_write(cli->out, dump, flags);
 	json_decref(dump);
 	/* A write error is reported once, by main, with its cause. */
 	if (rc == -ENOMEM) {
@@ -53,22 +53,22 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 }
 
 const struct dcmd dcmd_thread_print = {
-	.name = "Thread.print",
-	.usage = "[-l] [-e] [-format=text|jstack]",
-	.summary = "Print every thread with its stack, inside its scope containers.",
-	.help = "Options:\n"
-		"  -l  also print what each thread is blocked in (futex, poll, ...) and why a\n"
-		"      stack is missing (BOOLEAN, false)\n"
-		"  -e  also print each thread's task (id, state, fork site, fork time) and\n"
-		"      scoped values, and each scope's open site and values (BOOLEAN, false)\n"
-		"  -format  text: scoped's layout, threads inside their scope containers;\n"
-		"      jstack (or hotspot): HotSpot's jstack layout, which thread-dump\n"
-		"      analysers read, the containers listed before the threads; with -l each\n"
-		"      thread's \"Locked ownable synchronizers\" are the scopes it owns\n"
-		"      (STRING, text)\n"
-		"Flags take jcmd's <key>=<value> form too: -l=true, -e=false.\n",
-	.impact = "Low: every thread's stack is captured once (BPF: no stop at all; signal\n"
-		  "mode: each thread pauses for microseconds, see maxPauseNs in the JSON dump)",
-	.options = opts,
-	.run = run,
+    .name = "Thread.print",
+    .usage = "[-l] [-e] [-format=text|jstack]",
+    .summary = "Print every thread with its stack, inside its scope containers.",
+    .help = "Options:\n"
+	    "  -l  also print what each thread is blocked in (futex, poll, ...) and why a\n"
+	    "      stack is missing (BOOLEAN, false)\n"
+	    "  -e  also print each thread's task (id, state, fork site, fork time) and\n"
+	    "      scoped values, and each scope's open site and values (BOOLEAN, false)\n"
+	    "  -format  text: scoped's layout, threads inside their scope containers;\n"
+	    "      jstack (or hotspot): HotSpot's jstack layout, which thread-dump\n"
+	    "      analysers read, the containers listed before the threads; with -l each\n"
+	    "      thread's \"Locked ownable synchronizers\" are the scopes it owns\n"
+	    "      (STRING, text)\n"
+	    "Flags take jcmd's <key>=<value> form too: -l=true, -e=false.\n",
+    .impact = "Low: every thread's stack is captured once (BPF: no stop at all; signal\n"
+	      "mode: each thread pauses for microseconds, see maxPauseNs in the JSON dump)",
+    .options = opts,
+    .run = run,
 };

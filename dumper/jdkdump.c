@@ -646,9 +646,9 @@ static json_t *crash_json(struct builder *b)
 	if (jv_is_integer(code)) {
 		jj_set(c, "siCode", json_integer(jv_integer(code)));
 		jj_set(c, "siCodeName",
-		       jj_string_or_null(jv_is_integer(sig) ? jj_si_code_name(jv_integer(sig),
-									       jv_integer(code))
-							     : NULL));
+		       jj_string_or_null(jv_is_integer(sig)
+					     ? jj_si_code_name(jv_integer(sig), jv_integer(code))
+					     : NULL));
 	}
 	const char *fa = jj_str(b->crash, "fault_addr");
 	if (fa) {

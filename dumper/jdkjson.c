@@ -231,17 +231,27 @@ const char *jj_si_code_name(long long sig, long long code)
 		int sig, code; /* sig 0: any signal */
 		const char *name;
 	} names[] = {
-		{SIGSEGV, SEGV_MAPERR, "SEGV_MAPERR"}, {SIGSEGV, SEGV_ACCERR, "SEGV_ACCERR"},
-		{SIGBUS, BUS_ADRALN, "BUS_ADRALN"},   {SIGBUS, BUS_ADRERR, "BUS_ADRERR"},
-		{SIGBUS, BUS_OBJERR, "BUS_OBJERR"},   {SIGILL, ILL_ILLOPC, "ILL_ILLOPC"},
-		{SIGILL, ILL_ILLOPN, "ILL_ILLOPN"},   {SIGILL, ILL_ILLADR, "ILL_ILLADR"},
-		{SIGILL, ILL_ILLTRP, "ILL_ILLTRP"},   {SIGILL, ILL_PRVOPC, "ILL_PRVOPC"},
-		{SIGFPE, FPE_INTDIV, "FPE_INTDIV"},   {SIGFPE, FPE_INTOVF, "FPE_INTOVF"},
-		{SIGFPE, FPE_FLTDIV, "FPE_FLTDIV"},   {SIGFPE, FPE_FLTOVF, "FPE_FLTOVF"},
-		{SIGFPE, FPE_FLTUND, "FPE_FLTUND"},   {SIGFPE, FPE_FLTRES, "FPE_FLTRES"},
-		{SIGFPE, FPE_FLTINV, "FPE_FLTINV"},   {0, SI_USER, "SI_USER"},
-		{0, SI_TKILL, "SI_TKILL"},            {0, SI_QUEUE, "SI_QUEUE"},
-		{0, SI_KERNEL, "SI_KERNEL"},
+	    {SIGSEGV, SEGV_MAPERR, "SEGV_MAPERR"},
+	    {SIGSEGV, SEGV_ACCERR, "SEGV_ACCERR"},
+	    {SIGBUS, BUS_ADRALN, "BUS_ADRALN"},
+	    {SIGBUS, BUS_ADRERR, "BUS_ADRERR"},
+	    {SIGBUS, BUS_OBJERR, "BUS_OBJERR"},
+	    {SIGILL, ILL_ILLOPC, "ILL_ILLOPC"},
+	    {SIGILL, ILL_ILLOPN, "ILL_ILLOPN"},
+	    {SIGILL, ILL_ILLADR, "ILL_ILLADR"},
+	    {SIGILL, ILL_ILLTRP, "ILL_ILLTRP"},
+	    {SIGILL, ILL_PRVOPC, "ILL_PRVOPC"},
+	    {SIGFPE, FPE_INTDIV, "FPE_INTDIV"},
+	    {SIGFPE, FPE_INTOVF, "FPE_INTOVF"},
+	    {SIGFPE, FPE_FLTDIV, "FPE_FLTDIV"},
+	    {SIGFPE, FPE_FLTOVF, "FPE_FLTOVF"},
+	    {SIGFPE, FPE_FLTUND, "FPE_FLTUND"},
+	    {SIGFPE, FPE_FLTRES, "FPE_FLTRES"},
+	    {SIGFPE, FPE_FLTINV, "FPE_FLTINV"},
+	    {0, SI_USER, "SI_USER"},
+	    {0, SI_TKILL, "SI_TKILL"},
+	    {0, SI_QUEUE, "SI_QUEUE"},
+	    {0, SI_KERNEL, "SI_KERNEL"},
 	};
 	/* A signal's own codes first: they reuse small numbers. */
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)

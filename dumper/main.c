@@ -315,10 +315,10 @@ static int check_stdout(struct cli *cli, bool *reported)
 	/* A buffer flushed while the output was being printed failed with an
 	 * errno that a later fflush() no longer gives: keep what a write error
 	 * left in errno then. */
-	int e = errno == ENOSPC || errno == EPIPE || errno == EIO || errno == EDQUOT ||
-			errno == EFBIG
-		    ? errno
-		    : 0;
+	int e =
+	    errno == ENOSPC || errno == EPIPE || errno == EIO || errno == EDQUOT || errno == EFBIG
+		? errno
+		: 0;
 	if (fflush(stdout) == EOF && errno)
 		e = errno;
 	if (!e && !ferror(stdout))

@@ -18,12 +18,12 @@
 static const uint8_t trace_bytes[16] = {0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd,
 					0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c};
 
-static struct proto_str S(const char *s)
-{
+static struct proto_str S(const char *s) {
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static void apply(struct model *m, struct proto_msg e)
+static void
+apply(struct model *m, struct proto_msg e)
 {
 	assert_int_equal(model_apply(m, &e, e.ts + MS), 0);
 }
@@ -83,8 +83,11 @@ static uint64_t take(struct model *m, struct jbuf *b)
 
 static void setup_model(struct model *m, uint64_t max_spans)
 {
-	struct trace_config c = {.on = true, .sample_permille = 0, .max_spans = max_spans,
-				 .max_spans_per_s = 1000000, .seed = 1};
+	struct trace_config c = {.on = true,
+				 .sample_permille = 0,
+				 .max_spans = max_spans,
+				 .max_spans_per_s = 1000000,
+				 .seed = 1};
 	trace_configure(&c);
 	struct model_limits lim = {.max_entities = 10000, .tally = true};
 	model_init(m, &lim);
@@ -116,13 +119,13 @@ static void test_bad_traceparent(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
-		"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", /* upper case */
-		"ff-" TRACE_HEX "-b7ad6b7169203331-01",                    /* version ff */
-		"00-" TRACE_HEX "-0000000000000000-01",                    /* zero parent */
-		"00-" TRACE_HEX "-b7ad6b7169203331-01-extra",              /* 00 is 55 bytes */
-		"00-" TRACE_HEX "-b7ad6b716920333-01",                     /* short */
-		"00_" TRACE_HEX "_b7ad6b7169203331_01",                    /* separators */
-		"",
+	    "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", /* upper case */
+	    "ff-" TRACE_HEX "-b7ad6b7169203331-01",		       /* version ff */
+	    "00-" TRACE_HEX "-0000000000000000-01",		       /* zero parent */
+	    "00-" TRACE_HEX "-b7ad6b7169203331-01-extra",	       /* 00 is 55 bytes */
+	    "00-" TRACE_HEX "-b7ad6b716920333-01",		       /* short */
+	    "00_" TRACE_HEX "_b7ad6b7169203331_01",		       /* separators */
+	    "",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		struct model m;
@@ -166,9 +169,9 @@ static void test_budget(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kept_and_sampled),
-		cmocka_unit_test(test_bad_traceparent),
-		cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_kept_and_sampled),
+	    cmocka_unit_test(test_bad_traceparent),
+	    cmocka_unit_test(test_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
