@@ -176,7 +176,7 @@ def main():
     vkid = int(read_line(p, "violator")[1])
     children.append(Grandchild(vkid))
     r = wait_until(lambda: (lambda r: r if r and r["model"].get("violations") else None)(tree(c, vkid)),
-                   5, "the violating child's violation")
+                   15, "the violating child's violation")
     v = r["model"]["violations"]
     joined = [s["id"] for s in r["model"]["scopes"] if s["name"] == "joined"]
     check(len(v) == 1 and v[0]["kind"] == "double_join" and v[0]["tid"] == vkid and

@@ -15,6 +15,17 @@ command -v eu-stack >/dev/null || { echo "skip: eu-stack missing (elfutils; make
 case $BUILD in
 *asan* | *tsan*) echo "skip: sanitizer builds inline differently and run their own threads"; exit 77 ;;
 esac
+# Which functions the compiler inlined is its choice: the checks that name
+# them hold for gcc's -O2.  Any other compiler's build is still compared
+# frame by frame with eu-stack, which reads the same DWARF.
+STRICT_INLINE=1
+case $BUILD in
+*clang*)
+	STRICT_INLINE=0
+	echo "skip: the gcc-specific inlining checks (park_inner, serve_batch...) in a clang build"
+	;;
+esac
+export STRICT_INLINE
 
 private_dir stacks-vs-eustack
 dpid= tpid=
@@ -35,7 +46,7 @@ compare() {
 	$PY "$TOP/tests/validate_dump.py" --pid "$tpid" "$D/$1.json" || fail "$1: the dump does not validate"
 	eu-stack -i -s -p "$tpid" >"$D/eu.txt" 2>"$D/eu.err" || fail "eu-stack failed: $(cat "$D/eu.err")"
 	$PY - "$D/$1.json" "$D/eu.txt" "$D/$1.txt" "$1" <<'PYEOF' || fail "$1: stacks differ from eu-stack -i"
-import json, re, sys
+import json, os, re, sys
 dump, eu_path, text_path, mode = sys.argv[1:5]
 td = json.load(open(dump))["threadDump"]
 assert td["stackSource"] == mode, td["stackSource"]
@@ -99,11 +110,14 @@ for tid, frames in eu.items():
 	compared += 1
 	inlined += sum(1 for w in want if w[3])
 names = [f[0] for _, fr in ours.values() for f in fr if f[3]]
-for fn in ("park_inner", "park_middle", "join_close"):
-	assert fn in names, "no inlined frame of %s in %s" % (fn, sorted(set(names)))
-assert compared >= 5 and inlined >= 8, (compared, inlined)
+strict = os.environ.get("STRICT_INLINE") == "1"
+assert compared >= 5, compared
+if strict:
+	for fn in ("park_inner", "park_middle", "join_close"):
+		assert fn in names, "no inlined frame of %s in %s" % (fn, sorted(set(names)))
+	assert inlined >= 8, inlined
 text = open(text_path).read()
-assert re.search(r"at park_middle \(inline_target\.c:\d+\) \(inlined\)\n\s+at deep_body \(inline_target\.c:\d+\)\n", text), text
+assert not strict or re.search(r"at park_middle \(inline_target\.c:\d+\) \(inlined\)\n\s+at deep_body \(inline_target\.c:\d+\)\n", text), text
 print("%s: %d threads as eu-stack -i shows them, %d inlined frames" % (mode, compared, inlined))
 PYEOF
 }
@@ -124,19 +138,19 @@ sleep 1 # requests in flight
 kill $demo
 wait $demo 2>/dev/null
 $PY - "$D/demo.json" <<'PYEOF' || fail "the demo's inlined frames are not shown"
-import json, re, sys
+import json, os, re, sys
 td = json.load(open(sys.argv[1]))["threadDump"]
 seen = 0
 for c in td["threadContainers"]:
 	for t in c["threads"]:
 		st, inl = t["stack"], set(t.get("inlinedFrames", []))
 		for i, f in enumerate(st):
-			if f.startswith("main (scope-demo.c:"):
+			if os.environ.get("STRICT_INLINE") == "1" and f.startswith("main (scope-demo.c:"):
 				assert i > 0 and st[i - 1].startswith("serve_batch (scope-demo.c:") and i - 1 in inl, st
 				seen += 1
 			if f.startswith("handle_request (scope-demo.c:") and i > 0 and st[i - 1].startswith("join_close"):
 				assert i - 1 in inl and f != "handle_request (scope-demo.c:80)", st
-assert seen == 1, "main's frame: %d" % seen
+assert seen == 1 or os.environ.get("STRICT_INLINE") != "1", "main's frame: %d" % seen
 print("demo: main <- serve_batch (inlined) as eu-stack -i shows it")
 PYEOF
 scoped_stop
