@@ -2,6 +2,7 @@
  * daemon when none answers), requests with specific errors, dump fetching,
  * and the command-line checks the commands share. */
 #include "cli.h"
+#include "jdkjson.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -426,4 +427,18 @@ json_t *cli_fetch_dump(struct cli *cli, pid_t pid)
 	if (!dump)
 		cli_errorf(cli, "%s", err);
 	return dump;
+}
+
+int cli_print_json(struct cli *cli, json_t *doc, const char *what)
+{
+	int rc = CLI_OK;
+	if (!doc || jj_failed_take()) {
+		cli_errorf(cli, "out of memory building %s", what);
+		rc = CLI_FAIL;
+	} else if (json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+		   fputc('\n', cli->out) == EOF) {
+		rc = CLI_FAIL; /* main reports the write error */
+	}
+	json_decref(doc);
+	return rc;
 }

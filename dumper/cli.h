@@ -92,6 +92,11 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
  * tree alone when the process has exited; NULL after printing why. */
 json_t *cli_fetch_dump(struct cli *cli, pid_t pid);
 
+/* Writes doc (stolen, may be NULL) on cli->out, indented, with a newline;
+ * CLI_FAIL after saying that building what failed ran out of memory, or on
+ * a write error (main reports it). */
+int cli_print_json(struct cli *cli, json_t *doc, const char *what);
+
 /* Prints "scopecmd: " and the message on cli->err. */
 void cli_errorf(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

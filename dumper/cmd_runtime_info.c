@@ -45,16 +45,7 @@ static int print_json(struct cli *cli, json_t *tree, json_t *status)
 	jj_set(doc, "pools",
 	       json_incref(json_object_get(json_object_get(tree, "model"), "pools")));
 	jj_set(doc, "daemon", daemon);
-	int rc = CLI_OK;
-	if (!doc || jj_failed_take()) {
-		cli_errorf(cli, "out of memory building Runtime.info");
-		rc = CLI_FAIL;
-	} else if (json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
-		   fputc('\n', cli->out) == EOF) {
-		rc = CLI_FAIL; /* main reports the write error */
-	}
-	json_decref(doc);
-	return rc;
+	return cli_print_json(cli, doc, "Runtime.info");
 }
 
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)

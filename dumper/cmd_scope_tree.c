@@ -192,16 +192,7 @@ static int run_json(struct cli *cli, struct tree *t, pid_t pid)
 			jj_append(roots, scope_json(t, k, 0));
 	}
 	jj_set(doc, "scopes", roots);
-	int rc = CLI_OK;
-	if (!doc || jj_failed_take()) {
-		cli_errorf(cli, "out of memory building the scope tree");
-		rc = CLI_FAIL;
-	} else if (json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
-		   fputc('\n', cli->out) == EOF) {
-		rc = CLI_FAIL; /* main reports the write error */
-	}
-	json_decref(doc);
-	return rc;
+	return cli_print_json(cli, doc, "the scope tree");
 }
 
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
