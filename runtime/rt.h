@@ -63,6 +63,11 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	/* The deque slot this thread holds in one pool (pool_work.c): valid
+	 * while dq_pool and dq_gen match that pool's id and generation. */
+	void *dq;
+	uint64_t dq_pool;
+	uint32_t dq_gen;
 	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
 	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
@@ -155,8 +160,11 @@ struct scope {
 	_Atomic int cancelled;	  /* 0, or enum sc_cancel_reason; also a futex word */
 	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;	  /* the joiner decided */
-	bool joined, joining;
-	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
+	bool joined; /* the owner's */
+	/* Atomics: the owner writes them without the lock, snapshots read
+	 * them. */
+	_Atomic bool joining;
+	_Atomic int64_t join_ts; /* when the join began (sc_event_time()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
 	/* Forked, not ended: written under lock, read without it by the
 	 * joiner's done check. */
@@ -164,7 +172,10 @@ struct scope {
 	scope_task_t **tasks;
 	size_t ntasks, cap;
 	scope_task_t *failure, *winner;
-	struct sc_thread *waiter; /* owner while it waits for tasks */
+	/* The owner while it waits for tasks: set before it looks at pending,
+	 * read by the last task's end after its decrement (both sequentially
+	 * consistent), so one of them sees the other. */
+	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
@@ -281,6 +292,9 @@ bool sc_pool_lends_all(const scope_pool_t *p);
 /* Worker t is exiting without returning to its pool (pthread_exit in a
  * task): the pool forgets it and starts another if work waits. */
 void sc_pool_worker_gone(struct sc_thread *t);
+/* The calling thread t is leaving: it gives back its deque slot (what is
+ * still queued there moves to its pool's inject queue). */
+void sc_pool_dq_release(struct sc_thread *t);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

@@ -9,7 +9,7 @@
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
-#define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
+#define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
 #if defined(__SANITIZE_THREAD__)
 #define SC_TSAN 1
@@ -176,7 +176,7 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 	}
 	if (t->nfree < SC_FREE_SCOPES) {
 		/* Kept with its task array, unless a fan-out grew it large. */
-		if (s->cap > 64) {
+		if (s->cap > 1024) {
 			free(s->tasks);
 			s->tasks = NULL;
 			s->cap = 0;
@@ -473,10 +473,20 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	    atomic_exchange(&sc_inherited, NULL) == s)
 		emit_scope(SC_EV_SCOPE_CLOSE, s, 0);
 	sc_joiner_complete(s, task, state);
-	pthread_mutex_lock(&s->lock);
 	atomic_store(&task->worker, NULL);
 	/* Joiners wait for the last task (or a stop, which cancels and so
-	 * wakes them): waking them for every task would only cost switches. */
+	 * wakes them): waking them for every task would only cost switches.
+	 * Any but the last end is a decrement and nothing else (the scope is
+	 * alive while this task counts); the last takes the lock, so the
+	 * owner, who frees the scope once it sees none left, waits for it. */
+	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
+	while (n > 1 && !atomic_compare_exchange_weak_explicit(&s->pending, &n, n - 1,
+							       memory_order_acq_rel,
+							       memory_order_relaxed))
+		;
+	if (n > 1)
+		return;
+	pthread_mutex_lock(&s->lock);
 	waiter = --s->pending == 0 ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
 	/* After the unlock the scope may be gone; the thread record is not. */
@@ -578,13 +588,10 @@ int scope_join(scope_t *s)
 		sc_emit_violation(s->id, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
-	int64_t began = scope_now();
-	pthread_mutex_lock(&s->lock);
 	s->joined = true;
-	s->joining = true;
-	s->join_ts = began;
-	s->waiter = t;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->join_ts, sc_event_time(), memory_order_relaxed);
+	atomic_store(&s->waiter, t);
+	atomic_store_explicit(&s->joining, true, memory_order_release);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
 		rc = SCOPE_ENOFORKS;
@@ -611,10 +618,8 @@ int scope_join(scope_t *s)
 		else
 			rc = sc_joiner_result(s);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->joining = false;
-	s->waiter = NULL;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->joining, false, memory_order_relaxed);
+	atomic_store_explicit(&s->waiter, NULL, memory_order_relaxed);
 	emit_scope(SC_EV_JOIN_END, s, rc);
 	return rc;
 }
