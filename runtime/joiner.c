@@ -30,14 +30,12 @@ static bool all_complete(scope_t *s, scope_task_t *task, int state)
 	return note_failure(s, task, state);
 }
 
+/* Read once join is done: every task counted ended (the acquire of
+ * pending) or the joiner stopped (after the failure was noted), so no end
+ * writes failure or winner any more: no lock. */
 static int all_result(scope_t *s)
 {
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = s->failure ? SCOPE_EFAILED : 0;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return s->failure ? SCOPE_EFAILED : 0;
 }
 
 static bool any_complete(scope_t *s, scope_task_t *task, int state)
@@ -59,12 +57,7 @@ static bool any_complete(scope_t *s, scope_task_t *task, int state)
 
 static int any_result(scope_t *s)
 {
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = s->winner ? 0 : SCOPE_EFAILED;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return s->winner ? 0 : SCOPE_EFAILED;
 }
 
 static bool await_complete(scope_t *s, scope_task_t *task, int state)

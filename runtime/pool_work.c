@@ -711,6 +711,37 @@ static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 	sc_pool_stats_event(p, false);
 }
 
+/* A task of the subtree of s, taken from the deque of a worker that runs
+ * a subtask of s it took when idle (all its deque holds was forked under
+ * that subtask: s's joiner waits for all of it anyway), or NULL.  The
+ * worker's base is looked at before and after the take, so the task was
+ * taken while that subtask ran; were it not, it goes to the inject queue
+ * untouched.  Only pointers are compared: nothing not ours is read. */
+static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
+{
+	unsigned n = nslots(p);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct sc_dq *d = &p->slots[i];
+		bool lost = false;
+		scope_task_t *x;
+
+		if (d == mine || atomic_load(&d->base_scope) != s)
+			continue;
+		x = dq_steal(d, &lost);
+		if (!x)
+			continue;
+		if (atomic_load(&d->base_scope) == s)
+			return x;
+		pthread_mutex_lock(&p->lock);
+		enqueue_locked(p, x, NULL);
+		if (!p->spinners && p->idle)
+			sc_pool_wake_idle_locked(p);
+		sc_pool_unlock(p);
+	}
+	return NULL;
+}
+
 bool sc_pool_help(scope_pool_t *p, scope_t *s)
 {
 	scope_task_t *task = NULL;
@@ -724,6 +755,10 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 			(void)dq_push(d, task); /* an outer scope's: back it goes */
 			task = NULL;
 		}
+		/* Its own are taken or running: work forked under the running
+		 * ones is what the join waits for too. */
+		if (!task)
+			task = steal_for(p, s, d);
 	}
 	if (!task) {
 		if (!atomic_load_explicit(&p->queued, memory_order_relaxed))
@@ -1034,8 +1069,14 @@ static void *worker_main(void *arg)
 		 * its alternate stack before its next task: sc_task_run's
 		 * sc_self() sees to it. */
 		for (; task || (task = next_fast(w)) != NULL || (task = take(w)) != NULL;
-		     task = NULL)
+		     task = NULL) {
+			struct sc_dq *mine = slot_of(p, w->t);
+			if (mine)
+				atomic_store(&mine->base_scope, task->scope);
 			run_hooked(p, task, true);
+			if (mine)
+				atomic_store(&mine->base_scope, NULL);
+		}
 	} else {
 		/* No record (out of memory), no worker.  The task goes back to the
 		 * other workers or, when there are none to run it, fails now:

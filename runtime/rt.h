@@ -68,6 +68,9 @@ struct sc_thread {
 	void *dq;
 	uint64_t dq_pool;
 	uint32_t dq_gen;
+	/* Blocks of ids this thread hands out (scope.c), so that an open or
+	 * a fork takes no shared counter. */
+	uint64_t ids_scope, ids_scope_end, ids_task, ids_task_end;
 	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
 	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
@@ -170,7 +173,10 @@ struct scope {
 	 * joiner's done check. */
 	_Atomic size_t pending;
 	scope_task_t **tasks;
-	size_t ntasks, cap;
+	/* Appended by the owner without the lock (a release store after the
+	 * slot); tasks moves (realloc) only under the lock, where others read. */
+	_Atomic size_t ntasks;
+	size_t cap;
 	scope_task_t *failure, *winner;
 	/* The owner while it waits for tasks: set before it looks at pending,
 	 * read by the last task's end after its decrement (both sequentially

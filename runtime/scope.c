@@ -22,8 +22,22 @@
 #define SC_TSAN 0
 #endif
 
+#define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
+
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
+
+/* The next id from the calling thread's block, refilled from the shared
+ * counter every SC_ID_BLOCK ids: unique in the process, increasing per
+ * thread (a scope's tasks, forked by its owner, are in order). */
+static uint64_t id_take(_Atomic uint64_t *shared, uint64_t *next, uint64_t *end)
+{
+	if (*next == *end) {
+		*next = atomic_fetch_add_explicit(shared, SC_ID_BLOCK, memory_order_relaxed);
+		*end = *next + SC_ID_BLOCK;
+	}
+	return (*next)++;
+}
 
 scope_t *sc_context(void)
 {
@@ -217,7 +231,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	s->lock = lock;
 	s->tasks = tasks; /* a recycled scope's array, reused */
 	s->cap = cap;
-	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
+	s->id = id_take(&next_scope_id, &t->ids_scope, &t->ids_scope_end);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
@@ -359,24 +373,25 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 
 static int tasks_append(scope_t *s, scope_task_t *task)
 {
-	int rc = 0;
+	size_t n = atomic_load_explicit(&s->ntasks, memory_order_relaxed);
 
-	pthread_mutex_lock(&s->lock);
-	if (s->ntasks == s->cap) {
+	if (n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;
+		/* Moves under the lock: cancellers and snapshots read it there. */
+		pthread_mutex_lock(&s->lock);
 		scope_task_t **v = realloc(s->tasks, cap * sizeof(*v));
-		if (!v) {
-			rc = -ENOMEM;
-			goto out;
+		if (v) {
+			s->tasks = v;
+			s->cap = cap;
 		}
-		s->tasks = v;
-		s->cap = cap;
+		pthread_mutex_unlock(&s->lock);
+		if (!v)
+			return -ENOMEM;
 	}
-	s->tasks[s->ntasks++] = task;
-	s->pending++;
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	s->tasks[n] = task;
+	atomic_fetch_add(&s->pending, 1);
+	atomic_store_explicit(&s->ntasks, n + 1, memory_order_release);
+	return 0;
 }
 
 /* Ends a task that never reached a worker without the joiner seeing it:
@@ -411,7 +426,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task = task_alloc(t);
 	if (!task)
 		return -ENOMEM;
-	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
+	task->id = id_take(&next_task_id, &t->ids_task, &t->ids_task_end);
 	task->scope = s;
 	task->fn = fn;
 	task->arg = arg;
@@ -427,7 +442,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		*out = task;
 	if (sc_check(s)) {
 		/* Level-triggered: a cancelled scope starts nothing more. */
-		atomic_store(&task->state, SC_TASK_UNAVAILABLE);
+		atomic_store_explicit(&task->state, SC_TASK_UNAVAILABLE, memory_order_release);
 		emit_task(SC_EV_TASK_FORK, task, SC_TASK_UNAVAILABLE, 0);
 		pthread_mutex_lock(&s->lock);
 		s->pending--;
@@ -450,7 +465,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		}
 	}
 	task->pool = s->pool;
-	atomic_store(&task->state, SC_TASK_FORKED);
+	atomic_store_explicit(&task->state, SC_TASK_FORKED, memory_order_release);
 	emit_task(SC_EV_TASK_FORK, task, SC_TASK_FORKED, 0);
 	rc = sc_pool_submit(s->pool, task);
 	if (rc < 0)
@@ -473,7 +488,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	    atomic_exchange(&sc_inherited, NULL) == s)
 		emit_scope(SC_EV_SCOPE_CLOSE, s, 0);
 	sc_joiner_complete(s, task, state);
-	atomic_store(&task->worker, NULL);
+	atomic_store_explicit(&task->worker, NULL, memory_order_release);
 	/* Joiners wait for the last task (or a stop, which cancels and so
 	 * wakes them): waking them for every task would only cost switches.
 	 * Any but the last end is a decrement and nothing else (the scope is
@@ -486,11 +501,18 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 		;
 	if (n > 1)
 		return;
+	/* Run by its owner's thread (a helping joiner, caller-runs): the
+	 * scope cannot go while this runs, and the owner looks again. */
+	if (s->owner == sc_self_peek()) {
+		atomic_fetch_sub(&s->pending, 1);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	waiter = --s->pending == 0 ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
-	/* After the unlock the scope may be gone; the thread record is not. */
-	if (waiter)
+	/* After the unlock the scope may be gone; the thread record is not.
+	 * A joiner that ran the task itself looks again without being told. */
+	if (waiter && waiter != sc_self_peek())
 		sc_wake(waiter);
 }
 
@@ -508,7 +530,7 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	 * reads the flag, so either it sees the cancel or the canceller sees
 	 * it (and at worst wakes a thread that already let the task go). */
 	atomic_store(&task->worker, t);
-	atomic_store(&task->state, SC_TASK_RUNNING);
+	atomic_store_explicit(&task->state, SC_TASK_RUNNING, memory_order_release);
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled || sc_check(s)) {
 		if (pool)

@@ -252,6 +252,10 @@ struct sc_thread *sc_threads_after_fork(void)
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		self->tid = sc_gettid();
+		/* Ids from here on come after every id the parent gave out
+		 * (the snapshot tells inherited tasks by that). */
+		self->ids_scope = self->ids_scope_end = 0;
+		self->ids_task = self->ids_task_end = 0;
 		/* Its pool's workers (and their deques) stayed behind: its forks
 		 * go to the pool's queue, and it lends no place. */
 		self->worker = NULL;
