@@ -190,7 +190,9 @@ struct scope {
 	 * close waits for the pins before freeing.  Pins are taken only while
 	 * the scope is linked (under the lock of the list it is linked in). */
 	_Atomic int pins;
-	bool closing; /* unlinked or about to be: the walk skips it (this lock) */
+	/* Unlinked or about to be: the walk skips it.  Its pin, not this
+	 * flag, keeps a walk already inside safe. */
+	_Atomic bool closing;
 	struct sc_value *_Atomic values;
 	scope_t *free_next;
 };

@@ -663,9 +663,7 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->closing = true;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->closing, true, memory_order_release);
 	scope_unlink(s);
 	t->frame.top = s->outer;
 	emit_scope(SC_EV_SCOPE_CLOSE, s, result);
