@@ -476,23 +476,30 @@ static int place_locked(scope_pool_t *p, scope_task_t *task, struct worker *home
 }
 
 /* Work is queued and a worker just parked: wake an idle one, or start one
- * when fewer than core_size work (the parked one lent its place). */
-static void compensate_locked(scope_pool_t *p, struct sc_thread **wake)
+ * when fewer than core_size work (the parked one lent its place).  Returns
+ * the pool's size when that start took it past max_size (0 otherwise): the
+ * caller says so (a WARNING event) once the lock is released. */
+static unsigned compensate_locked(scope_pool_t *p, struct sc_thread **wake)
 {
 	if (p->shutdown || p->spinners || !sc_pool_any_work(p))
-		return;
+		return 0;
 	if (p->idle) {
 		*wake = claim_idle_locked(p);
-		return;
+		return 0;
 	}
-	if (working(p) < p->cfg.core_size && grow_locked(p, NULL))
+	if (working(p) < p->cfg.core_size && grow_locked(p, NULL)) {
 		p->compensations++;
+		if (p->size > p->cfg.max_size)
+			return p->size;
+	}
+	return 0;
 }
 
 void sc_pool_lend(struct sc_thread *t, bool on)
 {
 	scope_pool_t *p = t->pool;
 	struct sc_thread *wake = NULL;
+	unsigned over = 0, max;
 
 	if (!p || !t->worker)
 		return;
@@ -502,13 +509,18 @@ void sc_pool_lend(struct sc_thread *t, bool on)
 		/* Before the look for work: a push that saw the pool's fast
 		 * path open is seen by that look. */
 		fast_refresh(p);
-		compensate_locked(p, &wake);
+		over = compensate_locked(p, &wake);
 	} else {
 		p->lent--;
 	}
+	max = p->cfg.max_size;
 	sc_pool_unlock(p);
 	if (wake)
 		sc_wake(wake);
+	/* Past its maximum so that the parked worker's work goes on: said,
+	 * so that a dump shows why the pool is bigger than configured. */
+	if (over)
+		sc_emit_warning(SC_WARN_POOL_OVER_MAX, p->id, over, max);
 }
 
 void sc_pool_worker_gone(struct sc_thread *t)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "rt.h"
 #include "scope.h"
 
 #define MS 1000000LL
@@ -213,24 +214,48 @@ static int nested(void *arg, void **result)
 
 /* BLOCK with a queue of 2: a worker blocked in fork lends its place, and
  * the pool goes past its maximum to run the queue (and says so). */
+/* WARNING events the pool sent: that it went past its maximum. */
+static _Atomic uint64_t warn_pool;
+static _Atomic unsigned warn_count, warn_size;
+
+static void warn_observer(const struct sc_ev *ev)
+{
+	if (ev->kind == SC_EV_WARNING && ev->u == SC_WARN_POOL_OVER_MAX &&
+	    ev->a == atomic_load(&warn_pool)) {
+		atomic_fetch_add(&warn_count, 1);
+		atomic_store(&warn_size, (unsigned)ev->i);
+	}
+}
+
 static void block_policy_nested_fanout(void **state)
 {
 	(void)state;
 	running_case = "block_policy_nested_fanout";
 
+	sc_observer_set(warn_observer);
 	for (unsigned size = 1; size <= 2; size++) {
 		scope_pool_t *pool = pool_of(size, SCOPE_QUEUE_BOUNDED, 2, SCOPE_POLICY_BLOCK);
 		struct nest top = {pool, 4, 3};
 		struct scope_pool_stats st;
 
+		atomic_store(&warn_pool, sc_pool_id(pool));
+		atomic_store(&warn_count, 0);
 		atomic_store(&leaves, 0);
 		assert_int_equal(nested(&top, NULL), 0);
 		assert_int_equal(atomic_load(&leaves), 81);
 		assert_int_equal(scope_pool_stats(pool, &st), 0);
 		assert_int_equal(st.lent, 0);
 		assert_int_equal(st.queued, 0);
+		/* A one-thread pool whose only worker parks in a nested join
+		 * goes on only past its maximum, and says so. */
+		if (size == 1)
+			assert_true(st.largest > st.max_size);
+		assert_int_equal(atomic_load(&warn_count) > 0, st.largest > st.max_size);
+		if (atomic_load(&warn_count))
+			assert_true(atomic_load(&warn_size) > st.max_size);
 		assert_int_equal(scope_pool_destroy(pool), 0);
 	}
+	sc_observer_set(NULL);
 }
 
 /* What a subtask running inline on its owner's thread may do to the scope
