@@ -361,6 +361,7 @@ unsigned scope_pool_size_for(double utilization, double wait_compute_ratio)
 static void pools_after_fork(void)
 {
 	pthread_mutex_init(&pools_lock, NULL);
+	sc_pool_monitor_after_fork();
 	for (scope_pool_t *p = pools; p; p = p->next) {
 		sc_mutex_init(&p->lock);
 		pthread_cond_init(&p->gone, NULL);
@@ -410,6 +411,7 @@ static scope_pool_t *default_create(void)
 	if (scope_pool_create(&p, &cfg))
 		return NULL;
 	p->lend_all = true;
+	sc_pool_monitor_start(p);
 	return p;
 }
 

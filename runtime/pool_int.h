@@ -120,6 +120,11 @@ bool sc_pool_dq_drop_locked(scope_pool_t *p, struct sc_thread *t, bool only_empt
 /* pool.c: the same, finding t's pool by id (it may be gone); true when t
  * holds no slot afterwards. */
 bool sc_pool_dq_give_back(struct sc_thread *t, bool only_empty);
+/* Starts the monitor of p (the default pool) unless one runs: it adds a
+ * worker when every worker is blocked outside the runtime with work queued. */
+void sc_pool_monitor_start(scope_pool_t *p);
+/* In a fork child: the default pool's monitor is not running. */
+void sc_pool_monitor_after_fork(void);
 /* In a fork child: every slot is free and empty. */
 void sc_pool_dq_after_fork(scope_pool_t *p);
 

@@ -2,7 +2,9 @@
  * policies), its workers' lives, and joiners running their own queued
  * subtasks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,8 @@
 #define SPIN_BACKOFF_NS 200000	/* no spinning for this long after a spin found nothing */
 #define POOL_HARD_MAX 32768	/* threads, compensation included */
 #define STEAL_GRACE_NS 1500	/* a spinner leaves a fresh fork to its joiner this long */
+#define MONITOR_TICK_NS 10000000 /* the monitor's look at the default pool */
+#define MONITOR_STALL_TICKS 2	 /* looks without progress before it adds a thread */
 
 static void *worker_main(void *arg);
 
@@ -257,6 +261,7 @@ void sc_pool_reap_locked(scope_pool_t *p)
 	}
 }
 
+
 /* Starts a worker whose first task is first (may be NULL).  Caller holds
  * p->lock and has counted the thread in p->size already. */
 int sc_pool_spawn_locked(scope_pool_t *p, scope_task_t *first)
@@ -283,6 +288,8 @@ int sc_pool_spawn_locked(scope_pool_t *p, scope_task_t *first)
 	p->live++;
 	if (p->size > p->largest)
 		p->largest = p->size;
+	if (p->lend_all)
+		sc_pool_monitor_start(p);
 	return 0;
 }
 
@@ -1130,4 +1137,146 @@ static void *worker_main(void *arg)
 	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
+}
+
+/* ---- The monitor: tasks blocked outside the runtime ----
+ *
+ * A subtask of the default pool that blocks where the runtime does not see
+ * it (read() on a pipe, a foreign lock) holds its worker; with every worker
+ * so held, queued work waits, and if that work is what the blocked ones
+ * wait for, forever.  As Go's sysmon does for goroutines in system calls,
+ * a monitor thread looks at the default pool every MONITOR_TICK_NS: when
+ * work is queued, no worker is idle or spinning, no task ended for
+ * MONITOR_STALL_TICKS looks, and a worker running a task sleeps in the
+ * kernel (its /proc state), it starts one more worker with a queued task
+ * as its first.  Such a worker leaves when it finds the pool past its
+ * maximum (after that task), and the start is counted in compensations and
+ * said with a WARNING, as lending's are.  Pools the application configured
+ * are left as configured: their sizes are its choice. */
+
+static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
+static scope_pool_t *monitor_pool; /* the pool it watches; NULL: not running */
+
+/* Ended tasks of p, a measure of progress.  Caller holds p->lock. */
+static uint64_t progress_locked(scope_pool_t *p)
+{
+	unsigned active = 0;
+	uint64_t completed = atomic_load(&p->completed);
+
+	sc_pool_dq_stats(p, &active, &completed);
+	return completed;
+}
+
+/* Whether thread tid of this process sleeps in the kernel (S or D). */
+static bool tid_sleeps(uint32_t tid)
+{
+	char path[64], buf[256], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')'); /* the name may hold anything, even ") " */
+	return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+}
+
+/* One look at p; stalls counts looks without progress. */
+static void monitor_look(scope_pool_t *p, uint64_t *last, unsigned *stalls)
+{
+	uint32_t tids[64];
+	unsigned n = 0, over = 0, max = 0;
+	bool stalled, blocked = false;
+	uint64_t now;
+
+	pthread_mutex_lock(&p->lock);
+	now = progress_locked(p);
+	stalled = !p->shutdown && !p->idle && !p->spinners && now == *last &&
+		  sc_pool_any_work(p);
+	*last = now;
+	*stalls = stalled ? *stalls + 1 : 0;
+	if (*stalls >= MONITOR_STALL_TICKS)
+		for (struct worker *w = p->workers; w && n < 64; w = w->next)
+			if (!w->exited && w->t)
+				tids[n++] = w->t->tid;
+	pthread_mutex_unlock(&p->lock);
+	if (*stalls < MONITOR_STALL_TICKS)
+		return;
+	/* Outside the lock: a read of /proc per worker, only when stalled. */
+	for (unsigned i = 0; i < n && !blocked; i++)
+		blocked = tid_sleeps(tids[i]);
+	if (!blocked)
+		return;
+	pthread_mutex_lock(&p->lock);
+	scope_task_t *task = p->fast ? find_fast(p, NULL) : NULL;
+	if (!task && (task = pick_locked(p, NULL)) != NULL)
+		dequeue_locked(p, task);
+	if (task) {
+		if (p->size < POOL_HARD_MAX && (p->size++, sc_pool_spawn_locked(p, task) == 0)) {
+			p->compensations++;
+			if (p->size > p->cfg.max_size)
+				over = p->size;
+			*stalls = 0;
+		} else {
+			/* No thread now: back it goes, for the next look. */
+			if (p->size > 0 && p->size <= POOL_HARD_MAX)
+				p->size--;
+			enqueue_locked(p, task, NULL);
+		}
+	}
+	max = p->cfg.max_size;
+	sc_pool_unlock(p);
+	if (over)
+		sc_emit_warning(SC_WARN_POOL_OVER_MAX, p->id, over, max);
+}
+
+static void *monitor_main(void *arg)
+{
+	scope_pool_t *p = arg;
+	uint64_t last = 0;
+	unsigned stalls = 0;
+	struct timespec tick = {0, MONITOR_TICK_NS};
+
+	for (;;) {
+		nanosleep(&tick, NULL);
+		monitor_look(p, &last, &stalls);
+	}
+	return NULL;
+}
+
+void sc_pool_monitor_start(scope_pool_t *p)
+{
+	pthread_t th;
+	pthread_attr_t attr;
+	sigset_t all, old;
+
+	pthread_mutex_lock(&monitor_lock);
+	if (!monitor_pool && pthread_attr_init(&attr) == 0) {
+		/* It takes no signal meant for the program's threads. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &attr, monitor_main, p) == 0) {
+			monitor_pool = p;
+#if defined(__GLIBC__)
+			pthread_setname_np(th, "scope-monitor");
+#endif
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	pthread_mutex_unlock(&monitor_lock);
+}
+
+void sc_pool_monitor_after_fork(void)
+{
+	/* The thread stayed behind: the next worker started starts another. */
+	pthread_mutex_init(&monitor_lock, NULL);
+	monitor_pool = NULL;
 }
