@@ -193,6 +193,9 @@ struct scope {
 	/* Unlinked or about to be: the walk skips it.  Its pin, not this
 	 * flag, keeps a walk already inside safe. */
 	_Atomic bool closing;
+	/* The last task's end took the lock on another thread: close takes
+	 * it once before the scope goes, so that end is out of it. */
+	_Atomic bool remote_end;
 	struct sc_value *_Atomic values;
 	scope_t *free_next;
 };

@@ -507,6 +507,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 		atomic_fetch_sub(&s->pending, 1);
 		return;
 	}
+	atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
 	waiter = --s->pending == 0 ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
@@ -664,6 +665,12 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		(void)sc_wait(&w);
 	}
 	atomic_store_explicit(&s->closing, true, memory_order_release);
+	/* An end that saw the count reach 0 on another thread may still be
+	 * inside the lock: it is out once the lock is had. */
+	if (atomic_load_explicit(&s->remote_end, memory_order_relaxed)) {
+		pthread_mutex_lock(&s->lock);
+		pthread_mutex_unlock(&s->lock);
+	}
 	scope_unlink(s);
 	t->frame.top = s->outer;
 	emit_scope(SC_EV_SCOPE_CLOSE, s, result);
