@@ -45,7 +45,8 @@ extern "C" {
 #define SCOPE_EBASE 20000
 enum {
 	SCOPE_EFAILED = -(SCOPE_EBASE + 1),    /* a subtask failed; see scope_failure() */
-	SCOPE_ENOFORKS = -(SCOPE_EBASE + 2),   /* any-successful join with nothing forked */
+	SCOPE_ENOFORKS = -(SCOPE_EBASE + 2),   /* any-successful join: no fork reached the
+						* joiner (none made, or every one refused) */
 	SCOPE_EREJECTED = -(SCOPE_EBASE + 3),  /* the pool refused the task (abort policy) */
 	SCOPE_EDISCARDED = -(SCOPE_EBASE + 4), /* the pool dropped the task (discard policies) */
 	SCOPE_ESTRUCTURE = -(SCOPE_EBASE + 5), /* structure violation (see scope_close) */
@@ -140,8 +141,12 @@ struct scope_config {
  * that forked it.  cfg may be NULL for all defaults.  On success *out is a
  * new scope that must be closed with scope_close() by the same thread.
  * file/line/func are borrowed forever (pass string literals; the macro does).
+ * A deadline (timeout_ns or deadline_ns) is kept by the runtime's one
+ * timer thread (started with the first such scope, shared by all): when it
+ * passes, the scope is cancelled (reason TIMEOUT) at once, whatever its
+ * owner is doing.
  * Errors: -EINVAL, -ENOMEM, -ECANCELED (enclosing scope already cancelled:
- * nothing is opened). */
+ * nothing is opened), -EAGAIN (the timer thread could not be started). */
 SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file,
 			    int line, const char *func);
 #define scope_open(out, cfg) scope_open_at((out), (cfg), __FILE__, __LINE__, __func__)
@@ -162,13 +167,21 @@ SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t
  * cancellation point delays such a join past a failure, deadline or
  * cancel.  Any-successful, until and custom joiners never do: their join
  * returns as soon as they decide, whatever the subtasks do.
- * Returns 0; SCOPE_EFAILED (a subtask failed:
- * scope_failure() tells which and why); SCOPE_ENOFORKS (any-successful with
- * no forks); -ETIMEDOUT (the scope's deadline passed; the scope is
- * cancelled); -ECANCELED (an enclosing scope was cancelled, or scope_cancel
- * was called); -EPERM (not the owner: another thread, or a subtask of this
- * scope running on the owner's thread, which never waits for itself);
- * SCOPE_EJOINED (second join); or what a custom joiner's result() returns.
+ * Whatever happened first decides what it returns:
+ *  - the joiner's result when the joiner decided (all subtasks ended, a
+ *    failure, a winner, the predicate) before any cancellation: 0,
+ *    SCOPE_EFAILED (scope_failure() tells which and why), SCOPE_ENOFORKS
+ *    (any-successful: no fork reached the joiner), or what a custom
+ *    joiner's result() returns;
+ *  - -ETIMEDOUT when the effective deadline (its own or an ancestor's)
+ *    passed before the joiner decided, as Java's TimeoutException: also
+ *    when every subtask had ended in time but join came after the
+ *    deadline, and when nothing was forked;
+ *  - -ECANCELED for any other cancellation (scope_cancel, an ancestor's
+ *    cancel) before the joiner decided;
+ *  - -EPERM (not the owner: another thread, or a subtask of this scope
+ *    running on the owner's thread, which never waits for itself), -EINVAL
+ *    (NULL), SCOPE_EJOINED (second join).
  * Only the owner may join, once. */
 SCOPE_API int scope_join(scope_t *scope);
 

@@ -104,7 +104,7 @@ static void note_thread(struct wakeups *wk, struct sc_thread *t, bool signal)
 
 /* Flags s and everything below it and notes whom to wake.  Locks go parent
  * before child, the one order every path uses. */
-static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
+static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 {
 	struct sc_thread *me = sc_self_peek();
 	struct sc_ev ev;
@@ -114,6 +114,7 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
+	atomic_store(&s->cause, cause);
 	atomic_store(&s->cancelled, reason);
 	/* Every thread parked in this scope's context, in one system call. */
 	if (atomic_load(&s->word_waiters))
@@ -132,7 +133,7 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 	if (s->owner != me)
 		note_thread(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)
-		cancel_tree(c, SC_CANCEL_PARENT, wk);
+		cancel_tree(c, SC_CANCEL_PARENT, cause, wk);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -143,7 +144,7 @@ void sc_cancel(scope_t *s, int reason)
 	wk.v = wk.inline_v;
 	wk.n = 0;
 	wk.cap = sizeof(wk.inline_v) / sizeof(wk.inline_v[0]);
-	cancel_tree(s, reason, &wk);
+	cancel_tree(s, reason, reason, &wk);
 	/* Thread records are never freed, so a thread that moved on meanwhile
 	 * gets at worst a spurious wake-up. */
 	for (size_t i = 0; i < wk.n; i++)

@@ -61,8 +61,10 @@ static int any_result(scope_t *s)
 {
 	int rc;
 
+	/* No winner and no failure: no fork reached the joiner (none was
+	 * made, or the pool or on_fork refused every one). */
 	pthread_mutex_lock(&s->lock);
-	rc = s->winner ? 0 : SCOPE_EFAILED;
+	rc = s->winner ? 0 : s->failure ? SCOPE_EFAILED : SCOPE_ENOFORKS;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

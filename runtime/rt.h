@@ -155,6 +155,14 @@ struct scope {
 	_Atomic int cancelled;	  /* 0, or enum sc_cancel_reason; also a futex word */
 	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;	  /* the joiner decided */
+	/* Why the cancellation began where it began (enum sc_cancel_reason):
+	 * the reason itself, or for PARENT the ancestor's cause.  Written
+	 * before cancelled, under this lock. */
+	_Atomic int cause;
+	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
+	 * the timer's lock's. */
+	bool dl_on;
+	size_t dl_slot;
 	bool joined, joining;
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
@@ -263,6 +271,14 @@ struct sc_wait {
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);
 void sc_interrupt_install(void);
+
+/* deadline.c: the timer thread, shared by every scope, that cancels a
+ * scope (TIMEOUT) when its own deadline passes.  add: s->deadline is set;
+ * 0, -ENOMEM, or the error starting the thread.  remove: before s is
+ * freed (owner; a no-op when s was never added); after it returns the
+ * timer never touches s. */
+int sc_deadline_add(scope_t *s);
+void sc_deadline_remove(scope_t *s);
 
 /* pool.c */
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);

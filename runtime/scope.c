@@ -289,6 +289,21 @@ static void scope_unlink(scope_t *s)
 	pthread_mutex_unlock(lock);
 }
 
+/* A deadline of its own earlier than the inherited one goes to the timer,
+ * which cancels s when it passes; an inherited one cancels s through the
+ * ancestor it comes from.  Unlinks s when the timer cannot take it. */
+static int scope_arm_deadline(scope_t *s, scope_t *parent)
+{
+	int rc;
+
+	if (!s->deadline || (parent && parent->eff_deadline && parent->eff_deadline <= s->deadline))
+		return 0;
+	rc = sc_deadline_add(s);
+	if (rc)
+		scope_unlink(s);
+	return rc;
+}
+
 int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file, int line,
 		  const char *func)
 {
@@ -318,6 +333,8 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	s->site.line = line;
 	s->site.func = func;
 	rc = scope_link(s, t);
+	if (rc == 0)
+		rc = scope_arm_deadline(s, parent);
 	if (rc) {
 		scope_free(t, s);
 		return rc;
@@ -567,6 +584,22 @@ static bool join_done(void *arg)
 	return all_done(s) || atomic_load(&s->stop) || atomic_load(&s->cancelled);
 }
 
+/* What join returns once waiting is over: whatever came first decides.
+ * The joiner's decision (its stop cancels with reason JOINER) gives the
+ * joiner's result; a deadline that passed before join decided, -ETIMEDOUT,
+ * even when every subtask had ended in time (Java's TimeoutException);
+ * any other cancellation, -ECANCELED. */
+static int join_outcome(scope_t *s)
+{
+	int reason;
+
+	(void)sc_check(s); /* a deadline the timer has not reached yet */
+	reason = atomic_load(&s->cancelled);
+	if (!reason || (reason == SC_CANCEL_JOINER && atomic_load(&s->stop)))
+		return sc_joiner_result(s);
+	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? -ETIMEDOUT : -ECANCELED;
+}
+
 int scope_join(scope_t *s)
 {
 	struct sc_thread *t;
@@ -587,7 +620,7 @@ int scope_join(scope_t *s)
 	pthread_mutex_unlock(&s->lock);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
-		rc = SCOPE_ENOFORKS;
+		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
 	} else {
 		/* Only a joiner that waits for every subtask anyway runs queued
 		 * ones itself: any other must return the moment it decides,
@@ -603,13 +636,7 @@ int scope_join(scope_t *s)
 		    .lend = true,
 		};
 		(void)sc_wait(&w);
-		if (atomic_load(&s->stop))
-			rc = sc_joiner_result(s);
-		else if (atomic_load(&s->cancelled))
-			rc = s->eff_deadline && scope_now() >= s->eff_deadline ? -ETIMEDOUT
-									       : -ECANCELED;
-		else
-			rc = sc_joiner_result(s);
+		rc = join_outcome(s);
 	}
 	pthread_mutex_lock(&s->lock);
 	s->joining = false;
@@ -636,6 +663,7 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
+	sc_deadline_remove(s);
 	pthread_mutex_lock(&s->lock);
 	s->closing = true;
 	pthread_mutex_unlock(&s->lock);

@@ -170,6 +170,33 @@ static void any_successful_no_forks(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+/* Every fork refused (a shut-down pool): no winner, no failure, and join
+ * says so with its own code rather than SCOPE_EFAILED. */
+static void any_successful_every_fork_refused(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_pool_t *pool;
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	assert_int_equal(scope_pool_shutdown(pool), 0);
+	cfg.joiner = SCOPE_JOIN_ANY_SUCCESSFUL;
+	cfg.pool = pool;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, ret_arg, NULL, &t), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_fork(s, ret_arg, NULL, NULL), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_join(s), SCOPE_ENOFORKS);
+	assert_null(scope_failure(s));
+	assert_null(scope_winner(s));
+	assert_int_equal(scope_task_state(t), SCOPE_TASK_FAILED);
+	assert_int_equal(scope_task_error(t), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+}
+
 static void await_all_mixed_results(void **state)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
@@ -579,6 +606,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(any_successful_first_success_wins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(any_successful_all_fail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(any_successful_no_forks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(any_successful_every_fork_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(await_all_mixed_results, setup, teardown),
 	    cmocka_unit_test_setup_teardown(until_predicate_stops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(custom_joiner_callbacks, setup, teardown),
