@@ -582,8 +582,8 @@ static void sleep_past(int64_t t)
 
 static void join_after_deadline(void **state)
 {
-	static const scope_joiner_kind_t kinds[] = {SCOPE_JOIN_ALL_SUCCESSFUL,
-						    SCOPE_JOIN_ANY_SUCCESSFUL, SCOPE_JOIN_AWAIT_ALL};
+	static const scope_joiner_kind_t kinds[] = {
+	    SCOPE_JOIN_ALL_SUCCESSFUL, SCOPE_JOIN_ANY_SUCCESSFUL, SCOPE_JOIN_AWAIT_ALL};
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	scope_task_t *t;
 	scope_t *s;
