@@ -245,11 +245,17 @@ SCOPE_API uint64_t scope_task_id(const scope_task_t *task);
 /* ---------------------------------------------------------------------------
  * Scoped values: string bindings inherited by forks and the scopes they open;
  * read-only below the binder, visible to the observer (a request id in a
- * dump).  Bind before forking; only the owner binds.
+ * dump).  Only the owner binds, and only before the scope's first fork:
+ * bindings are frozen from then on (as Java fixes them at fork), so no
+ * running subtask ever sees a value appear or change.  Lookups reach any
+ * nesting depth.
  */
 
-/* Binds key=value in scope (both copied).  Rebinding a key in the same scope
- * replaces it.  Errors: -EPERM (not owner), -EINVAL, -ENOMEM, SCOPE_EJOINED. */
+/* Binds key=value in scope (both copied; key 1..256 bytes, value up to
+ * 1024).  Rebinding a key in the same scope, before the first fork,
+ * replaces it.  Errors: -EINVAL (NULL, empty key, too long), -EPERM (not
+ * the owner), -EBUSY (the scope already forked: bindings are frozen),
+ * SCOPE_EJOINED (after join), -ENOMEM. */
 SCOPE_API int scope_value_bind(scope_t *scope, const char *key, const char *value);
 
 /* Looks key up from the calling context outward.  Borrowed: valid while the

@@ -440,6 +440,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		task_free(t, task);
 		return rc;
 	}
+	s->nforks++;
 	if (out)
 		*out = task;
 	if (sc_check(s)) {
