@@ -112,7 +112,9 @@ struct scope_joiner_ops {
 	void *ctx;
 };
 
-/* Flags of scope_config.flags */
+/* Flags of scope_config.flags; any other bit is refused (-EINVAL).  Flags
+ * are the scope's own: a scope opened below it (by a subtask) does not
+ * inherit them. */
 #define SCOPE_F_NO_INTERRUPT 0x1u /* do not signal workers blocked outside the runtime on cancel */
 
 /* Configuration of scope_open().  Zero-initialise (SCOPE_CONFIG_INIT), then
@@ -128,7 +130,13 @@ struct scope_config {
 	scope_pool_t *pool;                 /* borrowed; NULL: the default pool */
 	unsigned flags;                     /* SCOPE_F_* */
 };
+#ifdef __cplusplus
+#define SCOPE_CONFIG_INIT                                                                          \
+	{                                                                                          \
+	} /* {0} warns in C++ (-Wmissing-field-initializers) */
+#else
 #define SCOPE_CONFIG_INIT {0}
+#endif
 
 /* ---------------------------------------------------------------------------
  * Scopes.
@@ -154,8 +162,14 @@ SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const
 /* Forks fn(arg) onto the scope's pool.  *out (if out is non-NULL) receives a
  * borrowed handle valid until scope_close().  A fork into a cancelled scope
  * starts nothing: it returns 0 and the handle stays UNAVAILABLE.
- * Errors: -EPERM (not the owner thread), SCOPE_EJOINED (fork after join),
- * SCOPE_EREJECTED (pool's abort policy; the handle is FAILED), -ENOMEM. */
+ * Errors: -EINVAL (NULL scope or fn), -EPERM (not the owner), SCOPE_EJOINED
+ * (fork after join), -ENOMEM; and, with the handle FAILED with the same
+ * error: SCOPE_EREJECTED (the pool's abort policy), SCOPE_ESHUTDOWN (the
+ * pool is shut down), -EAGAIN (the pool needed a thread and could not start
+ * one: the thread factory or pthread_create failed), a custom joiner's
+ * on_fork error; with the handle UNAVAILABLE: -ECANCELED (BLOCK policy: the
+ * scope was cancelled, or its deadline passed, while the fork waited for
+ * room). */
 SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
 			    const char *file, int line, const char *func);
 #define scope_fork(scope, fn, arg, out)                                                  \
@@ -202,15 +216,19 @@ SCOPE_API int scope_cancel(scope_t *scope);
 SCOPE_API int scope_cancelled(void);
 
 /* Sleeps ns nanoseconds.  Returns 0, or -ECANCELED as soon as the context
- * is cancelled (a passing deadline cancels). */
+ * is cancelled (a passing deadline cancels), -EINVAL for ns < 0. */
 SCOPE_API int scope_sleep(int64_t ns);
 
-/* Sleeps until an absolute monotonic time; as scope_sleep. */
+/* Sleeps until an absolute monotonic time; as scope_sleep.  A time already
+ * past (0 included) returns at once (0, or -ECANCELED); a negative one is
+ * -EINVAL. */
 SCOPE_API int scope_sleep_until(int64_t deadline_ns);
 
 /* Waits until fd is ready for events (POLLIN/POLLOUT...) or until the
  * absolute deadline (0: none).  Returns the revents (>0), -ETIMEDOUT when
- * the given deadline passes, -ECANCELED when the context is cancelled. */
+ * the given deadline passes, -ECANCELED when the context is cancelled,
+ * -EBADF when fd is not open, -EINVAL (fd < 0, deadline < 0), -ENOMEM, or
+ * poll's error. */
 SCOPE_API int scope_wait_fd(int fd, short events, int64_t deadline_ns);
 
 /* The effective deadline of the calling context: the earliest of every
@@ -305,7 +323,13 @@ struct scope_pool_config {
 	bool prestart;               /* start core_size threads now */
 	struct scope_pool_hooks hooks;
 };
+#ifdef __cplusplus
+#define SCOPE_POOL_CONFIG_INIT                                                                     \
+	{                                                                                          \
+	}
+#else
 #define SCOPE_POOL_CONFIG_INIT {0}
+#endif
 
 /* Statistics, read with scope_pool_stats(). All read-only for the caller. */
 struct scope_pool_stats {

@@ -259,7 +259,9 @@ int scope_sleep_until(int64_t deadline_ns)
 	struct sc_wait w = {.ctx = sc_context(), .deadline = deadline_ns};
 	int rc;
 
-	if (deadline_ns <= 0)
+	if (deadline_ns < 0)
+		return -EINVAL;
+	if (deadline_ns == 0)
 		return sc_check(w.ctx);
 	rc = sc_wait(&w);
 	return rc == -ETIMEDOUT ? 0 : rc;
@@ -335,6 +337,9 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 			return -err;
 		if (r > 0 && p[1].revents)
 			(void)!read(t->evfd, &drain, sizeof(drain));
+		/* Not an fd (closed, never opened): an error, not "ready". */
+		if (r > 0 && (p[0].revents & POLLNVAL))
+			return -EBADF;
 		if (r > 0 && p[0].revents)
 			return p[0].revents;
 		if (deadline_ns && scope_now() >= deadline_ns)

@@ -164,7 +164,7 @@ struct scope {
 	bool dl_on;
 	size_t dl_slot;
 	bool joined, joining;
-	size_t nforks; /* forks made (owner's): bindings freeze at the first */
+	size_t nforks;	 /* forks made (owner's): bindings freeze at the first */
 	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
 	/* Forked, not ended: written under lock, read without it by the

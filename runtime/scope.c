@@ -201,6 +201,8 @@ static int config_check(const struct scope_config *cfg)
 		return -EINVAL;
 	if (cfg->timeout_ns < 0 || cfg->deadline_ns < 0)
 		return -EINVAL;
+	if (cfg->flags & ~(unsigned)SCOPE_F_NO_INTERRUPT)
+		return -EINVAL; /* a bit from a newer header means what we cannot do */
 	return 0;
 }
 

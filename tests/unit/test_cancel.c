@@ -633,6 +633,24 @@ static void join_after_deadline(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+/* An fd that is not open is an error, not a ready fd (POLLNVAL). */
+static void wait_fd_on_closed_fd_is_an_error(void **state)
+{
+	int p[2];
+	scope_t *s;
+	(void)state;
+
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(scope_wait_fd(p[0], POLLIN, 0), -EBADF);
+	assert_int_equal(scope_wait_fd(-1, POLLIN, 0), -EINVAL);
+	assert_int_equal(scope_wait_fd(0, POLLIN, -1), -EINVAL);
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_wait_fd(p[0], POLLIN, scope_now() + SEC), -EBADF);
+	assert_int_equal(scope_close(s), 0);
+}
+
 static _Atomic int wait_fd_rc;
 
 static int wait_on_fd(void *arg, void **result)
@@ -738,6 +756,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(deadline_reaches_runtime_waits_below, setup, teardown),
 	    cmocka_unit_test_setup_teardown(one_timer_thread_for_all_scopes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(join_after_deadline, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wait_fd_on_closed_fd_is_an_error, setup, teardown),
 	};
 
 	/* These tests install their own observer, so the agent stays off. */

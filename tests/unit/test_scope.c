@@ -331,6 +331,19 @@ static void bad_configs_rejected(void **state)
 	cfg.joiner = SCOPE_JOIN_ALL_SUCCESSFUL;
 	cfg.timeout_ns = -1;
 	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.timeout_ns = 0;
+	cfg.deadline_ns = -1;
+	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.deadline_ns = 0;
+	cfg.flags = 0x80u; /* a flag this library does not know */
+	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.flags = SCOPE_F_NO_INTERRUPT;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_close(s), 0);
+	s = NULL;
+	assert_int_equal(scope_sleep(-1), -EINVAL);
+	assert_int_equal(scope_sleep_until(-1), -EINVAL);
+	assert_int_equal(scope_sleep_until(0), 0); /* in the past: returns at once */
 	assert_int_equal(scope_open(NULL, NULL), -EINVAL);
 	assert_null(s);
 	assert_int_equal(scope_fork(NULL, ret_arg, NULL, NULL), -EINVAL);
