@@ -94,14 +94,17 @@ typedef enum scope_joiner_kind {
 } scope_joiner_kind_t;
 
 /* Predicate for SCOPE_JOIN_UNTIL: called once per completed subtask, on the
- * thread that completed it, with the scope's lock not held.  Return true to
+ * thread that completed it, with the scope's lock not held.  The task is
+ * borrowed for the call only when it was forked without a handle.  Return true to
  * stop: the scope is cancelled (reason: joiner) and join returns 0. */
 typedef bool (*scope_until_fn)(void *ctx, scope_task_t *done);
 
 /* Callbacks of a custom joiner.  All optional.  Caller sets every field;
  * the struct is borrowed and must outlive the scope. */
 struct scope_joiner_ops {
-	/* Before a fork starts; return <0 to refuse the fork with that error. */
+	/* Before a fork starts; return <0 to refuse the fork with that error.
+	 * Here and in on_complete, a task forked without a handle is borrowed
+	 * for the call only. */
 	int (*on_fork)(void *ctx, scope_task_t *task);
 	/* After a subtask completes (any thread); return true to cancel the
 	 * scope and stop waiting. */
@@ -160,16 +163,17 @@ SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const
 #define scope_open(out, cfg) scope_open_at((out), (cfg), __FILE__, __LINE__, __func__)
 
 /* Forks fn(arg) onto the scope's pool.  *out (if out is non-NULL) receives a
- * borrowed handle valid until scope_close().  A fork into a cancelled scope
- * starts nothing: it returns 0 and the handle stays UNAVAILABLE.
- * Errors: -EINVAL (NULL scope or fn), -EPERM (not the owner), SCOPE_EJOINED
- * (fork after join), -ENOMEM; and, with the handle FAILED with the same
- * error: SCOPE_EREJECTED (the pool's abort policy), SCOPE_ESHUTDOWN (the
- * pool is shut down), -EAGAIN (the pool needed a thread and could not start
- * one: the thread factory or pthread_create failed), a custom joiner's
- * on_fork error; with the handle UNAVAILABLE: -ECANCELED (BLOCK policy: the
- * scope was cancelled, or its deadline passed, while the fork waited for
- * room). */
+ * borrowed handle valid until scope_close().  With out NULL the runtime
+ * keeps the subtask only while it lives (and, after it ends, only if it is
+ * the scope's failure or winner): a scope that stays open for days, forking
+ * without handles, holds memory for what is live, not for every fork.  A fork into a cancelled
+ * scope starts nothing: it returns 0 and the handle stays UNAVAILABLE. Errors: -EINVAL (NULL scope
+ * or fn), -EPERM (not the owner), SCOPE_EJOINED (fork after join), -ENOMEM; and, with the handle
+ * FAILED with the same error: SCOPE_EREJECTED (the pool's abort policy), SCOPE_ESHUTDOWN (the pool
+ * is shut down), -EAGAIN (the pool needed a thread and could not start one: the thread factory or
+ * pthread_create failed), a custom joiner's on_fork error; with the handle UNAVAILABLE: -ECANCELED
+ * (BLOCK policy: the scope was cancelled, or its deadline passed, while the fork waited for room).
+ */
 SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
 			    const char *file, int line, const char *func);
 #define scope_fork(scope, fn, arg, out)                                                  \
@@ -240,7 +244,9 @@ SCOPE_API int64_t scope_deadline(void);
 SCOPE_API const char *scope_name(const scope_t *scope);
 SCOPE_API uint64_t scope_id(const scope_t *scope);
 
-/* The subtasks in fork order: count, and the i-th (borrowed, until close). */
+/* The subtasks forked with a handle (out non-NULL), in fork order: count,
+ * and the i-th (borrowed, until close).  Handle-less forks are never
+ * listed: their memory is reused once they end. */
 SCOPE_API size_t scope_task_count(const scope_t *scope);
 SCOPE_API scope_task_t *scope_task_at(const scope_t *scope, size_t i);
 

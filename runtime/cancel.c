@@ -130,6 +130,11 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 		if (w && w != me)
 			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}
+	for (scope_task_t *x = s->live; x; x = x->lnext) {
+		struct sc_thread *w = atomic_load(&x->worker);
+		if (w && w != me)
+			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
+	}
 	if (s->owner != me)
 		note_thread(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)

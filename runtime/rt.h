@@ -126,6 +126,11 @@ struct scope_task {
 	bool run_active;
 	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
+	/* The forker asked for a handle: kept in the scope's tasks until
+	 * close.  Otherwise the task sits in the scope's live list (its lock)
+	 * and its memory goes back for reuse when it ends. */
+	bool keep;
+	scope_task_t *lnext, *lprev;
 };
 
 struct scope {
@@ -170,8 +175,11 @@ struct scope {
 	/* Forked, not ended: written under lock, read without it by the
 	 * joiner's done check. */
 	_Atomic size_t pending;
-	scope_task_t **tasks;
+	scope_task_t **tasks; /* forks with a handle, in fork order */
 	size_t ntasks, cap;
+	/* Handle-less forks not ended yet, and ended ones waiting for the
+	 * owner to reuse them (qnext chain); both under this lock. */
+	scope_task_t *live, *released;
 	scope_task_t *failure, *winner;
 	struct sc_thread *waiter; /* owner while it waits for tasks */
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
@@ -248,6 +256,11 @@ scope_t *sc_scopes_after_fork(struct sc_thread *t);
 extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
+
+/* Calls fn for every task of s a walk should see: those with a handle (in
+ * fork order), then the handle-less ones still live.  s->lock held. */
+void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
+			 void *ctx);
 
 /* True when the calling context owns s: its thread, and the task that
  * thread ran when it opened s (a subtask run inline is not the owner). */

@@ -170,6 +170,16 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
 	s->ntasks = 0;
+	/* Handle-less tasks: ended ones, and the failure and winner the scope
+	 * still named (the live list is empty: close waited for every one). */
+	for (scope_task_t *x = s->released, *n; x; x = n) {
+		n = x->qnext;
+		task_free(t, x);
+	}
+	if (s->failure && !s->failure->keep)
+		task_free(t, s->failure);
+	if (s->winner && !s->winner->keep)
+		task_free(t, s->winner);
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
@@ -376,11 +386,57 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 	return 0;
 }
 
-static int tasks_append(scope_t *s, scope_task_t *task)
+/* Under s->lock: a handle-less task that ended leaves the live list and
+ * goes back for the owner to reuse, unless the scope still names it (its
+ * first failure, its winner; freed at close).  So a scope that lives for
+ * days, forking without handles, holds only what is live. */
+static void task_release_locked(scope_t *s, scope_task_t *task)
+{
+	if (task->keep)
+		return;
+	if (task->lprev)
+		task->lprev->lnext = task->lnext;
+	else
+		s->live = task->lnext;
+	if (task->lnext)
+		task->lnext->lprev = task->lprev;
+	if (task == s->failure || task == s->winner)
+		return;
+	task->qnext = s->released;
+	s->released = task;
+}
+
+void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
+			 void *ctx)
+{
+	for (size_t i = 0; i < s->ntasks; i++)
+		fn(ctx, s, s->tasks[i]);
+	for (scope_task_t *x = s->live; x; x = x->lnext)
+		fn(ctx, s, x);
+}
+
+static int tasks_append(struct sc_thread *t, scope_t *s, scope_task_t *task)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
+	/* Ended handle-less tasks become the owner's to reuse. */
+	for (scope_task_t *x = s->released, *n; x; x = n) {
+		n = x->qnext;
+		x->qnext = t->free_tasks;
+		t->free_tasks = x;
+		t->ntfree++;
+	}
+	s->released = NULL;
+	if (!task->keep) {
+		task->lprev = NULL;
+		task->lnext = s->live;
+		if (s->live)
+			s->live->lprev = task;
+		s->live = task;
+		s->pending++;
+		goto out;
+	}
 	if (s->ntasks == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;
 		scope_task_t **v = realloc(s->tasks, cap * sizeof(*v));
@@ -409,6 +465,7 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	emit_task(SC_EV_TASK_END, task, state, err);
 	pthread_mutex_lock(&s->lock);
 	s->pending--;
+	task_release_locked(s, task);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -437,7 +494,8 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.file = file;
 	task->site.line = line;
 	task->site.func = func;
-	rc = tasks_append(s, task);
+	task->keep = out != NULL;
+	rc = tasks_append(t, s, task);
 	if (rc) {
 		task_free(t, task);
 		return rc;
@@ -451,6 +509,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		emit_task(SC_EV_TASK_FORK, task, SC_TASK_UNAVAILABLE, 0);
 		pthread_mutex_lock(&s->lock);
 		s->pending--;
+		task_release_locked(s, task);
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
@@ -495,6 +554,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	sc_joiner_complete(s, task, state);
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&task->worker, NULL);
+	task_release_locked(s, task); /* the task is not touched after the unlock */
 	/* Joiners wait for the last task (or a stop, which cancels and so
 	 * wakes them): waking them for every task would only cost switches. */
 	waiter = --s->pending == 0 ? s->waiter : NULL;
@@ -622,7 +682,7 @@ int scope_join(scope_t *s)
 	s->waiter = t;
 	pthread_mutex_unlock(&s->lock);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
-	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
+	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
 		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
 	} else {
 		/* Only a joiner that waits for every subtask anyway runs queued
@@ -653,7 +713,7 @@ int scope_join(scope_t *s)
  * every subtask (helping the pool if t is one of its workers), frees. */
 static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 {
-	if (!s->joined && s->ntasks > 0)
+	if (!s->joined && s->nforks > 0)
 		sc_emit_violation(s->id, SC_VIOL_NO_JOIN, 0);
 	if (!all_done(s)) {
 		sc_cancel(s, reason);
