@@ -219,6 +219,30 @@ SCOPE_API int scope_cancel(scope_t *scope);
  * ancestor is cancelled or past its deadline, else 0. */
 SCOPE_API int scope_cancelled(void);
 
+/* Why a scope is cancelled (the values the daemon's dumps show). */
+typedef enum scope_cancel_reason {
+	SCOPE_CANCEL_NONE = 0,	    /* not cancelled */
+	SCOPE_CANCEL_JOINER = 1,    /* the joiner decided (a failure, a winner, the predicate) */
+	SCOPE_CANCEL_TIMEOUT = 2,   /* its deadline passed */
+	SCOPE_CANCEL_EXPLICIT = 3,  /* scope_cancel() */
+	SCOPE_CANCEL_PARENT = 4,    /* an ancestor was cancelled (see cause) */
+	SCOPE_CANCEL_VIOLATION = 5, /* closed for a structure violation */
+	SCOPE_CANCEL_CLOSE = 6,	    /* scope_close() with subtasks still running */
+} scope_cancel_reason_t;
+
+/* Whether scope (NULL: the calling context's innermost scope, the one a
+ * subtask was forked into) is cancelled, and why: SCOPE_CANCEL_NONE when
+ * it is not.  A deadline that has passed counts (it cancels then).  cause
+ * (optional) receives where the cancellation began: the reason itself, or
+ * for PARENT the reason of the ancestor it came from (TIMEOUT, EXPLICIT,
+ * ...).  Any thread may ask about a scope it knows is open. */
+SCOPE_API scope_cancel_reason_t scope_cancel_reason(const scope_t *scope,
+						    scope_cancel_reason_t *cause);
+
+/* The reason's name as dumps write it ("timeout", "parent", ...; "none"),
+ * or "unknown".  Borrowed, static. */
+SCOPE_API const char *scope_cancel_reason_name(scope_cancel_reason_t reason);
+
 /* Sleeps ns nanoseconds.  Returns 0, or -ECANCELED as soon as the context
  * is cancelled (a passing deadline cancels), -EINVAL for ns < 0. */
 SCOPE_API int scope_sleep(int64_t ns);

@@ -239,6 +239,40 @@ int sc_wait(const struct sc_wait *w)
 	}
 }
 
+#define SAME_REASON(N, v, str)                                                                     \
+	_Static_assert((int)SCOPE_CANCEL_##N == (int)SC_CANCEL_##N,                                \
+		       "scope.h and the wire disagree");
+PROTO_CANCEL_REASONS(SAME_REASON)
+
+scope_cancel_reason_t scope_cancel_reason(const scope_t *cs, scope_cancel_reason_t *cause)
+{
+	scope_t *s = cs ? (scope_t *)cs : sc_context();
+	int reason;
+
+	if (cause)
+		*cause = SCOPE_CANCEL_NONE;
+	if (!s)
+		return SCOPE_CANCEL_NONE;
+	(void)sc_check(s); /* a passed deadline the timer has not reached yet */
+	reason = atomic_load(&s->cancelled);
+	if (reason && cause)
+		*cause = (scope_cancel_reason_t)atomic_load(&s->cause);
+	return (scope_cancel_reason_t)reason;
+}
+
+const char *scope_cancel_reason_name(scope_cancel_reason_t reason)
+{
+#define REASON_NAME(N, v, str)                                                                     \
+	case SCOPE_CANCEL_##N:                                                                     \
+		return str;
+	switch (reason) {
+	case SCOPE_CANCEL_NONE:
+		return "none";
+		PROTO_CANCEL_REASONS(REASON_NAME)
+	}
+	return "unknown";
+}
+
 int scope_cancel(scope_t *s)
 {
 	if (!s)
