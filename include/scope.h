@@ -239,6 +239,37 @@ typedef enum scope_cancel_reason {
 SCOPE_API scope_cancel_reason_t scope_cancel_reason(const scope_t *scope,
 						    scope_cancel_reason_t *cause);
 
+/* Cancellation handlers (Swift's withTaskCancellationHandler, Go's
+ * context.AfterFunc), for code blocked on what the runtime does not own: a
+ * condition variable, a foreign event loop, a connection pool.  The storage
+ * is the caller's (often on its stack); its fields are the runtime's. */
+typedef struct scope_cancel_handler {
+	void *reserved_[8];
+} scope_cancel_handler_t;
+
+/* Registers fn(ctx) on the calling context's innermost scope (the one a
+ * subtask was forked into, or the last one this code opened) for the
+ * duration of an operation.  fn runs at most once: on the thread that
+ * cancels that scope or an ancestor (the timer thread for a deadline),
+ * promptly, with no runtime lock held; or at once, on this thread, when the
+ * context is already cancelled.  fn must not block for long, and must not
+ * call scope_cancel_handler_remove on its own handler.  Returns 0 (armed),
+ * 1 (already cancelled: fn has run), -EINVAL (NULL, or no scope here). */
+SCOPE_API int scope_cancel_handler_add(scope_cancel_handler_t *h, void (*fn)(void *ctx), void *ctx);
+
+/* Ends the operation: disarms h, or, when fn was started, waits until it
+ * has returned.  Call it before the context's scope closes (the handler
+ * holds no reference to it).  Returns 0 (fn never ran), 1 (fn ran),
+ * -EINVAL. */
+SCOPE_API int scope_cancel_handler_remove(scope_cancel_handler_t *h);
+
+/* An eventfd that becomes readable (POLLIN) when scope (NULL: the calling
+ * context's scope) is cancelled, for programs with a poll loop of their
+ * own.  Borrowed: made on first call, closed by scope_close.  Poll it, do
+ * not read it (a read would make it unreadable again).  Returns the fd, or
+ * -EINVAL (no scope), or eventfd's error. */
+SCOPE_API int scope_cancel_fd(scope_t *scope);
+
 /* The reason's name as dumps write it ("timeout", "parent", ...; "none"),
  * or "unknown".  Borrowed, static. */
 SCOPE_API const char *scope_cancel_reason_name(scope_cancel_reason_t reason);

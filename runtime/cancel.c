@@ -2,6 +2,7 @@
  * cancellable waits (sleep, fd wait, join) that fail with -ECANCELED. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,11 @@ struct wakeup {
 struct wakeups {
 	struct wakeup *v;
 	size_t n, cap;
+	struct sc_handler *run; /* cancellation handlers to run, last */
 	struct wakeup inline_v[64];
 };
+
+enum sc_handler_state { H_ARMED = 1, H_RUNNING, H_DONE, H_REMOVED };
 
 static void wake_one(const struct wakeup *w)
 {
@@ -116,6 +120,16 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 	}
 	atomic_store(&s->cause, cause);
 	atomic_store(&s->cancelled, reason);
+	if (s->cancel_efd)
+		(void)!eventfd_write(s->cancel_efd - 1, 1);
+	/* Taken off the scope: each runs once, after the locks are dropped. */
+	for (struct sc_handler *h = s->handlers, *n; h; h = n) {
+		n = h->next;
+		atomic_store(&h->state, H_RUNNING);
+		h->run_next = wk->run;
+		wk->run = h;
+	}
+	s->handlers = NULL;
 	/* Every thread parked in this scope's context, in one system call. */
 	if (atomic_load(&s->word_waiters))
 		wakeups_add(wk, NULL, &s->cancelled, false);
@@ -148,6 +162,7 @@ void sc_cancel(scope_t *s, int reason)
 
 	wk.v = wk.inline_v;
 	wk.n = 0;
+	wk.run = NULL;
 	wk.cap = sizeof(wk.inline_v) / sizeof(wk.inline_v[0]);
 	cancel_tree(s, reason, reason, &wk);
 	/* Thread records are never freed, so a thread that moved on meanwhile
@@ -156,6 +171,11 @@ void sc_cancel(scope_t *s, int reason)
 		wake_one(&wk.v[i]);
 	if (wk.v != wk.inline_v)
 		free(wk.v);
+	for (struct sc_handler *h = wk.run, *n; h; h = n) {
+		n = h->run_next; /* h may be gone once it is DONE */
+		h->fn(h->ctx);
+		atomic_store_explicit(&h->state, H_DONE, memory_order_release);
+	}
 }
 
 /* The deadline of s or an ancestor passed: cancel the outermost scope
@@ -271,6 +291,92 @@ const char *scope_cancel_reason_name(scope_cancel_reason_t reason)
 		PROTO_CANCEL_REASONS(REASON_NAME)
 	}
 	return "unknown";
+}
+
+_Static_assert(sizeof(struct sc_handler) <= sizeof(scope_cancel_handler_t),
+	       "scope_cancel_handler_t is too small");
+
+int scope_cancel_handler_add(scope_cancel_handler_t *ph, void (*fn)(void *ctx), void *ctx)
+{
+	struct sc_handler *h = (struct sc_handler *)ph;
+	scope_t *s = sc_context();
+
+	if (!h || !fn || !s)
+		return -EINVAL;
+	h->scope = s;
+	h->fn = fn;
+	h->ctx = ctx;
+	(void)sc_check(s); /* a passed deadline cancels first */
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->cancelled)) {
+		pthread_mutex_unlock(&s->lock);
+		atomic_store(&h->state, H_RUNNING);
+		fn(ctx);
+		atomic_store(&h->state, H_DONE);
+		return 1;
+	}
+	atomic_store(&h->state, H_ARMED);
+	h->prev = NULL;
+	h->next = s->handlers;
+	if (s->handlers)
+		s->handlers->prev = h;
+	s->handlers = h;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int scope_cancel_handler_remove(scope_cancel_handler_t *ph)
+{
+	struct sc_handler *h = (struct sc_handler *)ph;
+	scope_t *s;
+
+	if (!h || !h->scope)
+		return -EINVAL;
+	s = h->scope;
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&h->state) == H_ARMED) {
+		if (h->prev)
+			h->prev->next = h->next;
+		else
+			s->handlers = h->next;
+		if (h->next)
+			h->next->prev = h->prev;
+		atomic_store(&h->state, H_REMOVED);
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	/* Started by a canceller: the caller may free what fn uses only
+	 * once fn returned. */
+	while (atomic_load_explicit(&h->state, memory_order_acquire) == H_RUNNING)
+		sched_yield();
+	return atomic_load(&h->state) == H_DONE ? 1 : 0;
+}
+
+int scope_cancel_fd(scope_t *s)
+{
+	int fd;
+
+	if (!s)
+		s = sc_context();
+	if (!s)
+		return -EINVAL;
+	(void)sc_check(s);
+	pthread_mutex_lock(&s->lock);
+	if (!s->cancel_efd) {
+		fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0) {
+			fd = -errno;
+			pthread_mutex_unlock(&s->lock);
+			return fd;
+		}
+		s->cancel_efd = fd + 1;
+		if (atomic_load(&s->cancelled))
+			(void)!eventfd_write(fd, 1);
+	}
+	fd = s->cancel_efd - 1;
+	pthread_mutex_unlock(&s->lock);
+	return fd;
 }
 
 int scope_cancel(scope_t *s)

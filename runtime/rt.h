@@ -98,6 +98,16 @@ enum sc_cwait {
 	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
+/* A cancellation handler, in the caller's scope_cancel_handler_t. */
+struct sc_handler {
+	struct sc_handler *next, *prev; /* in its scope's list, while armed */
+	struct sc_handler *run_next;	/* the canceller's list to run */
+	scope_t *scope;
+	void (*fn)(void *ctx);
+	void *ctx;
+	_Atomic int state; /* enum sc_handler_state (cancel.c) */
+};
+
 struct scope_task {
 	uint64_t id;
 	scope_t *scope;
@@ -164,6 +174,10 @@ struct scope {
 	 * the reason itself, or for PARENT the ancestor's cause.  Written
 	 * before cancelled, under this lock. */
 	_Atomic int cause;
+	/* Cancellation handlers registered in this scope's context, and the
+	 * eventfd (+1; 0: none) made readable on cancellation; this lock. */
+	struct sc_handler *handlers;
+	int cancel_efd;
 	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
 	 * the timer's lock's. */
 	bool dl_on;

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "joiner.h"
 #include "rt.h"
@@ -167,6 +168,10 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	if (s->cancel_efd) {
+		close(s->cancel_efd - 1);
+		s->cancel_efd = 0;
+	}
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
 	s->ntasks = 0;
