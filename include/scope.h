@@ -305,6 +305,15 @@ SCOPE_API uint64_t scope_id(const scope_t *scope);
 SCOPE_API size_t scope_task_count(const scope_t *scope);
 SCOPE_API scope_task_t *scope_task_at(const scope_t *scope, size_t i);
 
+/* Completion order (Swift's group.next()): the next subtask forked with a
+ * handle that has ended, in the order they ended; waits for one when none
+ * is ready, whatever the joiner or a cancel did (a pool worker waiting here
+ * lends its place).  Owner only, before or after join.  Returns 1
+ * with *out (borrowed, until close), 0 when every subtask forked with a
+ * handle was given already (*out NULL), -EPERM, -EINVAL.  Forks refused by
+ * the pool come out too (FAILED).  Handle-less forks never do. */
+SCOPE_API int scope_next(scope_t *scope, scope_task_t **out);
+
 /* After a join: the first subtask that failed (borrowed), or NULL. */
 SCOPE_API scope_task_t *scope_failure(const scope_t *scope);
 

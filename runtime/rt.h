@@ -141,6 +141,7 @@ struct scope_task {
 	 * and its memory goes back for reuse when it ends. */
 	bool keep;
 	scope_task_t *lnext, *lprev;
+	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
 };
 
 struct scope {
@@ -194,6 +195,12 @@ struct scope {
 	/* Handle-less forks not ended yet, and ended ones waiting for the
 	 * owner to reuse them (qnext chain); both under this lock. */
 	scope_task_t *live, *released;
+	/* Kept tasks in the order they ended, for scope_next (this lock);
+	 * ndone counts them, ntaken those scope_next gave (owner's). */
+	scope_task_t *done_head, *done_tail, *next_at;
+	_Atomic size_t ndone;
+	size_t ntaken;
+	bool wake_each; /* the owner waits in scope_next: wake it per end */
 	scope_task_t *failure, *winner;
 	struct sc_thread *waiter; /* owner while it waits for tasks */
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */

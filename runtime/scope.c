@@ -397,8 +397,17 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
  * days, forking without handles, holds only what is live. */
 static void task_release_locked(scope_t *s, scope_task_t *task)
 {
-	if (task->keep)
+	if (task->keep) {
+		/* Kept: its place in the completion order (scope_next). */
+		task->dnext = NULL;
+		if (s->done_tail)
+			s->done_tail->dnext = task;
+		else
+			s->done_head = task;
+		s->done_tail = task;
+		atomic_fetch_add_explicit(&s->ndone, 1, memory_order_release);
 		return;
+	}
 	if (task->lprev)
 		task->lprev->lnext = task->lnext;
 	else
@@ -562,7 +571,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	task_release_locked(s, task); /* the task is not touched after the unlock */
 	/* Joiners wait for the last task (or a stop, which cancels and so
 	 * wakes them): waking them for every task would only cost switches. */
-	waiter = --s->pending == 0 ? s->waiter : NULL;
+	waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
 	/* After the unlock the scope may be gone; the thread record is not. */
 	if (waiter)
@@ -712,6 +721,50 @@ int scope_join(scope_t *s)
 	pthread_mutex_unlock(&s->lock);
 	emit_scope(SC_EV_JOIN_END, s, rc);
 	return rc;
+}
+
+static bool next_ready(void *arg)
+{
+	scope_t *s = arg;
+
+	return atomic_load_explicit(&s->ndone, memory_order_acquire) > s->ntaken || all_done(s);
+}
+
+int scope_next(scope_t *s, scope_task_t **out)
+{
+	struct sc_thread *t;
+	int rc = owner_check(s, &t);
+
+	if (rc)
+		return rc;
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (s->ntaken == s->ntasks)
+		return 0;
+	if (!next_ready(s)) {
+		pthread_mutex_lock(&s->lock);
+		s->waiter = t;
+		s->wake_each = true;
+		pthread_mutex_unlock(&s->lock);
+		/* Not cancellable by the scope itself: what it cancels ends,
+		 * and comes out here as it does.  No help: a queued subtask
+		 * run here would hold back the ones that end meanwhile. */
+		struct sc_wait w = {.done = next_ready, .arg = s, .spin = true, .lend = true};
+		(void)sc_wait(&w);
+		pthread_mutex_lock(&s->lock);
+		s->waiter = NULL;
+		s->wake_each = false;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (atomic_load_explicit(&s->ndone, memory_order_acquire) == s->ntaken)
+		return 0; /* ended without a handle in this order: none left */
+	pthread_mutex_lock(&s->lock);
+	*out = s->next_at ? s->next_at->dnext : s->done_head;
+	s->next_at = *out;
+	pthread_mutex_unlock(&s->lock);
+	s->ntaken++;
+	return 1;
 }
 
 /* Closes the innermost scope of t's frame: cancels what runs, waits for

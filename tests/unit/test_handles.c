@@ -165,12 +165,78 @@ static void failure_and_winner_kept_without_handles(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+static _Atomic int gates[3];
+
+/* Waits (in the runtime) for its gate, then returns its number. */
+static int gated(void *arg, void **result)
+{
+	int i = (int)(intptr_t)arg;
+
+	*result = arg;
+	while (!atomic_load(&gates[i]))
+		if (scope_sleep(200000) == -ECANCELED)
+			return -ECANCELED;
+	return 0;
+}
+
+/* scope_next gives the subtasks in the order they end, whatever the fork
+ * order; 0 once every one was given. */
+static void next_in_completion_order(void **state)
+{
+	static const int order[3] = {1, 2, 0};
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t[3], *got;
+	scope_pool_t *pool;
+	scope_t *s;
+	(void)state;
+
+	test_watchdog(20);
+	pc.core_size = pc.max_size = 3;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	cfg.pool = pool;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	for (int i = 0; i < 3; i++) {
+		atomic_store(&gates[i], 0);
+		assert_int_equal(scope_fork(s, gated, (void *)(intptr_t)i, &t[i]), 0);
+	}
+	assert_int_equal(scope_next(s, NULL), -EINVAL);
+	for (int k = 0; k < 3; k++) {
+		atomic_store(&gates[order[k]], 1);
+		assert_int_equal(scope_next(s, &got), 1);
+		assert_ptr_equal(got, t[order[k]]);
+		assert_int_equal(scope_task_state(got), SCOPE_TASK_SUCCESS);
+		assert_ptr_equal(scope_task_result(got), (void *)(intptr_t)order[k]);
+	}
+	assert_int_equal(scope_next(s, &got), 0);
+	assert_null(got);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_next(s, &got), 0);
+	assert_int_equal(scope_close(s), 0);
+
+	/* Refused forks come out too; handle-less ones never do. */
+	assert_int_equal(scope_pool_shutdown(pool), 0);
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, count_done, NULL, NULL), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_fork(s, count_done, NULL, &t[0]), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_next(s, &got), 1);
+	assert_ptr_equal(got, t[0]);
+	assert_int_equal(scope_task_error(got), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_next(s, &got), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+	test_watchdog(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(long_lived_scope_memory_is_bounded),
 	    cmocka_unit_test(task_at_lists_forks_with_a_handle),
 	    cmocka_unit_test(failure_and_winner_kept_without_handles),
+	    cmocka_unit_test(next_in_completion_order),
 	};
 
 	/* The agent starts in a constructor; these tests count the runtime's
