@@ -119,6 +119,13 @@ struct scope_joiner_ops {
  * are the scope's own: a scope opened below it (by a subtask) does not
  * inherit them. */
 #define SCOPE_F_NO_INTERRUPT 0x1u /* do not signal workers blocked outside the runtime on cancel */
+/* A shield (Trio's CancelScope(shield=True)) for cleanup code in a
+ * cancelled context: it opens even below a cancelled scope, and no
+ * ancestor's cancellation or deadline reaches it or anything below it.
+ * Only its own deadline (timeout_ns or deadline_ns, required: -EINVAL
+ * without one) and its own cancel end it, so cleanup runs for a bounded
+ * time. */
+#define SCOPE_F_SHIELD 0x2u
 
 /* Configuration of scope_open().  Zero-initialise (SCOPE_CONFIG_INIT), then
  * set what you need; every field is set by the caller and read once. */

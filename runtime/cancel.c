@@ -152,7 +152,8 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 	if (s->owner != me)
 		note_thread(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)
-		cancel_tree(c, SC_CANCEL_PARENT, cause, wk);
+		if (!(c->flags & SCOPE_F_SHIELD))
+			cancel_tree(c, SC_CANCEL_PARENT, cause, wk);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -184,9 +185,12 @@ static void deadline_fire(scope_t *s, int64_t now)
 {
 	scope_t *hit = s;
 
-	for (scope_t *x = s; x; x = x->parent)
+	for (scope_t *x = s; x; x = x->parent) {
 		if (x->deadline && x->deadline <= now)
 			hit = x;
+		if (x->flags & SCOPE_F_SHIELD)
+			break; /* nothing above a shield covers what is below it */
+	}
 	sc_cancel(hit, SC_CANCEL_TIMEOUT);
 }
 

@@ -216,8 +216,10 @@ static int config_check(const struct scope_config *cfg)
 		return -EINVAL;
 	if (cfg->timeout_ns < 0 || cfg->deadline_ns < 0)
 		return -EINVAL;
-	if (cfg->flags & ~(unsigned)SCOPE_F_NO_INTERRUPT)
+	if (cfg->flags & ~(unsigned)(SCOPE_F_NO_INTERRUPT | SCOPE_F_SHIELD))
 		return -EINVAL; /* a bit from a newer header means what we cannot do */
+	if ((cfg->flags & SCOPE_F_SHIELD) && !cfg->timeout_ns && !cfg->deadline_ns)
+		return -EINVAL; /* a shield is bounded by a deadline of its own */
 	return 0;
 }
 
@@ -258,7 +260,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 			s->deadline = d;
 	}
 	s->eff_deadline = s->deadline;
-	if (parent && parent->eff_deadline &&
+	if (parent && parent->eff_deadline && !(s->flags & SCOPE_F_SHIELD) &&
 	    (!s->eff_deadline || parent->eff_deadline < s->eff_deadline))
 		s->eff_deadline = parent->eff_deadline;
 }
@@ -278,7 +280,7 @@ static int scope_link(scope_t *s, struct sc_thread *t)
 		head = &t->roots;
 	}
 	pthread_mutex_lock(lock);
-	if (s->parent && atomic_load(&s->parent->cancelled)) {
+	if (s->parent && atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
 		pthread_mutex_unlock(lock);
 		return -ECANCELED;
 	}
@@ -313,7 +315,8 @@ static int scope_arm_deadline(scope_t *s, scope_t *parent)
 {
 	int rc;
 
-	if (!s->deadline || (parent && parent->eff_deadline && parent->eff_deadline <= s->deadline))
+	if (!s->deadline || (parent && parent->eff_deadline && !(s->flags & SCOPE_F_SHIELD) &&
+			     parent->eff_deadline <= s->deadline))
 		return 0;
 	rc = sc_deadline_add(s);
 	if (rc)
@@ -340,7 +343,7 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	if (!t)
 		return -ENOMEM;
 	parent = sc_context();
-	if (parent && sc_check(parent))
+	if (parent && !(cfg->flags & SCOPE_F_SHIELD) && sc_check(parent))
 		return -ECANCELED;
 	s = scope_alloc(t);
 	if (!s)

@@ -740,6 +740,69 @@ static void cancel_reason_is_queryable(void **state)
 	assert_string_equal(scope_cancel_reason_name((scope_cancel_reason_t)99), "unknown");
 }
 
+static _Atomic int shield_sleep_rc = 99, shield_join_rc = 99, shield_cancelled = 99,
+		   shield_late_rc = 99, shield_open_rc = 99;
+
+static int ok_now(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	return 0;
+}
+
+/* Cleanup after a cancel: a shield lets it wait and fork, for a bounded
+ * time; past the shield's own deadline its waits end too. */
+static int cleanup_in_shield(void *arg, void **result)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *sh;
+	(void)arg;
+	(void)result;
+
+	atomic_fetch_add(&started, 1);
+	if (scope_sleep(30 * SEC) != -ECANCELED)
+		return -1;
+	cfg.flags = SCOPE_F_SHIELD;
+	cfg.timeout_ns = 5 * SEC;
+	atomic_store(&shield_open_rc, scope_open(&sh, &cfg));
+	if (atomic_load(&shield_open_rc))
+		return -1;
+	atomic_store(&shield_cancelled, scope_cancelled());
+	atomic_store(&shield_sleep_rc, scope_sleep(MS));
+	(void)scope_fork(sh, ok_now, NULL, NULL);
+	atomic_store(&shield_join_rc, scope_join(sh));
+	scope_close(sh);
+	/* A shield whose cleanup overruns its own deadline. */
+	cfg.timeout_ns = 50 * MS;
+	if (scope_open(&sh, &cfg) == 0) {
+		atomic_store(&shield_late_rc, scope_sleep(30 * SEC));
+		scope_close(sh);
+	}
+	return scope_cancelled();
+}
+
+static void shield_lets_cleanup_run_bounded(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	(void)state;
+
+	cfg.flags = SCOPE_F_SHIELD; /* no deadline of its own */
+	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	atomic_store(&started, 0);
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_fork(s, cleanup_in_shield, NULL, NULL), 0);
+	wait_started(1);
+	assert_int_equal(scope_cancel(s), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&shield_open_rc), 0); /* below a cancelled scope */
+	assert_int_equal(atomic_load(&shield_cancelled), 0);
+	assert_int_equal(atomic_load(&shield_sleep_rc), 0);
+	assert_int_equal(atomic_load(&shield_join_rc), 0);
+	assert_int_equal(atomic_load(&shield_late_rc), -ECANCELED); /* its own deadline */
+}
+
 static _Atomic int wait_fd_rc;
 
 static int wait_on_fd(void *arg, void **result)
@@ -847,6 +910,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(join_after_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(wait_fd_on_closed_fd_is_an_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(cancel_reason_is_queryable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(shield_lets_cleanup_run_bounded, setup, teardown),
 	};
 
 	/* These tests install their own observer, so the agent stays off. */
