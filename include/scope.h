@@ -115,6 +115,14 @@ struct scope_joiner_ops {
 	void *ctx;
 };
 
+/* Partial results on timeout (JDK 26's Joiner.onTimeout), for any joiner:
+ * when the deadline passed before the joiner decided, scope_join() returns
+ * what this returns instead of -ETIMEDOUT.  Called once, on the owner, in
+ * scope_join(), with the subtasks that completed readable (scope_task_at,
+ * scope_next, scope_failure; those still running are cancelled and
+ * UNAVAILABLE). */
+typedef int (*scope_timeout_fn)(void *ctx, scope_t *scope);
+
 /* Flags of scope_config.flags; any other bit is refused (-EINVAL).  Flags
  * are the scope's own: a scope opened below it (by a subtask) does not
  * inherit them. */
@@ -139,6 +147,8 @@ struct scope_config {
 	int64_t deadline_ns;                /* absolute monotonic; 0: none; earliest wins */
 	scope_pool_t *pool;                 /* borrowed; NULL: the default pool */
 	unsigned flags;                     /* SCOPE_F_* */
+	scope_timeout_fn on_timeout;	    /* NULL: join returns -ETIMEDOUT */
+	void *on_timeout_ctx;		    /* passed to on_timeout */
 };
 #ifdef __cplusplus
 #define SCOPE_CONFIG_INIT                                                                          \

@@ -1,5 +1,7 @@
 /* joiner.c - the joiner policies: what a completed subtask means for its
  * scope, and what scope_join() returns, one table row per joiner kind. */
+#include <errno.h>
+
 #include "joiner.h"
 
 struct joiner_kind {
@@ -120,4 +122,9 @@ void sc_joiner_complete(scope_t *s, scope_task_t *task, int state)
 int sc_joiner_result(scope_t *s)
 {
 	return kinds[s->joiner].result(s);
+}
+
+int sc_joiner_timeout(scope_t *s)
+{
+	return s->on_timeout ? s->on_timeout(s->on_timeout_ctx, s) : -ETIMEDOUT;
 }

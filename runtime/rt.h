@@ -162,6 +162,8 @@ struct scope {
 	scope_until_fn until;
 	void *until_ctx;
 	const struct scope_joiner_ops *ops;
+	scope_timeout_fn on_timeout;
+	void *on_timeout_ctx;
 	unsigned flags;
 	int64_t deadline;     /* own, absolute; 0 none */
 	int64_t eff_deadline; /* min over ancestors */

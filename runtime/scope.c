@@ -252,6 +252,8 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	s->until = cfg->until;
 	s->until_ctx = cfg->until_ctx;
 	s->ops = cfg->ops;
+	s->on_timeout = cfg->on_timeout;
+	s->on_timeout_ctx = cfg->on_timeout_ctx;
 	s->flags = cfg->flags;
 	s->deadline = cfg->deadline_ns;
 	if (cfg->timeout_ns > 0) {
@@ -677,7 +679,7 @@ static int join_outcome(scope_t *s)
 	reason = atomic_load(&s->cancelled);
 	if (!reason || (reason == SC_CANCEL_JOINER && atomic_load(&s->stop)))
 		return sc_joiner_result(s);
-	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? -ETIMEDOUT : -ECANCELED;
+	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? sc_joiner_timeout(s) : -ECANCELED;
 }
 
 int scope_join(scope_t *s)

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -316,6 +318,65 @@ static void custom_joiner_callbacks(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+static _Atomic int ended_in_time;
+
+static int quick_counted(void *arg, void **result)
+{
+	*result = arg;
+	atomic_fetch_add(&ended_in_time, 1);
+	return 0;
+}
+
+/* Partial results on timeout: on_timeout decides what join returns, from
+ * the subtasks that completed. */
+static int count_successes(void *ctx, scope_t *s)
+{
+	int n = 0;
+
+	*(int *)ctx += 1;
+	for (size_t i = 0; i < scope_task_count(s); i++)
+		n += scope_task_state(scope_task_at(s, i)) == SCOPE_TASK_SUCCESS;
+	return 1000 + n;
+}
+
+static void joiner_on_timeout(void **state)
+{
+	int calls = 0;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+
+	atomic_store(&ended_in_time, 0);
+	cfg.on_timeout = count_successes;
+	cfg.on_timeout_ctx = &calls;
+	cfg.timeout_ns = 300 * MS;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	int64_t deadline = scope_deadline();
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(scope_fork(s, quick_counted, NULL, &t), 0);
+	assert_int_equal(scope_fork(s, sleep_then, (void *)(intptr_t)(30 * SEC), &t), 0);
+	while (atomic_load(&ended_in_time) < 2)
+		sched_yield();
+	bool in_time = scope_now() < deadline;
+	int rc = scope_join(s);
+	assert_int_equal(calls, 1);
+	if (in_time)
+		assert_int_equal(rc, 1002); /* the two that ended, not the sleeper */
+	else
+		assert_true(rc >= 1000 && rc <= 1002);
+	assert_int_equal(scope_close(s), 0);
+
+	/* Without on_timeout: -ETIMEDOUT, as before. */
+	cfg.on_timeout = NULL;
+	cfg.timeout_ns = 0;
+	cfg.deadline_ns = scope_now() - 1;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_join(s), -ETIMEDOUT);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(calls, 1);
+}
+
 static void bad_configs_rejected(void **state)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
@@ -623,6 +684,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(await_all_mixed_results, setup, teardown),
 	    cmocka_unit_test_setup_teardown(until_predicate_stops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(custom_joiner_callbacks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(joiner_on_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_configs_rejected, setup, teardown),
 	    cmocka_unit_test_setup_teardown(fork_after_cancel_is_unavailable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(non_owner_gets_eperm, setup, teardown),
