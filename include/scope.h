@@ -432,6 +432,9 @@ struct scope_pool_stats {
 	 * meanwhile, so size may exceed max_size by up to lent. */
 	unsigned lent;		/* workers parked with their place lent, now */
 	uint64_t compensations; /* threads ever started to stand in for them */
+	/* Tasks the pool took: completed + active + queued (as
+	 * ThreadPoolExecutor.getTaskCount); refused ones are in rejected. */
+	uint64_t submitted;
 };
 
 /* Creates a pool.  *out is new; release with scope_pool_destroy().
@@ -448,6 +451,29 @@ SCOPE_API int scope_pool_shutdown(scope_pool_t *pool);
 SCOPE_API int scope_pool_destroy(scope_pool_t *pool);
 
 SCOPE_API int scope_pool_stats(const scope_pool_t *pool, struct scope_pool_stats *out);
+
+/* After scope_pool_shutdown (isShutdown), and once every worker has gone
+ * after it (isTerminated).  false for NULL. */
+SCOPE_API bool scope_pool_is_shutdown(const scope_pool_t *pool);
+SCOPE_API bool scope_pool_is_terminated(const scope_pool_t *pool);
+
+/* Waits until the pool is terminated (shut down, every worker gone), at
+ * most timeout_ns (awaitTermination).  Not cancellable.  Returns 0,
+ * -ETIMEDOUT, -EINVAL (NULL, timeout_ns < 0). */
+SCOPE_API int scope_pool_await_termination(scope_pool_t *pool, int64_t timeout_ns);
+
+/* Setters after creation (ThreadPoolExecutor's setKeepAliveTime,
+ * allowCoreThreadTimeOut, setRejectedExecutionHandler); idle workers and
+ * blocked forkers look again at once.  0, or -EINVAL (NULL, keep_alive_ns
+ * <= 0, unknown policy). */
+SCOPE_API int scope_pool_set_keep_alive(scope_pool_t *pool, int64_t keep_alive_ns);
+SCOPE_API int scope_pool_set_core_timeout(scope_pool_t *pool, bool allow);
+SCOPE_API int scope_pool_set_policy(scope_pool_t *pool, scope_policy_t policy);
+
+/* Starts one core thread ahead of work (prestartCoreThread).  Returns 1
+ * (started), 0 (core_size threads run already), SCOPE_ESHUTDOWN, -EINVAL,
+ * or the thread factory's error. */
+SCOPE_API int scope_pool_prestart_core(scope_pool_t *pool);
 SCOPE_API int scope_pool_set_size(scope_pool_t *pool, unsigned core_size, unsigned max_size);
 SCOPE_API const char *scope_pool_name(const scope_pool_t *pool); /* borrowed */
 
