@@ -86,9 +86,15 @@ static void dl_cond_make(void)
 static void dl_child(void)
 {
 	/* The timer thread did not come along: the next scope with a
-	 * deadline starts another.  The lock may have been held by it. */
+	 * deadline starts another.  The lock may have been held by it.  The
+	 * scopes inherited leave the heap: their locks may be held for good
+	 * by threads that stayed behind, and a timer stuck on one would stop
+	 * every deadline here; theirs are checked lazily (sc_check). */
 	pthread_mutex_init(&dl_lock, NULL);
 	dl_cond_make();
+	for (size_t i = 0; i < nheap; i++)
+		heap[i]->dl_slot = 0;
+	nheap = 0;
 	started = false;
 	sleep_till = 0;
 }
@@ -132,9 +138,17 @@ static int timer_start(void)
 	pthread_t th;
 	int rc;
 
-	/* No signal for it: a process-directed one goes to a thread of the
-	 * program, and the runtime's own are aimed at the threads it knows. */
+	/* No asynchronous signal for it (a process-directed one goes to a
+	 * thread of the program), but the agent's stack request, which asks
+	 * every thread of the process, and the faults, which must not be
+	 * blocked where they happen. */
 	sigfillset(&all);
+	sigdelset(&all, SC_SIG_STACK);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGABRT);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
