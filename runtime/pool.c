@@ -273,6 +273,7 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 	    .rejected = p->rejected,
 	    .lent = p->lent,
 	    .compensations = p->compensations,
+	    .submitted = p->completed + p->active + p->queued,
 	};
 	pthread_mutex_unlock(&p->lock);
 	return 0;

@@ -1006,8 +1006,10 @@ static scope_task_t *take(struct worker *w)
 			continue;
 		}
 		seen = atomic_load(&w->t->seq);
+		/* Read under the lock: scope_pool_set_keep_alive writes it. */
+		int64_t idle_until = timed ? sc_after(p->cfg.keep_alive_ns) : 0;
 		sc_pool_unlock(p);
-		woke = sc_park(w->t, seen, timed ? sc_after(p->cfg.keep_alive_ns) : 0);
+		woke = sc_park(w->t, seen, idle_until);
 		pthread_mutex_lock(&p->lock);
 		if (!w->claimed) {
 			for (struct worker **wp = &p->idle; *wp; wp = &(*wp)->idle_next)

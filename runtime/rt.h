@@ -106,6 +106,16 @@ enum sc_cwait {
 	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
+/* A cancellation handler, in the caller's scope_cancel_handler_t. */
+struct sc_handler {
+	struct sc_handler *next, *prev; /* in its scope's list, while armed */
+	struct sc_handler *run_next;	/* the canceller's list to run */
+	scope_t *scope;
+	void (*fn)(void *ctx);
+	void *ctx;
+	_Atomic int state; /* enum sc_handler_state (cancel.c) */
+};
+
 struct scope_task {
 	uint64_t id;
 	scope_t *scope;
@@ -134,6 +144,13 @@ struct scope_task {
 	bool run_active;
 	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
+	/* The forker asked for a handle: kept in the scope's tasks until
+	 * close.  Otherwise the task sits in the scope's live list (its lock)
+	 * and its memory goes back for reuse when it ends. */
+	bool keep; /* forked with a handle: kept until the scope closes */
+	/* Handle-less: its end is done with it, the owner may reuse it. */
+	_Atomic bool ended;
+	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
 };
 
 struct scope {
@@ -154,6 +171,8 @@ struct scope {
 	scope_until_fn until;
 	void *until_ctx;
 	const struct scope_joiner_ops *ops;
+	scope_timeout_fn on_timeout;
+	void *on_timeout_ctx;
 	unsigned flags;
 	int64_t deadline;     /* own, absolute; 0 none */
 	int64_t eff_deadline; /* min over ancestors */
@@ -163,7 +182,20 @@ struct scope {
 	_Atomic int cancelled;	  /* 0, or enum sc_cancel_reason; also a futex word */
 	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;	  /* the joiner decided */
-	bool joined; /* the owner's */
+	/* Why the cancellation began where it began (enum sc_cancel_reason):
+	 * the reason itself, or for PARENT the ancestor's cause.  Written
+	 * before cancelled, under this lock. */
+	_Atomic int cause;
+	/* Cancellation handlers registered in this scope's context, and the
+	 * eventfd (+1; 0: none) made readable on cancellation; this lock. */
+	struct sc_handler *handlers;
+	int cancel_efd;
+	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
+	 * the timer's lock's. */
+	bool dl_on;
+	size_t dl_slot;
+	bool joined;	/* the owner's */
+	size_t nforks; /* forks made (owner's): bindings freeze at the first */
 	/* Atomics: the owner writes them without the lock, snapshots read
 	 * them. */
 	_Atomic bool joining;
@@ -172,11 +204,24 @@ struct scope {
 	/* Forked, not ended: written under lock, read without it by the
 	 * joiner's done check. */
 	_Atomic size_t pending;
+	/* Forks with a handle, in fork order, and handle-less forks (live, or
+	 * ended and not yet reused), each appended by the owner without the
+	 * lock (a release store of the count after the slot); the arrays move
+	 * (realloc) and anon is swept of ended tasks only under the lock,
+	 * where others read them.  So a scope that lives for days, forking
+	 * without handles, holds what is live (scope.c, anon_append). */
 	scope_task_t **tasks;
-	/* Appended by the owner without the lock (a release store after the
-	 * slot); tasks moves (realloc) only under the lock, where others read. */
 	_Atomic size_t ntasks;
 	size_t cap;
+	scope_task_t **anon;
+	_Atomic size_t nanon;
+	size_t anon_cap;
+	/* Kept tasks in the order they ended, for scope_next (this lock);
+	 * ndone counts them, ntaken those scope_next gave (owner's). */
+	scope_task_t *done_head, *done_tail, *next_at;
+	_Atomic size_t ndone;
+	size_t ntaken;
+	bool wake_each; /* the owner waits in scope_next: wake it per end */
 	scope_task_t *failure, *winner;
 	/* The owner while it waits for tasks: set before it looks at pending,
 	 * read by the last task's end after its decrement (both sequentially
@@ -262,6 +307,11 @@ extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
 
+/* Calls fn for every task of s a walk should see: those with a handle (in
+ * fork order), then the handle-less ones still live.  s->lock held. */
+void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
+			 void *ctx);
+
 /* True when the calling context owns s: its thread, and the task that
  * thread ran when it opened s (a subtask run inline is not the owner). */
 bool sc_owns(const scope_t *s);
@@ -285,6 +335,14 @@ struct sc_wait {
 /* Returns 0 (done), -ETIMEDOUT (deadline) or -ECANCELED (ctx). */
 int sc_wait(const struct sc_wait *w);
 void sc_interrupt_install(void);
+
+/* deadline.c: the timer thread, shared by every scope, that cancels a
+ * scope (TIMEOUT) when its own deadline passes.  add: s->deadline is set;
+ * 0, -ENOMEM, or the error starting the thread.  remove: before s is
+ * freed (owner; a no-op when s was never added); after it returns the
+ * timer never touches s. */
+int sc_deadline_add(scope_t *s);
+void sc_deadline_remove(scope_t *s);
 
 /* pool.c */
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);
