@@ -32,6 +32,7 @@ struct sc_dq {
 	_Atomic int busy; /* a worker running a task it took as a worker */
 	char pad1[64 - 2 * sizeof(int64_t) - sizeof(uint64_t) - sizeof(int)];
 	struct sc_thread *_Atomic owner; /* NULL: free slot */
+	_Atomic bool worker; /* the owner is a worker of the pool: stolen from first */
 	/* A worker's deque holds only tasks forked under the task it took
 	 * when idle (its deque was empty then): that task's scope, while it
 	 * runs, lets a joiner of that scope take them (pool_work.c). */

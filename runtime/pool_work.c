@@ -165,6 +165,7 @@ static struct sc_dq *slot_claim(scope_pool_t *p, struct sc_thread *t)
 				return NULL;
 			}
 		}
+		atomic_store_explicit(&d->worker, t->worker && t->pool == p, memory_order_relaxed);
 		unsigned n = nslots(p);
 		while (n < i + 1 && !atomic_compare_exchange_weak(&p->nslots, &n, i + 1))
 			;
@@ -879,17 +880,24 @@ static scope_task_t *find_fast(scope_pool_t *p, struct sc_dq *mine)
 
 	if (mine && (task = dq_pop(mine)) != NULL)
 		return task;
-	for (int round = 0; round < 4; round++) {
+	/* Workers' deques first: what they hold was forked by running tasks,
+	 * whose owners wait for it; the deques of the application's threads
+	 * hold new work.  Taking new work first would leave a parked joiner's
+	 * subtask behind it, and start a thread for each such park. */
+	for (int round = 0; round < 8; round++) {
 		unsigned n = nslots(p);
 		unsigned start = mine ? (unsigned)(mine - p->slots) + 1 : 0;
-		bool lost = false;
+		bool lost = false, workers = round % 2 == 0;
 
 		for (unsigned k = 0; k < n; k++) {
 			struct sc_dq *d = &p->slots[(start + k) % n];
-			if (d != mine && (task = dq_steal(d, &lost)) != NULL)
+			if (d == mine ||
+			    atomic_load_explicit(&d->worker, memory_order_relaxed) != workers)
+				continue;
+			if ((task = dq_steal(d, &lost)) != NULL)
 				return task;
 		}
-		if (!lost)
+		if (!lost && !workers)
 			break;
 	}
 	return NULL;
