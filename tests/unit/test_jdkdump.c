@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "../../dumper/jdkdump.h"
-#include "../../dumper/textdump.h"
+#include "../../dump/jdkdump.h"
+#include "../../dump/textdump.h"
 
 /* main 100 owns request@3; io workers 101 and 102 run its tasks 10 and 11;
  * 101 owns fetch@5 (task 10's scope) where 103 runs task 12; 104 idles in
