@@ -1,8 +1,8 @@
 /* jdkjson.h - defensive readers of the daemon's JSON (read with common/jv.h)
  * and the formatters (sites, frames, task, pool) that the dump builder shares;
  * they return jansson values for the dump being built. */
-#ifndef DUMPER_JDKJSON_H
-#define DUMPER_JDKJSON_H
+#ifndef DUMP_JDKJSON_H
+#define DUMP_JDKJSON_H
 
 #include <jansson.h>
 #include <stdbool.h>
