@@ -16,6 +16,7 @@
 
 #include "jtext.h"
 #include "jv.h"
+#include "termtext.h"
 #include "writeall.h"
 #include "sockcheck.h"
 #include "sockpath.h"
@@ -190,8 +191,13 @@ static json_t *from_jv(const jv *v)
 		return json_integer((json_int_t)jv_integer(v));
 	case JV_REAL:
 		return json_real(jv_number(v));
-	case JV_STRING:
-		return json_stringn_nocheck(jv_string(v), v->n);
+	case JV_STRING: {
+		/* What jansson refused may be ill-formed UTF-8: U+FFFD for it. */
+		char *s = tt_utf8_fix(jv_string(v), v->n);
+		out = s ? json_stringn(s, strlen(s)) : NULL;
+		free(s);
+		return out;
+	}
 	case JV_ARRAY:
 		out = json_array();
 		for (size_t i = 0; out && i < jv_size(v); i++)
@@ -204,21 +210,26 @@ static json_t *from_jv(const jv *v)
 		out = json_object();
 		for (size_t i = 0; out && i < jv_size(v); i++) {
 			const jv *m = jv_at(v, i);
-			if (json_object_set_new_nocheck(out, m->key, from_jv(m)) < 0) {
+			char *k = tt_utf8_fix(m->key, strlen(m->key));
+			if (!k || json_object_set_new(out, k, from_jv(m)) < 0) {
+				free(k);
 				json_decref(out);
 				return NULL;
 			}
+			free(k);
 		}
 		return out;
 	}
 }
 
-/* The line as jansson reads it; when jansson refuses only for an integer
- * past its range, as common/jv.h reads it (see from_jv). */
+/* The line as jansson reads it; when jansson refuses it only for an
+ * integer past its range or for bytes that are not UTF-8, as common/jv.h
+ * reads it (see from_jv): a daemon's reply is not "out of memory" for it. */
 static json_t *load_line(const char *text, size_t len, json_error_t *jerr)
 {
 	json_t *j = json_loadb(text, len, 0, jerr);
-	if (j || json_error_code(jerr) != json_error_numeric_overflow)
+	if (j || (json_error_code(jerr) != json_error_numeric_overflow &&
+		  json_error_code(jerr) != json_error_invalid_utf8))
 		return j;
 	struct jv_doc *d = NULL;
 	char perr[128];

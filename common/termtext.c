@@ -106,6 +106,32 @@ size_t tt_escape(char *dst, size_t cap, const char *s, char repl)
 	return need;
 }
 
+char *tt_utf8_fix(const char *s, size_t len)
+{
+	char *d = malloc(len * 3 + 1), *o = d; /* one byte: at most U+FFFD's three */
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	while (d && p < end) {
+		uint32_t c;
+		/* utf8_seq reads up to 4 bytes: only where they are there. */
+		unsigned char tmp[5] = {0};
+		size_t room = (size_t)(end - p) < 4 ? (size_t)(end - p) : 4;
+		memcpy(tmp, p, room);
+		size_t n = *p ? utf8_seq(tmp, &c) : 1;
+		if (n && n <= room) {
+			memcpy(o, p, n);
+			o += n;
+			p += n;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			p++;
+		}
+	}
+	if (d)
+		*o = 0;
+	return d;
+}
+
 char *tt_escape_dup(const char *s)
 {
 	size_t n = tt_escape(NULL, 0, s, 0);

@@ -20,6 +20,11 @@ bool tt_clean(const char *s);
  * length the whole result needs (as snprintf does). */
 size_t tt_escape(char *dst, size_t cap, const char *s, char repl);
 
+/* s (len bytes) as a new string (free()) of well-formed UTF-8: each byte
+ * that does not start a well-formed sequence becomes U+FFFD, controls stay.
+ * NULL when out of memory. */
+char *tt_utf8_fix(const char *s, size_t len);
+
 /* tt_escape(..., 0) into a new string (free()); NULL when out of memory. */
 char *tt_escape_dup(const char *s);
 

@@ -234,6 +234,8 @@ static void script_big_ids(int fd)
 	long id = read_request(fd, cmd, sizeof cmd);
 	say(fd,
 	    "{\"type\":\"delta\",\"scopes\":[{\"id\":18446744073709551615}]}\n"
+	    "{\"type\":\"delta\",\"name\":\"a\xff\xc3"
+	    "b\",\"k\xfe\":1}\n"
 	    "{\"id\":%ld,\"ok\":true,\"scopes\":[{\"id\":9223372036854775809,"
 	    "\"name\":\"x\\u001by\",\"ms\":1.5,\"n\":null,\"t\":true}]}\n",
 	    id);
@@ -260,6 +262,14 @@ static void test_big_ids(void **state)
 	assert_int_equal(ctl_read(s.c, &m), 1);
 	sc = json_array_get(json_object_get(m, "scopes"), 0);
 	assert_true((uint64_t)json_integer_value(json_object_get(sc, "id")) == UINT64_MAX);
+	json_decref(m);
+	/* Bytes that are not UTF-8 (a daemon of an older version): U+FFFD for
+	 * each, not a misleading "out of memory". */
+	assert_int_equal(ctl_read(s.c, &m), 1);
+	assert_string_equal(json_string_value(json_object_get(m, "name")),
+			    "a\xef\xbf\xbd\xef\xbf\xbd"
+			    "b");
+	assert_true(json_is_integer(json_object_get(m, "k\xef\xbf\xbd")));
 	json_decref(m);
 	session_close(&s);
 }

@@ -67,6 +67,16 @@ static void test_replace_and_cut(void **state)
 	assert_null(tt_safe(NULL, buf, sizeof buf));
 }
 
+static void test_utf8_fix(void **state)
+{
+	(void)state;
+	const char in[] = "ok\xff\n\xe2\x80\xa6\xed\xa0\x80\xe2\x80";
+	char *d = tt_utf8_fix(in, sizeof in - 1);
+	assert_string_equal(d, "ok\xef\xbf\xbd\n\xe2\x80\xa6\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+			       "\xef\xbf\xbd\xef\xbf\xbd");
+	free(d);
+}
+
 static void test_fputs(void **state)
 {
 	(void)state;
@@ -85,6 +95,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_escapes),
 	    cmocka_unit_test(test_replace_and_cut),
+	    cmocka_unit_test(test_utf8_fix),
 	    cmocka_unit_test(test_fputs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
