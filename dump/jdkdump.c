@@ -440,11 +440,18 @@ static bool tid_seen(struct builder *b, json_int_t tid)
 	return false;
 }
 
+/* Whether v is a thread id: an integer from 0 to INT64_MAX (a negative or
+ * u64-sized one is a damaged reply's, and the schema refuses it). */
+static bool is_tid(const jv *v)
+{
+	return jv_is_integer(v) && jv_integer(v) >= 0;
+}
+
 /* The tid of the thread that crashed the process, or -1. */
 static json_int_t crash_tid(const struct builder *b)
 {
 	const jv *tid = jv_get(b->crash, "tid");
-	return jv_is_integer(tid) ? jv_integer(tid) : -1;
+	return is_tid(tid) ? jv_integer(tid) : -1;
 }
 
 /* Builds one thread from its model entry t (NULL for a thread only the
@@ -571,7 +578,7 @@ static int add_threads(struct builder *b)
 		const jv *tid = jv_get(t, "tid");
 		/* Exited threads linger for the retention time; a live dump
 		 * shows the living, a post-mortem one the last known. */
-		if (!jv_is_integer(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
+		if (!is_tid(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
 			continue;
 		if (!tid_seen(b, jv_integer(tid)) &&
 		    add_thread(b, t, jv_integer(tid)) < 0)
@@ -580,7 +587,7 @@ static int add_threads(struct builder *b)
 	n = jv_size(b->stacks);
 	for (size_t i = 0; i < n; i++) {
 		const jv *tid = jv_get(jv_at(b->stacks, i), "tid");
-		if (jv_is_integer(tid) && !tid_seen(b, jv_integer(tid)) &&
+		if (is_tid(tid) && !tid_seen(b, jv_integer(tid)) &&
 		    add_thread(b, NULL, jv_integer(tid)) < 0)
 			return -1;
 	}
@@ -612,7 +619,7 @@ static void fill_containers(struct builder *b)
 	}
 	for (size_t i = 0; i < b->nsi; i++) {
 		const jv *o = jv_get(b->si[i].j, "owner");
-		if (b->si[i].container < 0 || !jv_is_integer(o))
+		if (b->si[i].container < 0 || !is_tid(o))
 			continue;
 		json_t *c = b->containers[b->si[i].container];
 		char key[32];

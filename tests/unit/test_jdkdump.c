@@ -348,7 +348,9 @@ static const char *hostile =
     "\"worker\":100,\"func\":\"f\\nx\",\"site\":{\"file\":\"t.c\",\"line\":5,\"func\":\"g\\u007f\"}"
     "}]},"
     "\"stacks\":[{\"tid\":100,\"state\":\"RUNNABLE\",\"frames\":["
-    " {\"addr\":\"0x1\",\"func\":\"evil\\u001b]0;t\\u0007\",\"file\":\"x\\n.c\",\"line\":3}]}]}";
+    " {\"addr\":\"0x1\",\"func\":\"evil\\u001b]0;t\\u0007\",\"file\":\"x\\n.c\",\"line\":3}]},"
+    " {\"tid\":18446744073709551615,\"state\":\"RUNNABLE\",\"frames\":[]},"
+    " {\"tid\":-3,\"state\":\"RUNNABLE\",\"frames\":[]}]}";
 
 /* No byte of s is a control but '\n' (and the layout's tabs when tabs),
  * nor a C1 control in UTF-8. */
@@ -382,6 +384,8 @@ static void test_hostile_text(void **state)
 			    "a\x1b[31mb@9223372036854775809");
 	assert_string_equal(json_string_value(json_object_get(in, "parentTask")),
 			    "18446744073709551615");
+	/* A tid that is negative or past INT64_MAX is a damaged reply's: left out. */
+	assert_int_equal(json_array_size(json_object_get(container(d, "<root>"), "threads")), 1);
 	/* The owner runs its own scope's task while it joins (issue 19). */
 	const json_t *t = thread(d, 100);
 	assert_string_equal(
