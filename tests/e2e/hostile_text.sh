@@ -33,7 +33,8 @@ PYEOF
 # Signal mode: the fake agent answers with its own frames, hostile_frame's
 # file name among them (BPF would unwind the fake agent's real stack).
 scoped_start "$D/log" --stacks=signal || { echo "FAIL: scoped did not start"; exit 1; }
-"$FAKE" "$SCOPED_SOCKET" hostile >"$D/fake.out" 2>&1 &
+# libscope, which the helper links, must not register the same pid itself.
+SCOPED_DISABLE=1 "$FAKE" "$SCOPED_SOCKET" hostile >"$D/fake.out" 2>&1 &
 fpid=$!
 S="$BIN/scopecmd --no-start"
 has_tree() { $S $fpid Scope.tree 2>/dev/null | grep -q 'max@18446744073709551614'; }
