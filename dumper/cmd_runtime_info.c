@@ -22,10 +22,13 @@ static const char *s_or(const json_t *o, const char *k, const char *def)
 
 static void pool_line(FILE *out, const json_t *p)
 {
-	fprintf(out, "  %s@%lld: %lld threads (core %lld, max %lld, largest %lld), %lld active, "
-		     "%lld queued",
-		s_or(p, "name", "?"), num(p, "id"), num(p, "size"), num(p, "core"), num(p, "max"),
-		num(p, "largest"), num(p, "active"), num(p, "queued"));
+	char id[24];
+	fprintf(out,
+		"  %s@%s: %lld threads (core %lld, max %lld, largest %lld), %lld active, "
+		"%lld queued",
+		s_or(p, "name", "?"), jt_id_text(json_object_get(p, "id"), id, sizeof id, "?"),
+		num(p, "size"), num(p, "core"), num(p, "max"), num(p, "largest"), num(p, "active"),
+		num(p, "queued"));
 	if (jt_str_is(p, "queue", "bounded"))
 		fprintf(out, " of %lld", num(p, "queue_capacity"));
 	fprintf(out, "; %lld completed, %lld rejected; %s queue, %s policy, keep-alive %lld ms\n",
@@ -70,6 +73,18 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		json_decref(status);
 		return rc;
 	}
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe_tree = jj_text_safe(tree), *safe_status = status ? jj_text_safe(status) : NULL;
+	json_decref(tree);
+	json_decref(status);
+	if (!safe_tree || (status && !safe_status)) {
+		json_decref(safe_tree);
+		json_decref(safe_status);
+		cli_errorf(cli, "Runtime.info: out of memory");
+		return CLI_FAIL;
+	}
+	tree = safe_tree;
+	status = safe_status;
 	const json_t *p = json_object_get(tree, "process");
 	const json_t *pools = jt_array(json_object_get(tree, "model"), "pools");
 	FILE *out = cli->out;

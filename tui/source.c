@@ -11,7 +11,7 @@
 
 #include "app.h"
 #include "../common/ctl.h"
-#include "../dumper/jdkdump.h"
+#include "../dump/jdkdump.h"
 
 #define LIST_EVERY_MS 1000
 #define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */

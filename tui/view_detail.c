@@ -59,8 +59,8 @@ static void chain(struct lines *l, const struct tm_model *m, const struct tm_sco
 	char b[512] = "";
 	for (int i = 0; s && i < CHAIN_MAX; i++, s = parent_scope(m, s)) {
 		size_t at = strlen(b);
-		snprintf(b + at, sizeof b - at, "%s#%lld < ", s->name ? s->name : "scope",
-			 (long long)s->id);
+		snprintf(b + at, sizeof b - at, "%s#%llu < ", s->name ? s->name : "scope",
+			 (unsigned long long)(uint64_t)s->id);
 	}
 	add(l, TA_NORMAL, "  parent chain: %s<root>", b);
 }
@@ -140,8 +140,9 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (from > 0)
 		ttx_duration(age, sizeof age, (t->ended_ms > 0 ? t->ended_ms : now) - from);
 	rf_badges(t->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "task %lld %s%s  %s (%s)", (long long)t->id, tr_task_name(m, t),
-	    t->func && t->func[0] ? "()" : "", tr_state_name(r->state), tm_task_state_name(t->state));
+	add(l, TA_TITLE, "task %llu %s%s  %s (%s)", (unsigned long long)(uint64_t)t->id,
+	    tr_task_name(m, t), t->func && t->func[0] ? "()" : "", tr_state_name(r->state),
+	    tm_task_state_name(t->state));
 	if (r->group_n > 1)
 		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
 		    r->group_n);
@@ -164,8 +165,9 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (badges[0])
 		add(l, TA_WARN, "  warnings:%s", badges);
 	if (s) {
-		add(l, TA_NORMAL, "  in scope %lld \"%s\", owner %lld \"%s\"", (long long)s->id,
-		    nz(s->name), (long long)s->owner, thread_name(m, s->owner));
+		add(l, TA_NORMAL, "  in scope %llu \"%s\", owner %lld \"%s\"",
+		    (unsigned long long)(uint64_t)s->id, nz(s->name), (long long)s->owner,
+		    thread_name(m, s->owner));
 		chain(l, m, s);
 	}
 	deadline(l, m, s, now);
@@ -206,8 +208,8 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 		ttx_duration(age, sizeof age,
 			     (s->closed_ms > 0 ? s->closed_ms : now) - s->opened_ms);
 	rf_badges(s->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "scope %lld \"%s\"  %s (%s)", (long long)s->id, nz(s->name),
-	    tr_state_name(r->state), tm_scope_state_name(s->state));
+	add(l, TA_TITLE, "scope %llu \"%s\"  %s (%s)", (unsigned long long)(uint64_t)s->id,
+	    nz(s->name), tr_state_name(r->state), tm_scope_state_name(s->state));
 	add(l, TA_NORMAL, "  opened at %s:%d (in %s)   %s %s   owner %lld \"%s\"", nz(s->site.file),
 	    s->site.line, nz(s->site.func), s->closed_ms > 0 ? "lived" : "open for", age,
 	    (long long)s->owner, thread_name(m, s->owner));
@@ -249,8 +251,9 @@ static void root_lines(struct lines *l, const struct app *a, double now)
 		add(l, TA_WARN, "  killed by signal %d", p->exit_signal);
 	/* A crash: the thread, the task it ran, and where it was. */
 	if (p->crash_tid > 0) {
-		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %lld",
-		    (long long)p->crash_signal, (long long)p->crash_tid, (long long)p->crash_task);
+		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %llu",
+		    (long long)p->crash_signal, (long long)p->crash_tid,
+		    (unsigned long long)(uint64_t)p->crash_task);
 		for (int i = 0; a->model.crash && i < a->model.crash->nframes; i++)
 			add(l, TA_NORMAL, "    at %s", a->model.crash->frames[i]);
 	}
@@ -266,7 +269,7 @@ static void pool_lines(struct lines *l, const struct app *a, const struct tr_row
 		return;
 	}
 	const struct tm_pool *p = r->ent;
-	add(l, TA_TITLE, "pool %lld \"%s\"", (long long)p->id, nz(p->name));
+	add(l, TA_TITLE, "pool %llu \"%s\"", (unsigned long long)(uint64_t)p->id, nz(p->name));
 	add(l, TA_NORMAL, "  threads %lld (core %lld, max %lld, largest %lld), active %lld",
 	    (long long)p->size, (long long)p->core, (long long)p->max, (long long)p->largest,
 	    (long long)p->active);

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "../../dumper/cli.h"
-#include "../../dumper/jstackdump.h"
+#include "../../dump/jstackdump.h"
 
 static void test_edit_distance(void **state)
 {
