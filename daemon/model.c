@@ -3,6 +3,7 @@
 #include "model.h"
 #include "utf8.h"
 
+#include "advisor.h"
 #include "tally.h"
 
 #include <errno.h>
@@ -31,6 +32,8 @@ void model_init(struct model *m, const struct model_limits *lim)
 	m->strings.max_bytes = m->lim.max_string_bytes;
 	if (lim->tally)
 		m->tally = tally_new();
+	if (lim->advisor)
+		m->adv = advisor_new();
 }
 
 /* Where each kind keeps the fields the generic code touches, so one path
@@ -172,6 +175,7 @@ void model_free(struct model *m)
 	free(m->rm);
 	free(m->exp);
 	tally_free(m->tally);
+	advisor_free(m->adv);
 	memset(m, 0, sizeof *m);
 }
 
@@ -611,6 +615,8 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	}
 	t->flags &= (uint8_t)~EF_PLACEHOLDER;
 	t->forked = msg->ts;
+	if (m->adv && !m->in_snapshot)
+		advisor_task_forked(m, t);
 	set_site(m, msg->site, &t->file, &t->func, &t->line);
 	return 0;
 }
@@ -641,6 +647,8 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 		t->worker = msg->tid;
 	if (m->tally)
 		tally_task_ended(m, t);
+	if (m->adv)
+		advisor_task_ended(m, t);
 	return true;
 }
 

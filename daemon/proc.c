@@ -25,14 +25,15 @@ int64_t realtime_ns(void)
 struct model_limits daemon_model_limits(const struct daemon *d)
 {
 	return (struct model_limits){
-		.max_entities = (size_t)d->opt.max_entities,
-		.max_string_bytes = 8u << 20,
-		.max_values = 256,
-		.max_owned_bytes = MODEL_MAX_OWNED_BYTES,
-		.max_sites = MODEL_MAX_SITES,
-		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
-		.max_retained = (size_t)d->opt.max_retained,
-		.tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
+	    .max_entities = (size_t)d->opt.max_entities,
+	    .max_string_bytes = 8u << 20,
+	    .max_values = 256,
+	    .max_owned_bytes = MODEL_MAX_OWNED_BYTES,
+	    .max_sites = MODEL_MAX_SITES,
+	    .retain_ns = (int64_t)d->opt.retain_s * 1000000000,
+	    .max_retained = (size_t)d->opt.max_retained,
+	    .tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
+	    .advisor = !d->opt.no_advisor,
 	};
 }
 
