@@ -32,8 +32,6 @@ void model_init(struct model *m, const struct model_limits *lim)
 	m->strings.max_bytes = m->lim.max_string_bytes;
 	if (lim->tally)
 		m->tally = tally_new();
-	if (lim->advisor)
-		m->adv = advisor_new();
 }
 
 /* Where each kind keeps the fields the generic code touches, so one path

@@ -121,7 +121,6 @@ struct model_limits {
 	int64_t retain_ns;       /* ended entities stay this long */
 	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
 	bool tally;		 /* keep running counts for /metrics (tally.h) */
-	bool advisor;		 /* measure pools for the advice (advisor.h) */
 };
 
 #define MODEL_MAX_OWNED_BYTES (64u << 20) /* names and values of one process */
@@ -185,7 +184,7 @@ struct model {
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
 	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
-	struct advisor *adv; /* NULL: pools not measured (--no-advisor, or no memory) */
+	struct advisor *adv; /* pool measurement (advisor.h); NULL: none, freed with the model */
 };
 
 void model_init(struct model *m, const struct model_limits *lim);

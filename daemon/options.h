@@ -26,7 +26,6 @@ struct options {
 	long otlp_sample;          /* trees that went well exported, per 1000 */
 	long otlp_max_spans;       /* spans held for export at once */
 	long otlp_max_rate;        /* spans exported per second */
-	int no_advisor;		   /* --no-advisor: pools are not measured */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

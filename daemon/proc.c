@@ -3,6 +3,7 @@
 #include "daemon.h"
 #include "stacks.h"
 
+#include "advisor.h"
 #include "jfield.h"
 #include "log.h"
 #include "loop.h"
@@ -25,15 +26,14 @@ int64_t realtime_ns(void)
 struct model_limits daemon_model_limits(const struct daemon *d)
 {
 	return (struct model_limits){
-	    .max_entities = (size_t)d->opt.max_entities,
-	    .max_string_bytes = 8u << 20,
-	    .max_values = 256,
-	    .max_owned_bytes = MODEL_MAX_OWNED_BYTES,
-	    .max_sites = MODEL_MAX_SITES,
-	    .retain_ns = (int64_t)d->opt.retain_s * 1000000000,
-	    .max_retained = (size_t)d->opt.max_retained,
-	    .tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
-	    .advisor = !d->opt.no_advisor,
+		.max_entities = (size_t)d->opt.max_entities,
+		.max_string_bytes = 8u << 20,
+		.max_values = 256,
+		.max_owned_bytes = MODEL_MAX_OWNED_BYTES,
+		.max_sites = MODEL_MAX_SITES,
+		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
+		.max_retained = (size_t)d->opt.max_retained,
+		.tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
 	};
 }
 
@@ -174,6 +174,7 @@ struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
 	p->starttime = proc_starttime(pid);
 	struct model_limits lim = daemon_model_limits(d);
 	model_init(&p->model, &lim);
+	p->model.adv = advisor_new(); /* NULL (out of memory): no pool advice */
 	/* Task bodies are named in renders by this process's symbols. */
 	model_set_symbolizer(&p->model, d->sym, p->pid, p->starttime);
 	p->next = d->procs;

@@ -153,8 +153,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	}
 	FILE *out = cli->out;
 	if (json_is_false(json_object_get(a, "enabled"))) {
-		fprintf(out,
-			"The daemon does not measure pools (scoped runs with --no-advisor).\n");
+		fprintf(out, "The daemon does not measure this process's pools (it ran out of "
+			     "memory when the "
+			     "process registered).\n");
 		json_decref(r);
 		return CLI_OK;
 	}
