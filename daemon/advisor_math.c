@@ -251,6 +251,11 @@ void adv_estimate(const struct adv_input *in, struct adv_result *r)
 		r->confidence = "medium";
 		return;
 	}
+	if (!s.t1) {
+		r->verdict = ADV_COLLECTING;
+		say(r, "not sampled yet: the first figures come within a second");
+		return;
+	}
 	if (!s.forked && !s.ended && !s.busy_ns) {
 		r->verdict = ADV_IDLE;
 		r->recommended = 0;

@@ -169,10 +169,10 @@ static void test_collecting_idle(void **state)
 	w = window(8, 4, 0, 0, 0, 0, 0, 0);
 	estimate(&w, 2, 0, 4, &r);
 	assert_int_equal(r.verdict, ADV_IDLE);
-	/* No windows at all. */
+	/* No window sampled yet. */
 	struct adv_input in = {.ncpu = 2};
 	adv_estimate(&in, &r);
-	assert_int_equal(r.verdict, ADV_IDLE);
+	assert_int_equal(r.verdict, ADV_COLLECTING);
 }
 
 static void test_starvation(void **state)
