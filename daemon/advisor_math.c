@@ -232,6 +232,12 @@ static uint32_t ceil_u32(double x)
 	return x >= 4294967295.0 ? UINT32_MAX : (uint32_t)ceil(x);
 }
 
+/* N as a thread count: the nearest, at least 1 (a measured 2.2 says 2). */
+static uint32_t round_u32(double x)
+{
+	return x >= 4294967295.0 ? UINT32_MAX : x < 1.5 ? 1 : (uint32_t)lround(x);
+}
+
 void adv_estimate(const struct adv_input *in, struct adv_result *r)
 {
 	memset(r, 0, sizeof *r);
@@ -273,7 +279,7 @@ void adv_estimate(const struct adv_input *in, struct adv_result *r)
 	r->confidence = s.ended >= HIGH_TASKS && span >= HIGH_SPAN_NS ? "high"
 			: s.ended >= MEDIUM_TASKS		      ? "medium"
 								      : "low";
-	uint32_t n = ceil_u32(r->n_formula);
+	uint32_t n = round_u32(r->n_formula);
 	double ncpu = in->ncpu > 0 ? in->ncpu : 1;
 	if (r->blocked_share >= STARVED_SHARE) {
 		r->verdict = ADV_STARVATION;

@@ -6,7 +6,7 @@
 # scopecmd Pool.advise as text, as JSON, for one pool, and its errors.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
-import json, os, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.environ.get("TOP", "."), "tests/lib"))
 import daemon_e2e
 MIX = daemon_e2e.setup("bin/pool-mix")
@@ -40,6 +40,35 @@ def scopecmd(*args):
                           capture_output=True, text=True, timeout=20)
 
 
+def pane(pid):
+    """scopetop's detail pane on the pool row shows the figures and the advice."""
+    if not shutil.which("tmux"):
+        print("skip: tmux is not installed: scopetop's pool pane not checked"); return
+    tsock = tmp + "/tmux.sock"
+    T = ["tmux", "-S", tsock, "-f", "/dev/null"]
+    top = os.path.join(TOP, BUILD, "bin/scopetop")
+    subprocess.run(T + ["new-session", "-d", "-s", "adv", "-x", "120", "-y", "40",
+                        "LANG=C.UTF-8 %s --socket %s %d; sleep 60" % (top, SOCK, pid)], check=True)
+    try:
+        def screen():
+            return subprocess.run(T + ["capture-pane", "-p", "-t", "adv"], capture_output=True, text=True).stdout
+        def at_pools():
+            # The last row is the pools row (the batch's tasks come first).
+            subprocess.run(T + ["send-keys", "-t", "adv", "End"])
+            time.sleep(0.3)
+            return "pools (1)" in screen() and "1 pools" in screen()
+        wait_until(at_pools, 20, "scopetop to show the pools row")
+        # Open it, and on to its pool.
+        for k in ("Enter", "End"):
+            subprocess.run(T + ["send-keys", "-t", "adv", k]); time.sleep(0.5)
+        s = wait_until(lambda: (lambda t: t if "advice: " in t and "W/C " in t else None)(screen()), 20,
+                       "the pool pane's advice")
+        check('pool 1 "mix"' in s and "N = Ncpu x U x (1 + W/C)" in s and "queue wait p50" in s,
+              "scopetop's pool pane shows W/C, queue wait, N and the advice")
+    finally:
+        subprocess.run(T + ["kill-server"], capture_output=True)
+
+
 def main():
     start_daemon()
     ctl = Ctl()
@@ -70,7 +99,7 @@ def main():
         check(m["runnable_share"] >= 0.2 or (m["cpu_utilization"] or 0) >= 0.9,
               "saturated only with the CPUs busy (runnable %.2f, CPU %.2f)" % (m["runnable_share"], m["cpu_utilization"] or 0))
     else:
-        check(m["verdict"] == "grow" and m["recommended"] == int(-(-m["n_formula"] // 1)),
+        check(m["verdict"] == "grow" and m["recommended"] == max(1, int(m["n_formula"] + 0.5)),
               "the advice is to grow to N (%s %s)" % (m["verdict"], m["recommended"]))
 
     # scopecmd Pool.advise: text that explains itself, JSON, one pool, errors.
@@ -88,6 +117,7 @@ def main():
     check(b.returncode != 0 and "'-format=xml' given" in b.stderr, "a bad -format is refused, saying which")
     r = ctl.req({"cmd": "advise", "pid": p.pid, "pool": "mix"})
     check(r["ok"] and len(r["advice"]["pools"]) == 1, "advise with \"pool\" answers that pool")
+    pane(p.pid)
     p.kill(); p.wait()
 
     # W/C 0: tasks that only compute.
