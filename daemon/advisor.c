@@ -65,17 +65,45 @@ static struct adv_pool *named_slot(struct model *m, uint64_t id)
 	return p;
 }
 
+static uint64_t task_pool_hinted(struct model *m, const struct m_task *t);
+
 void advisor_task_forked(struct model *m, const struct m_task *t)
 {
-	uint64_t id = task_pool(m, t);
+	uint64_t id = task_pool_hinted(m, t);
 	struct adv_pool *p = id ? named_slot(m, id) : NULL;
 	if (p)
 		p->cur.forked++;
 }
 
+/* task_pool(), through the last scope's hint.  A scope's pool never
+ * changes, so the hint stays right while the scope lives; ids are not
+ * reused within a process. */
+static uint64_t task_pool_hinted(struct model *m, const struct m_task *t)
+{
+	struct advisor *a = m->adv;
+	if (t->scope && t->scope == a->hint_scope)
+		return a->hint_scope_pool;
+	a->hint_scope = t->scope;
+	a->hint_scope_pool = task_pool(m, t);
+	return a->hint_scope_pool;
+}
+
+/* The pool of thread tid (0: none), through the last worker's hint, which
+ * is refreshed at every sample (a thread's pool is set once, at its start). */
+static uint64_t thread_pool_hinted(struct model *m, uint32_t tid)
+{
+	struct advisor *a = m->adv;
+	if (tid && tid == a->hint_tid)
+		return a->hint_tid_pool;
+	const struct m_thread *th = idmap_get(&m->ents[ENT_THREAD], tid);
+	a->hint_tid = tid;
+	a->hint_tid_pool = th ? th->pool : 0;
+	return a->hint_tid_pool;
+}
+
 void advisor_task_ended(struct model *m, const struct m_task *t)
 {
-	uint64_t id = task_pool(m, t);
+	uint64_t id = task_pool_hinted(m, t);
 	struct adv_pool *p = id ? named_slot(m, id) : NULL;
 	if (!p || !t->started)
 		return; /* never ran: no wait or run to speak of */
@@ -90,8 +118,7 @@ void advisor_task_ended(struct model *m, const struct m_task *t)
 	adv_hist_add(&p->cur.run, t->ended - t->started);
 	/* Busy time counts where CPU time is sampled: on the pool's own
 	 * workers (a joiner that ran the task inline is not one). */
-	const struct m_thread *th = idmap_get(&m->ents[ENT_THREAD], t->worker);
-	if (th && th->pool == id)
+	if (thread_pool_hinted(m, t->worker) == id)
 		p->busy_ended += t->ended - t->started;
 }
 
@@ -229,6 +256,8 @@ void advisor_tick(struct model *m, pid_t pid, int64_t now)
 			named_slot(m, mp->id);
 	}
 	a->mark++;
+	a->hint_tid = 0; /* a tid may have been reused by a new thread */
+	a->hint_scope = 0;
 	uint32_t hint = 0;
 	const struct live_set *ths = &m->live[ENT_THREAD];
 	for (uint32_t i = 0; i < ths->n; i++) {

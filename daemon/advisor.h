@@ -103,6 +103,11 @@ struct advisor {
 	double ncpu;
 	char ncpu_why[96];
 	int64_t ncpu_at;
+	/* The last scope and worker looked up, and their pools: the tasks of a
+	 * fork storm end in runs of one scope on few threads. */
+	uint64_t hint_scope, hint_scope_pool;
+	uint32_t hint_tid;
+	uint64_t hint_tid_pool;
 	adv_schedstat_fn read_schedstat;
 	void *read_ctx;
 	int64_t (*read_proc_cpu)(void *ctx, pid_t pid); /* ns, or < 0 */
