@@ -117,6 +117,13 @@ def main():
     check(b.returncode != 0 and "'-format=xml' given" in b.stderr, "a bad -format is refused, saying which")
     r = ctl.req({"cmd": "advise", "pid": p.pid, "pool": "mix"})
     check(r["ok"] and len(r["advice"]["pools"]) == 1, "advise with \"pool\" answers that pool")
+    ri = scopecmd(p.pid, "Runtime.info")
+    check(ri.returncode == 0 and "measured: W/C " in ri.stdout and "advice: " in ri.stdout,
+          "Runtime.info shows each pool's measured W/C and advice")
+    rj = scopecmd(p.pid, "Runtime.info", "-format=json")
+    doc = json.loads(rj.stdout)
+    valid(REP_V, {"ok": True, "process": doc["process"], "advice": doc["advice"]}, "Runtime.info's advice")
+    check(doc["advice"]["pools"][0]["name"] == "mix", "Runtime.info's JSON carries the advice")
     pane(p.pid)
     p.kill(); p.wait()
 
