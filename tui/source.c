@@ -14,7 +14,8 @@
 #include "../dumper/jdkdump.h"
 
 #define LIST_EVERY_MS 1000
-#define ADVICE_EVERY_MS 1000 /* refresh of the pool advice while a pool is selected */
+#define ADVICE_EVERY_MS 1000	  /* refresh of the pool advice while a pool is selected */
+#define ADVICE_IDLE_EVERY_MS 3000 /* and otherwise, for the header's warnings */
 #define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */
 #define GROUP_STACKS_EVERY_MS 2000
 #define STACK_SETTLE_MS 120 /* wait for the cursor to rest before fetching */
@@ -116,15 +117,19 @@ void src_request_stacks(struct app *a, int64_t tid)
 									     : STACK_EVERY_MS);
 }
 
-/* The advice of the watched process's pools, while a pool row is selected. */
+/* The advice of the watched process's pools: every second while a pool row
+ * is selected (its pane shows it), else every few (the header warns of
+ * saturated, starved and stuck pools). */
 static void request_advice(struct app *a)
 {
 	const struct tr_row *r = app_selected(a);
-	if (!r || (r->kind != TR_POOL && r->kind != TR_POOLS) || a->now_local < a->advice_next ||
-	    pending_of(a, RQ_ADVISE) >= 0)
+	bool pool = r && (r->kind == TR_POOL || r->kind == TR_POOLS);
+	if (pool && a->advice_next > a->now_local + ADVICE_EVERY_MS)
+		a->advice_next = a->now_local; /* just moved onto a pool */
+	if (a->now_local < a->advice_next || pending_of(a, RQ_ADVISE) >= 0)
 		return;
 	send_req(a, RQ_ADVISE, json_pack("{s:s, s:I}", "cmd", "advise", "pid", (json_int_t)a->pid));
-	a->advice_next = a->now_local + ADVICE_EVERY_MS;
+	a->advice_next = a->now_local + (pool ? ADVICE_EVERY_MS : ADVICE_IDLE_EVERY_MS);
 }
 
 void src_request_dump(struct app *a)
