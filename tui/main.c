@@ -451,6 +451,7 @@ int main(int argc, char **argv)
 	scr_close(&a.scr);
 	src_disconnect(&a);
 	json_decref(a.procs);
+	json_decref(a.advice);
 	tr_free(&a.tree);
 	tm_model_free(&a.model);
 	return rc;

@@ -262,6 +262,74 @@ static void root_lines(struct lines *l, const struct app *a, double now)
 			add(l, TA_WARN, "  %u %s", a->model.warn_count[b], tm_warn_name((int)b));
 }
 
+static double jnum(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* The last 30 values of a JSON array of numbers as a sparkline (block
+ * characters, or ASCII), scaled to their largest. */
+static void sparkline(char *buf, size_t len, const json_t *arr, bool ascii)
+{
+	static const char *const blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+					     "\u2585", "\u2586", "\u2587", "\u2588"};
+	static const char plain[] = "_.-:=+*#";
+	size_t n = json_array_size(arr), from = n > 30 ? n - 30 : 0, o = 0;
+	double top = 0;
+	for (size_t i = from; i < n; i++)
+		if (json_number_value(json_array_get(arr, i)) > top)
+			top = json_number_value(json_array_get(arr, i));
+	buf[0] = 0;
+	for (size_t i = from; i < n && o + 4 < len; i++) {
+		double v = json_number_value(json_array_get(arr, i));
+		int k = top > 0 ? (int)(v / top * 7.999) : 0;
+		k = k < 0 ? 0 : k > 7 ? 7 : k;
+		o += (size_t)snprintf(buf + o, len - o, "%s",
+				      ascii ? (char[]){plain[k], 0} : blocks[k]);
+	}
+}
+
+/* The advisor's figures and advice for pool id, when the last "advise"
+ * reply (of this process) has them. */
+static void advice_lines(struct lines *l, const struct app *a, int64_t id)
+{
+	const json_t *pools = json_object_get(a->advice, "pools"), *p = NULL;
+	for (size_t i = 0; a->advice_pid == a->pid && i < json_array_size(pools); i++)
+		if (jnum(json_array_get(pools, i), "id") == (double)id)
+			p = json_array_get(pools, i);
+	if (!p) {
+		add(l, TA_DIM, "  advice: fetching...");
+		return;
+	}
+	const char *verdict = json_string_value(json_object_get(p, "verdict"));
+	const char *conf = json_string_value(json_object_get(p, "confidence"));
+	const char *reason = json_string_value(json_object_get(p, "reason"));
+	add(l, TA_NORMAL, "  utilization %.0f%%, runnable %.0f%%, %.1f tasks/s in, %.1f out",
+	    100 * jnum(p, "worker_utilization"), 100 * jnum(p, "runnable_share"),
+	    jnum(p, "arrival_per_s"), jnum(p, "throughput_per_s"));
+	if (jnum(p, "wait_compute_ratio") >= 0)
+		add(l, TA_NORMAL,
+		    "  W/C %.3g: a task computes %.3g ms, waits %.3g ms, runnable %.3g ms",
+		    jnum(p, "wait_compute_ratio"), jnum(p, "cpu_ms"), jnum(p, "wait_ms"),
+		    jnum(p, "runnable_ms"));
+	char spark[256];
+	sparkline(spark, sizeof spark, json_object_get(p, "queue_wait_us_per_s"), a->o.ascii);
+	add(l, TA_NORMAL, "  queue wait p50 %.3g ms, p99 %.3g ms  %s", jnum(p, "queue_wait_p50_ms"),
+	    jnum(p, "queue_wait_p99_ms"), spark);
+	if (jnum(p, "n_formula") >= 0)
+		add(l, TA_NORMAL, "  N = Ncpu x U x (1 + W/C) = %.1f", jnum(p, "n_formula"));
+	bool warn = verdict && (!strcmp(verdict, "saturated") || !strcmp(verdict, "starvation") ||
+				json_is_true(json_object_get(p, "queue_growing")));
+	if (jnum(p, "recommended") > 0 && verdict &&
+	    (!strcmp(verdict, "grow") || !strcmp(verdict, "shrink")))
+		add(l, warn ? TA_WARN : TA_TITLE, "  advice: %s to %.0f threads (%s)", verdict,
+		    jnum(p, "recommended"), nz(conf));
+	else
+		add(l, warn ? TA_WARN : TA_TITLE, "  advice: %s (%s)", nz(verdict), nz(conf));
+	add(l, warn ? TA_WARN : TA_NORMAL, "    %s", nz(reason));
+}
+
 static void pool_lines(struct lines *l, const struct app *a, const struct tr_row *r)
 {
 	if (r->kind == TR_POOLS) {
@@ -277,6 +345,7 @@ static void pool_lines(struct lines *l, const struct app *a, const struct tr_row
 	    p->queue, (long long)p->capacity, (long long)p->queued, (long long)p->completed,
 	    (long long)p->rejected);
 	add(l, TA_NORMAL, "  policy %s", p->policy);
+	advice_lines(l, a, p->id);
 }
 
 int64_t detail_tid(const struct app *a)
