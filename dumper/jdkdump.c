@@ -549,8 +549,11 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
-	if (jv_is_true(jv_get(st, "approximate")))
+	if (jv_is_true(jv_get(st, "approximate"))) {
 		jj_set(th, "approximate", json_true());
+		if (jj_str(st, "approximate_why"))
+			jj_set(th, "approximateWhy", jj_str_or_null(st, "approximate_why"));
+	}
 	if (!st)
 		jj_set(th, "stackError",
 		       json_string(gone ? "the thread has exited" : "no stack captured"));
@@ -723,7 +726,8 @@ static json_t *assemble(struct builder *b)
 	/* A version where readers expect one; the runtime's name beside it. */
 	jj_set(td, "runtimeVersion", json_string(version_ok(rv) ? rv : "0"));
 	jj_set(td, "threadContainers", arr);
-	jj_set(td, "runtimeName", json_string("libscope"));
+	bool plain = jv_is_false(jv_get(b->process, "instrumented"));
+	jj_set(td, "runtimeName", plain ? json_null() : json_string("libscope"));
 	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
 	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
 	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
@@ -733,6 +737,8 @@ static json_t *assemble(struct builder *b)
 	jj_set(td, "eventsLost",
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
 	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
+	if (plain)
+		jj_set(td, "instrumented", json_false());
 	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
 	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
 	if (b->last && jv_is_number(taken))
