@@ -202,6 +202,8 @@ static bool is_timed(const struct stk_rec *r)
 	return false;
 }
 
+static const char *blocked_in_from_syscall(int64_t nr);
+
 void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const struct stk_rec *r,
 		   struct bpfstack_thread *t)
 {
@@ -217,6 +219,10 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 		return;
 	}
 	t->blocked_in = blocked_in_from_kstack(ks, kc, t);
+	/* No kernel frame says (no kernel symbols, or a kernel whose function
+	 * names moved): the system call does. */
+	if (!t->blocked_in && r->syscall_nr >= 0)
+		t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
 	/* A fault leaves an error code where a syscall leaves its number. */
 	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
 	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 &&

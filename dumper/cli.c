@@ -396,6 +396,8 @@ json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
 {
 	json_t *req = pid ? json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid)
 			  : json_pack("{s:s}", "cmd", cmd);
+	if (req && cli->list_all && !strcmp(cmd, "list"))
+		json_object_set_new(req, "all", json_true());
 	json_t *r = request(cli, req);
 	if (r && !json_is_true(json_object_get(r, "ok"))) {
 		report(cli, error_code(r),

@@ -5,7 +5,7 @@
  *
  * usage: plain_threads [-s] [EXTRA]   (EXTRA more threads, named "idle-N",
  * wait on the condition variable, up to 20000)
- * stdout: "<name> <tid>" per named thread, then "ready"; exits at EOF on
+ * stdout: "main <pid>", "<name> <tid>" per named thread, then "ready"; exits at EOF on
  * stdin or any line, releasing every thread first. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -124,6 +124,8 @@ int main(int argc, char **argv)
 	}
 	if (extra < 0 || extra > MAX_EXTRA || pipe(pipefd) < 0)
 		return 2;
+	printf("main %ld\n", (long)getpid());
+	fflush(stdout);
 	pthread_mutex_lock(&held);
 	size_t nroles = sizeof roles / sizeof *roles - (spin ? 0 : 1);
 	pthread_t *th = calloc(nroles + (size_t)extra, sizeof *th);
