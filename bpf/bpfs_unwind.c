@@ -36,6 +36,10 @@ struct unw_proc {
 	unsigned page_next;
 	int64_t built_ns;
 	uint64_t last_use;
+	/* Where unwinds ended, and whether that is a thread's first
+	 * function: the same few addresses end every stack. */
+	uint64_t end_pc[16];
+	int8_t end_outermost[16];
 };
 
 struct bpfs_unwinder {
@@ -377,6 +381,33 @@ static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
 	       (link2 > link && link2 - link <= FP_MAX_STEP && in_code(p, ra2));
 }
 
+/* Whether the unwind ended where a thread's stack ends: at the function a
+ * thread or the process starts in (their CFI marks the return address
+ * undefined), so there is no frame pointer to look for. */
+static bool at_outermost(struct unw_proc *p, const struct bpfstack_thread *t)
+{
+	static const char *const entries[] = {"__clone3", "clone3", "__clone", "clone", "_start",
+					      "__libc_start_main", "__libc_start_main_impl",
+					      "start_thread"};
+	Dwarf_Addr pc = t->frames[t->nframes - 1] - (t->nframes > 1);
+	size_t slot = (size_t)(pc ^ (pc >> 7)) % 16;
+	Dwfl_Module *mod;
+	const char *name;
+	bool outer = false;
+
+	if (p->end_pc[slot] == pc && pc)
+		return p->end_outermost[slot];
+	/* A symbol table lookup is a linear search in libdw: once per address. */
+	mod = dwfl_addrmodule(p->dwfl, pc);
+	name = mod ? dwfl_module_addrname(mod, pc) : NULL;
+	for (size_t i = 0; name && i < sizeof(entries) / sizeof(entries[0]); i++)
+		if (strcmp(name, entries[i]) == 0)
+			outer = true;
+	p->end_pc[slot] = pc;
+	p->end_outermost[slot] = outer;
+	return outer;
+}
+
 int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		      const unsigned char *ustack, struct bpfstack_thread *t, bool *inferred)
 {
@@ -394,6 +425,8 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 	p->cur = h;
 	p->ustack = ustack;
 	unwind_walk(p, h, t, &end, &sp);
+	if (t->nframes == 0 || at_outermost(p, t))
+		sp = 0;
 	/* CFI may stop at a frame whose caller it finds through the frame
 	 * pointer, which the kernel did not give: no frame below that one
 	 * saved it, so it still holds that frame's value.  Find the frame's

@@ -162,6 +162,23 @@ PYEOF
 start_helper "$D/t.out"
 hpid=$pid
 scoped_start "$D/log" --stacks=signal || fail "scoped did not start"
+# scopetop watches it too: its thread view, from the stacks alone (before
+# eu-stack stops the helper: see the BPF case).
+if command -v tmux >/dev/null; then
+	sess=plain$$
+	tmux new-session -d -s $sess -x 160 -y 24 \
+		"SCOPED_SOCKET='$SCOPED_SOCKET' '$BIN/scopetop' $hpid; sleep 60"
+	pane_ok() {
+		tmux capture-pane -p -t $sess >"$D/pane" 2>/dev/null &&
+			grep -Eq ' locker +other +- +BLOCKED +mutex ' "$D/pane" &&
+			grep -Eq ' sleeper +other +- +TIMED_WAITING +sleep ' "$D/pane"
+	}
+	poll 200 pane_ok || { tmux kill-session -t $sess; fail "scopetop's thread view: $(cat "$D/pane")"; }
+	tmux kill-session -t $sess
+	echo "scopetop shows the threads"
+else
+	echo "note: the scopetop case not run (no tmux)"
+fi
 check helper "$hpid" proc
 "$BIN/scopecmd" --no-start -l -a >"$D/list" 2>&1 || fail "scopecmd -l -a failed: $(cat "$D/list")"
 grep -q "^$hpid plain_threads (no libscope)\$" "$D/list" || fail "-l -a does not list the helper: $(head "$D/list")"
