@@ -169,7 +169,7 @@ for m in modes:
 for m in modes:
 	path = "%s/d-%s.json" % (D, m)
 	td, n, nostack, approx = check(path, pid)
-	reply = [control(m, {"cmd": "dump", "pid": pid, "id": i}) for i in range(max(3, runs // 2))]
+	reply = [control(m, {"cmd": "dump", "pid": pid, "id": i, "share_stacks": True}) for i in range(max(3, runs // 2))]
 	rms = med([x[0] for x in reply])
 	cap = med(capture[m])
 	print("%s: capture %.2f ms median (the daemon's captureNs); the daemon's whole dump reply %.2f ms "

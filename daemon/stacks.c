@@ -413,9 +413,51 @@ static void missed_json(struct jbuf *b, const struct stack_req *r)
 	free(got);
 }
 
+/* Threads already written, by stack: the first thread with each stack. */
+struct shared {
+	size_t cap;
+	struct {
+		uint64_t hash;
+		const struct stack_thread *t;
+	} * slot;
+};
+
+static uint64_t stack_hash(const struct stack_thread *t)
+{
+	uint64_t h = 1469598103934665603ull ^ t->nframes;
+	for (uint16_t i = 0; i < t->nframes; i++)
+		h = (h ^ t->frames[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* The first thread of the reply with t's stack, or NULL (t is then
+ * remembered as the first with it). */
+static const struct stack_thread *shared_find(struct shared *s, const struct stack_thread *t)
+{
+	if (!s->slot || !t->nframes)
+		return NULL;
+	uint64_t h = stack_hash(t);
+	for (size_t i = h % s->cap;; i = (i + 1) % s->cap) {
+		if (!s->slot[i].t) {
+			s->slot[i].hash = h;
+			s->slot[i].t = t;
+			return NULL;
+		}
+		const struct stack_thread *o = s->slot[i].t;
+		if (s->slot[i].hash == h && o->nframes == t->nframes &&
+		    !memcmp(o->frames, t->frames, t->nframes * sizeof *t->frames))
+			return o;
+	}
+}
+
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
+	struct shared sh = {0};
+	if (r->share_stacks && r->nthreads) {
+		sh.cap = 2 * r->nthreads + 1;
+		sh.slot = calloc(sh.cap, sizeof *sh.slot); /* NULL: every stack in full */
+	}
 	jb_key(b, "source");
 	jb_str(b, r->source);
 	jb_key(b, "stacks");
@@ -443,9 +485,18 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_bool(b, t->approximate);
 		if (t->approximate_why)
 			jf_str(b, "approximate_why", t->approximate_why);
-		frames_json(d->sym, b, p, t->frames, t->nframes);
+		const struct stack_thread *same = shared_find(&sh, t);
+		if (same) {
+			jf_u64(b, "same_stack_as", same->tid);
+			jb_key(b, "frames");
+			jb_arr(b);
+			jb_arr_end(b);
+		} else {
+			frames_json(d->sym, b, p, t->frames, t->nframes);
+		}
 		jb_obj_end(b);
 	}
+	free(sh.slot);
 	if (r->captured)
 		missed_json(b, r);
 	jb_arr_end(b);
@@ -545,6 +596,7 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 		}
 		r->max_frames = (int)json_integer_value(mf);
 	}
+	r->share_stacks = json_is_true(json_object_get(x->req, "share_stacks"));
 	json_t *tids = json_object_get(x->req, "tids");
 	if (!tids)
 		return true;

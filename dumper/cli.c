@@ -414,6 +414,9 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 	char err[512];
 	struct jv_doc *doc = NULL;
 	json_t *req = json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid);
+	/* Alike threads' stacks once: a dump of many threads stays small. */
+	if (req && !strcmp(cmd, "dump"))
+		json_object_set_new(req, "share_stacks", json_true());
 	int rc = req ? ctl_request_doc(cli->ctl, req, &doc, cli->timeout_ms, err, sizeof err)
 		     : -ENOMEM;
 	json_decref(req);

@@ -450,6 +450,16 @@ static json_int_t crash_tid(const struct builder *b)
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
+/* The stack entry whose frames st's are: itself, or with "same_stack_as"
+ * (the reply lists a stack once for alike threads) the one it names. */
+static const jv *shared_stack(const struct builder *b, const jv *st)
+{
+	const jv *same = jv_get(st, "same_stack_as");
+	long k = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
+	const jv *o = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
+	return o && !jv_is_integer(jv_get(o, "same_stack_as")) ? o : st;
+}
+
 static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
@@ -520,7 +530,7 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (jv_is_true(jv_get(st, "exited")))
 		jj_set(th, "exitedDuringCapture", json_true());
 	json_t *inlined = NULL;
-	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
+	jj_set(th, "stack", jj_stack(shared_stack(b, st), JDKDUMP_MAX_FRAMES, b->frames, &inlined));
 	/* Beside the JDK's strings: which frames are inlined into the next. */
 	if (json_array_size(inlined))
 		jj_set(th, "inlinedFrames", inlined);

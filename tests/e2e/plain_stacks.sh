@@ -180,6 +180,29 @@ else
 	echo "note: the scopetop case not run (no tmux)"
 fi
 check helper "$hpid" proc
+# The daemon's reply lists a stack once for alike threads when asked
+# ("share_stacks"): the three idle threads name the first.
+$PY - "$(control_sock)" "$hpid" >"$D/reply.json" <<'PYEOF' || fail "the raw dump request failed"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall((json.dumps({"id": 1, "cmd": "dump", "pid": int(sys.argv[2]), "share_stacks": True}) + "\n").encode())
+buf = b""
+while not buf.endswith(b"\n"):
+	b = s.recv(1 << 16)
+	if not b:
+		break
+	buf += b
+sys.stdout.write(buf.decode())
+PYEOF
+$PY "$TOP/tests/validate_json.py" control-reply.schema.json "$D/reply.json" || fail "the dump reply does not validate"
+$PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] and r["process"]["instrumented"] is False, r.get("error")
+shared = [t for t in r["stacks"] if "same_stack_as" in t]
+assert len(shared) >= 2 and all(not t["frames"] for t in shared), shared
+' "$D/reply.json" || fail "alike threads do not share their stack in the reply"
 "$BIN/scopecmd" --no-start -l -a >"$D/list" 2>&1 || fail "scopecmd -l -a failed: $(cat "$D/list")"
 grep -q "^$hpid plain_threads (no libscope)\$" "$D/list" || fail "-l -a does not list the helper: $(head "$D/list")"
 "$BIN/scopecmd" --no-start -l >"$D/list" 2>&1
