@@ -32,7 +32,9 @@ static const struct watcher reqs_watch = {
 	.agent_msg = reqs_agent_msg,
 };
 
-#define MAX_THREADS PROTO_MAX_TIDS
+/* Threads one request holds: what the BPF and /proc sources return at most
+ * (a request names at most PROTO_MAX_TIDS, a capture may hold more). */
+#define MAX_THREADS 32768
 #define DEFAULT_FRAMES 64
 
 /* Uninstrumented processes whose symbols the symbolizer keeps for the next
