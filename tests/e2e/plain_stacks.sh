@@ -266,7 +266,10 @@ as_user() { env -u XDG_RUNTIME_DIR SCOPED_SOCKET="$UD/agent.sock" HOME=/ setpriv
 start_helper "$D/ut.out" as_user
 upid=$pid
 cp "$D/ut.out" "$D/t.out" # the roles of the user's helper
-as_user "$BIN/scoped" --foreground --socket "$UD/agent.sock" >>"$D/ulog" 2>&1 &
+# Not through the function: in the background that would be a subshell,
+# and $! its pid, not scoped's.
+env -u XDG_RUNTIME_DIR SCOPED_SOCKET="$UD/agent.sock" HOME=/ setpriv --reuid "$uid" --regid "$gid" \
+	--clear-groups "$BIN/scoped" --foreground --socket "$UD/agent.sock" >>"$D/ulog" 2>&1 &
 udpid=$!
 u_up() { [ -S "$UD/control.sock" ]; }
 poll 100 u_up || fail "scoped as $U did not start: $(cat "$D/ulog")"
