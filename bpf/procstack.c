@@ -33,6 +33,17 @@ struct range {
 	uint64_t start, end;
 };
 
+/* A thread's last unwind, kept for the next capture of the same process:
+ * the same stack pointer, instruction pointer and window bytes unwind to
+ * the same frames, so a thread that did not move costs a hash, not an
+ * unwind. */
+struct unw_memo {
+	uint32_t tid; /* 0: free */
+	uint64_t key;
+	uint16_t nframes;
+	uint64_t *frames;
+};
+
 struct slot {
 	int fd;             /* /proc/PID/task/TID/syscall, open for the re-read */
 	int state;          /* SLOT_* */
@@ -50,6 +61,11 @@ struct procstack {
 	size_t maps_cap;
 	struct range *stacks; /* writable mappings, by start: where a sp may lie */
 	size_t nstacks, stacks_cap;
+	struct unw_memo *memo; /* open addressing by tid */
+	size_t memo_cap;
+	pid_t memo_pid;
+	uint64_t memo_space; /* the address space the memo is of */
+	size_t memo_hits, memo_used;
 	/* The capture in progress. */
 	pid_t pid;
 	struct stk_rec key; /* the address space's identity */
@@ -79,6 +95,9 @@ void procstack_close(struct procstack *ps)
 	if (!ps)
 		return;
 	bpfs_unwinder_free(ps->unw);
+	for (size_t i = 0; i < ps->memo_cap; i++)
+		free(ps->memo[i].frames);
+	free(ps->memo);
 	free(ps->win);
 	free(ps->maps);
 	free(ps->stacks);
@@ -275,6 +294,66 @@ static int read_stat(int taskfd, const char *tid, struct bpfstack_thread *t)
 	return 0;
 }
 
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v;
+	h *= 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+/* What a thread's unwind depends on: its registers and its window. */
+static uint64_t memo_key(const struct stk_rec *r, const unsigned char *win)
+{
+	uint64_t h = mix(mix(r->regs[STK_REG_SP], r->regs[STK_REG_IP]), r->ustack_len);
+	size_t n = r->ustack_len / 8;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t w;
+
+		memcpy(&w, win + i * 8, 8);
+		h = mix(h, w);
+	}
+	return h;
+}
+
+/* The memo slot of tid (its own, or the free one it would take); NULL when
+ * there is no memo. */
+static struct unw_memo *memo_slot(struct procstack *ps, uint32_t tid)
+{
+	if (!ps->memo_cap)
+		return NULL;
+	for (size_t i = (tid * 2654435761u) % ps->memo_cap, k = 0; k < ps->memo_cap;
+	     i = (i + 1) % ps->memo_cap, k++)
+		if (ps->memo[i].tid == tid || ps->memo[i].tid == 0)
+			return &ps->memo[i];
+	return NULL;
+}
+
+/* Starts the memo for this capture: kept for the same process and address
+ * space, else emptied; sized for twice the threads. */
+static void memo_begin(struct procstack *ps, size_t nthreads)
+{
+	uint64_t space = mix(ps->key.exec_vm, ps->key.start_code);
+	/* Threads come and go: a memo filled by tids past their use starts
+	 * again. */
+	bool keep = ps->memo_pid == ps->pid && ps->memo_space == space &&
+		    ps->memo_cap >= 2 * nthreads && ps->memo_used <= ps->memo_cap * 3 / 4;
+
+	ps->memo_hits = 0;
+	if (keep)
+		return;
+	for (size_t i = 0; i < ps->memo_cap; i++)
+		free(ps->memo[i].frames);
+	free(ps->memo);
+	ps->memo_used = 0;
+	ps->memo_cap = 2 * nthreads + 16;
+	ps->memo = calloc(ps->memo_cap, sizeof(*ps->memo));
+	if (!ps->memo)
+		ps->memo_cap = 0;
+	ps->memo_pid = ps->pid;
+	ps->memo_space = space;
+}
+
 static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 {
 	t->error = err;
@@ -342,6 +421,13 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 	}
 }
 
+static void continue_close(struct slot *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
 /* One chunk of threads (names in tids): first read, copy, second read,
  * unwind. */
 static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
@@ -407,11 +493,29 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 			s->rec.leader_start_ns = ps->key.leader_start_ns;
 			bpfs_classify_syscall(&s->rec, &t[i]);
 			bool inferred = false;
+			uint64_t key = memo_key(&s->rec, ps->win + i * WINDOW);
+			struct unw_memo *m = memo_slot(ps, t[i].tid);
+			if (m && m->tid == t[i].tid && m->key == key) {
+				memcpy(t[i].frames, m->frames, m->nframes * sizeof(t[i].frames[0]));
+				t[i].nframes = m->nframes;
+				ps->memo_hits++;
+				continue_close(s);
+				continue;
+			}
 			t[i].error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec, ps->win + i * WINDOW,
 						       &t[i], &inferred);
 			if (t[i].error)
 				t[i].error_why = "its stack could not be unwound";
 			(void)inferred; /* confirmed by the unwind itself, see there */
+			uint64_t *copy = !t[i].error && m && t[i].nframes
+						 ? malloc(t[i].nframes * sizeof(*copy))
+						 : NULL;
+			if (copy) {
+				memcpy(copy, t[i].frames, t[i].nframes * sizeof(*copy));
+				free(m->frames);
+				ps->memo_used += m->tid == 0;
+				*m = (struct unw_memo){t[i].tid, key, (uint16_t)t[i].nframes, copy};
+			}
 		} else if (t[i].sched_state != 'X') {
 			bpfs_classify_syscall(&s->rec, &t[i]);
 		}
@@ -545,6 +649,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	}
 	if (rc == 0) {
 		ps->n = count;
+		memo_begin(ps, count);
 		for (size_t i = 0; i < count; i += CHUNK)
 			capture_chunk(ps, taskfd, names + i, ps->t + i,
 				      count - i < CHUNK ? count - i : CHUNK);
