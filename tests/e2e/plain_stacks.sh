@@ -30,9 +30,9 @@ esac
 export COMPARE
 
 private_dir plain-stacks
-dpid= hpid= hpid2= stpid= spid= ppid= upid= udpid= U= writers=
+dpid= kpid= hpid= hpid2= stpid= spid= ppid= upid= udpid= U= writers=
 cleanup() {
-	stop_all $hpid $hpid2 $stpid $spid $ppid $dpid $upid $udpid $writers
+	stop_all $kpid $hpid $hpid2 $stpid $spid $ppid $dpid $upid $udpid $writers
 	[ -n "$U" ] && userdel "$U" 2>/dev/null
 }
 trap cleanup EXIT
@@ -232,6 +232,36 @@ else
 	echo "note: the python3 case not run (no python3)"
 fi
 scoped_stop
+
+# An instrumented process with --stacks=proc: its scopes, and stacks from
+# /proc (no signal reaches it).
+KNOWN=$TOP/$BUILD/tests/helpers/dump_known
+if [ -x "$KNOWN" ]; then
+	scoped_start "$D/log" --stacks=proc || fail "scoped --stacks=proc did not start"
+	"$KNOWN" >"$D/known" &
+	kpid=$!
+	poll 200 is_listed $kpid || fail "dump_known never registered"
+	known_ready() { [ -s "$D/known" ]; }
+	poll 200 known_ready || fail "dump_known did not say where its threads are"
+	"$BIN/scopecmd" --no-start $kpid Thread.dump_to_file -format=json "$D/known.json" >/dev/null 2>"$D/err" ||
+		fail "the dump of dump_known failed: $(cat "$D/err")"
+	$PY "$TOP/tests/validate_dump.py" --pid $kpid "$D/known.json" || fail "dump_known's dump does not validate"
+	$PY -c '
+import json, sys
+td = json.load(open(sys.argv[1]))["threadDump"]
+assert td["stackSource"] == "proc" and "instrumented" not in td, td["stackSource"]
+names = [c["container"] for c in td["threadContainers"]]
+assert len(names) > 1, names  # its scopes are there
+frames = [f for c in td["threadContainers"] for t in c["threads"] for f in t["stack"]]
+assert any(f.startswith("known_") or "dump_known.c" in f for f in frames), frames[:20]
+' "$D/known.json" || fail "dump_known from /proc: wrong dump"
+	kill $kpid
+	kpid=
+	scoped_stop
+	echo "an instrumented process dumps from /proc too"
+else
+	echo "note: the --stacks=proc case for an instrumented process not run (dump_known not built)"
+fi
 # Each helper spins a thread: one at a time on a small machine.
 kill $hpid $stpid $spid $ppid 2>/dev/null
 hpid= stpid= spid= ppid=
