@@ -564,6 +564,31 @@ static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *u
 	}
 }
 
+/* Threads that ran throughout and had no perf sample may be blocked by
+ * now (they were starting, or between two waits): read them once more. */
+static void retry_running(struct procstack *ps, int taskfd)
+{
+	char names[BPFS_PERF_MAX][16];
+	struct bpfstack_thread *again = calloc(BPFS_PERF_MAX, sizeof(*again));
+	struct bpfstack_thread *orig[BPFS_PERF_MAX];
+	size_t n = 0;
+
+	if (!again)
+		return;
+	for (size_t i = 0; i < ps->n && n < BPFS_PERF_MAX; i++)
+		if (ps->t[i].error == -EBUSY) {
+			snprintf(names[n], sizeof(names[n]), "%u", ps->t[i].tid);
+			orig[n++] = &ps->t[i];
+		}
+	ps->nbusy = 0;
+	if (n)
+		capture_chunk(ps, taskfd, names, again, n);
+	for (size_t i = 0; i < n; i++)
+		if (again[i].error != -EBUSY && again[i].sched_state != 'X' && !again[i].error)
+			*orig[i] = again[i];
+	free(again);
+}
+
 /* The thread directory names of pid, sorted by tid; *n of them. */
 static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 {
@@ -654,8 +679,10 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 			capture_chunk(ps, taskfd, names + i, ps->t + i,
 				      count - i < CHUNK ? count - i : CHUNK);
 		qsort(ps->t, ps->n, sizeof(*ps->t), tid_cmp);
-		if (ps->nbusy > 0)
+		if (ps->nbusy > 0) {
 			bpfs_perf_sample(ps->busy, ps->nbusy, PERF_TIMEOUT_MS, on_sample, ps);
+			retry_running(ps, taskfd);
+		}
 		/* Every thread refused: the process, not a thread, is out of reach. */
 		size_t refused = 0;
 		for (size_t i = 0; i < ps->n; i++)
