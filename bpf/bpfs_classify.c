@@ -202,6 +202,8 @@ static bool is_timed(const struct stk_rec *r)
 	return false;
 }
 
+static const char *blocked_in_from_syscall(int64_t nr);
+
 void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const struct stk_rec *r,
 		   struct bpfstack_thread *t)
 {
@@ -217,6 +219,10 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 		return;
 	}
 	t->blocked_in = blocked_in_from_kstack(ks, kc, t);
+	/* No kernel frame says (no kernel symbols, or a kernel whose function
+	 * names moved): the system call does. */
+	if (!t->blocked_in && r->syscall_nr >= 0)
+		t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
 	/* A fault leaves an error code where a syscall leaves its number. */
 	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
 	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 &&
@@ -227,6 +233,58 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 		t->jstate = "BLOCKED";
 	} else if ((t->blocked_in && strcmp(t->blocked_in, "sleep") == 0) ||
 		   (in_syscall && is_timed(r))) {
+		t->jstate = "TIMED_WAITING";
+	} else {
+		t->jstate = "WAITING";
+	}
+}
+
+/* What a thread blocked in syscall nr waits for, when no kernel stack says
+ * (the /proc tier cannot read one without privileges). */
+static const struct {
+	int64_t nr;
+	const char *blocked_in;
+} syscall_names[] = {
+	{0, "read"},        {1, "write"},       {7, "poll"},       {17, "read"},
+	{18, "write"},      {19, "read"},       {20, "write"},     {23, "select"},
+	{34, "signal"},     {35, "sleep"},      {43, "accept"},    {42, "connect"},
+	{44, "send"},       {45, "recv"},       {46, "send"},      {47, "recv"},
+	{61, "wait"},       {64, "semaphore"},  {65, "semaphore"}, {69, "msgrcv"},
+	{70, "msgrcv"},     {72, "file_lock"},  {73, "file_lock"}, {128, "signal"},
+	{130, "signal"},    {202, "futex"},     {206, "io"},       {208, "io"},
+	{220, "semaphore"}, {230, "sleep"},     {232, "epoll"},    {243, "msgrcv"},
+	{247, "wait"},      {270, "select"},    {271, "poll"},     {281, "epoll"},
+	{288, "accept"},    {295, "read"},      {296, "write"},    {299, "recv"},
+	{307, "send"},      {426, "io_uring"},  {441, "epoll"},    {449, "futex"},
+};
+
+static const char *blocked_in_from_syscall(int64_t nr)
+{
+	for (size_t i = 0; i < sizeof(syscall_names) / sizeof(syscall_names[0]); i++)
+		if (syscall_names[i].nr == nr)
+			return syscall_names[i].blocked_in;
+	return NULL;
+}
+
+void bpfs_classify_syscall(const struct stk_rec *r, struct bpfstack_thread *t)
+{
+	t->blocked_in = NULL;
+	if (t->sched_state == 'Z' || t->sched_state == 'X') {
+		t->jstate = "TERMINATED";
+		return;
+	}
+	if (t->sched_state == 'R' || t->on_cpu || r->syscall_nr < 0) {
+		/* Woken, or in the kernel for a fault or preemption: it runs. */
+		t->jstate = "RUNNABLE";
+		return;
+	}
+	t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
+	if (is_lock_wait(r)) {
+		t->blocked_in = "mutex";
+		t->jstate = "BLOCKED";
+	} else if (t->blocked_in && strcmp(t->blocked_in, "file_lock") == 0) {
+		t->jstate = "BLOCKED";
+	} else if (is_timed(r)) {
 		t->jstate = "TIMED_WAITING";
 	} else {
 		t->jstate = "WAITING";

@@ -5,6 +5,7 @@
 #define BPFS_INT_H
 
 #include <linux/types.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,6 +42,11 @@ struct bpfs_kcache {
  * kernel stack (t->kframes, already copied).  kc may be NULL. */
 void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const struct stk_rec *r,
 		   struct bpfstack_thread *t);
+
+/* The same from the syscall number and arguments alone (r->syscall_nr,
+ * r->args; t->sched_state and t->on_cpu set): for sources that have no
+ * kernel stack. */
+void bpfs_classify_syscall(const struct stk_rec *r, struct bpfstack_thread *t);
 
 /* ---- iterator passes (bpfs_iter.c) -------------------------------------- */
 
@@ -86,5 +92,13 @@ void bpfs_unwinder_free(struct bpfs_unwinder *u);
  * caller). */
 int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		const unsigned char *ustack, struct bpfstack_thread *t);
+
+/* The same for a thread of which only the stack and instruction pointers
+ * are known (h->regs holds those two; the rest are 0): where CFI needs the
+ * frame pointer, it is guessed from the stack and the unwind run again.
+ * *inferred: the guess was used and did not lead CFI to the outermost
+ * frame (the stack is then approximate). */
+int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+		      const unsigned char *ustack, struct bpfstack_thread *t, bool *inferred);
 
 #endif /* BPFS_INT_H */

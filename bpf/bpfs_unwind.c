@@ -5,6 +5,7 @@
 #include "bpfs_int.h"
 
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -35,6 +36,10 @@ struct unw_proc {
 	unsigned page_next;
 	int64_t built_ns;
 	uint64_t last_use;
+	/* Where unwinds ended, and whether that is a thread's first
+	 * function: the same few addresses end every stack. */
+	uint64_t end_pc[16];
+	int8_t end_outermost[16];
 };
 
 struct bpfs_unwinder {
@@ -226,8 +231,8 @@ static struct unw_proc *proc_get(struct bpfs_unwinder *u, pid_t pid, const struc
 
 struct walk {
 	struct bpfstack_thread *t;
-	Dwarf_Word bp;
-	bool have_bp;
+	Dwarf_Word bp, sp;
+	bool have_bp, have_sp;
 };
 
 static int frame_cb(Dwfl_Frame *state, void *arg)
@@ -239,6 +244,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 		return DWARF_CB_ABORT;
 	w->t->frames[w->t->nframes++] = pc;
 	w->have_bp = dwfl_frame_reg(state, STK_REG_BP, &w->bp) == 0;
+	w->have_sp = dwfl_frame_reg(state, STK_REG_SP, &w->sp) == 0;
 	return w->t->nframes < BPFSTACK_MAX_FRAMES ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
@@ -262,8 +268,11 @@ static void fp_walk(struct unw_proc *p, struct walk *w)
 }
 
 /* One unwind of the thread into t; returns whether it stopped at a frame
- * that lies in no module of the map. */
-static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfstack_thread *t)
+ * that lies in no module of the map.  *cfi_end: CFI ran to the outermost
+ * frame; *stop_sp: the stack pointer of the last frame CFI reached (0 when
+ * not known). */
+static bool unwind_walk(struct unw_proc *p, const struct stk_rec *h, struct bpfstack_thread *t,
+			bool *cfi_end, Dwarf_Word *stop_sp)
 {
 	struct walk w = {.t = t};
 	Dwarf_Addr last;
@@ -272,6 +281,8 @@ static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfs
 	t->nframes = 0;
 	p->page_addr[0] = p->page_addr[1] = 0;
 	rc = dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, frame_cb, &w);
+	*cfi_end = rc == 0;
+	*stop_sp = w.have_sp ? w.sp : 0;
 	if (rc == -1 && t->nframes == 0) {
 		/* Not even the first frame: start the frame-pointer walk from
 		 * the captured registers. */
@@ -285,6 +296,14 @@ static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfs
 	if (w.have_bp)
 		fp_walk(p, &w);
 	return !dwfl_addrmodule(p->dwfl, last);
+}
+
+static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfstack_thread *t)
+{
+	bool end;
+	Dwarf_Word sp;
+
+	return unwind_walk(p, h, t, &end, &sp);
 }
 
 int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
@@ -313,4 +332,132 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		p->ustack = NULL;
 	}
 	return err;
+}
+
+/* How far above the stack pointer of the frame CFI stopped at a saved
+ * frame pointer is looked for, and how many candidates are tried. */
+#define FP_SCAN_BYTES 4096
+#define FP_TRIES 6
+
+/* Whether addr lies in an executable segment of a module (code, where a
+ * return address must point; not the data a stale pointer points into). */
+static bool in_code(struct unw_proc *p, Dwarf_Addr addr)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, addr);
+	GElf_Addr bias;
+	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+	size_t n;
+
+	if (!elf || elf_getphdrnum(elf, &n) != 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
+		    addr - bias >= ph.p_vaddr && addr - bias < ph.p_vaddr + ph.p_memsz)
+			return true;
+	}
+	return false;
+}
+
+/* Whether a slot at a looks like a frame pointer's link: a saved frame
+ * pointer of 0 or a little above it, then a return address into a known
+ * module; and the frame it links to looks the same (or ends the chain). */
+static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
+{
+	Dwarf_Word link, ra, link2, ra2;
+
+	if (!cb_memory_read(p->dwfl, a, &link, p) || !cb_memory_read(p->dwfl, a + 8, &ra, p))
+		return false;
+	if (ra <= 4096 || !in_code(p, ra))
+		return false;
+	if (link == 0)
+		return true;
+	if (link <= a || link - a > FP_MAX_STEP || (link & 7))
+		return false;
+	if (!cb_memory_read(p->dwfl, link, &link2, p) || !cb_memory_read(p->dwfl, link + 8, &ra2, p))
+		return false;
+	return link2 == 0 || ra2 == 0 ||
+	       (link2 > link && link2 - link <= FP_MAX_STEP && in_code(p, ra2));
+}
+
+/* Whether the unwind ended where a thread's stack ends: at the function a
+ * thread or the process starts in (their CFI marks the return address
+ * undefined), so there is no frame pointer to look for. */
+static bool at_outermost(struct unw_proc *p, const struct bpfstack_thread *t)
+{
+	static const char *const entries[] = {"__clone3", "clone3", "__clone", "clone", "_start",
+					      "__libc_start_main", "__libc_start_main_impl",
+					      "start_thread"};
+	Dwarf_Addr pc = t->frames[t->nframes - 1] - (t->nframes > 1);
+	size_t slot = (size_t)(pc ^ (pc >> 7)) % 16;
+	Dwfl_Module *mod;
+	const char *name;
+	bool outer = false;
+
+	if (p->end_pc[slot] == pc && pc)
+		return p->end_outermost[slot];
+	/* A symbol table lookup is a linear search in libdw: once per address. */
+	mod = dwfl_addrmodule(p->dwfl, pc);
+	name = mod ? dwfl_module_addrname(mod, pc) : NULL;
+	for (size_t i = 0; name && i < sizeof(entries) / sizeof(entries[0]); i++)
+		if (strcmp(name, entries[i]) == 0)
+			outer = true;
+	p->end_pc[slot] = pc;
+	p->end_outermost[slot] = outer;
+	return outer;
+}
+
+int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
+		      const unsigned char *ustack, struct bpfstack_thread *t, bool *inferred)
+{
+	struct unw_proc *p;
+	struct stk_rec g;
+	struct bpfstack_thread *again = NULL;
+	bool end;
+	Dwarf_Word sp, sp2;
+	int err = 0, tries = 0;
+
+	*inferred = false;
+	p = proc_get(u, pid, h, &err);
+	if (!p)
+		return err;
+	p->cur = h;
+	p->ustack = ustack;
+	unwind_walk(p, h, t, &end, &sp);
+	if (t->nframes == 0 || at_outermost(p, t))
+		sp = 0;
+	/* CFI may stop at a frame whose caller it finds through the frame
+	 * pointer, which the kernel did not give: no frame below that one
+	 * saved it, so it still holds that frame's value.  Find the frame's
+	 * link on the stack and unwind again from the start with it; a
+	 * candidate counts only when the unwind then goes past where the
+	 * first one stopped, through the same frames. */
+	for (Dwarf_Word a = (sp + 7) & ~(Dwarf_Word)7;
+	     sp && t->nframes < BPFSTACK_MAX_FRAMES && a < sp + FP_SCAN_BYTES && tries < FP_TRIES;
+	     a += 8) {
+		if (!looks_like_link(p, a))
+			continue;
+		tries++;
+		if (!again && !(again = malloc(sizeof(*again))))
+			break;
+		g = *h;
+		g.regs[STK_REG_BP] = a;
+		p->cur = &g;
+		unwind_walk(p, &g, again, &end, &sp2);
+		bool code = again->nframes > t->nframes;
+		for (size_t k = t->nframes; code && k < again->nframes; k++)
+			code = in_code(p, again->frames[k] - 1);
+		if (code &&
+		    memcmp(again->frames, t->frames, t->nframes * sizeof(t->frames[0])) == 0) {
+			memcpy(t->frames, again->frames, again->nframes * sizeof(t->frames[0]));
+			t->nframes = again->nframes;
+			*inferred = true;
+			break;
+		}
+	}
+	free(again);
+	p->cur = NULL;
+	p->ustack = NULL;
+	return 0;
 }

@@ -48,4 +48,11 @@ struct proc *cmd_proc(struct cmd_ctx *x);
  * (stacks.c). */
 int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump);
 
+/* Whether the request's "pid" is a running process the daemon has never
+ * registered (it does not use libscope, or its agent is elsewhere); sets
+ * *pid.  Such a process is dumped by stacks_start_plain(): its threads
+ * only, from BPF or from /proc, answered before it returns. */
+bool stacks_plain_target(struct cmd_ctx *x, pid_t *pid);
+int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump);
+
 #endif

@@ -4,6 +4,9 @@
 
 static int cmd_dump(struct cmd_ctx *x)
 {
+	pid_t pid;
+	if (stacks_plain_target(x, &pid))
+		return stacks_start_plain(x, pid, true);
 	struct proc *p = cmd_proc(x);
 	if (!p)
 		return CMD_DONE;

@@ -2,6 +2,8 @@
  * and the process a request names, checked against the client's rights. */
 #include "cmd.h"
 
+#include "anyproc.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -88,12 +90,17 @@ struct proc *cmd_proc(struct cmd_ctx *x)
 	if (!p) {
 		char path[32];
 		snprintf(path, sizeof path, "/proc/%d", (int)n);
-		if (access(path, F_OK) == 0)
+		if (access(path, F_OK) == 0 && anyproc_links_libscope(n))
 			reply_error(
 			    x->c, x->id, "not_instrumented",
 			    "process %d is not instrumented (no libscope agent connected); is "
 			    "SCOPED_SOCKET the same for both?",
 			    (int)n);
+		else if (access(path, F_OK) == 0)
+			reply_error(x->c, x->id, "not_instrumented",
+				    "process %d does not use libscope: it has no scopes or tasks (its "
+				    "threads: stacks, dump)",
+				    (int)n);
 		else
 			reply_error(x->c, x->id, "no_such_process",
 				    "no process %d is running or remembered by scoped", (int)n);

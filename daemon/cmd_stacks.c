@@ -3,6 +3,9 @@
 
 static int cmd_stacks(struct cmd_ctx *x)
 {
+	pid_t pid;
+	if (stacks_plain_target(x, &pid))
+		return stacks_start_plain(x, pid, false);
 	struct proc *p = cmd_proc(x);
 	return p ? stacks_start(x, p, false) : CMD_DONE;
 }

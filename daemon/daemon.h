@@ -105,6 +105,8 @@ struct stack_thread {
 	uint32_t tid;
 	char comm[16]; /* the kernel's name (BPF source), for threads the model lacks */
 	int error; /* negative errno from the source, or 0 */
+	const char *error_why;       /* static: why in words, or NULL (strerror) */
+	const char *approximate_why; /* static, or NULL */
 	const char *state;      /* JDK state, static */
 	const char *blocked_in; /* static or NULL */
 	bool approximate;
@@ -124,6 +126,7 @@ struct stack_req {
 	bool captured; /* a capture ran (not a post-mortem reply) */
 	uint64_t events_at_capture; /* the model's event count when it began */
 	int max_frames;
+	bool share_stacks; /* alike threads name the first with the same stack */
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */
 	int64_t started_ns, deadline_ns;

@@ -11,7 +11,7 @@
 enum opt_kind { OPT_FLAG, OPT_LONG, OPT_STR, OPT_CHOICE };
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
-static const char *const stack_modes[] = {"auto", "bpf", "signal", NULL};
+static const char *const stack_modes[] = {"auto", "bpf", "signal", "proc", NULL};
 
 struct opt_def {
 	const char *name;
@@ -51,8 +51,10 @@ static const struct opt_def table[] = {
 	 "control connections served at once"},
 	{"max-entities", 0, OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
 	 "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
-	{"stacks", 0, OPT_CHOICE, OFF(stacks), "MODE", 0, 2, STACKS_AUTO, stack_modes,
-	 "stack source: auto (BPF when it loads, else signal), bpf (required) or signal"},
+	{"stacks", 0, OPT_CHOICE, OFF(stacks), "MODE", 0, 3, STACKS_AUTO, stack_modes,
+	 "stack source for instrumented processes: auto (BPF when it loads, else signal), bpf "
+	 "(required), signal, or proc (registers from /proc, no signal; other processes use "
+	 "BPF when it loads, else proc)"},
 	{"log-file", 0, OPT_STR, OFF(log_file), "PATH", 0, 0, 0, NULL,
 	 "append log lines, each with its UTC time, to PATH (instead of stderr or syslog)"},
 	{"idle-exit", 0, OPT_LONG, OFF(idle_exit_s), "SECONDS", 0, 604800, 0, NULL,

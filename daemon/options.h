@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-enum stacks_mode { STACKS_AUTO = 0, STACKS_BPF = 1, STACKS_SIGNAL = 2 };
+enum stacks_mode { STACKS_AUTO = 0, STACKS_BPF = 1, STACKS_SIGNAL = 2, STACKS_PROC = 3 };
 
 struct options {
 	int help, version, foreground, syslog;

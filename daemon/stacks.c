@@ -3,6 +3,8 @@
 #include "stacks.h"
 
 #include "../bpf/bpfstack.h"
+#include "../bpf/procstack.h"
+#include "anyproc.h"
 #include "cmd.h"
 #include "jfield.h"
 #include "log.h"
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void reqs_proc_ended(struct daemon *d, struct proc *p);
 static void reqs_client_gone(struct daemon *d, struct client *c);
@@ -29,12 +32,25 @@ static const struct watcher reqs_watch = {
 	.agent_msg = reqs_agent_msg,
 };
 
-#define MAX_THREADS PROTO_MAX_TIDS
+/* Threads one request holds: what the BPF and /proc sources return at most
+ * (a request names at most PROTO_MAX_TIDS, a capture may hold more). */
+#define MAX_THREADS 32768
 #define DEFAULT_FRAMES 64
 
+/* Uninstrumented processes whose symbols the symbolizer keeps for the next
+ * dump; the least recently dumped is forgotten. */
+#define PLAIN_KEEP 16
+
 struct stacks {
-	const struct stack_source *src;
+	const struct stack_source *src; /* for instrumented processes */
 	struct bpfstack *bpf;
+	struct procstack *ps; /* opened at first use */
+	struct {
+		pid_t pid;
+		unsigned long long starttime;
+		uint64_t used;
+	} plain[PLAIN_KEEP];
+	uint64_t plain_clock;
 };
 
 static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
@@ -88,14 +104,9 @@ static struct stack_thread *add_thread(struct stack_req *r)
 	return t;
 }
 
-static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
+/* Takes a synchronous source's threads into r (those r wants). */
+static void take_threads(struct stack_req *r, const struct bpfstack_thread *th, size_t n)
 {
-	struct bpfstack_thread *th = NULL;
-	size_t n = 0;
-	int64_t t0 = loop_now_ns();
-	int rc = bpfstack_capture(d->stacks->bpf, r->proc->pid, &th, &n, err, errlen);
-	if (rc < 0)
-		return rc;
 	for (size_t i = 0; i < n; i++) {
 		if (!wanted(r, th[i].tid))
 			continue;
@@ -111,15 +122,46 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)
 				*c = '?';
 		t->error = th[i].error;
+		t->error_why = th[i].error ? th[i].error_why : NULL;
 		t->state = th[i].jstate;
 		t->blocked_in = th[i].blocked_in;
 		t->approximate = th[i].approximate;
+		t->approximate_why = th[i].approximate ? th[i].approximate_why : NULL;
 		t->frames = nf ? malloc(nf * sizeof *t->frames) : NULL;
 		if (t->frames) {
 			memcpy(t->frames, th[i].frames, nf * sizeof *t->frames);
 			t->nframes = (uint16_t)nf;
 		}
 	}
+}
+
+static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
+{
+	struct bpfstack_thread *th = NULL;
+	size_t n = 0;
+	int64_t t0 = loop_now_ns();
+	int rc = bpfstack_capture(d->stacks->bpf, r->proc->pid, &th, &n, err, errlen);
+	if (rc < 0)
+		return rc;
+	take_threads(r, th, n);
+	free(th);
+	r->capture_ns = loop_now_ns() - t0;
+	return 1;
+}
+
+static int proc_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
+{
+	struct bpfstack_thread *th = NULL;
+	size_t n = 0;
+	int64_t t0 = loop_now_ns();
+	if (!d->stacks->ps && !(d->stacks->ps = procstack_open())) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	int rc = procstack_capture(d->stacks->ps, r->proc->pid, &th, &n, err, errlen);
+	if (rc < 0)
+		return rc;
+	take_threads(r, th, n);
 	free(th);
 	r->capture_ns = loop_now_ns() - t0;
 	return 1;
@@ -127,6 +169,7 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 
 static const struct stack_source signal_source = {"signal", signal_capture};
 static const struct stack_source bpf_source = {"bpf", bpf_capture};
+static const struct stack_source proc_source = {"proc", proc_capture};
 
 int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 {
@@ -134,8 +177,13 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 	if (!s)
 		return -ENOMEM;
 	s->src = &signal_source;
-	if (mode == STACKS_SIGNAL) {
-		snprintf(why, whylen, "stacks from the agent (signal mode), as --stacks=signal asks");
+	if (mode == STACKS_SIGNAL || mode == STACKS_PROC) {
+		if (mode == STACKS_PROC)
+			s->src = &proc_source;
+		snprintf(why, whylen, "%s",
+			 mode == STACKS_PROC ? "stacks from /proc registers and process_vm_readv "
+					       "(no signal, no stop), as --stacks=proc asks"
+					     : "stacks from the agent (signal mode), as --stacks=signal asks");
 	} else {
 		char err[256] = "";
 		int rc = bpfstack_open(&s->bpf, err, sizeof err);
@@ -161,6 +209,7 @@ void stacks_close(struct stacks *s)
 		return;
 	if (s->bpf)
 		bpfstack_close(s->bpf);
+	procstack_close(s->ps);
 	free(s);
 }
 
@@ -366,9 +415,51 @@ static void missed_json(struct jbuf *b, const struct stack_req *r)
 	free(got);
 }
 
+/* Threads already written, by stack: the first thread with each stack. */
+struct shared {
+	size_t cap;
+	struct {
+		uint64_t hash;
+		const struct stack_thread *t;
+	} * slot;
+};
+
+static uint64_t stack_hash(const struct stack_thread *t)
+{
+	uint64_t h = 1469598103934665603ull ^ t->nframes;
+	for (uint16_t i = 0; i < t->nframes; i++)
+		h = (h ^ t->frames[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* The first thread of the reply with t's stack, or NULL (t is then
+ * remembered as the first with it). */
+static const struct stack_thread *shared_find(struct shared *s, const struct stack_thread *t)
+{
+	if (!s->slot || !t->nframes)
+		return NULL;
+	uint64_t h = stack_hash(t);
+	for (size_t i = h % s->cap;; i = (i + 1) % s->cap) {
+		if (!s->slot[i].t) {
+			s->slot[i].hash = h;
+			s->slot[i].t = t;
+			return NULL;
+		}
+		const struct stack_thread *o = s->slot[i].t;
+		if (s->slot[i].hash == h && o->nframes == t->nframes &&
+		    !memcmp(o->frames, t->frames, t->nframes * sizeof *t->frames))
+			return o;
+	}
+}
+
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
+	struct shared sh = {0};
+	if (r->share_stacks && r->nthreads) {
+		sh.cap = 2 * r->nthreads + 1;
+		sh.slot = calloc(sh.cap, sizeof *sh.slot); /* NULL: every stack in full */
+	}
 	jb_key(b, "source");
 	jb_str(b, r->source);
 	jb_key(b, "stacks");
@@ -381,7 +472,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_key(b, "name");
 		jb_str(b, thread_name(p, t));
 		jb_key(b, "error");
-		jb_str(b, t->error ? strerror(-t->error) : NULL);
+		jb_str(b, t->error ? (t->error_why ? t->error_why : strerror(-t->error)) : NULL);
 		bool gone = false;
 		const char *state = t->state ? t->state : proc_thread_state(p->pid, t->tid, &gone);
 		jb_key(b, "state");
@@ -394,9 +485,20 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, t->blocked_in);
 		jb_key(b, "approximate");
 		jb_bool(b, t->approximate);
-		frames_json(d->sym, b, p, t->frames, t->nframes);
+		if (t->approximate_why)
+			jf_str(b, "approximate_why", t->approximate_why);
+		const struct stack_thread *same = shared_find(&sh, t);
+		if (same) {
+			jf_u64(b, "same_stack_as", same->tid);
+			jb_key(b, "frames");
+			jb_arr(b);
+			jb_arr_end(b);
+		} else {
+			frames_json(d->sym, b, p, t->frames, t->nframes);
+		}
 		jb_obj_end(b);
 	}
+	free(sh.slot);
 	if (r->captured)
 		missed_json(b, r);
 	jb_arr_end(b);
@@ -496,6 +598,7 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 		}
 		r->max_frames = (int)json_integer_value(mf);
 	}
+	r->share_stacks = json_is_true(json_object_get(x->req, "share_stacks"));
 	json_t *tids = json_object_get(x->req, "tids");
 	if (!tids)
 		return true;
@@ -550,7 +653,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		req_free(r);
 		return CMD_DONE;
 	}
-	if (p->state != PROC_LIVE && !(src == &bpf_source && p->state == PROC_DETACHED)) {
+	if (p->state != PROC_LIVE && !(src != &signal_source && p->state == PROC_DETACHED)) {
 		if (dump)
 			write_reply(d, x->c, r); /* post-mortem: the last tree, no stacks */
 		req_free(r);
@@ -710,4 +813,134 @@ static void reqs_client_gone(struct daemon *d, struct client *c)
 	for (struct stack_req *r = d->reqs; r; r = r->next)
 		if (r->client == c)
 			r->client = NULL;
+}
+
+/* Remembers that the symbolizer holds pid's modules; forgets the least
+ * recently dumped process past PLAIN_KEEP, and any that is gone. */
+static void plain_keep(struct daemon *d, pid_t pid, unsigned long long starttime)
+{
+	struct stacks *s = d->stacks;
+	size_t lru = 0;
+	for (size_t i = 0; i < PLAIN_KEEP; i++) {
+		if (s->plain[i].pid && proc_starttime(s->plain[i].pid) != s->plain[i].starttime) {
+			if (d->sym)
+				sym_forget(d->sym, s->plain[i].pid, s->plain[i].starttime);
+			s->plain[i].pid = 0;
+			s->plain[i].used = 0;
+		}
+		if (s->plain[i].pid == pid && s->plain[i].starttime == starttime) {
+			s->plain[i].used = ++s->plain_clock;
+			return;
+		}
+		if (s->plain[i].used < s->plain[lru].used)
+			lru = i;
+	}
+	if (s->plain[lru].pid && d->sym)
+		sym_forget(d->sym, s->plain[lru].pid, s->plain[lru].starttime);
+	s->plain[lru].pid = pid;
+	s->plain[lru].starttime = starttime;
+	s->plain[lru].used = ++s->plain_clock;
+}
+
+/* Whether the source can read a process whose uids are uids: BPF reads
+ * any; /proc and process_vm_readv only what ptrace's rules let scoped
+ * read (its own uid's, or any as root). */
+static bool source_may_read(const struct stack_source *src, const uid_t uids[4])
+{
+	if (src == &bpf_source || geteuid() == 0)
+		return true;
+	for (int i = 0; i < 4; i++)
+		if (uids[i] != geteuid())
+			return false;
+	return true;
+}
+
+bool stacks_plain_target(struct cmd_ctx *x, pid_t *pid)
+{
+	json_t *j = json_object_get(x->req, "pid");
+	if (!json_is_integer(j) || json_integer_value(j) <= 0 || json_integer_value(j) > 0x7fffffff)
+		return false;
+	*pid = (pid_t)json_integer_value(j);
+	if (proc_find(x->d, *pid))
+		return false;
+	char path[32];
+	snprintf(path, sizeof path, "/proc/%d", (int)*pid);
+	return access(path, F_OK) == 0;
+}
+
+int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
+{
+	struct daemon *d = x->d;
+	struct anyproc a;
+	char why[512] = "";
+	int rc = anyproc_read(pid, &a);
+	if (rc < 0) {
+		reply_error(x->c, x->id, "no_such_process", "process %d does not exist", (int)pid);
+		return CMD_DONE;
+	}
+	if (!anyproc_may_inspect(&a, x->c->uid, why, sizeof why)) {
+		reply_error(x->c, x->id, "permission_denied", "%s", why);
+		return CMD_DONE;
+	}
+	const struct stack_source *src =
+	    d->stacks && d->stacks->bpf ? &bpf_source : &proc_source;
+	if (!source_may_read(src, a.uids)) {
+		reply_error(x->c, x->id, "no_privileges",
+			    "scoped runs as uid %u without BPF, so it may read the stacks of its "
+			    "own uid's processes only, and process %d is uid %u; run scoped as root "
+			    "(or with CAP_BPF and CAP_PERFMON) to dump it",
+			    (unsigned)geteuid(), (int)pid, (unsigned)a.uids[1]);
+		return CMD_DONE;
+	}
+	struct proc *p = calloc(1, sizeof *p);
+	struct stack_req *r = calloc(1, sizeof *r);
+	if (!p || !r) {
+		free(p);
+		free(r);
+		reply_error(x->c, x->id, "internal", "out of memory");
+		return CMD_DONE;
+	}
+	struct model_limits lim = daemon_model_limits(d);
+	model_init(&p->model, &lim);
+	p->pid = pid;
+	p->uid = a.uids[1];
+	p->state = PROC_LIVE;
+	p->starttime = a.starttime;
+	r->proc = p;
+	r->client = x->c;
+	r->req_id = x->id ? json_incref(x->id) : NULL;
+	r->dump = dump;
+	r->id = ++d->next_req;
+	r->source = src->name;
+	r->captured = true;
+	if (parse_filter(x, r)) {
+		char err[256] = "";
+		rc = src->capture(d, r, err, sizeof err);
+		struct anyproc now;
+		if (rc < 0)
+			reply_error(x->c, x->id,
+				    rc == -EPERM ? "no_privileges"
+				    : rc == -ESRCH ? "exited"
+						   : "internal",
+				    "stack capture of process %d failed: %s", (int)pid, err);
+		else if (anyproc_read(pid, &now) < 0 || now.starttime != a.starttime)
+			reply_error(x->c, x->id, "exited", "process %d exited during the capture",
+				    (int)pid);
+		else {
+			struct jbuf *b = reply_begin(x->c, r->req_id);
+			if (dump) {
+				jb_key(b, "process");
+				anyproc_summary_json(b, &now);
+				jb_key(b, "model");
+				model_render(&p->model, &p->clk, realtime_ns(), b);
+			}
+			stacks_json(d, b, r);
+			reply_end(x->c);
+			plain_keep(d, pid, a.starttime);
+		}
+	}
+	req_free(r);
+	model_free(&p->model);
+	free(p);
+	return CMD_DONE;
 }

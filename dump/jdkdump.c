@@ -457,6 +457,16 @@ static json_int_t crash_tid(const struct builder *b)
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
+/* The stack entry whose frames st's are: itself, or with "same_stack_as"
+ * (the reply lists a stack once for alike threads) the one it names. */
+static const jv *shared_stack(const struct builder *b, const jv *st)
+{
+	const jv *same = jv_get(st, "same_stack_as");
+	long k = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
+	const jv *o = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
+	return o && !jv_is_integer(jv_get(o, "same_stack_as")) ? o : st;
+}
+
 static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
@@ -527,7 +537,7 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (jv_is_true(jv_get(st, "exited")))
 		jj_set(th, "exitedDuringCapture", json_true());
 	json_t *inlined = NULL;
-	jj_set(th, "stack", jj_stack(st, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
+	jj_set(th, "stack", jj_stack(shared_stack(b, st), JDKDUMP_MAX_FRAMES, b->frames, &inlined));
 	/* Beside the JDK's strings: which frames are inlined into the next. */
 	if (json_array_size(inlined))
 		jj_set(th, "inlinedFrames", inlined);
@@ -556,8 +566,11 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
-	if (jv_is_true(jv_get(st, "approximate")))
+	if (jv_is_true(jv_get(st, "approximate"))) {
 		jj_set(th, "approximate", json_true());
+		if (jj_str(st, "approximate_why"))
+			jj_set(th, "approximateWhy", jj_str_or_null(st, "approximate_why"));
+	}
 	if (!st)
 		jj_set(th, "stackError",
 		       json_string(gone ? "the thread has exited" : "no stack captured"));
@@ -730,7 +743,8 @@ static json_t *assemble(struct builder *b)
 	/* A version where readers expect one; the runtime's name beside it. */
 	jj_set(td, "runtimeVersion", json_string(version_ok(rv) ? rv : "0"));
 	jj_set(td, "threadContainers", arr);
-	jj_set(td, "runtimeName", json_string("libscope"));
+	bool plain = jv_is_false(jv_get(b->process, "instrumented"));
+	jj_set(td, "runtimeName", plain ? json_null() : json_string("libscope"));
 	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
 	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
 	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
@@ -740,6 +754,8 @@ static json_t *assemble(struct builder *b)
 	jj_set(td, "eventsLost",
 	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
 	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
+	if (plain)
+		jj_set(td, "instrumented", json_false());
 	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
 	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
 	if (b->last && jv_is_number(taken))

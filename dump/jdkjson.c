@@ -23,7 +23,7 @@ const char *const jj_cancel_reasons[] = {"joiner", "timeout",   "explicit", "par
 const char *const jj_task_states[] = {"forked",    "running",     "success", "failed",
 				      "cancelled", "unavailable", NULL};
 const char *const jj_roles[] = {"main", "worker", "agent", "other", NULL};
-const char *const jj_sources[] = {"bpf", "signal", NULL};
+const char *const jj_sources[] = {"bpf", "signal", "proc", NULL};
 const char *const jj_proc_states[] = {"live", "exited", NULL};
 static const char *const jj_queues[] = {"unbounded", "bounded", "direct", NULL};
 static const char *const jj_policies[] = {"abort",          "caller_runs", "discard",

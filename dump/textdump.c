@@ -26,9 +26,12 @@ static void header(FILE *out, const json_t *td)
 	if (jt_str(td, "processName"))
 		fprintf(out, " (%s)", jt_str(td, "processName"));
 	fprintf(out, " at %s\n", str_or(td, "time", "?"));
-	fprintf(out, "%s %s, stacks from %s", str_or(td, "runtimeName", "libscope"),
-		str_or(td, "runtimeVersion", "?"),
-		str_or(td, "stackSource", "nowhere"));
+	if (json_is_false(json_object_get(td, "instrumented")))
+		fprintf(out, "not instrumented (no libscope: threads only), stacks from %s",
+			str_or(td, "stackSource", "nowhere"));
+	else
+		fprintf(out, "%s %s, stacks from %s", str_or(td, "runtimeName", "libscope"),
+			str_or(td, "runtimeVersion", "?"), str_or(td, "stackSource", "nowhere"));
 	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, ", process exited (post-mortem)");
 	if (json_is_false(json_object_get(td, "complete")))
@@ -181,7 +184,8 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (jt_str(t, "stackError"))
 			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jt_str(t, "stackError"));
 		if (json_is_true(json_object_get(t, "approximate")))
-			fprintf(out, "%*s  - stack as of the thread's last kernel entry\n", ind, "");
+			fprintf(out, "%*s  - stack approximate: %s\n", ind, "",
+				str_or(t, "approximateWhy", "as of the thread's last kernel entry"));
 	}
 	print_stack(out, t, ind);
 	const json_t *last = jt_array(t, "lastStack");

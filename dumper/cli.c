@@ -312,23 +312,44 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 	return CLI_OK;
 }
 
+/* Whether pid maps libscope: then a daemon that does not know it means its
+ * agent talks to another socket. */
+static bool links_libscope(pid_t pid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	bool found = false;
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, "/libscope.so") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /* Says specifically why the daemon has nothing for pid, from what /proc
- * tells us: gone, another user's, or not instrumented. */
-static void explain_absent(struct cli *cli, pid_t pid, const char *code)
+ * tells us: gone, another user's, not instrumented, or instrumented but
+ * connected elsewhere.  msg: the daemon's own reason, or NULL. */
+static void explain_absent(struct cli *cli, pid_t pid, const char *code, const char *msg)
 {
 	char path[64];
 	struct stat st;
 	snprintf(path, sizeof path, "/proc/%d", (int)pid);
 	if (stat(path, &st) < 0) {
 		cli_errorf(cli, "process %d does not exist", (int)pid);
+	} else if (strcmp(code, "permission_denied") == 0 && msg) {
+		cli_errorf(cli, "permission denied: %s", msg);
 	} else if (strcmp(code, "permission_denied") == 0 ||
 		   (geteuid() != 0 && st.st_uid != geteuid())) {
 		cli_errorf(cli, "permission denied: process %d belongs to uid %u and you are uid %u; "
 				"run scopecmd as that user or as root", (int)pid, (unsigned)st.st_uid,
 			   (unsigned)geteuid());
-	} else {
+	} else if (links_libscope(pid)) {
 		cli_errorf(cli, "process %d is not instrumented (no libscope agent connected to %s); "
 				"is SCOPED_SOCKET the same for both?", (int)pid, cli->agent_path);
+	} else {
+		cli_errorf(cli, "process %d does not use libscope, so it has no scopes or tasks; "
+				"Thread.print and Thread.dump_to_file show its threads", (int)pid);
 	}
 }
 
@@ -362,7 +383,10 @@ static void report(struct cli *cli, const char *code, const char *msg, const cha
 {
 	if (pid && (!strcmp(code, "no_such_process") || !strcmp(code, "not_instrumented") ||
 		    !strcmp(code, "permission_denied")))
-		explain_absent(cli, pid, code);
+		explain_absent(cli, pid, code, msg);
+	else if (pid && !strcmp(code, "no_privileges"))
+		cli_errorf(cli, "cannot read the stacks of process %d: %s", (int)pid,
+			   msg ? msg : "the daemon lacks the privileges");
 	else if (pid && !strcmp(code, "timeout"))
 		cli_errorf(cli, "process %d did not answer the stack request in time (%s); is it "
 				"stopped (SIGSTOP, a debugger) or overloaded?", (int)pid,
@@ -376,6 +400,8 @@ json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
 {
 	json_t *req = pid ? json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid)
 			  : json_pack("{s:s}", "cmd", cmd);
+	if (req && cli->list_all && !strcmp(cmd, "list"))
+		json_object_set_new(req, "all", json_true());
 	json_t *r = request(cli, req);
 	if (r && !json_is_true(json_object_get(r, "ok"))) {
 		report(cli, error_code(r),
@@ -392,6 +418,9 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 	char err[512];
 	struct jv_doc *doc = NULL;
 	json_t *req = json_pack("{s:s,s:i}", "cmd", cmd, "pid", (json_int_t)pid);
+	/* Alike threads' stacks once: a dump of many threads stays small. */
+	if (req && !strcmp(cmd, "dump"))
+		json_object_set_new(req, "share_stacks", json_true());
 	int rc = req ? ctl_request_doc(cli->ctl, req, &doc, cli->timeout_ms, err, sizeof err)
 		     : -ENOMEM;
 	json_decref(req);

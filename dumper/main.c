@@ -63,6 +63,13 @@ static int set_list(struct cli *cli, struct opts *o, const char *val)
 	return 0;
 }
 
+static int set_all(struct cli *cli, struct opts *o, const char *val)
+{
+	(void)o, (void)val;
+	cli->list_all = true;
+	return 0;
+}
+
 static int set_json(struct cli *cli, struct opts *o, const char *val)
 {
 	(void)cli, (void)val;
@@ -87,6 +94,10 @@ static int set_version(struct cli *cli, struct opts *o, const char *val)
 static const struct opt options[] = {
 	{"list", 'l', NULL, "list instrumented processes as '<pid> <name>' (also: no arguments)",
 	 set_list},
+	{"all", 'a', NULL,
+	 "with -l, also every other process you may inspect, marked '(no libscope)'; a name "
+	 "target then matches those too (Thread.print and Thread.dump_to_file work on any pid)",
+	 set_all},
 	{"socket", 0, "PATH",
 	 "the daemon's agent socket (control.sock sits beside it); default $SCOPED_SOCKET, else "
 	 "$XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock",
@@ -227,9 +238,10 @@ static int list_processes(struct cli *cli, bool json)
 		if (!json_is_integer(pid))
 			continue;
 		char name[1024];
-		fprintf(cli->out, "%lld %s%s\n", (long long)json_integer_value(pid),
+		fprintf(cli->out, "%lld %s%s%s\n", (long long)json_integer_value(pid),
 			jt_str(p, "name") ? tt_safe(jt_str(p, "name"), name, sizeof name) : "?",
-			jt_str_is(p, "state", "exited") ? " (exited)" : "");
+			jt_str_is(p, "state", "exited") ? " (exited)" : "",
+			json_is_false(json_object_get(p, "instrumented")) ? " (no libscope)" : "");
 	}
 	json_decref(r);
 	return CLI_OK;

@@ -49,6 +49,13 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/lib/libscope.s
 	$(E) LD $@
 	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD)/lib -lscope -Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
 
+# tests/helpers/plain_<x>.c: programs that never link libscope (dumped as
+# any process is); the shorter stem makes this rule win over the one above.
+$(BUILD)/tests/helpers/plain_%: $(BUILD)/obj/tests/helpers/plain_%.o
+	@mkdir -p $(@D)
+	$(E) LD $@
+	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $< -lpthread
+
 # bench/<x>.c -> $(BUILD)/bench/<x>
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_LINK)

@@ -54,6 +54,9 @@ struct app {
 	/* the process being watched (pid 0: none, picker) */
 	int64_t pid;
 	bool subscribed, exited, daemon_gone;
+	/* No libscope agent for pid: no tree, the thread view is built from
+	 * the stacks replies alone. */
+	bool plain;
 	struct tm_model model;
 	struct tr_tree tree;
 	uint64_t built_gen; /* model gen the rows were built from */

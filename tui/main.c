@@ -229,6 +229,25 @@ static int ask(struct ctl *ctl, json_t *req, json_t **reply)
 	return 0;
 }
 
+/* As ask(), silent; -2 when scoped says the process is not instrumented. */
+static int ask_quiet(struct ctl *ctl, json_t *req, json_t **reply)
+{
+	char err[256];
+	*reply = NULL;
+	int rc = ctl_request(ctl, req, reply, ONCE_TIMEOUT_MS, err, sizeof err);
+	json_decref(req);
+	if (rc)
+		return -1;
+	if (json_is_true(json_object_get(*reply, "ok")))
+		return 0;
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(*reply, "error"), "code"));
+	rc = code && !strcmp(code, "not_instrumented") ? -2 : -1;
+	json_decref(*reply);
+	*reply = NULL;
+	return rc;
+}
+
 /* The live process whose name or executable contains c->name, as scopecmd
  * matches targets; more than one is an error that lists them.  Returns 0
  * with c->pid set, or -1 after saying why. */
@@ -429,8 +448,16 @@ int main(int argc, char **argv)
 	if (c.pid) {
 		/* Fail early, before the screen is taken, if the pid is not watchable. */
 		json_t *reply;
-		if (ask(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
+		/* A process without libscope has no tree; its threads are
+		 * watchable when its stacks are readable. */
+		if (ask_quiet(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
+			      &reply) == -2 &&
+		    ask(a.ctl, json_pack("{s:s, s:I, s:[I], s:i}", "cmd", "stacks", "pid",
+					 (json_int_t)c.pid, "tids", (json_int_t)c.pid, "max_frames", 1),
 			&reply))
+			return 1;
+		if (!reply && ask(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid",
+						   (json_int_t)c.pid), &reply))
 			return 1;
 		json_decref(reply);
 		a.pid = c.pid;

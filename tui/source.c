@@ -92,6 +92,7 @@ int src_subscribe(struct app *a, int64_t pid)
 	if (rc)
 		return rc;
 	a->subscribed = false;
+	a->plain = false;
 	return send_req(a, RQ_SUBSCRIBE,
 			json_pack("{s:s, s:I, s:i}", "cmd", "subscribe", "pid", (json_int_t)pid,
 				  "interval_ms", a->o.interval_ms));
@@ -108,6 +109,8 @@ void src_request_stacks(struct app *a, int64_t tid)
 {
 	if (pending_of(a, RQ_STACKS) >= 0 || !a->pid || a->exited)
 		return;
+	if (a->plain)
+		tid = 0; /* every thread: they are the whole model */
 	json_t *req = json_pack("{s:s, s:I, s:i}", "cmd", "stacks", "pid", (json_int_t)a->pid,
 				"max_frames", TM_MAX_FRAMES);
 	if (tid > 0)
@@ -200,6 +203,46 @@ static void write_dump(struct app *a, json_t *reply)
 	}
 }
 
+static bool error_is(json_t *reply, const char *code)
+{
+	const char *c =
+	    json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
+	return c && !strcmp(c, code);
+}
+
+/* A process without libscope: its threads, as the stacks reply lists them,
+ * become the model (no scopes, tasks or pools), each with its stack. */
+static void plain_load(struct app *a, json_t *stacks)
+{
+	char err[256];
+	json_t *threads = json_array();
+	const char *pname = NULL;
+	size_t i;
+	json_t *st;
+	json_array_foreach(stacks, i, st)
+	{
+		json_t *tid = json_object_get(st, "tid");
+		if (!json_is_integer(tid))
+			continue;
+		if (json_integer_value(tid) == a->pid)
+			pname = json_string_value(json_object_get(st, "name"));
+		json_array_append_new(threads,
+				      json_pack("{s:O, s:O?, s:s, s:s}", "tid", tid, "name",
+						json_object_get(st, "name"), "role",
+						json_integer_value(tid) == a->pid ? "main" : "other",
+						"state", "running"));
+	}
+	json_t *model = json_pack("{s:o, s:[], s:[], s:[]}", "threads", threads, "pools", "scopes",
+				  "tasks");
+	json_t *proc = json_pack("{s:I, s:s?, s:s, s:b}", "pid", (json_int_t)a->pid, "name", pname,
+				 "state", "live", "instrumented", 0);
+	if (model && proc &&
+	    tm_model_load(&a->model, model, proc, a->now_local, err, sizeof err) == 0)
+		tm_model_set_stacks(&a->model, stacks, a->now_local);
+	json_decref(model);
+	json_decref(proc);
+}
+
 static void on_reply(struct app *a, int kind, json_t *msg)
 {
 	bool ok = json_is_true(json_object_get(msg, "ok"));
@@ -211,9 +254,16 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 		}
 		break;
 	case RQ_STACKS:
-		if (ok)
+		if (ok && a->plain)
+			plain_load(a, json_object_get(msg, "stacks"));
+		else if (ok)
 			tm_model_set_stacks(&a->model, json_object_get(msg, "stacks"),
 					    a->now_local);
+		else if (a->plain) {
+			snprintf(a->conn_err, sizeof a->conn_err, "process %lld: %s; Esc for the "
+				 "process list", (long long)a->pid, error_text(msg));
+			a->exited = true;
+		}
 		break;
 	case RQ_ADVISE:
 		if (ok) {
@@ -230,7 +280,15 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 			app_status(a, "dump failed: %s", error_text(msg));
 		break;
 	case RQ_SUBSCRIBE:
-		if (!ok) {
+		if (!ok && error_is(msg, "not_instrumented")) {
+			/* A running process with no agent here: its threads. */
+			a->plain = true;
+			a->subscribed = true;
+			a->view = V_THREADS;
+			a->stack_next = 0;
+			app_status(a, "process %lld has no libscope agent here: its threads only",
+				   (long long)a->pid);
+		} else if (!ok) {
 			/* Kept on the status line (not a passing message): the view
 			 * stays empty and should say why until the user moves on. */
 			const char *why = error_text(msg);

@@ -1,0 +1,31 @@
+/* procstack.h - stacks of any process the daemon may read, without BPF and
+ * without stopping it: the kernel's register view of each thread blocked in
+ * the kernel (/proc/PID/task/TID/syscall), one batched process_vm_readv of
+ * the stack windows, unwound with libdw.  Threads running on a CPU get one
+ * user-mode perf sample where perf allows it, else are reported as not
+ * captured, with the reason.
+ *
+ * Same thread records as bpfstack.h, so the daemon treats both alike. */
+#ifndef PROCSTACK_H
+#define PROCSTACK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "bpfstack.h"
+
+struct procstack;
+
+/* New capture state (NULL on out of memory); procstack_close() frees it. */
+struct procstack *procstack_open(void);
+void procstack_close(struct procstack *ps);
+
+/* Captures every thread of pid.  *threads is a new array of *n entries,
+ * sorted by tid (free() it).  Returns 0, or a negative errno with the reason
+ * in err: -ESRCH no such process, -EPERM the daemon may not read its memory
+ * (another user's process, and no CAP_SYS_PTRACE).  A thread without a stack
+ * has error set and error_why saying why. */
+int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads,
+		      size_t *n, char *err, size_t errlen);
+
+#endif /* PROCSTACK_H */

@@ -1,0 +1,225 @@
+/* test_procstack.c - tests of the /proc stack tier: the classifier from a
+ * system call alone, and real captures of threads of this test parked in
+ * known functions (names, states, frames that libdw names as the parking
+ * function, the same frames from the second capture's memo), a thread
+ * created between captures, and a pid that does not exist. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../bpf/bpfs_int.h"
+#include "../../bpf/procstack.h"
+
+static void test_classify_syscall(void **state)
+{
+	(void)state;
+	struct stk_rec r;
+	struct bpfstack_thread t;
+	static const struct {
+		int64_t nr;
+		uint64_t a1, a2, a3;
+		char sched;
+		const char *blocked, *jstate;
+	} cases[] = {
+		{230, 0, 0, 0, 'S', "sleep", "TIMED_WAITING"},
+		{0, 3, 0, 1, 'S', "read", "WAITING"},
+		{202, 0x1000, 0x80, 2, 'S', "mutex", "BLOCKED"},  /* FUTEX_WAIT on a contended lock */
+		{202, 0x1000, 0x189, 0, 'S', "futex", "WAITING"}, /* a condition wait, no timeout */
+		{7, 0, 1, 100, 'S', "poll", "TIMED_WAITING"},
+		{7, 0, 1, (uint64_t)-1, 'S', "poll", "WAITING"},
+		{-1, 0, 0, 0, 'S', NULL, "RUNNABLE"}, /* in the kernel, not by a call */
+		{0, 0, 0, 0, 'R', NULL, "RUNNABLE"},
+		{0, 0, 0, 0, 'Z', NULL, "TERMINATED"},
+		{9999, 0, 0, 0, 'S', NULL, "WAITING"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		memset(&r, 0, sizeof r);
+		memset(&t, 0, sizeof t);
+		r.syscall_nr = cases[i].nr;
+		r.args[0] = cases[i].a1;
+		r.args[1] = cases[i].a2;
+		r.args[2] = cases[i].a3;
+		t.sched_state = cases[i].sched;
+		bpfs_classify_syscall(&r, &t);
+		if (cases[i].blocked)
+			assert_non_null(t.blocked_in), assert_string_equal(t.blocked_in, cases[i].blocked);
+		else
+			assert_null(t.blocked_in);
+		assert_string_equal(t.jstate, cases[i].jstate);
+	}
+}
+
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int parked, quit;
+static atomic_long sleeper_tid, locker_tid;
+
+__attribute__((noinline)) void procstack_test_sleep(void)
+{
+	atomic_store(&sleeper_tid, (long)syscall(SYS_gettid));
+	atomic_fetch_add(&parked, 1);
+	while (!atomic_load(&quit)) {
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		__asm__ volatile("" ::: "memory");
+	}
+}
+
+__attribute__((noinline)) void procstack_test_lock(void)
+{
+	atomic_store(&locker_tid, (long)syscall(SYS_gettid));
+	atomic_fetch_add(&parked, 1);
+	pthread_mutex_lock(&held);
+	__asm__ volatile("" ::: "memory");
+	pthread_mutex_unlock(&held);
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ps-sleeper");
+	procstack_test_sleep();
+	return NULL;
+}
+
+static void *locker(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ps-locker");
+	procstack_test_lock();
+	return NULL;
+}
+
+/* Whether one of t's frames is in the function called name. */
+static bool has_function(Dwfl *dwfl, const struct bpfstack_thread *t, const char *name)
+{
+	for (size_t i = 0; i < t->nframes; i++) {
+		Dwarf_Addr pc = t->frames[i] - (i > 0);
+		Dwfl_Module *m = dwfl_addrmodule(dwfl, pc);
+		const char *fn = m ? dwfl_module_addrname(m, pc) : NULL;
+		if (fn && strcmp(fn, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static const struct bpfstack_thread *find_tid(const struct bpfstack_thread *t, size_t n, long tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((long)t[i].tid == tid)
+			return &t[i];
+	return NULL;
+}
+
+/* Captures until the parked threads are seen in their waits (a thread can
+ * be between two sleeps, or not yet at the lock). */
+static struct bpfstack_thread *capture_parked(struct procstack *ps, size_t *n)
+{
+	char err[256];
+	for (int tries = 0; tries < 100; tries++) {
+		struct bpfstack_thread *t = NULL;
+		assert_int_equal(procstack_capture(ps, getpid(), &t, n, err, sizeof err), 0);
+		const struct bpfstack_thread *s = find_tid(t, *n, atomic_load(&sleeper_tid));
+		const struct bpfstack_thread *l = find_tid(t, *n, atomic_load(&locker_tid));
+		if (s && l && s->blocked_in && !strcmp(s->blocked_in, "sleep") && l->blocked_in &&
+		    !strcmp(l->blocked_in, "mutex") && !s->approximate && !l->approximate)
+			return t;
+		free(t);
+		usleep(5000);
+	}
+	fail_msg("the parked threads were never seen in their waits");
+	return NULL;
+}
+
+static void test_capture_self(void **state)
+{
+	(void)state;
+	pthread_t a, b;
+	pthread_mutex_lock(&held);
+	assert_int_equal(pthread_create(&a, NULL, sleeper, NULL), 0);
+	assert_int_equal(pthread_create(&b, NULL, locker, NULL), 0);
+	while (atomic_load(&parked) < 2)
+		usleep(1000);
+
+	static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+					  .find_debuginfo = dwfl_standard_find_debuginfo};
+	Dwfl *dwfl = dwfl_begin(&cb);
+	assert_non_null(dwfl);
+	dwfl_report_begin(dwfl);
+	assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
+	dwfl_report_end(dwfl, NULL, NULL);
+
+	struct procstack *ps = procstack_open();
+	assert_non_null(ps);
+	size_t n1, n2;
+	struct bpfstack_thread *t1 = capture_parked(ps, &n1);
+	const struct bpfstack_thread *s = find_tid(t1, n1, atomic_load(&sleeper_tid));
+	const struct bpfstack_thread *l = find_tid(t1, n1, atomic_load(&locker_tid));
+	assert_string_equal(s->comm, "ps-sleeper");
+	assert_string_equal(s->jstate, "TIMED_WAITING");
+	assert_true(has_function(dwfl, s, "procstack_test_sleep"));
+	assert_string_equal(l->comm, "ps-locker");
+	assert_string_equal(l->jstate, "BLOCKED");
+	assert_true(has_function(dwfl, l, "procstack_test_lock"));
+	/* The capturing thread itself runs: sorted by tid, every thread once. */
+	for (size_t i = 1; i < n1; i++)
+		assert_true(t1[i - 1].tid < t1[i].tid);
+
+	/* Again: the locker did not move, so its frames come back the same
+	 * (from the memo or a fresh unwind alike). */
+	struct bpfstack_thread *t2 = capture_parked(ps, &n2);
+	const struct bpfstack_thread *l2 = find_tid(t2, n2, atomic_load(&locker_tid));
+	assert_int_equal(l2->nframes, l->nframes);
+	assert_memory_equal(l2->frames, l->frames, l->nframes * sizeof l->frames[0]);
+
+	atomic_store(&quit, 1);
+	pthread_mutex_unlock(&held);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	free(t1);
+	free(t2);
+	procstack_close(ps);
+	dwfl_end(dwfl);
+}
+
+static void test_no_such_process(void **state)
+{
+	(void)state;
+	char err[256];
+	struct bpfstack_thread *t = (void *)1;
+	size_t n = 1;
+	struct procstack *ps = procstack_open();
+	pid_t gone = 4194303;
+	while (kill(gone, 0) == 0 || errno != ESRCH)
+		gone--;
+	assert_int_equal(procstack_capture(ps, gone, &t, &n, err, sizeof err), -ESRCH);
+	assert_null(t);
+	assert_int_equal(n, 0);
+	assert_non_null(strstr(err, "no process"));
+	assert_int_equal(procstack_capture(ps, -1, &t, &n, err, sizeof err), -EINVAL);
+	procstack_close(ps);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_classify_syscall),
+		cmocka_unit_test(test_capture_self),
+		cmocka_unit_test(test_no_such_process),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
