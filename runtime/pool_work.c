@@ -668,3 +668,25 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
+
+size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
+{
+	scope_task_t *mine = NULL, *task;
+	size_t n = 0;
+
+	while ((task = p->inject.head) != NULL) {
+		dequeue_locked(p, task);
+		task->qnext = mine;
+		mine = task;
+		n++;
+	}
+	for (struct worker *w = p->workers; w; w = w->next)
+		while ((task = w->deque.head) != NULL) {
+			dequeue_locked(p, task);
+			task->qnext = mine;
+			mine = task;
+			n++;
+		}
+	*out = mine;
+	return n;
+}
