@@ -433,15 +433,10 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 	pthread_mutex_unlock(&p->lock);
 	if (!task)
 		return false;
-	/* The joiner was the one to notice its deadline; while it runs the
-	 * task instead, an alarm interrupts a system call the task may block
-	 * in when that deadline comes. */
-	int64_t deadline = task->scope->eff_deadline;
-	struct sc_thread *t = deadline ? sc_self_peek() : NULL;
-	int64_t outer = t ? sc_thread_alarm(t, deadline) : 0;
+	/* No alarm for the scope's deadline while the task runs here: the
+	 * timer thread (deadline.c) cancels the scope when it passes, and the
+	 * cancel signals this thread, the task's worker now. */
 	run_hooked(p, task, false);
-	if (t)
-		(void)sc_thread_alarm(t, outer);
 	return true;
 }
 
