@@ -792,15 +792,10 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 		if (!task)
 			return false;
 	}
-	/* The joiner was the one to notice its deadline; while it runs the
-	 * task instead, an alarm interrupts a system call the task may block
-	 * in when that deadline comes. */
-	int64_t deadline = task->scope->eff_deadline;
-	struct sc_thread *t = deadline ? sc_self_peek() : NULL;
-	int64_t outer = t ? sc_thread_alarm(t, deadline) : 0;
+	/* No alarm for the scope's deadline while the task runs here: the
+	 * timer thread (deadline.c) cancels the scope when it passes, and the
+	 * cancel signals this thread, the task's worker now. */
 	run_hooked(p, task, false);
-	if (t)
-		(void)sc_thread_alarm(t, outer);
 	return true;
 }
 
@@ -1289,4 +1284,33 @@ void sc_pool_monitor_after_fork(void)
 	/* The thread stayed behind: the next worker started starts another. */
 	pthread_mutex_init(&monitor_lock, NULL);
 	monitor_pool = NULL;
+}
+
+size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
+{
+	scope_task_t *mine = NULL, *task;
+	size_t n = 0;
+
+	while ((task = p->inject.head) != NULL) {
+		dequeue_locked(p, task);
+		task->qnext = mine;
+		mine = task;
+		n++;
+	}
+	for (struct worker *w = p->workers; w; w = w->next)
+		while ((task = w->deque.head) != NULL) {
+			dequeue_locked(p, task);
+			task->qnext = mine;
+			mine = task;
+			n++;
+		}
+	/* The deques: taken as a thief would (their owners may still push,
+	 * but a push after the shutdown takes its task back). */
+	while (p->fast && (task = find_fast(p, NULL)) != NULL) {
+		task->qnext = mine;
+		mine = task;
+		n++;
+	}
+	*out = mine;
+	return n;
 }

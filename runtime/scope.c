@@ -738,10 +738,15 @@ static bool join_done(void *arg)
  * any other cancellation, -ECANCELED. */
 static int join_outcome(scope_t *s)
 {
-	int reason;
+	int reason = atomic_load(&s->cancelled);
 
-	(void)sc_check(s); /* a deadline the timer has not reached yet */
-	reason = atomic_load(&s->cancelled);
+	/* Decided, its cancel not flagged yet: the decision came first. */
+	if (!reason && atomic_load(&s->stop))
+		return sc_joiner_result(s);
+	if (!reason) {
+		(void)sc_check(s); /* a deadline the timer has not reached yet */
+		reason = atomic_load(&s->cancelled);
+	}
 	if (!reason || (reason == SC_CANCEL_JOINER && atomic_load(&s->stop)))
 		return sc_joiner_result(s);
 	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? sc_joiner_timeout(s) : -ECANCELED;
