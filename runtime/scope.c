@@ -190,10 +190,10 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 	 * among them: a sweep keeps them): close waited for each to end. */
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
-	s->ntasks = 0;
+	atomic_store_explicit(&s->ntasks, 0, memory_order_relaxed);
 	for (size_t i = 0; i < s->nanon; i++)
 		task_free(t, s->anon[i]);
-	s->nanon = 0;
+	atomic_store_explicit(&s->nanon, 0, memory_order_relaxed);
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
