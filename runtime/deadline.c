@@ -149,17 +149,7 @@ static int timer_start(void)
 	pthread_t th;
 	int rc;
 
-	/* No asynchronous signal for it (a process-directed one goes to a
-	 * thread of the program), but the agent's stack request, which asks
-	 * every thread of the process, and the faults, which must not be
-	 * blocked where they happen. */
-	sigfillset(&all);
-	sigdelset(&all, SC_SIG_STACK);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	sigdelset(&all, SIGABRT);
+	sc_helper_sigset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);

@@ -1263,8 +1263,9 @@ void sc_pool_monitor_start(scope_pool_t *p)
 
 	pthread_mutex_lock(&monitor_lock);
 	if (!monitor_pool && pthread_attr_init(&attr) == 0) {
-		/* It takes no signal meant for the program's threads. */
-		sigfillset(&all);
+		/* It takes no signal meant for the program's threads, but
+		 * answers the agent's stack request as every thread does. */
+		sc_helper_sigset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&th, &attr, monitor_main, p) == 0) {
