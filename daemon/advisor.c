@@ -105,10 +105,10 @@ void advisor_task_ended(struct model *m, const struct m_task *t)
 {
 	uint64_t id = task_pool_hinted(m, t);
 	struct adv_pool *p = id ? named_slot(m, id) : NULL;
-	if (!p || !t->started)
+	if (!p || t->started <= 0)
 		return; /* never ran: no wait or run to speak of */
 	p->cur.ended++;
-	if (t->forked && t->started >= t->forked) {
+	if (t->forked > 0 && t->started >= t->forked) {
 		adv_hist_add(&p->cur.qwait, t->started - t->forked);
 		p->spark_wsum_us += (uint64_t)(t->started - t->forked) / 1000;
 		p->spark_wn++;
@@ -119,7 +119,7 @@ void advisor_task_ended(struct model *m, const struct m_task *t)
 	/* Busy time counts where CPU time is sampled: on the pool's own
 	 * workers (a joiner that ran the task inline is not one). */
 	if (thread_pool_hinted(m, t->worker) == id)
-		p->busy_ended += t->ended - t->started;
+		p->busy_ended = adv_sat_add(p->busy_ended, t->ended - t->started);
 }
 
 /* The thread record of tid, near where it was found last time (hint). */
@@ -203,24 +203,24 @@ static void spark(struct adv_pool *p, uint64_t queued, int64_t now)
 static void attribute(struct adv_pool *p, const struct interval *iv, int64_t dt)
 {
 	struct adv_win *w = &p->cur;
-	int64_t busy_total = p->busy_ended + iv->busy_running;
+	int64_t busy_total = adv_sat_add(p->busy_ended, iv->busy_running);
 	int64_t busy = p->have_busy ? busy_total - p->busy_at : 0;
 	p->busy_at = busy_total;
 	p->have_busy = true;
 	if (!iv->sampled)
 		return;
-	w->worker_ns += (int64_t)iv->workers * dt;
-	w->worker_cpu_ns += iv->cpu;
+	w->worker_ns = adv_sat_add(w->worker_ns, (int64_t)iv->workers * dt);
+	w->worker_cpu_ns = adv_sat_add(w->worker_cpu_ns, iv->cpu);
 	if (busy <= 0)
 		return;
 	/* The workers' CPU time outside tasks (spinning, parking) cannot be
 	 * told apart here: CPU time counts as the tasks' up to their busy time. */
 	int64_t cpu = iv->cpu < busy ? iv->cpu : busy;
 	int64_t rq = iv->runq < busy - cpu ? iv->runq : busy - cpu;
-	w->busy_ns += busy;
-	w->cpu_ns += cpu;
-	w->runq_ns += rq;
-	w->wait_ns += busy - cpu - rq;
+	w->busy_ns = adv_sat_add(w->busy_ns, busy);
+	w->cpu_ns = adv_sat_add(w->cpu_ns, cpu);
+	w->runq_ns = adv_sat_add(w->runq_ns, rq);
+	w->wait_ns = adv_sat_add(w->wait_ns, busy - cpu - rq);
 	w->intervals++;
 	adv_wc_add(w, cpu > 0 ? (double)(busy - cpu - rq) / (double)cpu : 1e9);
 }
@@ -271,9 +271,9 @@ void advisor_tick(struct model *m, pid_t pid, int64_t now)
 		v->workers++;
 		if (t->task) {
 			const struct m_task *task = idmap_get(&m->ents[ENT_TASK], t->task);
-			if (task && task->started && !(task->flags & EF_ENDED) &&
+			if (task && task->started > 0 && !(task->flags & EF_ENDED) &&
 			    task->started < now && task_pool(m, task) == t->pool)
-				v->busy_running += now - task->started;
+				v->busy_running = adv_sat_add(v->busy_running, now - task->started);
 		}
 		struct adv_thread *r = thread_rec(a, (uint32_t)t->id, &hint);
 		int64_t cpu, rq;

@@ -176,6 +176,15 @@ void adv_estimate(const struct adv_input *in, struct adv_result *r);
 /* The verdict's name in JSON ("grow"...). */
 const char *adv_verdict_name(enum adv_verdict v);
 
+/* a + b for sums of times a peer's timestamps feed (b >= 0 assumed, a
+ * negative b counts as 0): stops at INT64_MAX instead of overflowing. */
+static inline int64_t adv_sat_add(int64_t a, int64_t b)
+{
+	if (b <= 0)
+		return a;
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* Histograms. */
 void adv_hist_add(struct adv_hist *h, int64_t ns);
 /* The q-quantile (0..1) in ns of the merged a and b (b may be NULL); 0 when empty. */

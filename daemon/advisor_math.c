@@ -58,7 +58,7 @@ void adv_hist_add(struct adv_hist *h, int64_t ns)
 	}
 	h->b[i]++;
 	h->n++;
-	h->sum_ns += ns > 0 ? ns : 0;
+	h->sum_ns = adv_sat_add(h->sum_ns, ns);
 }
 
 int64_t adv_hist_quantile(const struct adv_hist *a, const struct adv_hist *b, double q)
@@ -133,12 +133,12 @@ static void merge(const struct adv_input *in, struct adv_win *s)
 		s->forked += w->forked;
 		s->ended += w->ended;
 		s->rejected += w->rejected;
-		s->busy_ns += w->busy_ns;
-		s->cpu_ns += w->cpu_ns;
-		s->runq_ns += w->runq_ns;
-		s->wait_ns += w->wait_ns;
-		s->worker_ns += w->worker_ns;
-		s->worker_cpu_ns += w->worker_cpu_ns;
+		s->busy_ns = adv_sat_add(s->busy_ns, w->busy_ns);
+		s->cpu_ns = adv_sat_add(s->cpu_ns, w->cpu_ns);
+		s->runq_ns = adv_sat_add(s->runq_ns, w->runq_ns);
+		s->wait_ns = adv_sat_add(s->wait_ns, w->wait_ns);
+		s->worker_ns = adv_sat_add(s->worker_ns, w->worker_ns);
+		s->worker_cpu_ns = adv_sat_add(s->worker_cpu_ns, w->worker_cpu_ns);
 		s->intervals += w->intervals;
 		s->samples += w->samples;
 		s->queued_sum += w->queued_sum;

@@ -83,8 +83,13 @@ def main():
     print("# W/C %.3g, cpu %.3g ms, runnable %.3g ms, wait %.3g ms per task; N %.3g; %s: %s" % (
         m["wait_compute_ratio"], m["cpu_ms"], m["runnable_ms"], m["wait_ms"], m["n_formula"],
         m["verdict"], m["reason"]))
-    # Sleeping 4 ms per 1 ms computed: W/C 4; generous bounds on a shared host.
-    check(2.8 <= m["wait_compute_ratio"] <= 5.5, "W/C of the sleep/compute mix is near 4 (%.3g)" % m["wait_compute_ratio"])
+    # Sleeping 4 ms per 1 ms computed: W/C 4; generous bounds on a shared
+    # host.  A sanitizer's build spends much of the time between tasks in
+    # the runtime, runnable, which the advisor counts as the tasks' (a known
+    # limit, docs/advisor.md): there W/C must still show that waiting
+    # dominates.
+    lo = 1.5 if "san" in BUILD else 2.8
+    check(lo <= m["wait_compute_ratio"] <= 5.5, "W/C of the sleep/compute mix is near 4 (%.3g)" % m["wait_compute_ratio"])
     check(0.7 <= m["cpu_ms"] <= 1.8, "a task computes about 1 ms (%.3g)" % m["cpu_ms"])
     check(abs(m["run_ms"] - (m["cpu_ms"] + m["runnable_ms"] + m["wait_ms"])) < 0.01 * m["run_ms"] + 0.01,
           "run time = CPU + runnable + waiting")
