@@ -168,6 +168,10 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	/* Asked before the listed tasks go: either may be one of them. */
+	scope_task_t *failure = s->failure && !s->failure->keep ? s->failure : NULL;
+	scope_task_t *winner = s->winner && !s->winner->keep ? s->winner : NULL;
+
 	if (s->cancel_efd) {
 		close(s->cancel_efd - 1);
 		s->cancel_efd = 0;
@@ -181,10 +185,10 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 		n = x->qnext;
 		task_free(t, x);
 	}
-	if (s->failure && !s->failure->keep)
-		task_free(t, s->failure);
-	if (s->winner && !s->winner->keep)
-		task_free(t, s->winner);
+	if (failure)
+		task_free(t, failure);
+	if (winner)
+		task_free(t, winner);
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
