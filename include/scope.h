@@ -197,8 +197,10 @@ SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t
 	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
 
 /* Waits as the joiner says.  An all-successful or await-all joiner runs its
- * scope's still-queued subtasks itself rather than wait: its join then
- * returns when that subtask returns, so a subtask that never reaches a
+ * scope's still-queued subtasks itself rather than wait, and then the
+ * queued work its running subtasks forked (on a pool with an unbounded
+ * queue), which it waits for anyway: its join then returns when the task
+ * it runs returns, so a subtask that never reaches a
  * cancellation point delays such a join past a failure, deadline or
  * cancel.  Any-successful, until and custom joiners never do: their join
  * returns as soon as they decide, whatever the subtasks do.

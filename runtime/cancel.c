@@ -144,8 +144,8 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 		if (w && w != me)
 			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}
-	for (scope_task_t *x = s->live; x; x = x->lnext) {
-		struct sc_thread *w = atomic_load(&x->worker);
+	for (size_t i = 0; i < s->nanon; i++) {
+		struct sc_thread *w = atomic_load(&s->anon[i]->worker);
 		if (w && w != me)
 			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}

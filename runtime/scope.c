@@ -10,7 +10,7 @@
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
-#define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
+#define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
 #if defined(__SANITIZE_THREAD__)
 #define SC_TSAN 1
@@ -23,8 +23,22 @@
 #define SC_TSAN 0
 #endif
 
+#define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
+
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
+
+/* The next id from the calling thread's block, refilled from the shared
+ * counter every SC_ID_BLOCK ids: unique in the process, increasing per
+ * thread (a scope's tasks, forked by its owner, are in order). */
+static uint64_t id_take(_Atomic uint64_t *shared, uint64_t *next, uint64_t *end)
+{
+	if (*next == *end) {
+		*next = atomic_fetch_add_explicit(shared, SC_ID_BLOCK, memory_order_relaxed);
+		*end = *next + SC_ID_BLOCK;
+	}
+	return (*next)++;
+}
 
 scope_t *sc_context(void)
 {
@@ -136,8 +150,8 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	s = malloc(sizeof(*s));
 	if (s) {
 		sc_mutex_init(&s->lock);
-		s->tasks = NULL;
-		s->cap = 0;
+		s->tasks = s->anon = NULL;
+		s->cap = s->anon_cap = 0;
 	}
 	return s;
 }
@@ -168,37 +182,33 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
-	/* Asked before the listed tasks go: either may be one of them. */
-	scope_task_t *failure = s->failure && !s->failure->keep ? s->failure : NULL;
-	scope_task_t *winner = s->winner && !s->winner->keep ? s->winner : NULL;
-
 	if (s->cancel_efd) {
 		close(s->cancel_efd - 1);
 		s->cancel_efd = 0;
 	}
+	/* Every task, with a handle or not (the failure and the winner are
+	 * among them: a sweep keeps them): close waited for each to end. */
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
 	s->ntasks = 0;
-	/* Handle-less tasks: ended ones, and the failure and winner the scope
-	 * still named (the live list is empty: close waited for every one). */
-	for (scope_task_t *x = s->released, *n; x; x = n) {
-		n = x->qnext;
-		task_free(t, x);
-	}
-	if (failure)
-		task_free(t, failure);
-	if (winner)
-		task_free(t, winner);
+	for (size_t i = 0; i < s->nanon; i++)
+		task_free(t, s->anon[i]);
+	s->nanon = 0;
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
 	}
 	if (t->nfree < SC_FREE_SCOPES) {
 		/* Kept with its task array, unless a fan-out grew it large. */
-		if (s->cap > 64) {
+		if (s->cap > 1024) {
 			free(s->tasks);
 			s->tasks = NULL;
 			s->cap = 0;
+		}
+		if (s->anon_cap > 1024) {
+			free(s->anon);
+			s->anon = NULL;
+			s->anon_cap = 0;
 		}
 		s->free_next = t->free_scopes;
 		t->free_scopes = s;
@@ -206,6 +216,7 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 		return;
 	}
 	free(s->tasks);
+	free(s->anon);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -233,14 +244,16 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	const char *name = cfg->name ? cfg->name : "scope";
 	size_t n = strnlen(name, SC_NAME_MAX - 1);
 	pthread_mutex_t lock = s->lock;
-	scope_task_t **tasks = s->tasks;
-	size_t cap = s->cap;
+	scope_task_t **tasks = s->tasks, **anon = s->anon;
+	size_t cap = s->cap, anon_cap = s->anon_cap;
 
 	memset(s, 0, sizeof(*s));
 	s->lock = lock;
-	s->tasks = tasks; /* a recycled scope's array, reused */
+	s->tasks = tasks; /* a recycled scope's arrays, reused */
 	s->cap = cap;
-	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
+	s->anon = anon;
+	s->anon_cap = anon_cap;
+	s->id = id_take(&next_scope_id, &t->ids_scope, &t->ids_scope_end);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
@@ -400,33 +413,17 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 	return 0;
 }
 
-/* Under s->lock: a handle-less task that ended leaves the live list and
- * goes back for the owner to reuse, unless the scope still names it (its
- * first failure, its winner; freed at close).  So a scope that lives for
- * days, forking without handles, holds only what is live. */
-static void task_release_locked(scope_t *s, scope_task_t *task)
+/* Under s->lock: a kept task (forked with a handle) that ended takes its
+ * place in the completion order (scope_next). */
+static void task_done_locked(scope_t *s, scope_task_t *task)
 {
-	if (task->keep) {
-		/* Kept: its place in the completion order (scope_next). */
-		task->dnext = NULL;
-		if (s->done_tail)
-			s->done_tail->dnext = task;
-		else
-			s->done_head = task;
-		s->done_tail = task;
-		atomic_fetch_add_explicit(&s->ndone, 1, memory_order_release);
-		return;
-	}
-	if (task->lprev)
-		task->lprev->lnext = task->lnext;
+	task->dnext = NULL;
+	if (s->done_tail)
+		s->done_tail->dnext = task;
 	else
-		s->live = task->lnext;
-	if (task->lnext)
-		task->lnext->lprev = task->lprev;
-	if (task == s->failure || task == s->winner)
-		return;
-	task->qnext = s->released;
-	s->released = task;
+		s->done_head = task;
+	s->done_tail = task;
+	atomic_fetch_add_explicit(&s->ndone, 1, memory_order_release);
 }
 
 void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
@@ -434,47 +431,86 @@ void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_tas
 {
 	for (size_t i = 0; i < s->ntasks; i++)
 		fn(ctx, s, s->tasks[i]);
-	for (scope_task_t *x = s->live; x; x = x->lnext)
-		fn(ctx, s, x);
+	for (size_t i = 0; i < s->nanon; i++)
+		fn(ctx, s, s->anon[i]);
+}
+
+/* Appends to a task array (v, *n, *cap) as its owner: without the lock
+ * unless it must grow.  A handle-less array (sweep) is first swept of the
+ * tasks whose end is done with them, except the scope's failure and
+ * winner: they go back to t's recycled handles, and the array grows only
+ * when more than half of it is live, so its size follows what is live. */
+static int array_append(struct sc_thread *t, scope_t *s, scope_task_t ***v, _Atomic size_t *n,
+			size_t *cap, scope_task_t *task, bool sweep)
+{
+	size_t k = atomic_load_explicit(n, memory_order_relaxed);
+
+	if (k == *cap) {
+		/* Swept and moved under the lock: cancellers and snapshots
+		 * read the arrays there. */
+		pthread_mutex_lock(&s->lock);
+		if (sweep) {
+			size_t live = 0;
+			for (size_t i = 0; i < k; i++) {
+				scope_task_t *x = (*v)[i];
+				if (atomic_load_explicit(&x->ended, memory_order_acquire) &&
+				    x != s->failure && x != s->winner)
+					task_free(t, x);
+				else
+					(*v)[live++] = x;
+			}
+			k = live;
+			atomic_store_explicit(n, k, memory_order_release);
+		}
+		if (k > *cap / 2 || !*cap) {
+			size_t grown = *cap ? *cap * 2 : 8;
+			scope_task_t **g = realloc(*v, grown * sizeof(*g));
+			if (!g) {
+				pthread_mutex_unlock(&s->lock);
+				return -ENOMEM;
+			}
+			*v = g;
+			*cap = grown;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	(*v)[k] = task;
+	atomic_fetch_add(&s->pending, 1);
+	atomic_store_explicit(n, k + 1, memory_order_release);
+	return 0;
 }
 
 static int tasks_append(struct sc_thread *t, scope_t *s, scope_task_t *task)
 {
-	int rc = 0;
+	if (task->keep)
+		return array_append(t, s, &s->tasks, &s->ntasks, &s->cap, task, false);
+	return array_append(t, s, &s->anon, &s->nanon, &s->anon_cap, task, true);
+}
 
-	pthread_mutex_lock(&s->lock);
-	/* Ended handle-less tasks become the owner's to reuse. */
-	for (scope_task_t *x = s->released, *n; x; x = n) {
-		n = x->qnext;
-		x->qnext = t->free_tasks;
-		t->free_tasks = x;
-		t->ntfree++;
+/* The end of a task, after which its end does not touch it: a kept one is
+ * in the completion order; a handle-less one is the owner's to reuse.
+ * Caller holds s->lock for a kept one. */
+static void task_ended(scope_t *s, scope_task_t *task)
+{
+	if (task->keep)
+		task_done_locked(s, task);
+	else
+		atomic_store_explicit(&task->ended, true, memory_order_release);
+}
+
+/* A task the owner ended itself in scope_fork (never queued): no waiter to
+ * tell, no other thread inside the scope for it. */
+static void end_on_owner(scope_t *s, scope_task_t *task)
+{
+	if (task->keep) {
+		pthread_mutex_lock(&s->lock);
+		task_done_locked(s, task);
+		s->pending--;
+		pthread_mutex_unlock(&s->lock);
+		return;
 	}
-	s->released = NULL;
-	if (!task->keep) {
-		task->lprev = NULL;
-		task->lnext = s->live;
-		if (s->live)
-			s->live->lprev = task;
-		s->live = task;
-		s->pending++;
-		goto out;
-	}
-	if (s->ntasks == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		scope_task_t **v = realloc(s->tasks, cap * sizeof(*v));
-		if (!v) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		s->tasks = v;
-		s->cap = cap;
-	}
-	s->tasks[s->ntasks++] = task;
-	s->pending++;
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	task_ended(s, task);
+	atomic_fetch_sub(&s->pending, 1);
 }
 
 /* Ends a task that never reached a worker without the joiner seeing it:
@@ -486,10 +522,7 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	task->error = err;
 	atomic_store_explicit(&task->state, state, memory_order_release);
 	emit_task(SC_EV_TASK_END, task, state, err);
-	pthread_mutex_lock(&s->lock);
-	s->pending--;
-	task_release_locked(s, task);
-	pthread_mutex_unlock(&s->lock);
+	end_on_owner(s, task);
 }
 
 int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
@@ -510,7 +543,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task = task_alloc(t);
 	if (!task)
 		return -ENOMEM;
-	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
+	task->id = id_take(&next_task_id, &t->ids_task, &t->ids_task_end);
 	task->scope = s;
 	task->fn = fn;
 	task->arg = arg;
@@ -528,12 +561,9 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		*out = task;
 	if (sc_check(s)) {
 		/* Level-triggered: a cancelled scope starts nothing more. */
-		atomic_store(&task->state, SC_TASK_UNAVAILABLE);
+		atomic_store_explicit(&task->state, SC_TASK_UNAVAILABLE, memory_order_release);
 		emit_task(SC_EV_TASK_FORK, task, SC_TASK_UNAVAILABLE, 0);
-		pthread_mutex_lock(&s->lock);
-		s->pending--;
-		task_release_locked(s, task);
-		pthread_mutex_unlock(&s->lock);
+		end_on_owner(s, task);
 		return 0;
 	}
 	if (s->joiner == SCOPE_JOIN_CUSTOM && s->ops->on_fork) {
@@ -552,7 +582,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		}
 	}
 	task->pool = s->pool;
-	atomic_store(&task->state, SC_TASK_FORKED);
+	atomic_store_explicit(&task->state, SC_TASK_FORKED, memory_order_release);
 	emit_task(SC_EV_TASK_FORK, task, SC_TASK_FORKED, 0);
 	rc = sc_pool_submit(s->pool, task);
 	if (rc < 0)
@@ -575,15 +605,46 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	    atomic_exchange(&sc_inherited, NULL) == s)
 		emit_scope(SC_EV_SCOPE_CLOSE, s, 0);
 	sc_joiner_complete(s, task, state);
-	pthread_mutex_lock(&s->lock);
-	atomic_store(&task->worker, NULL);
-	task_release_locked(s, task); /* the task is not touched after the unlock */
+	atomic_store_explicit(&task->worker, NULL, memory_order_release);
+	if (task->keep) {
+		/* Kept: into the completion order, under the lock, and the
+		 * owner told at each end while it waits in scope_next. */
+		if (s->owner != sc_self_peek())
+			atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
+		pthread_mutex_lock(&s->lock);
+		task_done_locked(s, task);
+		waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+		pthread_mutex_unlock(&s->lock);
+		if (waiter && waiter != sc_self_peek())
+			sc_wake(waiter);
+		return;
+	}
+	task_ended(s, task); /* not touched from here: the owner may reuse it */
 	/* Joiners wait for the last task (or a stop, which cancels and so
-	 * wakes them): waking them for every task would only cost switches. */
+	 * wakes them): waking them for every task would only cost switches.
+	 * Any but the last end is a decrement and nothing else (the scope is
+	 * alive while this task counts); the last takes the lock, so the
+	 * owner, who frees the scope once it sees none left, waits for it. */
+	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
+	while (n > 1 && !atomic_compare_exchange_weak_explicit(&s->pending, &n, n - 1,
+							       memory_order_acq_rel,
+							       memory_order_relaxed))
+		;
+	if (n > 1)
+		return;
+	/* Run by its owner's thread (a helping joiner, caller-runs): the
+	 * scope cannot go while this runs, and the owner looks again. */
+	if (s->owner == sc_self_peek()) {
+		atomic_fetch_sub(&s->pending, 1);
+		return;
+	}
+	atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
+	pthread_mutex_lock(&s->lock);
 	waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
-	/* After the unlock the scope may be gone; the thread record is not. */
-	if (waiter)
+	/* After the unlock the scope may be gone; the thread record is not.
+	 * A joiner that ran the task itself looks again without being told. */
+	if (waiter && waiter != sc_self_peek())
 		sc_wake(waiter);
 }
 
@@ -601,7 +662,7 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	 * reads the flag, so either it sees the cancel or the canceller sees
 	 * it (and at worst wakes a thread that already let the task go). */
 	atomic_store(&task->worker, t);
-	atomic_store(&task->state, SC_TASK_RUNNING);
+	atomic_store_explicit(&task->state, SC_TASK_RUNNING, memory_order_release);
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled || sc_check(s)) {
 		if (pool)
@@ -702,13 +763,10 @@ int scope_join(scope_t *s)
 		sc_emit_violation(s->id, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
-	int64_t began = scope_now();
-	pthread_mutex_lock(&s->lock);
 	s->joined = true;
-	s->joining = true;
-	s->join_ts = began;
-	s->waiter = t;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->join_ts, sc_event_time(), memory_order_relaxed);
+	atomic_store(&s->waiter, t);
+	atomic_store_explicit(&s->joining, true, memory_order_release);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
 		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
@@ -729,10 +787,8 @@ int scope_join(scope_t *s)
 		(void)sc_wait(&w);
 		rc = join_outcome(s);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->joining = false;
-	s->waiter = NULL;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->joining, false, memory_order_relaxed);
+	atomic_store_explicit(&s->waiter, NULL, memory_order_relaxed);
 	emit_scope(SC_EV_JOIN_END, s, rc);
 	return rc;
 }
@@ -799,9 +855,13 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		(void)sc_wait(&w);
 	}
 	sc_deadline_remove(s);
-	pthread_mutex_lock(&s->lock);
-	s->closing = true;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->closing, true, memory_order_release);
+	/* An end that saw the count reach 0 on another thread may still be
+	 * inside the lock: it is out once the lock is had. */
+	if (atomic_load_explicit(&s->remote_end, memory_order_relaxed)) {
+		pthread_mutex_lock(&s->lock);
+		pthread_mutex_unlock(&s->lock);
+	}
 	scope_unlink(s);
 	t->frame.top = s->outer;
 	emit_scope(SC_EV_SCOPE_CLOSE, s, result);
