@@ -1292,22 +1292,14 @@ size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
 	scope_task_t *mine = NULL, *task;
 	size_t n = 0;
 
-	while ((task = p->inject.head) != NULL) {
-		dequeue_locked(p, task);
-		task->qnext = mine;
-		mine = task;
-		n++;
-	}
-	for (struct worker *w = p->workers; w; w = w->next)
-		while ((task = w->deque.head) != NULL) {
+	/* Any queued task, as the monitor takes one: the deques', then the
+	 * locked queues'. */
+	for (;;) {
+		task = p->fast ? find_fast(p, NULL) : NULL;
+		if (!task && (task = pick_locked(p, NULL)) != NULL)
 			dequeue_locked(p, task);
-			task->qnext = mine;
-			mine = task;
-			n++;
-		}
-	/* The deques: taken as a thief would (their owners may still push,
-	 * but a push after the shutdown takes its task back). */
-	while (p->fast && (task = find_fast(p, NULL)) != NULL) {
+		if (!task)
+			break;
 		task->qnext = mine;
 		mine = task;
 		n++;
@@ -1315,3 +1307,4 @@ size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
 	*out = mine;
 	return n;
 }
+
