@@ -375,7 +375,8 @@ static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
 		return true;
 	if (link <= a || link - a > FP_MAX_STEP || (link & 7))
 		return false;
-	if (!cb_memory_read(p->dwfl, link, &link2, p) || !cb_memory_read(p->dwfl, link + 8, &ra2, p))
+	if (!cb_memory_read(p->dwfl, link, &link2, p) ||
+	    !cb_memory_read(p->dwfl, link + 8, &ra2, p))
 		return false;
 	return link2 == 0 || ra2 == 0 ||
 	       (link2 > link && link2 - link <= FP_MAX_STEP && in_code(p, ra2));
@@ -386,8 +387,13 @@ static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
  * undefined), so there is no frame pointer to look for. */
 static bool at_outermost(struct unw_proc *p, const struct bpfstack_thread *t)
 {
-	static const char *const entries[] = {"__clone3", "clone3", "__clone", "clone", "_start",
-					      "__libc_start_main", "__libc_start_main_impl",
+	static const char *const entries[] = {"__clone3",
+					      "clone3",
+					      "__clone",
+					      "clone",
+					      "_start",
+					      "__libc_start_main",
+					      "__libc_start_main_impl",
 					      "start_thread"};
 	Dwarf_Addr pc = t->frames[t->nframes - 1] - (t->nframes > 1);
 	size_t slot = (size_t)(pc ^ (pc >> 7)) % 16;

@@ -344,8 +344,10 @@ static void explain_absent(struct cli *cli, pid_t pid, const char *code, const c
 		cli_errorf(cli, "process %d is not instrumented (no libscope agent connected to %s); "
 				"is SCOPED_SOCKET the same for both?", (int)pid, cli->agent_path);
 	} else {
-		cli_errorf(cli, "process %d does not use libscope, so it has no scopes or tasks; "
-				"Thread.print and Thread.dump_to_file show its threads", (int)pid);
+		cli_errorf(cli,
+			   "process %d does not use libscope, so it has no scopes or tasks; "
+			   "Thread.print and Thread.dump_to_file show its threads",
+			   (int)pid);
 	}
 }
 
