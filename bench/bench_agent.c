@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_scoped.h"
 #include "agent.h"
 #include "proto.h"
 #include "scope.h"
@@ -159,58 +160,18 @@ static void sink_start(void)
 	close(lfd);
 }
 
-/* Starts the real scoped daemon (build/bin/scoped, beside this program's
- * directory) on a private socket and makes it the receiver; 0 or -1. */
+/* Starts the real scoped daemon (bench_scoped.h) and makes it the
+ * receiver; 0 or -1. */
 static int daemon_start(void)
 {
-	char exe[4096], scoped[4200];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n <= 0)
+	static struct bench_daemon d;
+
+	if (bench_daemon_start(&d, "bench_agent"))
 		return -1;
-	exe[n] = 0;
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return -1;
-	*slash = 0;
-	snprintf(scoped, sizeof scoped, "%s/../bin/scoped", exe);
-	if (getenv("BENCH_SCOPED")) /* another build of the daemon, for an A/B */
-		snprintf(scoped, sizeof scoped, "%s", getenv("BENCH_SCOPED"));
-	if (access(scoped, X_OK)) {
-		fprintf(stderr, "bench_agent: no daemon at %s (make all)\n", scoped);
-		return -1;
-	}
-	snprintf(rx_dir, sizeof rx_dir, "/tmp/scoped-bench-%d", (int)getpid());
-	snprintf(rx_path, sizeof rx_path, "%s/agent.sock", rx_dir);
-	pid_t parent = getpid();
-	rx_pid = fork();
-	if (rx_pid == 0) {
-		die_with(parent);
-		/* BENCH_SCOPED_ARGS: more options for the daemon, separated by
-		 * spaces (for experiments, e.g. "--max-retained 4096"). */
-		char *argv[24] = {"scoped",   "--foreground", "--socket",    rx_path,
-				  "--stacks", "signal",	      "--log-level", "warn"};
-		int argc = 8;
-		char *extra = getenv("BENCH_SCOPED_ARGS");
-		for (char *tok = extra ? strtok(extra, " ") : NULL; tok && argc < 23;
-		     tok = strtok(NULL, " "))
-			argv[argc++] = tok;
-		argv[argc] = NULL;
-		execv(scoped, argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", rx_path);
-		int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-		if (fd >= 0)
-			close(fd);
-		if (ok)
-			return 0;
-		usleep(10000);
-	}
-	fprintf(stderr, "bench_agent: the daemon did not listen on %s\n", rx_path);
-	return -1;
+	snprintf(rx_dir, sizeof rx_dir, "%s", d.dir);
+	snprintf(rx_path, sizeof rx_path, "%s", d.path);
+	rx_pid = d.pid;
+	return 0;
 }
 
 static void receiver_stop(void)

@@ -45,7 +45,8 @@ extern "C" {
 #define SCOPE_EBASE 20000
 enum {
 	SCOPE_EFAILED = -(SCOPE_EBASE + 1),    /* a subtask failed; see scope_failure() */
-	SCOPE_ENOFORKS = -(SCOPE_EBASE + 2),   /* any-successful join with nothing forked */
+	SCOPE_ENOFORKS = -(SCOPE_EBASE + 2),   /* any-successful join: no fork reached the
+						* joiner (none made, or every one refused) */
 	SCOPE_EREJECTED = -(SCOPE_EBASE + 3),  /* the pool refused the task (abort policy) */
 	SCOPE_EDISCARDED = -(SCOPE_EBASE + 4), /* the pool dropped the task (discard policies) */
 	SCOPE_ESTRUCTURE = -(SCOPE_EBASE + 5), /* structure violation (see scope_close) */
@@ -93,14 +94,17 @@ typedef enum scope_joiner_kind {
 } scope_joiner_kind_t;
 
 /* Predicate for SCOPE_JOIN_UNTIL: called once per completed subtask, on the
- * thread that completed it, with the scope's lock not held.  Return true to
+ * thread that completed it, with the scope's lock not held.  The task is
+ * borrowed for the call only when it was forked without a handle.  Return true to
  * stop: the scope is cancelled (reason: joiner) and join returns 0. */
 typedef bool (*scope_until_fn)(void *ctx, scope_task_t *done);
 
 /* Callbacks of a custom joiner.  All optional.  Caller sets every field;
  * the struct is borrowed and must outlive the scope. */
 struct scope_joiner_ops {
-	/* Before a fork starts; return <0 to refuse the fork with that error. */
+	/* Before a fork starts; return <0 to refuse the fork with that error.
+	 * Here and in on_complete, a task forked without a handle is borrowed
+	 * for the call only. */
 	int (*on_fork)(void *ctx, scope_task_t *task);
 	/* After a subtask completes (any thread); return true to cancel the
 	 * scope and stop waiting. */
@@ -111,8 +115,25 @@ struct scope_joiner_ops {
 	void *ctx;
 };
 
-/* Flags of scope_config.flags */
+/* Partial results on timeout (JDK 26's Joiner.onTimeout), for any joiner:
+ * when the deadline passed before the joiner decided, scope_join() returns
+ * what this returns instead of -ETIMEDOUT.  Called once, on the owner, in
+ * scope_join(), with the subtasks that completed readable (scope_task_at,
+ * scope_next, scope_failure; those still running are cancelled and
+ * UNAVAILABLE). */
+typedef int (*scope_timeout_fn)(void *ctx, scope_t *scope);
+
+/* Flags of scope_config.flags; any other bit is refused (-EINVAL).  Flags
+ * are the scope's own: a scope opened below it (by a subtask) does not
+ * inherit them. */
 #define SCOPE_F_NO_INTERRUPT 0x1u /* do not signal workers blocked outside the runtime on cancel */
+/* A shield (Trio's CancelScope(shield=True)) for cleanup code in a
+ * cancelled context: it opens even below a cancelled scope, and no
+ * ancestor's cancellation or deadline reaches it or anything below it.
+ * Only its own deadline (timeout_ns or deadline_ns, required: -EINVAL
+ * without one) and its own cancel end it, so cleanup runs for a bounded
+ * time. */
+#define SCOPE_F_SHIELD 0x2u
 
 /* Configuration of scope_open().  Zero-initialise (SCOPE_CONFIG_INIT), then
  * set what you need; every field is set by the caller and read once. */
@@ -126,8 +147,16 @@ struct scope_config {
 	int64_t deadline_ns;                /* absolute monotonic; 0: none; earliest wins */
 	scope_pool_t *pool;                 /* borrowed; NULL: the default pool */
 	unsigned flags;                     /* SCOPE_F_* */
+	scope_timeout_fn on_timeout;	    /* NULL: join returns -ETIMEDOUT */
+	void *on_timeout_ctx;		    /* passed to on_timeout */
 };
+#ifdef __cplusplus
+#define SCOPE_CONFIG_INIT                                                                          \
+	{                                                                                          \
+	} /* {0} warns in C++ (-Wmissing-field-initializers) */
+#else
 #define SCOPE_CONFIG_INIT {0}
+#endif
 
 /* ---------------------------------------------------------------------------
  * Scopes.
@@ -140,35 +169,56 @@ struct scope_config {
  * that forked it.  cfg may be NULL for all defaults.  On success *out is a
  * new scope that must be closed with scope_close() by the same thread.
  * file/line/func are borrowed forever (pass string literals; the macro does).
+ * A deadline (timeout_ns or deadline_ns) is kept by the runtime's one
+ * timer thread (started with the first such scope, shared by all): when it
+ * passes, the scope is cancelled (reason TIMEOUT) at once, whatever its
+ * owner is doing.
  * Errors: -EINVAL, -ENOMEM, -ECANCELED (enclosing scope already cancelled:
- * nothing is opened). */
+ * nothing is opened), -EAGAIN (the timer thread could not be started). */
 SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file,
 			    int line, const char *func);
 #define scope_open(out, cfg) scope_open_at((out), (cfg), __FILE__, __LINE__, __func__)
 
 /* Forks fn(arg) onto the scope's pool.  *out (if out is non-NULL) receives a
- * borrowed handle valid until scope_close().  A fork into a cancelled scope
- * starts nothing: it returns 0 and the handle stays UNAVAILABLE.
- * Errors: -EPERM (not the owner thread), SCOPE_EJOINED (fork after join),
- * SCOPE_EREJECTED (pool's abort policy; the handle is FAILED), -ENOMEM. */
+ * borrowed handle valid until scope_close().  With out NULL the runtime
+ * keeps the subtask only while it lives (and, after it ends, only if it is
+ * the scope's failure or winner): a scope that stays open for days, forking
+ * without handles, holds memory for what is live, not for every fork.  A fork into a cancelled
+ * scope starts nothing: it returns 0 and the handle stays UNAVAILABLE. Errors: -EINVAL (NULL scope
+ * or fn), -EPERM (not the owner), SCOPE_EJOINED (fork after join), -ENOMEM; and, with the handle
+ * FAILED with the same error: SCOPE_EREJECTED (the pool's abort policy), SCOPE_ESHUTDOWN (the pool
+ * is shut down), -EAGAIN (the pool needed a thread and could not start one: the thread factory or
+ * pthread_create failed), a custom joiner's on_fork error; with the handle UNAVAILABLE: -ECANCELED
+ * (BLOCK policy: the scope was cancelled, or its deadline passed, while the fork waited for room).
+ */
 SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
 			    const char *file, int line, const char *func);
 #define scope_fork(scope, fn, arg, out)                                                  \
 	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
 
 /* Waits as the joiner says.  An all-successful or await-all joiner runs its
- * scope's still-queued subtasks itself rather than wait: its join then
- * returns when that subtask returns, so a subtask that never reaches a
+ * scope's still-queued subtasks itself rather than wait, and then the
+ * queued work its running subtasks forked (on a pool with an unbounded
+ * queue), which it waits for anyway: its join then returns when the task
+ * it runs returns, so a subtask that never reaches a
  * cancellation point delays such a join past a failure, deadline or
  * cancel.  Any-successful, until and custom joiners never do: their join
  * returns as soon as they decide, whatever the subtasks do.
- * Returns 0; SCOPE_EFAILED (a subtask failed:
- * scope_failure() tells which and why); SCOPE_ENOFORKS (any-successful with
- * no forks); -ETIMEDOUT (the scope's deadline passed; the scope is
- * cancelled); -ECANCELED (an enclosing scope was cancelled, or scope_cancel
- * was called); -EPERM (not the owner: another thread, or a subtask of this
- * scope running on the owner's thread, which never waits for itself);
- * SCOPE_EJOINED (second join); or what a custom joiner's result() returns.
+ * Whatever happened first decides what it returns:
+ *  - the joiner's result when the joiner decided (all subtasks ended, a
+ *    failure, a winner, the predicate) before any cancellation: 0,
+ *    SCOPE_EFAILED (scope_failure() tells which and why), SCOPE_ENOFORKS
+ *    (any-successful: no fork reached the joiner), or what a custom
+ *    joiner's result() returns;
+ *  - -ETIMEDOUT when the effective deadline (its own or an ancestor's)
+ *    passed before the joiner decided, as Java's TimeoutException: also
+ *    when every subtask had ended in time but join came after the
+ *    deadline, and when nothing was forked;
+ *  - -ECANCELED for any other cancellation (scope_cancel, an ancestor's
+ *    cancel) before the joiner decided;
+ *  - -EPERM (not the owner: another thread, or a subtask of this scope
+ *    running on the owner's thread, which never waits for itself), -EINVAL
+ *    (NULL), SCOPE_EJOINED (second join).
  * Only the owner may join, once. */
 SCOPE_API int scope_join(scope_t *scope);
 
@@ -188,16 +238,75 @@ SCOPE_API int scope_cancel(scope_t *scope);
  * ancestor is cancelled or past its deadline, else 0. */
 SCOPE_API int scope_cancelled(void);
 
+/* Why a scope is cancelled (the values the daemon's dumps show). */
+typedef enum scope_cancel_reason {
+	SCOPE_CANCEL_NONE = 0,	    /* not cancelled */
+	SCOPE_CANCEL_JOINER = 1,    /* the joiner decided (a failure, a winner, the predicate) */
+	SCOPE_CANCEL_TIMEOUT = 2,   /* its deadline passed */
+	SCOPE_CANCEL_EXPLICIT = 3,  /* scope_cancel() */
+	SCOPE_CANCEL_PARENT = 4,    /* an ancestor was cancelled (see cause) */
+	SCOPE_CANCEL_VIOLATION = 5, /* closed for a structure violation */
+	SCOPE_CANCEL_CLOSE = 6,	    /* scope_close() with subtasks still running */
+} scope_cancel_reason_t;
+
+/* Whether scope (NULL: the calling context's innermost scope, the one a
+ * subtask was forked into) is cancelled, and why: SCOPE_CANCEL_NONE when
+ * it is not.  A deadline that has passed counts (it cancels then).  cause
+ * (optional) receives where the cancellation began: the reason itself, or
+ * for PARENT the reason of the ancestor it came from (TIMEOUT, EXPLICIT,
+ * ...).  Any thread may ask about a scope it knows is open. */
+SCOPE_API scope_cancel_reason_t scope_cancel_reason(const scope_t *scope,
+						    scope_cancel_reason_t *cause);
+
+/* Cancellation handlers (Swift's withTaskCancellationHandler, Go's
+ * context.AfterFunc), for code blocked on what the runtime does not own: a
+ * condition variable, a foreign event loop, a connection pool.  The storage
+ * is the caller's (often on its stack); its fields are the runtime's. */
+typedef struct scope_cancel_handler {
+	void *reserved_[8];
+} scope_cancel_handler_t;
+
+/* Registers fn(ctx) on the calling context's innermost scope (the one a
+ * subtask was forked into, or the last one this code opened) for the
+ * duration of an operation.  fn runs at most once: on the thread that
+ * cancels that scope or an ancestor (the timer thread for a deadline),
+ * promptly, with no runtime lock held; or at once, on this thread, when the
+ * context is already cancelled.  fn must not block for long, and must not
+ * call scope_cancel_handler_remove on its own handler.  Returns 0 (armed),
+ * 1 (already cancelled: fn has run), -EINVAL (NULL, or no scope here). */
+SCOPE_API int scope_cancel_handler_add(scope_cancel_handler_t *h, void (*fn)(void *ctx), void *ctx);
+
+/* Ends the operation: disarms h, or, when fn was started, waits until it
+ * has returned.  Call it before the context's scope closes (the handler
+ * holds no reference to it).  Returns 0 (fn never ran), 1 (fn ran),
+ * -EINVAL. */
+SCOPE_API int scope_cancel_handler_remove(scope_cancel_handler_t *h);
+
+/* An eventfd that becomes readable (POLLIN) when scope (NULL: the calling
+ * context's scope) is cancelled, for programs with a poll loop of their
+ * own.  Borrowed: made on first call, closed by scope_close.  Poll it, do
+ * not read it (a read would make it unreadable again).  Returns the fd, or
+ * -EINVAL (no scope), or eventfd's error. */
+SCOPE_API int scope_cancel_fd(scope_t *scope);
+
+/* The reason's name as dumps write it ("timeout", "parent", ...; "none"),
+ * or "unknown".  Borrowed, static. */
+SCOPE_API const char *scope_cancel_reason_name(scope_cancel_reason_t reason);
+
 /* Sleeps ns nanoseconds.  Returns 0, or -ECANCELED as soon as the context
- * is cancelled (a passing deadline cancels). */
+ * is cancelled (a passing deadline cancels), -EINVAL for ns < 0. */
 SCOPE_API int scope_sleep(int64_t ns);
 
-/* Sleeps until an absolute monotonic time; as scope_sleep. */
+/* Sleeps until an absolute monotonic time; as scope_sleep.  A time already
+ * past (0 included) returns at once (0, or -ECANCELED); a negative one is
+ * -EINVAL. */
 SCOPE_API int scope_sleep_until(int64_t deadline_ns);
 
 /* Waits until fd is ready for events (POLLIN/POLLOUT...) or until the
  * absolute deadline (0: none).  Returns the revents (>0), -ETIMEDOUT when
- * the given deadline passes, -ECANCELED when the context is cancelled. */
+ * the given deadline passes, -ECANCELED when the context is cancelled,
+ * -EBADF when fd is not open, -EINVAL (fd < 0, deadline < 0), -ENOMEM, or
+ * poll's error. */
 SCOPE_API int scope_wait_fd(int fd, short events, int64_t deadline_ns);
 
 /* The effective deadline of the calling context: the earliest of every
@@ -209,9 +318,20 @@ SCOPE_API int64_t scope_deadline(void);
 SCOPE_API const char *scope_name(const scope_t *scope);
 SCOPE_API uint64_t scope_id(const scope_t *scope);
 
-/* The subtasks in fork order: count, and the i-th (borrowed, until close). */
+/* The subtasks forked with a handle (out non-NULL), in fork order: count,
+ * and the i-th (borrowed, until close).  Handle-less forks are never
+ * listed: their memory is reused once they end. */
 SCOPE_API size_t scope_task_count(const scope_t *scope);
 SCOPE_API scope_task_t *scope_task_at(const scope_t *scope, size_t i);
+
+/* Completion order (Swift's group.next()): the next subtask forked with a
+ * handle that has ended, in the order they ended; waits for one when none
+ * is ready, whatever the joiner or a cancel did (a pool worker waiting here
+ * lends its place).  Owner only, before or after join.  Returns 1
+ * with *out (borrowed, until close), 0 when every subtask forked with a
+ * handle was given already (*out NULL), -EPERM, -EINVAL.  Forks refused by
+ * the pool come out too (FAILED).  Handle-less forks never do. */
+SCOPE_API int scope_next(scope_t *scope, scope_task_t **out);
 
 /* After a join: the first subtask that failed (borrowed), or NULL. */
 SCOPE_API scope_task_t *scope_failure(const scope_t *scope);
@@ -232,11 +352,17 @@ SCOPE_API uint64_t scope_task_id(const scope_task_t *task);
 /* ---------------------------------------------------------------------------
  * Scoped values: string bindings inherited by forks and the scopes they open;
  * read-only below the binder, visible to the observer (a request id in a
- * dump).  Bind before forking; only the owner binds.
+ * dump).  Only the owner binds, and only before the scope's first fork:
+ * bindings are frozen from then on (as Java fixes them at fork), so no
+ * running subtask ever sees a value appear or change.  Lookups reach any
+ * nesting depth.
  */
 
-/* Binds key=value in scope (both copied).  Rebinding a key in the same scope
- * replaces it.  Errors: -EPERM (not owner), -EINVAL, -ENOMEM, SCOPE_EJOINED. */
+/* Binds key=value in scope (both copied; key 1..256 bytes, value up to
+ * 1024).  Rebinding a key in the same scope, before the first fork,
+ * replaces it.  Errors: -EINVAL (NULL, empty key, too long), -EPERM (not
+ * the owner), -EBUSY (the scope already forked: bindings are frozen),
+ * SCOPE_EJOINED (after join), -ENOMEM. */
 SCOPE_API int scope_value_bind(scope_t *scope, const char *key, const char *value);
 
 /* Looks key up from the calling context outward.  Borrowed: valid while the
@@ -286,7 +412,13 @@ struct scope_pool_config {
 	bool prestart;               /* start core_size threads now */
 	struct scope_pool_hooks hooks;
 };
+#ifdef __cplusplus
+#define SCOPE_POOL_CONFIG_INIT                                                                     \
+	{                                                                                          \
+	}
+#else
 #define SCOPE_POOL_CONFIG_INIT {0}
+#endif
 
 /* Statistics, read with scope_pool_stats(). All read-only for the caller. */
 struct scope_pool_stats {
@@ -302,6 +434,9 @@ struct scope_pool_stats {
 	 * meanwhile, so size may exceed max_size by up to lent. */
 	unsigned lent;		/* workers parked with their place lent, now */
 	uint64_t compensations; /* threads ever started to stand in for them */
+	/* Tasks the pool took: completed + active + queued (as
+	 * ThreadPoolExecutor.getTaskCount); refused ones are in rejected. */
+	uint64_t submitted;
 };
 
 /* Creates a pool.  *out is new; release with scope_pool_destroy().
@@ -318,6 +453,29 @@ SCOPE_API int scope_pool_shutdown(scope_pool_t *pool);
 SCOPE_API int scope_pool_destroy(scope_pool_t *pool);
 
 SCOPE_API int scope_pool_stats(const scope_pool_t *pool, struct scope_pool_stats *out);
+
+/* After scope_pool_shutdown (isShutdown), and once every worker has gone
+ * after it (isTerminated).  false for NULL. */
+SCOPE_API bool scope_pool_is_shutdown(const scope_pool_t *pool);
+SCOPE_API bool scope_pool_is_terminated(const scope_pool_t *pool);
+
+/* Waits until the pool is terminated (shut down, every worker gone), at
+ * most timeout_ns (awaitTermination).  Not cancellable.  Returns 0,
+ * -ETIMEDOUT, -EINVAL (NULL, timeout_ns < 0). */
+SCOPE_API int scope_pool_await_termination(scope_pool_t *pool, int64_t timeout_ns);
+
+/* Setters after creation (ThreadPoolExecutor's setKeepAliveTime,
+ * allowCoreThreadTimeOut, setRejectedExecutionHandler); idle workers and
+ * blocked forkers look again at once.  0, or -EINVAL (NULL, keep_alive_ns
+ * <= 0, unknown policy). */
+SCOPE_API int scope_pool_set_keep_alive(scope_pool_t *pool, int64_t keep_alive_ns);
+SCOPE_API int scope_pool_set_core_timeout(scope_pool_t *pool, bool allow);
+SCOPE_API int scope_pool_set_policy(scope_pool_t *pool, scope_policy_t policy);
+
+/* Starts one core thread ahead of work (prestartCoreThread).  Returns 1
+ * (started), 0 (core_size threads run already), SCOPE_ESHUTDOWN, -EINVAL,
+ * or the thread factory's error. */
+SCOPE_API int scope_pool_prestart_core(scope_pool_t *pool);
 SCOPE_API int scope_pool_set_size(scope_pool_t *pool, unsigned core_size, unsigned max_size);
 SCOPE_API const char *scope_pool_name(const scope_pool_t *pool); /* borrowed */
 

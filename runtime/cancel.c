@@ -2,6 +2,7 @@
  * cancellable waits (sleep, fd wait, join) that fail with -ECANCELED. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,11 @@ struct wakeup {
 struct wakeups {
 	struct wakeup *v;
 	size_t n, cap;
+	struct sc_handler *run; /* cancellation handlers to run, last */
 	struct wakeup inline_v[64];
 };
+
+enum sc_handler_state { H_ARMED = 1, H_RUNNING, H_DONE, H_REMOVED };
 
 static void wake_one(const struct wakeup *w)
 {
@@ -104,7 +108,7 @@ static void note_thread(struct wakeups *wk, struct sc_thread *t, bool signal)
 
 /* Flags s and everything below it and notes whom to wake.  Locks go parent
  * before child, the one order every path uses. */
-static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
+static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 {
 	struct sc_thread *me = sc_self_peek();
 	struct sc_ev ev;
@@ -114,7 +118,18 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
+	atomic_store(&s->cause, cause);
 	atomic_store(&s->cancelled, reason);
+	if (s->cancel_efd)
+		(void)!eventfd_write(s->cancel_efd - 1, 1);
+	/* Taken off the scope: each runs once, after the locks are dropped. */
+	for (struct sc_handler *h = s->handlers, *n; h; h = n) {
+		n = h->next;
+		atomic_store(&h->state, H_RUNNING);
+		h->run_next = wk->run;
+		wk->run = h;
+	}
+	s->handlers = NULL;
 	/* Every thread parked in this scope's context, in one system call. */
 	if (atomic_load(&s->word_waiters))
 		wakeups_add(wk, NULL, &s->cancelled, false);
@@ -129,10 +144,16 @@ static void cancel_tree(scope_t *s, int reason, struct wakeups *wk)
 		if (w && w != me)
 			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
 	}
+	for (size_t i = 0; i < s->nanon; i++) {
+		struct sc_thread *w = atomic_load(&s->anon[i]->worker);
+		if (w && w != me)
+			note_thread(wk, w, !(s->flags & SCOPE_F_NO_INTERRUPT));
+	}
 	if (s->owner != me)
 		note_thread(wk, s->owner, false);
 	for (scope_t *c = s->children; c; c = c->sib_next)
-		cancel_tree(c, SC_CANCEL_PARENT, wk);
+		if (!(c->flags & SCOPE_F_SHIELD))
+			cancel_tree(c, SC_CANCEL_PARENT, cause, wk);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -142,14 +163,20 @@ void sc_cancel(scope_t *s, int reason)
 
 	wk.v = wk.inline_v;
 	wk.n = 0;
+	wk.run = NULL;
 	wk.cap = sizeof(wk.inline_v) / sizeof(wk.inline_v[0]);
-	cancel_tree(s, reason, &wk);
+	cancel_tree(s, reason, reason, &wk);
 	/* Thread records are never freed, so a thread that moved on meanwhile
 	 * gets at worst a spurious wake-up. */
 	for (size_t i = 0; i < wk.n; i++)
 		wake_one(&wk.v[i]);
 	if (wk.v != wk.inline_v)
 		free(wk.v);
+	for (struct sc_handler *h = wk.run, *n; h; h = n) {
+		n = h->run_next; /* h may be gone once it is DONE */
+		h->fn(h->ctx);
+		atomic_store_explicit(&h->state, H_DONE, memory_order_release);
+	}
 }
 
 /* The deadline of s or an ancestor passed: cancel the outermost scope
@@ -158,9 +185,12 @@ static void deadline_fire(scope_t *s, int64_t now)
 {
 	scope_t *hit = s;
 
-	for (scope_t *x = s; x; x = x->parent)
+	for (scope_t *x = s; x; x = x->parent) {
 		if (x->deadline && x->deadline <= now)
 			hit = x;
+		if (x->flags & SCOPE_F_SHIELD)
+			break; /* nothing above a shield covers what is below it */
+	}
 	sc_cancel(hit, SC_CANCEL_TIMEOUT);
 }
 
@@ -233,6 +263,126 @@ int sc_wait(const struct sc_wait *w)
 	}
 }
 
+#define SAME_REASON(N, v, str)                                                                     \
+	_Static_assert((int)SCOPE_CANCEL_##N == (int)SC_CANCEL_##N,                                \
+		       "scope.h and the wire disagree");
+PROTO_CANCEL_REASONS(SAME_REASON)
+
+scope_cancel_reason_t scope_cancel_reason(const scope_t *cs, scope_cancel_reason_t *cause)
+{
+	scope_t *s = cs ? (scope_t *)cs : sc_context();
+	int reason;
+
+	if (cause)
+		*cause = SCOPE_CANCEL_NONE;
+	if (!s)
+		return SCOPE_CANCEL_NONE;
+	(void)sc_check(s); /* a passed deadline the timer has not reached yet */
+	reason = atomic_load(&s->cancelled);
+	if (reason && cause)
+		*cause = (scope_cancel_reason_t)atomic_load(&s->cause);
+	return (scope_cancel_reason_t)reason;
+}
+
+const char *scope_cancel_reason_name(scope_cancel_reason_t reason)
+{
+#define REASON_NAME(N, v, str)                                                                     \
+	case SCOPE_CANCEL_##N:                                                                     \
+		return str;
+	switch (reason) {
+	case SCOPE_CANCEL_NONE:
+		return "none";
+		PROTO_CANCEL_REASONS(REASON_NAME)
+	}
+	return "unknown";
+}
+
+_Static_assert(sizeof(struct sc_handler) <= sizeof(scope_cancel_handler_t),
+	       "scope_cancel_handler_t is too small");
+
+int scope_cancel_handler_add(scope_cancel_handler_t *ph, void (*fn)(void *ctx), void *ctx)
+{
+	struct sc_handler *h = (struct sc_handler *)ph;
+	scope_t *s = sc_context();
+
+	if (!h || !fn || !s)
+		return -EINVAL;
+	h->scope = s;
+	h->fn = fn;
+	h->ctx = ctx;
+	(void)sc_check(s); /* a passed deadline cancels first */
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&s->cancelled)) {
+		pthread_mutex_unlock(&s->lock);
+		atomic_store(&h->state, H_RUNNING);
+		fn(ctx);
+		atomic_store(&h->state, H_DONE);
+		return 1;
+	}
+	atomic_store(&h->state, H_ARMED);
+	h->prev = NULL;
+	h->next = s->handlers;
+	if (s->handlers)
+		s->handlers->prev = h;
+	s->handlers = h;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int scope_cancel_handler_remove(scope_cancel_handler_t *ph)
+{
+	struct sc_handler *h = (struct sc_handler *)ph;
+	scope_t *s;
+
+	if (!h || !h->scope)
+		return -EINVAL;
+	s = h->scope;
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load(&h->state) == H_ARMED) {
+		if (h->prev)
+			h->prev->next = h->next;
+		else
+			s->handlers = h->next;
+		if (h->next)
+			h->next->prev = h->prev;
+		atomic_store(&h->state, H_REMOVED);
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	/* Started by a canceller: the caller may free what fn uses only
+	 * once fn returned. */
+	while (atomic_load_explicit(&h->state, memory_order_acquire) == H_RUNNING)
+		sched_yield();
+	return atomic_load(&h->state) == H_DONE ? 1 : 0;
+}
+
+int scope_cancel_fd(scope_t *s)
+{
+	int fd;
+
+	if (!s)
+		s = sc_context();
+	if (!s)
+		return -EINVAL;
+	(void)sc_check(s);
+	pthread_mutex_lock(&s->lock);
+	if (!s->cancel_efd) {
+		fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0) {
+			fd = -errno;
+			pthread_mutex_unlock(&s->lock);
+			return fd;
+		}
+		s->cancel_efd = fd + 1;
+		if (atomic_load(&s->cancelled))
+			(void)!eventfd_write(fd, 1);
+	}
+	fd = s->cancel_efd - 1;
+	pthread_mutex_unlock(&s->lock);
+	return fd;
+}
+
 int scope_cancel(scope_t *s)
 {
 	if (!s)
@@ -258,7 +408,9 @@ int scope_sleep_until(int64_t deadline_ns)
 	struct sc_wait w = {.ctx = sc_context(), .deadline = deadline_ns};
 	int rc;
 
-	if (deadline_ns <= 0)
+	if (deadline_ns < 0)
+		return -EINVAL;
+	if (deadline_ns == 0)
 		return sc_check(w.ctx);
 	rc = sc_wait(&w);
 	return rc == -ETIMEDOUT ? 0 : rc;
@@ -334,6 +486,9 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 			return -err;
 		if (r > 0 && p[1].revents)
 			(void)!read(t->evfd, &drain, sizeof(drain));
+		/* Not an fd (closed, never opened): an error, not "ready". */
+		if (r > 0 && (p[0].revents & POLLNVAL))
+			return -EBADF;
 		if (r > 0 && p[0].revents)
 			return p[0].revents;
 		if (deadline_ns && scope_now() >= deadline_ns)

@@ -1,5 +1,7 @@
 /* joiner.c - the joiner policies: what a completed subtask means for its
  * scope, and what scope_join() returns, one table row per joiner kind. */
+#include <errno.h>
+
 #include "joiner.h"
 
 struct joiner_kind {
@@ -30,14 +32,12 @@ static bool all_complete(scope_t *s, scope_task_t *task, int state)
 	return note_failure(s, task, state);
 }
 
+/* Read once join is done: every task counted ended (the acquire of
+ * pending) or the joiner stopped (after the failure was noted), so no end
+ * writes failure or winner any more: no lock. */
 static int all_result(scope_t *s)
 {
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = s->failure ? SCOPE_EFAILED : 0;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return s->failure ? SCOPE_EFAILED : 0;
 }
 
 static bool any_complete(scope_t *s, scope_task_t *task, int state)
@@ -59,12 +59,10 @@ static bool any_complete(scope_t *s, scope_task_t *task, int state)
 
 static int any_result(scope_t *s)
 {
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = s->winner ? 0 : SCOPE_EFAILED;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	/* No winner and no failure: no fork reached the joiner (none was
+	 * made, or the pool or on_fork refused every one).  Read once join is
+	 * done, as all_result does: no lock. */
+	return s->winner ? 0 : s->failure ? SCOPE_EFAILED : SCOPE_ENOFORKS;
 }
 
 static bool await_complete(scope_t *s, scope_task_t *task, int state)
@@ -118,4 +116,9 @@ void sc_joiner_complete(scope_t *s, scope_task_t *task, int state)
 int sc_joiner_result(scope_t *s)
 {
 	return kinds[s->joiner].result(s);
+}
+
+int sc_joiner_timeout(scope_t *s)
+{
+	return s->on_timeout ? s->on_timeout(s->on_timeout_ctx, s) : -ETIMEDOUT;
 }

@@ -12,4 +12,8 @@ void sc_joiner_complete(scope_t *s, scope_task_t *task, int state);
 /* scope_join()'s value once waiting ended normally (owner thread). */
 int sc_joiner_result(scope_t *s);
 
+/* scope_join()'s value when the deadline passed first: the config's
+ * on_timeout, or -ETIMEDOUT (owner thread). */
+int sc_joiner_timeout(scope_t *s);
+
 #endif /* SC_JOINER_H */

@@ -251,12 +251,16 @@ static void snap_pinned(struct snap *sn, struct pinned *pl, int depth)
 
 /* With s->lock held (released here): s's tasks, then, pinned, its child
  * scopes, at depth + 1. */
+static void snap_task_each(void *ctx, scope_t *s, scope_task_t *task)
+{
+	snap_task(ctx, s, task);
+}
+
 static void snap_below(struct snap *sn, scope_t *s, int depth)
 {
 	struct pinned kids = {0};
 
-	for (size_t i = 0; i < s->ntasks; i++)
-		snap_task(sn, s, s->tasks[i]);
+	sc_scope_tasks_each(s, snap_task_each, sn);
 	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
 		;
 	pthread_mutex_unlock(&s->lock);
@@ -300,6 +304,22 @@ static void emit_as_root(void *ctx, const struct sc_ev *ev)
 	sn->emit(sn->ctx, &e);
 }
 
+struct here_ctx {
+	struct snap *sn;
+	bool here;
+};
+
+/* Whether the task runs on a thread that came along through fork(). */
+static void here_each(void *ctx, scope_t *s, scope_task_t *task)
+{
+	struct here_ctx *hc = ctx;
+	struct sc_thread *w = atomic_load(&task->worker);
+	(void)s;
+
+	if (atomic_load(&task->state) == SC_TASK_RUNNING && w && live(hc->sn, w->tid))
+		hc->here = true;
+}
+
 /* The scope inherited from the task this fork child's thread was running,
  * as a root: the task, on the child's thread, and the scopes the thread
  * opened inside it.  Only while that task runs here.  Its owner's tid is
@@ -307,14 +327,11 @@ static void emit_as_root(void *ctx, const struct sc_ev *ev)
  * no join or cancellation is reported: nobody here will join it. */
 static void snap_inherited(struct snap *sn, scope_t *s)
 {
-	bool here = false;
+	struct here_ctx hc = {sn, false};
 
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->ntasks && !here; i++) {
-		struct sc_thread *w = atomic_load(&s->tasks[i]->worker);
-		here = atomic_load(&s->tasks[i]->state) == SC_TASK_RUNNING && w && live(sn, w->tid);
-	}
-	if (!here) {
+	sc_scope_tasks_each(s, here_each, &hc);
+	if (!hc.here) {
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}

@@ -37,17 +37,21 @@ const char *scope_pool_name(const scope_pool_t *p)
 /* Caller holds p->lock. */
 static void info_locked(scope_pool_t *p, struct sc_pool_info *o)
 {
+	unsigned active = (unsigned)atomic_load(&p->active);
+	uint64_t completed = atomic_load(&p->completed);
+
+	sc_pool_dq_stats(p, &active, &completed);
 	*o = (struct sc_pool_info){
 	    .core = p->cfg.core_size,
 	    .max = p->cfg.max_size,
 	    .size = p->size,
-	    .active = p->active,
+	    .active = active,
 	    .largest = p->largest,
 	    .queue_kind = p->cfg.queue,
 	    .policy = p->cfg.policy,
 	    .queue_capacity = p->cfg.queue_capacity,
-	    .queued = p->queued,
-	    .completed = p->completed,
+	    .queued = p->queued + sc_pool_dq_count(p),
+	    .completed = completed,
 	    .rejected = p->rejected,
 	    .keep_alive_ns = p->cfg.keep_alive_ns,
 	};
@@ -133,6 +137,12 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	p->slots = aligned_alloc(_Alignof(struct sc_dq), SC_DQ_SLOTS * sizeof(struct sc_dq));
+	if (!p->slots) {
+		free(p);
+		return -ENOMEM;
+	}
+	memset(p->slots, 0, SC_DQ_SLOTS * sizeof(struct sc_dq));
 	name = cfg->name ? cfg->name : "pool";
 	n = strnlen(name, SC_NAME_MAX - 1);
 	memcpy(p->name, name, n);
@@ -147,6 +157,9 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	if (p->cfg.queue == SCOPE_QUEUE_BOUNDED && !p->cfg.queue_capacity)
 		p->cfg.queue_capacity = DEFAULT_QUEUE_CAP;
 	p->id = atomic_fetch_add(&next_pool_id, 1);
+	/* Unbounded queues take the lock-free path; bounded ones and
+	 * hand-offs keep the queue their saturation policies count. */
+	p->fast = p->cfg.queue == SCOPE_QUEUE_UNBOUNDED;
 	sc_mutex_init(&p->lock);
 	pthread_cond_init(&p->gone, NULL);
 	sc_interrupt_install();
@@ -167,7 +180,7 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 			if (rc)
 				p->size--;
 		}
-		pthread_mutex_unlock(&p->lock);
+		sc_pool_unlock(p);
 		if (rc) {
 			(void)scope_pool_destroy(p);
 			return rc;
@@ -189,6 +202,7 @@ int scope_pool_shutdown(scope_pool_t *p)
 		return -EBUSY;
 	pthread_mutex_lock(&p->lock);
 	p->shutdown = true;
+	atomic_store(&p->down, true);
 	while (p->idle)
 		sc_pool_wake_idle_locked(p);
 	for (struct blocked *b = p->blocked; b; b = b->next)
@@ -196,7 +210,7 @@ int scope_pool_shutdown(scope_pool_t *p)
 	last = p->size == 0 && !p->terminated;
 	if (last)
 		p->terminated = true;
-	pthread_mutex_unlock(&p->lock);
+	sc_pool_unlock(p);
 	if (last && p->cfg.hooks.terminated)
 		p->cfg.hooks.terminated(p->cfg.hooks.ctx, p);
 	return 0;
@@ -231,6 +245,9 @@ int scope_pool_destroy(scope_pool_t *p)
 	}
 	pthread_cond_destroy(&p->gone);
 	pthread_mutex_destroy(&p->lock);
+	for (unsigned i = 0; i < SC_DQ_SLOTS; i++)
+		free(p->slots[i].ring);
+	free(p->slots);
 	free(p);
 	return 0;
 }
@@ -242,17 +259,21 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 	if (!p || !out)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
+	unsigned active = (unsigned)atomic_load(&p->active);
+	uint64_t completed = atomic_load(&p->completed);
+	sc_pool_dq_stats(p, &active, &completed);
 	*out = (struct scope_pool_stats){
 	    .core_size = p->cfg.core_size,
 	    .max_size = p->cfg.max_size,
 	    .size = p->size,
-	    .active = p->active,
+	    .active = active,
 	    .largest = p->largest,
-	    .queued = p->queued,
-	    .completed = p->completed,
+	    .queued = p->queued + sc_pool_dq_count(p),
+	    .completed = completed,
 	    .rejected = p->rejected,
 	    .lent = p->lent,
 	    .compensations = p->compensations,
+	    .submitted = p->completed + p->active + p->queued,
 	};
 	pthread_mutex_unlock(&p->lock);
 	return 0;
@@ -272,16 +293,45 @@ int scope_pool_set_size(scope_pool_t *p, unsigned core, unsigned max)
 	/* Idle workers re-check the bounds; queued work gets new threads. */
 	while (p->idle)
 		sc_pool_wake_idle_locked(p);
-	while (p->queued > 0 && p->size - p->lent < core && !p->shutdown) {
+	while (sc_pool_any_work(p) && p->size - p->lent < core && !p->shutdown) {
 		p->size++;
 		if (sc_pool_spawn_locked(p, NULL)) {
 			p->size--;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->lock);
+	sc_pool_unlock(p);
 	sc_pool_stats_event(p, true);
 	return 0;
+}
+
+bool sc_pool_dq_give_back(struct sc_thread *t, bool only_empty)
+{
+	bool ok = true;
+
+	if (!t->dq)
+		return true;
+	/* The pool may be gone: found by id, it cannot go while looked at. */
+	pthread_mutex_lock(&pools_lock);
+	for (scope_pool_t *p = pools; p; p = p->next) {
+		if (p->id != t->dq_pool)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		ok = sc_pool_dq_drop_locked(p, t, only_empty);
+		if (ok && p->queued && p->idle && !p->spinners)
+			sc_pool_wake_idle_locked(p);
+		sc_pool_unlock(p);
+		break;
+	}
+	pthread_mutex_unlock(&pools_lock);
+	if (ok)
+		t->dq = NULL;
+	return ok;
+}
+
+void sc_pool_dq_release(struct sc_thread *t)
+{
+	(void)sc_pool_dq_give_back(t, false);
 }
 
 void sc_pool_user(scope_pool_t *p, int delta)
@@ -312,6 +362,7 @@ unsigned scope_pool_size_for(double utilization, double wait_compute_ratio)
 static void pools_after_fork(void)
 {
 	pthread_mutex_init(&pools_lock, NULL);
+	sc_pool_monitor_after_fork();
 	for (scope_pool_t *p = pools; p; p = p->next) {
 		sc_mutex_init(&p->lock);
 		pthread_cond_init(&p->gone, NULL);
@@ -325,6 +376,11 @@ static void pools_after_fork(void)
 		p->workers = p->idle = NULL;
 		p->blocked = NULL;
 		p->size = p->live = p->spinners = 0;
+		atomic_store(&p->spinning, 0);
+		atomic_store(&p->nidle, 0);
+		atomic_store(&p->fast_ok, false);
+		atomic_store(&p->over, false);
+		sc_pool_dq_after_fork(p);
 		atomic_store(&p->active, 0);
 		p->terminated = false;
 	}
@@ -356,6 +412,7 @@ static scope_pool_t *default_create(void)
 	if (scope_pool_create(&p, &cfg))
 		return NULL;
 	p->lend_all = true;
+	sc_pool_monitor_start(p);
 	return p;
 }
 

@@ -10,6 +10,36 @@ struct sc_tq {
 	scope_task_t *head, *tail;
 };
 
+/* A work-stealing deque (Chase and Lev's, with the C11 orderings of Le et
+ * al.): its owner pushes and pops at the bottom without a lock, thieves
+ * take from the top with a compare-and-swap.  Each thread that forks into
+ * an unbounded pool (its workers, and other threads on their first fork)
+ * holds one slot of the pool's array; a thread with no slot, a full ring,
+ * or a pool with a bounded queue takes the locked path (the inject queue).
+ * docs/scheduler.md tells why. */
+#define SC_DQ_CAP 4096u	 /* tasks per deque ring (a power of two) */
+#define SC_DQ_SLOTS 64u	 /* deques per pool */
+
+struct sc_dq {
+	_Alignas(64) _Atomic int64_t top; /* thieves */
+	char pad0[64 - sizeof(int64_t)];
+	_Atomic int64_t bottom; /* owner */
+	/* Forks ever pushed here, owner-written: an idle spinner sees forks
+	 * coming even when their owner pops them itself. */
+	_Atomic uint64_t pushes;
+	/* Statistics, owner-written, summed by the pool's info. */
+	_Atomic uint64_t completed;
+	_Atomic int busy; /* a worker running a task it took as a worker */
+	char pad1[64 - 2 * sizeof(int64_t) - sizeof(uint64_t) - sizeof(int)];
+	struct sc_thread *_Atomic owner; /* NULL: free slot */
+	_Atomic bool worker; /* the owner is a worker of the pool: stolen from first */
+	/* A worker's deque holds only tasks forked under the task it took
+	 * when idle (its deque was empty then): that task's scope, while it
+	 * runs, lets a joiner of that scope take them (pool_work.c). */
+	_Atomic(scope_t *) base_scope;
+	_Atomic(scope_task_t *) *ring;	 /* SC_DQ_CAP entries, made on first claim */
+};
+
 struct worker {
 	struct worker *next;	  /* all workers of the pool */
 	struct worker *idle_next; /* idle stack */
@@ -61,7 +91,43 @@ struct scope_pool {
 	int64_t spin_failed_at;	  /* when a spin last found no work */
 	_Atomic int64_t last_stats;
 	scope_pool_t *next, *prev; /* global list */
+
+	/* The lock-free path (unbounded queues only): fast says the pool
+	 * takes it; fast_ok, recomputed at every unlock of the pool's lock,
+	 * that enough workers are up that a push needs no placement. */
+	bool fast;
+	_Atomic bool fast_ok;
+	_Atomic bool down;	/* shutdown, for lock-free readers */
+	_Atomic bool over;	/* more workers than max: the next to look leaves */
+	_Atomic unsigned nidle; /* workers on the idle list */
+	_Atomic unsigned spinning; /* mirrors spinners for lock-free readers */
+	_Atomic unsigned nslots;   /* slots ever claimed (high-water mark) */
+	struct sc_dq *slots;	   /* SC_DQ_SLOTS of them */
 };
+
+/* pool_work.c: the deques */
+/* Unlocks p->lock after refreshing what lock-free readers see. */
+void sc_pool_unlock(scope_pool_t *p);
+/* Any task queued anywhere in p (inject queue or a deque). */
+bool sc_pool_any_work(scope_pool_t *p);
+/* Queued tasks in p's deques (approximate while they move). */
+size_t sc_pool_dq_count(scope_pool_t *p);
+/* Sums the deques' statistics into *active and *completed. */
+void sc_pool_dq_stats(scope_pool_t *p, unsigned *active, uint64_t *completed);
+/* Gives back t's slot in p (t is the calling thread): what is still
+ * queued there moves to the inject queue, or, with only_empty, nothing is
+ * given back while tasks are there (returns false).  Caller holds p->lock. */
+bool sc_pool_dq_drop_locked(scope_pool_t *p, struct sc_thread *t, bool only_empty);
+/* pool.c: the same, finding t's pool by id (it may be gone); true when t
+ * holds no slot afterwards. */
+bool sc_pool_dq_give_back(struct sc_thread *t, bool only_empty);
+/* Starts the monitor of p (the default pool) unless one runs: it adds a
+ * worker when every worker is blocked outside the runtime with work queued. */
+void sc_pool_monitor_start(scope_pool_t *p);
+/* In a fork child: the default pool's monitor is not running. */
+void sc_pool_monitor_after_fork(void);
+/* In a fork child: every slot is free and empty. */
+void sc_pool_dq_after_fork(scope_pool_t *p);
 
 /* pool.c */
 /* POOL_STATS on size changes (force) and at most ~10 per second otherwise. */

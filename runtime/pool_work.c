@@ -2,7 +2,9 @@
  * policies), its workers' lives, and joiners running their own queued
  * subtasks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +16,234 @@
 #define SPIN_BACKOFF_NS 200000	/* no spinning for this long after a spin found nothing */
 #define POOL_HARD_MAX 32768	/* threads, compensation included */
 #define STEAL_GRACE_NS 1500	/* a spinner leaves a fresh fork to its joiner this long */
+#define MONITOR_TICK_NS 10000000 /* the monitor's look at the default pool */
+#define MONITOR_STALL_TICKS 2	 /* looks without progress before it adds a thread */
 
 static void *worker_main(void *arg);
+
+/* ---- Work-stealing deques (see pool_int.h) ---- */
+
+#define DQ_MASK ((int64_t)SC_DQ_CAP - 1)
+
+/* Owner: false when the ring is full (the caller takes the locked path). */
+static bool dq_push(struct sc_dq *d, scope_task_t *task)
+{
+	int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+	int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
+
+	if (b - t >= (int64_t)SC_DQ_CAP)
+		return false;
+	atomic_store_explicit(&d->ring[b & DQ_MASK], task, memory_order_relaxed);
+	atomic_store_explicit(&d->pushes,
+			      atomic_load_explicit(&d->pushes, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	/* Sequentially consistent: publishes the task to thieves, and orders
+	 * the push before the pusher's look at idle workers (a worker going
+	 * idle says so before it looks at the deques once more). */
+	atomic_store_explicit(&d->bottom, b + 1, memory_order_seq_cst);
+	return true;
+}
+
+/* Owner: the newest task, or NULL. */
+static scope_task_t *dq_pop(struct sc_dq *d)
+{
+	int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+	int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+	scope_task_t *x = NULL;
+
+	/* top only grows: an empty look is the truth, and skips the fence. */
+	if (t >= b)
+		return NULL;
+	b--;
+	atomic_store_explicit(&d->bottom, b, memory_order_seq_cst);
+	t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+	if (t <= b) {
+		x = atomic_load_explicit(&d->ring[b & DQ_MASK], memory_order_relaxed);
+		if (t == b) {
+			/* The last one: a thief may want it too. */
+			if (!atomic_compare_exchange_strong_explicit(&d->top, &t, t + 1,
+								     memory_order_seq_cst,
+								     memory_order_relaxed))
+				x = NULL;
+			atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
+		}
+	} else {
+		atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
+	}
+	return x;
+}
+
+/* Thief: the oldest task, or NULL (empty, or lost a race: *lost). */
+static scope_task_t *dq_steal(struct sc_dq *d, bool *lost)
+{
+	int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+	int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
+	scope_task_t *x;
+
+	if (t >= b)
+		return NULL;
+	x = atomic_load_explicit(&d->ring[t & DQ_MASK], memory_order_relaxed);
+	if (!atomic_compare_exchange_strong_explicit(&d->top, &t, t + 1, memory_order_seq_cst,
+						     memory_order_relaxed)) {
+		*lost = true;
+		return NULL;
+	}
+	return x;
+}
+
+static bool dq_nonempty(struct sc_dq *d)
+{
+	return atomic_load_explicit(&d->top, memory_order_seq_cst) <
+	       atomic_load_explicit(&d->bottom, memory_order_seq_cst);
+}
+
+static unsigned nslots(scope_pool_t *p)
+{
+	return atomic_load_explicit(&p->nslots, memory_order_acquire);
+}
+
+static bool dq_any(scope_pool_t *p)
+{
+	unsigned n = nslots(p);
+
+	for (unsigned i = 0; i < n; i++)
+		if (dq_nonempty(&p->slots[i]))
+			return true;
+	return false;
+}
+
+bool sc_pool_any_work(scope_pool_t *p)
+{
+	return atomic_load_explicit(&p->queued, memory_order_seq_cst) || (p->fast && dq_any(p));
+}
+
+size_t sc_pool_dq_count(scope_pool_t *p)
+{
+	unsigned n = p->fast ? nslots(p) : 0;
+	size_t c = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int64_t k = atomic_load(&p->slots[i].bottom) - atomic_load(&p->slots[i].top);
+		if (k > 0)
+			c += (size_t)k;
+	}
+	return c;
+}
+
+void sc_pool_dq_stats(scope_pool_t *p, unsigned *active, uint64_t *completed)
+{
+	unsigned n = p->fast ? nslots(p) : 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		*active += (unsigned)atomic_load_explicit(&p->slots[i].busy, memory_order_relaxed);
+		*completed += atomic_load_explicit(&p->slots[i].completed, memory_order_relaxed);
+	}
+}
+
+/* The slot t holds in p, or NULL. */
+static struct sc_dq *slot_of(const scope_pool_t *p, const struct sc_thread *t)
+{
+	if (t->dq && t->dq_pool == p->id && t->dq_gen == p->gen)
+		return t->dq;
+	return NULL;
+}
+
+/* A free slot of p for t (which holds none): NULL when all are taken. */
+static struct sc_dq *slot_claim(scope_pool_t *p, struct sc_thread *t)
+{
+	for (unsigned i = 0; i < SC_DQ_SLOTS; i++) {
+		struct sc_dq *d = &p->slots[i];
+		struct sc_thread *none = NULL;
+
+		if (atomic_load_explicit(&d->owner, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&d->owner, &none, t))
+			continue;
+		if (!d->ring) {
+			d->ring = calloc(SC_DQ_CAP, sizeof(*d->ring));
+			if (!d->ring) {
+				atomic_store(&d->owner, NULL);
+				return NULL;
+			}
+		}
+		atomic_store_explicit(&d->worker, t->worker && t->pool == p, memory_order_relaxed);
+		unsigned n = nslots(p);
+		while (n < i + 1 && !atomic_compare_exchange_weak(&p->nslots, &n, i + 1))
+			;
+		t->dq = d;
+		t->dq_pool = p->id;
+		t->dq_gen = p->gen;
+		return d;
+	}
+	return NULL;
+}
+
+/* t's slot in p, claimed on first use; NULL: take the locked path (the
+ * pool has none free, or t holds a slot elsewhere with tasks in it). */
+static struct sc_dq *slot_get(scope_pool_t *p, struct sc_thread *t)
+{
+	struct sc_dq *d = slot_of(p, t);
+
+	if (d || !p->fast)
+		return d;
+	/* Held in another pool (or a dead one): given back only when empty,
+	 * so that forks alternating between pools do not move tasks back and
+	 * forth. */
+	if (t->dq && !sc_pool_dq_give_back(t, true))
+		return NULL;
+	return slot_claim(p, t);
+}
+
+static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *home);
+bool sc_pool_dq_drop_locked(scope_pool_t *p, struct sc_thread *t, bool only_empty)
+{
+	struct sc_dq *d = slot_of(p, t);
+	scope_task_t *task;
+
+	if (!d)
+		return true;
+	if (only_empty && dq_nonempty(d))
+		return false;
+	while ((task = dq_pop(d)) != NULL)
+		enqueue_locked(p, task, NULL);
+	p->completed += atomic_exchange(&d->completed, 0);
+	atomic_store(&d->busy, 0);
+	atomic_store(&d->owner, NULL);
+	t->dq = NULL;
+	return true;
+}
+
+void sc_pool_dq_after_fork(scope_pool_t *p)
+{
+	for (unsigned i = 0; p->slots && i < SC_DQ_SLOTS; i++) {
+		struct sc_dq *d = &p->slots[i];
+		atomic_store(&d->top, 0);
+		atomic_store(&d->bottom, 0);
+		atomic_store(&d->busy, 0);
+		atomic_store(&d->owner, NULL);
+	}
+}
+
+/* What lock-free readers decide by: pushes go to the deques only while
+ * enough workers are up to take them without placement.  Sequentially
+ * consistent, and refreshed before a worker that leaves or parks looks
+ * for work, so that a pusher that read it true is seen by that look. */
+static void fast_refresh(scope_pool_t *p)
+{
+	unsigned core = p->cfg.core_size ? p->cfg.core_size : 1;
+	bool ok = p->fast && !p->shutdown && p->size - p->lent >= core;
+	bool over = p->size - p->lent > p->cfg.max_size;
+
+	if (atomic_load_explicit(&p->fast_ok, memory_order_relaxed) != ok)
+		atomic_store(&p->fast_ok, ok);
+	if (atomic_load_explicit(&p->over, memory_order_relaxed) != over)
+		atomic_store(&p->over, over);
+}
+
+void sc_pool_unlock(scope_pool_t *p)
+{
+	fast_refresh(p);
+	pthread_mutex_unlock(&p->lock);
+}
 
 /* Joins workers that exited on their own (keep-alive), so their threads do
  * not linger.  Caller holds p->lock. */
@@ -33,6 +261,7 @@ void sc_pool_reap_locked(scope_pool_t *p)
 		free(w);
 	}
 }
+
 
 /* Starts a worker whose first task is first (may be NULL).  Caller holds
  * p->lock and has counted the thread in p->size already. */
@@ -60,6 +289,8 @@ int sc_pool_spawn_locked(scope_pool_t *p, scope_task_t *first)
 	p->live++;
 	if (p->size > p->largest)
 		p->largest = p->size;
+	if (p->lend_all)
+		sc_pool_monitor_start(p);
 	return 0;
 }
 
@@ -173,6 +404,7 @@ static struct sc_thread *claim_idle_locked(scope_pool_t *p)
 	if (!w)
 		return NULL;
 	p->idle = w->idle_next;
+	atomic_fetch_sub(&p->nidle, 1);
 	w->claimed = true;
 	return w->t;
 }
@@ -252,36 +484,51 @@ static int place_locked(scope_pool_t *p, scope_task_t *task, struct worker *home
 }
 
 /* Work is queued and a worker just parked: wake an idle one, or start one
- * when fewer than core_size work (the parked one lent its place). */
-static void compensate_locked(scope_pool_t *p, struct sc_thread **wake)
+ * when fewer than core_size work (the parked one lent its place).  Returns
+ * the pool's size when that start took it past max_size (0 otherwise): the
+ * caller says so (a WARNING event) once the lock is released. */
+static unsigned compensate_locked(scope_pool_t *p, struct sc_thread **wake)
 {
-	if (!p->queued || p->shutdown || p->spinners)
-		return;
+	if (p->shutdown || p->spinners || !sc_pool_any_work(p))
+		return 0;
 	if (p->idle) {
 		*wake = claim_idle_locked(p);
-		return;
+		return 0;
 	}
-	if (working(p) < p->cfg.core_size && grow_locked(p, NULL))
+	if (working(p) < p->cfg.core_size && grow_locked(p, NULL)) {
 		p->compensations++;
+		if (p->size > p->cfg.max_size)
+			return p->size;
+	}
+	return 0;
 }
 
 void sc_pool_lend(struct sc_thread *t, bool on)
 {
 	scope_pool_t *p = t->pool;
 	struct sc_thread *wake = NULL;
+	unsigned over = 0, max;
 
 	if (!p || !t->worker)
 		return;
 	pthread_mutex_lock(&p->lock);
 	if (on) {
 		p->lent++;
-		compensate_locked(p, &wake);
+		/* Before the look for work: a push that saw the pool's fast
+		 * path open is seen by that look. */
+		fast_refresh(p);
+		over = compensate_locked(p, &wake);
 	} else {
 		p->lent--;
 	}
-	pthread_mutex_unlock(&p->lock);
+	max = p->cfg.max_size;
+	sc_pool_unlock(p);
 	if (wake)
 		sc_wake(wake);
+	/* Past its maximum so that the parked worker's work goes on: said,
+	 * so that a dump shows why the pool is bigger than configured. */
+	if (over)
+		sc_emit_warning(SC_WARN_POOL_OVER_MAX, p->id, over, max);
 }
 
 void sc_pool_worker_gone(struct sc_thread *t)
@@ -293,6 +540,8 @@ void sc_pool_worker_gone(struct sc_thread *t)
 	t->worker = NULL;
 	pthread_mutex_lock(&p->lock);
 	p->size--;
+	fast_refresh(p);
+	(void)sc_pool_dq_drop_locked(p, t, false);
 	while (w->deque.head) {
 		scope_task_t *left = w->deque.head;
 		dequeue_locked(p, left);
@@ -301,7 +550,7 @@ void sc_pool_worker_gone(struct sc_thread *t)
 	/* Nobody will join a thread that left this way: it frees itself. */
 	if (pthread_detach(pthread_self()) == 0)
 		w->detached = true;
-	if (p->queued && !p->shutdown && working(p) < p->cfg.core_size)
+	if (sc_pool_any_work(p) && !p->shutdown && working(p) < p->cfg.core_size)
 		(void)grow_locked(p, NULL);
 	w->exited = true;
 	p->live--;
@@ -356,6 +605,51 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task, struct worker *ho
 	return rc;
 }
 
+/* Wakes an idle worker for work pushed to a deque, unless one spins. */
+static void wake_for_work(scope_pool_t *p)
+{
+	struct sc_thread *wake = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->spinners && sc_pool_any_work(p))
+		wake = claim_idle_locked(p);
+	sc_pool_unlock(p);
+	if (wake)
+		sc_wake(wake);
+}
+
+/* After a push to the calling thread's deque d: makes sure a worker will
+ * see it.  False when the pool shut down meanwhile and the task came back
+ * (the caller places it under the lock, which refuses it). */
+static bool after_push(scope_pool_t *p, struct sc_dq *d, scope_task_t *task)
+{
+	struct sc_thread *wake = NULL;
+
+	if (__builtin_expect(atomic_load(&p->down), 0)) {
+		scope_task_t *back = dq_pop(d);
+		/* Not back: a worker stole it before it left, and runs it. */
+		return back != task;
+	}
+	if (__builtin_expect(!atomic_load(&p->fast_ok), 0)) {
+		/* Workers parked or left meanwhile: placement's rules decide
+		 * whether one is woken or started for it. */
+		pthread_mutex_lock(&p->lock);
+		if (!p->shutdown && !p->spinners && sc_pool_any_work(p)) {
+			if (p->idle)
+				wake = claim_idle_locked(p);
+			else if (working(p) < p->cfg.core_size || working(p) == 0)
+				(void)grow_locked(p, NULL);
+		}
+		sc_pool_unlock(p);
+		if (wake)
+			sc_wake(wake);
+		return true;
+	}
+	if (!atomic_load(&p->spinning) && atomic_load(&p->nidle))
+		wake_for_work(p);
+	return true;
+}
+
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 {
 	struct sc_thread *self = sc_self_peek();
@@ -364,6 +658,12 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 	struct sc_thread *wake = NULL;
 	int rc;
 
+	/* The fast path: a push to the forker's own deque, no lock. */
+	if (p->fast && self && atomic_load_explicit(&p->fast_ok, memory_order_relaxed)) {
+		struct sc_dq *d = slot_get(p, self);
+		if (d && dq_push(d, task) && after_push(p, d, task))
+			return 0;
+	}
 	pthread_mutex_lock(&p->lock);
 	rc = place_locked(p, task, home, &wake);
 	if (rc == 0) {
@@ -396,7 +696,7 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->lock);
+	sc_pool_unlock(p);
 	if (wake)
 		sc_wake(wake);
 	if (victim)
@@ -408,6 +708,18 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 
 void sc_pool_task_done(scope_pool_t *p, bool active)
 {
+	struct sc_thread *t = p->fast ? sc_self_peek() : NULL;
+	struct sc_dq *d = t ? slot_of(p, t) : NULL;
+
+	if (d) {
+		/* Its own counters: no write to a line other threads share. */
+		atomic_store_explicit(&d->completed,
+				      atomic_load_explicit(&d->completed, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		if (active)
+			atomic_store_explicit(&d->busy, 0, memory_order_relaxed);
+		return;
+	}
 	atomic_fetch_add_explicit(&p->completed, 1, memory_order_relaxed);
 	if (active)
 		atomic_fetch_sub(&p->active, 1);
@@ -419,20 +731,67 @@ static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 	sc_pool_stats_event(p, false);
 }
 
+/* A task of the subtree of s, taken from the deque of a worker that runs
+ * a subtask of s it took when idle (all its deque holds was forked under
+ * that subtask: s's joiner waits for all of it anyway), or NULL.  The
+ * worker's base is looked at before and after the take, so the task was
+ * taken while that subtask ran; were it not, it goes to the inject queue
+ * untouched.  Only pointers are compared: nothing not ours is read. */
+static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
+{
+	unsigned n = nslots(p);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct sc_dq *d = &p->slots[i];
+		bool lost = false;
+		scope_task_t *x;
+
+		if (d == mine || atomic_load(&d->base_scope) != s)
+			continue;
+		x = dq_steal(d, &lost);
+		if (!x)
+			continue;
+		if (atomic_load(&d->base_scope) == s)
+			return x;
+		pthread_mutex_lock(&p->lock);
+		enqueue_locked(p, x, NULL);
+		if (!p->spinners && p->idle)
+			sc_pool_wake_idle_locked(p);
+		sc_pool_unlock(p);
+	}
+	return NULL;
+}
+
 bool sc_pool_help(scope_pool_t *p, scope_t *s)
 {
-	scope_task_t *task;
+	scope_task_t *task = NULL;
 
-	if (!atomic_load_explicit(&p->queued, memory_order_relaxed))
-		return false;
-	pthread_mutex_lock(&p->lock);
-	scope_list_fresh(p, s);
-	task = s->qhead;
-	if (task)
-		dequeue_locked(p, task);
-	pthread_mutex_unlock(&p->lock);
-	if (!task)
-		return false;
+	/* The scope's queued tasks are at the bottom of its owner's deque
+	 * (the owner forked them, and the owner helps). */
+	if (p->fast) {
+		struct sc_thread *t = sc_self_peek();
+		struct sc_dq *d = t ? slot_of(p, t) : NULL;
+		if (d && (task = dq_pop(d)) != NULL && task->scope != s) {
+			(void)dq_push(d, task); /* an outer scope's: back it goes */
+			task = NULL;
+		}
+		/* Its own are taken or running: work forked under the running
+		 * ones is what the join waits for too. */
+		if (!task)
+			task = steal_for(p, s, d);
+	}
+	if (!task) {
+		if (!atomic_load_explicit(&p->queued, memory_order_relaxed))
+			return false;
+		pthread_mutex_lock(&p->lock);
+		scope_list_fresh(p, s);
+		task = s->qhead;
+		if (task)
+			dequeue_locked(p, task);
+		pthread_mutex_unlock(&p->lock);
+		if (!task)
+			return false;
+	}
 	/* The joiner was the one to notice its deadline; while it runs the
 	 * task instead, an alarm interrupts a system call the task may block
 	 * in when that deadline comes. */
@@ -467,14 +826,25 @@ void sc_pool_reclaim(scope_pool_t *p, scope_t *s)
  * coming for SPIN_IDLE_NS; true when any fork came meanwhile (even one its
  * owner ran itself).  The grace leaves a task its owner is about to join
  * to the owner, which runs it without a hand-off. */
+/* Forks ever made into p, locked and lock-free. */
+static uint64_t submits(scope_pool_t *p)
+{
+	uint64_t n = atomic_load_explicit(&p->submits, memory_order_relaxed);
+	unsigned k = p->fast ? nslots(p) : 0;
+
+	for (unsigned i = 0; i < k; i++)
+		n += atomic_load_explicit(&p->slots[i].pushes, memory_order_relaxed);
+	return n;
+}
+
 static bool spin_for_work(scope_pool_t *p)
 {
-	uint64_t seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
+	uint64_t seen = submits(p);
 	int64_t end = scope_now() + SPIN_IDLE_NS, since = 0;
 	bool forks = false;
 
 	for (unsigned i = 1;; i++) {
-		if (atomic_load_explicit(&p->queued, memory_order_acquire)) {
+		if (sc_pool_any_work(p)) {
 			int64_t now = scope_now();
 			if (!since)
 				since = now;
@@ -485,7 +855,7 @@ static bool spin_for_work(scope_pool_t *p)
 		}
 		sc_cpu_relax();
 		if ((i & 63) == 0) {
-			uint64_t now_seen = atomic_load_explicit(&p->submits, memory_order_relaxed);
+			uint64_t now_seen = submits(p);
 			int64_t now = scope_now();
 			/* On a busy machine the forker may wait for this core:
 			 * give it up now and then rather than spin it away. */
@@ -499,6 +869,83 @@ static bool spin_for_work(scope_pool_t *p)
 			}
 		}
 	}
+}
+
+/* Lock-free: the newest task of mine (the calling thread's deque, may be
+ * NULL), else the oldest of another deque (nested work first, so parked
+ * joiners are released before new work starts). */
+static scope_task_t *find_fast(scope_pool_t *p, struct sc_dq *mine)
+{
+	scope_task_t *task;
+
+	if (mine && (task = dq_pop(mine)) != NULL)
+		return task;
+	/* Workers' deques first: what they hold was forked by running tasks,
+	 * whose owners wait for it; the deques of the application's threads
+	 * hold new work.  Taking new work first would leave a parked joiner's
+	 * subtask behind it, and start a thread for each such park. */
+	for (int round = 0; round < 8; round++) {
+		unsigned n = nslots(p);
+		unsigned start = mine ? (unsigned)(mine - p->slots) + 1 : 0;
+		bool lost = false, workers = round % 2 == 0;
+
+		for (unsigned k = 0; k < n; k++) {
+			struct sc_dq *d = &p->slots[(start + k) % n];
+			if (d == mine ||
+			    atomic_load_explicit(&d->worker, memory_order_relaxed) != workers)
+				continue;
+			if ((task = dq_steal(d, &lost)) != NULL)
+				return task;
+		}
+		if (!lost && !workers)
+			break;
+	}
+	return NULL;
+}
+
+/* Counts worker w's run of a task as active. */
+static void mark_active(scope_pool_t *p, struct worker *w)
+{
+	struct sc_dq *d = slot_of(p, w->t);
+
+	if (d)
+		atomic_store_explicit(&d->busy, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add(&p->active, 1);
+}
+
+/* The next task for worker w without the pool's lock (NULL: none, or the
+ * pool is past its bounds and take() decides). */
+static scope_task_t *next_fast(struct worker *w)
+{
+	scope_pool_t *p = w->pool;
+	struct sc_dq *mine = slot_of(p, w->t);
+	scope_task_t *task;
+
+	if (!mine || atomic_load_explicit(&p->over, memory_order_relaxed))
+		return NULL;
+	task = find_fast(p, mine);
+	if (!task)
+		return NULL;
+	atomic_store_explicit(&mine->busy, 1, memory_order_relaxed);
+	/* More is queued and nobody else is awake to see it: pass the word
+	 * on, one worker at a time. */
+	if (!atomic_load(&p->spinning) && atomic_load(&p->nidle) && sc_pool_any_work(p))
+		wake_for_work(p);
+	return task;
+}
+
+/* The next task for w under the pool's lock: the deques, then its own
+ * locked deque, another's, the inject queue. */
+static scope_task_t *take_next_locked(scope_pool_t *p, struct worker *w)
+{
+	scope_task_t *task = p->fast ? find_fast(p, slot_of(p, w->t)) : NULL;
+
+	if (!task && (task = pick_locked(p, w)) != NULL)
+		dequeue_locked(p, task);
+	if (task)
+		mark_active(p, w);
+	return task;
 }
 
 /* Next task for worker w, or NULL when it should exit (shutdown, shrink,
@@ -521,18 +968,16 @@ static scope_task_t *take(struct worker *w)
 		/* Past max (a parked worker came back after its place was
 		 * lent): leave now, so the pool shrinks back to its bounds. */
 		if (working(p) > p->cfg.max_size)
-			break;
-		if ((task = pick_locked(p, w)) != NULL) {
-			dequeue_locked(p, task);
-			p->active++;
+			goto leave;
+		if ((task = take_next_locked(p, w)) != NULL) {
 			/* More is queued and nobody else is awake to see it:
 			 * pass the word on, one worker at a time. */
-			if (p->queued && !p->spinners && p->idle)
+			if (!p->spinners && p->idle && sc_pool_any_work(p))
 				sc_pool_wake_idle_locked(p);
 			break;
 		}
 		if (p->shutdown || (timed && timed_out))
-			break;
+			goto leave;
 		if (!spun && p->spinners == 0 &&
 		    scope_now() - p->spin_failed_at > SPIN_BACKOFF_NS) {
 			/* One idle worker per pool spins on the queue, so a fork
@@ -543,11 +988,13 @@ static scope_task_t *take(struct worker *w)
 			 * Placement counts on the spinner and it rechecks the
 			 * queue under the lock afterwards. */
 			p->spinners = 1;
+			atomic_store(&p->spinning, 1);
 			spun = true;
-			pthread_mutex_unlock(&p->lock);
+			sc_pool_unlock(p);
 			bool busy = spin_for_work(p);
 			pthread_mutex_lock(&p->lock);
 			p->spinners = 0;
+			atomic_store(&p->spinning, 0);
 			if (busy)
 				spun = false; /* work flows: spin again if it was taken */
 			else
@@ -558,33 +1005,59 @@ static scope_task_t *take(struct worker *w)
 		w->claimed = false;
 		w->idle_next = p->idle;
 		p->idle = w;
+		atomic_fetch_add(&p->nidle, 1);
+		/* Said idle, then one more look: a push that saw no idle
+		 * worker happened before it, and is seen here. */
+		if (p->fast && dq_any(p)) {
+			p->idle = w->idle_next;
+			atomic_fetch_sub(&p->nidle, 1);
+			continue;
+		}
 		seen = atomic_load(&w->t->seq);
-		pthread_mutex_unlock(&p->lock);
-		woke = sc_park(w->t, seen, timed ? sc_after(p->cfg.keep_alive_ns) : 0);
+		/* Read under the lock: scope_pool_set_keep_alive writes it. */
+		int64_t idle_until = timed ? sc_after(p->cfg.keep_alive_ns) : 0;
+		sc_pool_unlock(p);
+		woke = sc_park(w->t, seen, idle_until);
 		pthread_mutex_lock(&p->lock);
 		if (!w->claimed) {
 			for (struct worker **wp = &p->idle; *wp; wp = &(*wp)->idle_next)
 				if (*wp == w) {
 					*wp = w->idle_next;
+					atomic_fetch_sub(&p->nidle, 1);
 					break;
 				}
 		}
 		timed_out = !woke && !w->claimed;
+		continue;
+	leave:
+		p->size--;
+		fast_refresh(p);
+		/* Said so, then one more look: what was pushed before it was
+		 * seen as leaving is this worker's to run, if it is the last
+		 * (at shutdown, queued work still runs). */
+		if ((p->shutdown || working(p) == 0) && sc_pool_any_work(p)) {
+			p->size++;
+			fast_refresh(p);
+			if ((task = take_next_locked(p, w)) != NULL)
+				break;
+			continue; /* taken meanwhile: decide again */
+		}
+		break;
 	}
 	if (!task) {
-		p->size--;
 		/* It may have been woken for work it now leaves: pass that on. */
-		if (p->queued && !p->spinners && p->idle)
+		if (sc_pool_any_work(p) && !p->spinners && p->idle)
 			sc_pool_wake_idle_locked(p);
 		/* Empty by structure (a task closes its scopes before it
 		 * ends); were it not, its tasks must not leave with it. */
+		(void)sc_pool_dq_drop_locked(p, w->t, false);
 		while (w->deque.head) {
 			scope_task_t *left = w->deque.head;
 			dequeue_locked(p, left);
 			enqueue_locked(p, left, NULL);
 		}
 	}
-	pthread_mutex_unlock(&p->lock);
+	sc_pool_unlock(p);
 	return task;
 }
 
@@ -615,15 +1088,24 @@ static void *worker_main(void *arg)
 	if (w->t) {
 		w->t->worker = w;
 		sc_pool_stats_event(p, true);
+		if (p->fast)
+			(void)slot_claim(p, w->t);
 		pthread_mutex_lock(&p->lock);
 		if ((task = w->first) != NULL)
-			p->active++;
-		pthread_mutex_unlock(&p->lock);
+			mark_active(p, w);
+		sc_pool_unlock(p);
 		/* A worker that registered before an agent's late start takes
 		 * its alternate stack before its next task: sc_task_run's
 		 * sc_self() sees to it. */
-		for (; task || (task = take(w)) != NULL; task = NULL)
+		for (; task || (task = next_fast(w)) != NULL || (task = take(w)) != NULL;
+		     task = NULL) {
+			struct sc_dq *mine = slot_of(p, w->t);
+			if (mine)
+				atomic_store(&mine->base_scope, task->scope);
 			run_hooked(p, task, true);
+			if (mine)
+				atomic_store(&mine->base_scope, NULL);
+		}
 	} else {
 		/* No record (out of memory), no worker.  The task goes back to the
 		 * other workers or, when there are none to run it, fails now:
@@ -665,4 +1147,146 @@ static void *worker_main(void *arg)
 	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
+}
+
+/* ---- The monitor: tasks blocked outside the runtime ----
+ *
+ * A subtask of the default pool that blocks where the runtime does not see
+ * it (read() on a pipe, a foreign lock) holds its worker; with every worker
+ * so held, queued work waits, and if that work is what the blocked ones
+ * wait for, forever.  As Go's sysmon does for goroutines in system calls,
+ * a monitor thread looks at the default pool every MONITOR_TICK_NS: when
+ * work is queued, no worker is idle or spinning, no task ended for
+ * MONITOR_STALL_TICKS looks, and a worker running a task sleeps in the
+ * kernel (its /proc state), it starts one more worker with a queued task
+ * as its first.  Such a worker leaves when it finds the pool past its
+ * maximum (after that task), and the start is counted in compensations and
+ * said with a WARNING, as lending's are.  Pools the application configured
+ * are left as configured: their sizes are its choice. */
+
+static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
+static scope_pool_t *monitor_pool; /* the pool it watches; NULL: not running */
+
+/* Ended tasks of p, a measure of progress.  Caller holds p->lock. */
+static uint64_t progress_locked(scope_pool_t *p)
+{
+	unsigned active = 0;
+	uint64_t completed = atomic_load(&p->completed);
+
+	sc_pool_dq_stats(p, &active, &completed);
+	return completed;
+}
+
+/* Whether thread tid of this process sleeps in the kernel (S or D). */
+static bool tid_sleeps(uint32_t tid)
+{
+	char path[64], buf[256], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')'); /* the name may hold anything, even ") " */
+	return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+}
+
+/* One look at p; stalls counts looks without progress. */
+static void monitor_look(scope_pool_t *p, uint64_t *last, unsigned *stalls)
+{
+	uint32_t tids[64];
+	unsigned n = 0, over = 0, max = 0;
+	bool stalled, blocked = false;
+	uint64_t now;
+
+	pthread_mutex_lock(&p->lock);
+	now = progress_locked(p);
+	stalled = !p->shutdown && !p->idle && !p->spinners && now == *last &&
+		  sc_pool_any_work(p);
+	*last = now;
+	*stalls = stalled ? *stalls + 1 : 0;
+	if (*stalls >= MONITOR_STALL_TICKS)
+		for (struct worker *w = p->workers; w && n < 64; w = w->next)
+			if (!w->exited && w->t)
+				tids[n++] = w->t->tid;
+	pthread_mutex_unlock(&p->lock);
+	if (*stalls < MONITOR_STALL_TICKS)
+		return;
+	/* Outside the lock: a read of /proc per worker, only when stalled. */
+	for (unsigned i = 0; i < n && !blocked; i++)
+		blocked = tid_sleeps(tids[i]);
+	if (!blocked)
+		return;
+	pthread_mutex_lock(&p->lock);
+	scope_task_t *task = p->fast ? find_fast(p, NULL) : NULL;
+	if (!task && (task = pick_locked(p, NULL)) != NULL)
+		dequeue_locked(p, task);
+	if (task) {
+		if (p->size < POOL_HARD_MAX && (p->size++, sc_pool_spawn_locked(p, task) == 0)) {
+			p->compensations++;
+			if (p->size > p->cfg.max_size)
+				over = p->size;
+			*stalls = 0;
+		} else {
+			/* No thread now: back it goes, for the next look. */
+			if (p->size > 0 && p->size <= POOL_HARD_MAX)
+				p->size--;
+			enqueue_locked(p, task, NULL);
+		}
+	}
+	max = p->cfg.max_size;
+	sc_pool_unlock(p);
+	if (over)
+		sc_emit_warning(SC_WARN_POOL_OVER_MAX, p->id, over, max);
+}
+
+static void *monitor_main(void *arg)
+{
+	scope_pool_t *p = arg;
+	uint64_t last = 0;
+	unsigned stalls = 0;
+	struct timespec tick = {0, MONITOR_TICK_NS};
+
+	for (;;) {
+		nanosleep(&tick, NULL);
+		monitor_look(p, &last, &stalls);
+	}
+	return NULL;
+}
+
+void sc_pool_monitor_start(scope_pool_t *p)
+{
+	pthread_t th;
+	pthread_attr_t attr;
+	sigset_t all, old;
+
+	pthread_mutex_lock(&monitor_lock);
+	if (!monitor_pool && pthread_attr_init(&attr) == 0) {
+		/* It takes no signal meant for the program's threads. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &attr, monitor_main, p) == 0) {
+			monitor_pool = p;
+#if defined(__GLIBC__)
+			pthread_setname_np(th, "scope-monitor");
+#endif
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	pthread_mutex_unlock(&monitor_lock);
+}
+
+void sc_pool_monitor_after_fork(void)
+{
+	/* The thread stayed behind: the next worker started starts another. */
+	pthread_mutex_init(&monitor_lock, NULL);
+	monitor_pool = NULL;
 }

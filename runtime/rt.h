@@ -63,6 +63,14 @@ struct sc_thread {
 	bool has_alarm;
 	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
+	/* The deque slot this thread holds in one pool (pool_work.c): valid
+	 * while dq_pool and dq_gen match that pool's id and generation. */
+	void *dq;
+	uint64_t dq_pool;
+	uint32_t dq_gen;
+	/* Blocks of ids this thread hands out (scope.c), so that an open or
+	 * a fork takes no shared counter. */
+	uint64_t ids_scope, ids_scope_end, ids_task, ids_task_end;
 	scope_task_t *free_tasks; /* recycled task handles, so a fork skips calloc */
 	unsigned ntfree;
 	/* Alternate signal stacks were turned on after this thread registered
@@ -98,6 +106,16 @@ enum sc_cwait {
 	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
+/* A cancellation handler, in the caller's scope_cancel_handler_t. */
+struct sc_handler {
+	struct sc_handler *next, *prev; /* in its scope's list, while armed */
+	struct sc_handler *run_next;	/* the canceller's list to run */
+	scope_t *scope;
+	void (*fn)(void *ctx);
+	void *ctx;
+	_Atomic int state; /* enum sc_handler_state (cancel.c) */
+};
+
 struct scope_task {
 	uint64_t id;
 	scope_t *scope;
@@ -126,6 +144,13 @@ struct scope_task {
 	bool run_active;
 	uint32_t gen; /* the pool's generation when queued */
 	bool queued;
+	/* The forker asked for a handle: kept in the scope's tasks until
+	 * close.  Otherwise the task sits in the scope's live list (its lock)
+	 * and its memory goes back for reuse when it ends. */
+	bool keep; /* forked with a handle: kept until the scope closes */
+	/* Handle-less: its end is done with it, the owner may reuse it. */
+	_Atomic bool ended;
+	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
 };
 
 struct scope {
@@ -146,6 +171,8 @@ struct scope {
 	scope_until_fn until;
 	void *until_ctx;
 	const struct scope_joiner_ops *ops;
+	scope_timeout_fn on_timeout;
+	void *on_timeout_ctx;
 	unsigned flags;
 	int64_t deadline;     /* own, absolute; 0 none */
 	int64_t eff_deadline; /* min over ancestors */
@@ -155,16 +182,51 @@ struct scope {
 	_Atomic int cancelled;	  /* 0, or enum sc_cancel_reason; also a futex word */
 	_Atomic int word_waiters; /* threads parked on cancelled */
 	_Atomic int stop;	  /* the joiner decided */
-	bool joined, joining;
-	int64_t join_ts; /* when the join began (scope_now()), for snapshots */
+	/* Why the cancellation began where it began (enum sc_cancel_reason):
+	 * the reason itself, or for PARENT the ancestor's cause.  Written
+	 * before cancelled, under this lock. */
+	_Atomic int cause;
+	/* Cancellation handlers registered in this scope's context, and the
+	 * eventfd (+1; 0: none) made readable on cancellation; this lock. */
+	struct sc_handler *handlers;
+	int cancel_efd;
+	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
+	 * the timer's lock's. */
+	bool dl_on;
+	size_t dl_slot;
+	bool joined;	/* the owner's */
+	size_t nforks; /* forks made (owner's): bindings freeze at the first */
+	/* Atomics: the owner writes them without the lock, snapshots read
+	 * them. */
+	_Atomic bool joining;
+	_Atomic int64_t join_ts; /* when the join began (sc_event_time()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
 	/* Forked, not ended: written under lock, read without it by the
 	 * joiner's done check. */
 	_Atomic size_t pending;
+	/* Forks with a handle, in fork order, and handle-less forks (live, or
+	 * ended and not yet reused), each appended by the owner without the
+	 * lock (a release store of the count after the slot); the arrays move
+	 * (realloc) and anon is swept of ended tasks only under the lock,
+	 * where others read them.  So a scope that lives for days, forking
+	 * without handles, holds what is live (scope.c, anon_append). */
 	scope_task_t **tasks;
-	size_t ntasks, cap;
+	_Atomic size_t ntasks;
+	size_t cap;
+	scope_task_t **anon;
+	_Atomic size_t nanon;
+	size_t anon_cap;
+	/* Kept tasks in the order they ended, for scope_next (this lock);
+	 * ndone counts them, ntaken those scope_next gave (owner's). */
+	scope_task_t *done_head, *done_tail, *next_at;
+	_Atomic size_t ndone;
+	size_t ntaken;
+	bool wake_each; /* the owner waits in scope_next: wake it per end */
 	scope_task_t *failure, *winner;
-	struct sc_thread *waiter; /* owner while it waits for tasks */
+	/* The owner while it waits for tasks: set before it looks at pending,
+	 * read by the last task's end after its decrement (both sequentially
+	 * consistent), so one of them sees the other. */
+	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
@@ -173,7 +235,12 @@ struct scope {
 	 * close waits for the pins before freeing.  Pins are taken only while
 	 * the scope is linked (under the lock of the list it is linked in). */
 	_Atomic int pins;
-	bool closing; /* unlinked or about to be: the walk skips it (this lock) */
+	/* Unlinked or about to be: the walk skips it.  Its pin, not this
+	 * flag, keeps a walk already inside safe. */
+	_Atomic bool closing;
+	/* The last task's end took the lock on another thread: close takes
+	 * it once before the scope goes, so that end is out of it. */
+	_Atomic bool remote_end;
 	struct sc_value *_Atomic values;
 	scope_t *free_next;
 };
@@ -240,6 +307,11 @@ extern _Atomic(scope_t *) sc_inherited;
 /* The id the next forked task will get. */
 uint64_t sc_task_next_id(void);
 
+/* Calls fn for every task of s a walk should see: those with a handle (in
+ * fork order), then the handle-less ones still live.  s->lock held. */
+void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
+			 void *ctx);
+
 /* True when the calling context owns s: its thread, and the task that
  * thread ran when it opened s (a subtask run inline is not the owner). */
 bool sc_owns(const scope_t *s);
@@ -264,6 +336,14 @@ struct sc_wait {
 int sc_wait(const struct sc_wait *w);
 void sc_interrupt_install(void);
 
+/* deadline.c: the timer thread, shared by every scope, that cancels a
+ * scope (TIMEOUT) when its own deadline passes.  add: s->deadline is set;
+ * 0, -ENOMEM, or the error starting the thread.  remove: before s is
+ * freed (owner; a no-op when s was never added); after it returns the
+ * timer never touches s. */
+int sc_deadline_add(scope_t *s);
+void sc_deadline_remove(scope_t *s);
+
 /* pool.c */
 scope_pool_t *sc_pool_resolve(scope_pool_t *p);
 int sc_pool_submit(scope_pool_t *p, scope_task_t *task);
@@ -281,6 +361,9 @@ bool sc_pool_lends_all(const scope_pool_t *p);
 /* Worker t is exiting without returning to its pool (pthread_exit in a
  * task): the pool forgets it and starts another if work waits. */
 void sc_pool_worker_gone(struct sc_thread *t);
+/* The calling thread t is leaving: it gives back its deque slot (what is
+ * still queued there moves to its pool's inject queue). */
+void sc_pool_dq_release(struct sc_thread *t);
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

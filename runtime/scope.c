@@ -4,12 +4,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "joiner.h"
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
-#define SC_FREE_TASKS 256 /* recycled task handles kept per thread */
+#define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
 #if defined(__SANITIZE_THREAD__)
 #define SC_TSAN 1
@@ -22,8 +23,22 @@
 #define SC_TSAN 0
 #endif
 
+#define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
+
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
+
+/* The next id from the calling thread's block, refilled from the shared
+ * counter every SC_ID_BLOCK ids: unique in the process, increasing per
+ * thread (a scope's tasks, forked by its owner, are in order). */
+static uint64_t id_take(_Atomic uint64_t *shared, uint64_t *next, uint64_t *end)
+{
+	if (*next == *end) {
+		*next = atomic_fetch_add_explicit(shared, SC_ID_BLOCK, memory_order_relaxed);
+		*end = *next + SC_ID_BLOCK;
+	}
+	return (*next)++;
+}
 
 scope_t *sc_context(void)
 {
@@ -135,8 +150,8 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	s = malloc(sizeof(*s));
 	if (s) {
 		sc_mutex_init(&s->lock);
-		s->tasks = NULL;
-		s->cap = 0;
+		s->tasks = s->anon = NULL;
+		s->cap = s->anon_cap = 0;
 	}
 	return s;
 }
@@ -167,19 +182,33 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	if (s->cancel_efd) {
+		close(s->cancel_efd - 1);
+		s->cancel_efd = 0;
+	}
+	/* Every task, with a handle or not (the failure and the winner are
+	 * among them: a sweep keeps them): close waited for each to end. */
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
 	s->ntasks = 0;
+	for (size_t i = 0; i < s->nanon; i++)
+		task_free(t, s->anon[i]);
+	s->nanon = 0;
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
 	}
 	if (t->nfree < SC_FREE_SCOPES) {
 		/* Kept with its task array, unless a fan-out grew it large. */
-		if (s->cap > 64) {
+		if (s->cap > 1024) {
 			free(s->tasks);
 			s->tasks = NULL;
 			s->cap = 0;
+		}
+		if (s->anon_cap > 1024) {
+			free(s->anon);
+			s->anon = NULL;
+			s->anon_cap = 0;
 		}
 		s->free_next = t->free_scopes;
 		t->free_scopes = s;
@@ -187,6 +216,7 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 		return;
 	}
 	free(s->tasks);
+	free(s->anon);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -201,6 +231,10 @@ static int config_check(const struct scope_config *cfg)
 		return -EINVAL;
 	if (cfg->timeout_ns < 0 || cfg->deadline_ns < 0)
 		return -EINVAL;
+	if (cfg->flags & ~(unsigned)(SCOPE_F_NO_INTERRUPT | SCOPE_F_SHIELD))
+		return -EINVAL; /* a bit from a newer header means what we cannot do */
+	if ((cfg->flags & SCOPE_F_SHIELD) && !cfg->timeout_ns && !cfg->deadline_ns)
+		return -EINVAL; /* a shield is bounded by a deadline of its own */
 	return 0;
 }
 
@@ -210,14 +244,16 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	const char *name = cfg->name ? cfg->name : "scope";
 	size_t n = strnlen(name, SC_NAME_MAX - 1);
 	pthread_mutex_t lock = s->lock;
-	scope_task_t **tasks = s->tasks;
-	size_t cap = s->cap;
+	scope_task_t **tasks = s->tasks, **anon = s->anon;
+	size_t cap = s->cap, anon_cap = s->anon_cap;
 
 	memset(s, 0, sizeof(*s));
 	s->lock = lock;
-	s->tasks = tasks; /* a recycled scope's array, reused */
+	s->tasks = tasks; /* a recycled scope's arrays, reused */
 	s->cap = cap;
-	s->id = atomic_fetch_add_explicit(&next_scope_id, 1, memory_order_relaxed);
+	s->anon = anon;
+	s->anon_cap = anon_cap;
+	s->id = id_take(&next_scope_id, &t->ids_scope, &t->ids_scope_end);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
 	s->owner = t;
@@ -233,6 +269,8 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	s->until = cfg->until;
 	s->until_ctx = cfg->until_ctx;
 	s->ops = cfg->ops;
+	s->on_timeout = cfg->on_timeout;
+	s->on_timeout_ctx = cfg->on_timeout_ctx;
 	s->flags = cfg->flags;
 	s->deadline = cfg->deadline_ns;
 	if (cfg->timeout_ns > 0) {
@@ -241,7 +279,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 			s->deadline = d;
 	}
 	s->eff_deadline = s->deadline;
-	if (parent && parent->eff_deadline &&
+	if (parent && parent->eff_deadline && !(s->flags & SCOPE_F_SHIELD) &&
 	    (!s->eff_deadline || parent->eff_deadline < s->eff_deadline))
 		s->eff_deadline = parent->eff_deadline;
 }
@@ -261,7 +299,7 @@ static int scope_link(scope_t *s, struct sc_thread *t)
 		head = &t->roots;
 	}
 	pthread_mutex_lock(lock);
-	if (s->parent && atomic_load(&s->parent->cancelled)) {
+	if (s->parent && atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
 		pthread_mutex_unlock(lock);
 		return -ECANCELED;
 	}
@@ -289,6 +327,22 @@ static void scope_unlink(scope_t *s)
 	pthread_mutex_unlock(lock);
 }
 
+/* A deadline of its own earlier than the inherited one goes to the timer,
+ * which cancels s when it passes; an inherited one cancels s through the
+ * ancestor it comes from.  Unlinks s when the timer cannot take it. */
+static int scope_arm_deadline(scope_t *s, scope_t *parent)
+{
+	int rc;
+
+	if (!s->deadline || (parent && parent->eff_deadline && !(s->flags & SCOPE_F_SHIELD) &&
+			     parent->eff_deadline <= s->deadline))
+		return 0;
+	rc = sc_deadline_add(s);
+	if (rc)
+		scope_unlink(s);
+	return rc;
+}
+
 int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *file, int line,
 		  const char *func)
 {
@@ -308,7 +362,7 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	if (!t)
 		return -ENOMEM;
 	parent = sc_context();
-	if (parent && sc_check(parent))
+	if (parent && !(cfg->flags & SCOPE_F_SHIELD) && sc_check(parent))
 		return -ECANCELED;
 	s = scope_alloc(t);
 	if (!s)
@@ -318,6 +372,8 @@ int scope_open_at(scope_t **out, const struct scope_config *cfg, const char *fil
 	s->site.line = line;
 	s->site.func = func;
 	rc = scope_link(s, t);
+	if (rc == 0)
+		rc = scope_arm_deadline(s, parent);
 	if (rc) {
 		scope_free(t, s);
 		return rc;
@@ -357,26 +413,104 @@ static int owner_check(scope_t *s, struct sc_thread **tp)
 	return 0;
 }
 
-static int tasks_append(scope_t *s, scope_task_t *task)
+/* Under s->lock: a kept task (forked with a handle) that ended takes its
+ * place in the completion order (scope_next). */
+static void task_done_locked(scope_t *s, scope_task_t *task)
 {
-	int rc = 0;
+	task->dnext = NULL;
+	if (s->done_tail)
+		s->done_tail->dnext = task;
+	else
+		s->done_head = task;
+	s->done_tail = task;
+	atomic_fetch_add_explicit(&s->ndone, 1, memory_order_release);
+}
 
-	pthread_mutex_lock(&s->lock);
-	if (s->ntasks == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		scope_task_t **v = realloc(s->tasks, cap * sizeof(*v));
-		if (!v) {
-			rc = -ENOMEM;
-			goto out;
+void sc_scope_tasks_each(scope_t *s, void (*fn)(void *ctx, scope_t *s, scope_task_t *task),
+			 void *ctx)
+{
+	for (size_t i = 0; i < s->ntasks; i++)
+		fn(ctx, s, s->tasks[i]);
+	for (size_t i = 0; i < s->nanon; i++)
+		fn(ctx, s, s->anon[i]);
+}
+
+/* Appends to a task array (v, *n, *cap) as its owner: without the lock
+ * unless it must grow.  A handle-less array (sweep) is first swept of the
+ * tasks whose end is done with them, except the scope's failure and
+ * winner: they go back to t's recycled handles, and the array grows only
+ * when more than half of it is live, so its size follows what is live. */
+static int array_append(struct sc_thread *t, scope_t *s, scope_task_t ***v, _Atomic size_t *n,
+			size_t *cap, scope_task_t *task, bool sweep)
+{
+	size_t k = atomic_load_explicit(n, memory_order_relaxed);
+
+	if (k == *cap) {
+		/* Swept and moved under the lock: cancellers and snapshots
+		 * read the arrays there. */
+		pthread_mutex_lock(&s->lock);
+		if (sweep) {
+			size_t live = 0;
+			for (size_t i = 0; i < k; i++) {
+				scope_task_t *x = (*v)[i];
+				if (atomic_load_explicit(&x->ended, memory_order_acquire) &&
+				    x != s->failure && x != s->winner)
+					task_free(t, x);
+				else
+					(*v)[live++] = x;
+			}
+			k = live;
+			atomic_store_explicit(n, k, memory_order_release);
 		}
-		s->tasks = v;
-		s->cap = cap;
+		if (k > *cap / 2 || !*cap) {
+			size_t grown = *cap ? *cap * 2 : 8;
+			scope_task_t **g = realloc(*v, grown * sizeof(*g));
+			if (!g) {
+				pthread_mutex_unlock(&s->lock);
+				return -ENOMEM;
+			}
+			*v = g;
+			*cap = grown;
+		}
+		pthread_mutex_unlock(&s->lock);
 	}
-	s->tasks[s->ntasks++] = task;
-	s->pending++;
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	(*v)[k] = task;
+	atomic_fetch_add(&s->pending, 1);
+	atomic_store_explicit(n, k + 1, memory_order_release);
+	return 0;
+}
+
+static int tasks_append(struct sc_thread *t, scope_t *s, scope_task_t *task)
+{
+	if (task->keep)
+		return array_append(t, s, &s->tasks, &s->ntasks, &s->cap, task, false);
+	return array_append(t, s, &s->anon, &s->nanon, &s->anon_cap, task, true);
+}
+
+/* The end of a task, after which its end does not touch it: a kept one is
+ * in the completion order; a handle-less one is the owner's to reuse.
+ * Caller holds s->lock for a kept one. */
+static void task_ended(scope_t *s, scope_task_t *task)
+{
+	if (task->keep)
+		task_done_locked(s, task);
+	else
+		atomic_store_explicit(&task->ended, true, memory_order_release);
+}
+
+/* A task the owner ended itself in scope_fork (never queued): no waiter to
+ * tell, no other thread inside the scope for it. */
+static void end_on_owner(scope_t *s, scope_task_t *task)
+{
+	if (task->keep) {
+		pthread_mutex_lock(&s->lock);
+		task_done_locked(s, task);
+		s->pending--;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	task_ended(s, task);
+	atomic_fetch_sub(&s->pending, 1);
 }
 
 /* Ends a task that never reached a worker without the joiner seeing it:
@@ -388,9 +522,7 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	task->error = err;
 	atomic_store_explicit(&task->state, state, memory_order_release);
 	emit_task(SC_EV_TASK_END, task, state, err);
-	pthread_mutex_lock(&s->lock);
-	s->pending--;
-	pthread_mutex_unlock(&s->lock);
+	end_on_owner(s, task);
 }
 
 int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
@@ -411,27 +543,27 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task = task_alloc(t);
 	if (!task)
 		return -ENOMEM;
-	task->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
+	task->id = id_take(&next_task_id, &t->ids_task, &t->ids_task_end);
 	task->scope = s;
 	task->fn = fn;
 	task->arg = arg;
 	task->site.file = file;
 	task->site.line = line;
 	task->site.func = func;
-	rc = tasks_append(s, task);
+	task->keep = out != NULL;
+	rc = tasks_append(t, s, task);
 	if (rc) {
 		task_free(t, task);
 		return rc;
 	}
+	s->nforks++;
 	if (out)
 		*out = task;
 	if (sc_check(s)) {
 		/* Level-triggered: a cancelled scope starts nothing more. */
-		atomic_store(&task->state, SC_TASK_UNAVAILABLE);
+		atomic_store_explicit(&task->state, SC_TASK_UNAVAILABLE, memory_order_release);
 		emit_task(SC_EV_TASK_FORK, task, SC_TASK_UNAVAILABLE, 0);
-		pthread_mutex_lock(&s->lock);
-		s->pending--;
-		pthread_mutex_unlock(&s->lock);
+		end_on_owner(s, task);
 		return 0;
 	}
 	if (s->joiner == SCOPE_JOIN_CUSTOM && s->ops->on_fork) {
@@ -450,7 +582,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 		}
 	}
 	task->pool = s->pool;
-	atomic_store(&task->state, SC_TASK_FORKED);
+	atomic_store_explicit(&task->state, SC_TASK_FORKED, memory_order_release);
 	emit_task(SC_EV_TASK_FORK, task, SC_TASK_FORKED, 0);
 	rc = sc_pool_submit(s->pool, task);
 	if (rc < 0)
@@ -473,14 +605,46 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	    atomic_exchange(&sc_inherited, NULL) == s)
 		emit_scope(SC_EV_SCOPE_CLOSE, s, 0);
 	sc_joiner_complete(s, task, state);
-	pthread_mutex_lock(&s->lock);
-	atomic_store(&task->worker, NULL);
+	atomic_store_explicit(&task->worker, NULL, memory_order_release);
+	if (task->keep) {
+		/* Kept: into the completion order, under the lock, and the
+		 * owner told at each end while it waits in scope_next. */
+		if (s->owner != sc_self_peek())
+			atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
+		pthread_mutex_lock(&s->lock);
+		task_done_locked(s, task);
+		waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+		pthread_mutex_unlock(&s->lock);
+		if (waiter && waiter != sc_self_peek())
+			sc_wake(waiter);
+		return;
+	}
+	task_ended(s, task); /* not touched from here: the owner may reuse it */
 	/* Joiners wait for the last task (or a stop, which cancels and so
-	 * wakes them): waking them for every task would only cost switches. */
-	waiter = --s->pending == 0 ? s->waiter : NULL;
+	 * wakes them): waking them for every task would only cost switches.
+	 * Any but the last end is a decrement and nothing else (the scope is
+	 * alive while this task counts); the last takes the lock, so the
+	 * owner, who frees the scope once it sees none left, waits for it. */
+	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
+	while (n > 1 && !atomic_compare_exchange_weak_explicit(&s->pending, &n, n - 1,
+							       memory_order_acq_rel,
+							       memory_order_relaxed))
+		;
+	if (n > 1)
+		return;
+	/* Run by its owner's thread (a helping joiner, caller-runs): the
+	 * scope cannot go while this runs, and the owner looks again. */
+	if (s->owner == sc_self_peek()) {
+		atomic_fetch_sub(&s->pending, 1);
+		return;
+	}
+	atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
+	pthread_mutex_lock(&s->lock);
+	waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
-	/* After the unlock the scope may be gone; the thread record is not. */
-	if (waiter)
+	/* After the unlock the scope may be gone; the thread record is not.
+	 * A joiner that ran the task itself looks again without being told. */
+	if (waiter && waiter != sc_self_peek())
 		sc_wake(waiter);
 }
 
@@ -498,7 +662,7 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	 * reads the flag, so either it sees the cancel or the canceller sees
 	 * it (and at worst wakes a thread that already let the task go). */
 	atomic_store(&task->worker, t);
-	atomic_store(&task->state, SC_TASK_RUNNING);
+	atomic_store_explicit(&task->state, SC_TASK_RUNNING, memory_order_release);
 	cancelled = atomic_load(&s->cancelled);
 	if (cancelled || sc_check(s)) {
 		if (pool)
@@ -567,6 +731,22 @@ static bool join_done(void *arg)
 	return all_done(s) || atomic_load(&s->stop) || atomic_load(&s->cancelled);
 }
 
+/* What join returns once waiting is over: whatever came first decides.
+ * The joiner's decision (its stop cancels with reason JOINER) gives the
+ * joiner's result; a deadline that passed before join decided, -ETIMEDOUT,
+ * even when every subtask had ended in time (Java's TimeoutException);
+ * any other cancellation, -ECANCELED. */
+static int join_outcome(scope_t *s)
+{
+	int reason;
+
+	(void)sc_check(s); /* a deadline the timer has not reached yet */
+	reason = atomic_load(&s->cancelled);
+	if (!reason || (reason == SC_CANCEL_JOINER && atomic_load(&s->stop)))
+		return sc_joiner_result(s);
+	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? sc_joiner_timeout(s) : -ECANCELED;
+}
+
 int scope_join(scope_t *s)
 {
 	struct sc_thread *t;
@@ -578,16 +758,13 @@ int scope_join(scope_t *s)
 		sc_emit_violation(s->id, SC_VIOL_DOUBLE_JOIN, SCOPE_EJOINED);
 		return SCOPE_EJOINED;
 	}
-	int64_t began = scope_now();
-	pthread_mutex_lock(&s->lock);
 	s->joined = true;
-	s->joining = true;
-	s->join_ts = began;
-	s->waiter = t;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->join_ts, sc_event_time(), memory_order_relaxed);
+	atomic_store(&s->waiter, t);
+	atomic_store_explicit(&s->joining, true, memory_order_release);
 	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
-	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->ntasks == 0) {
-		rc = SCOPE_ENOFORKS;
+	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
+		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
 	} else {
 		/* Only a joiner that waits for every subtask anyway runs queued
 		 * ones itself: any other must return the moment it decides,
@@ -603,27 +780,63 @@ int scope_join(scope_t *s)
 		    .lend = true,
 		};
 		(void)sc_wait(&w);
-		if (atomic_load(&s->stop))
-			rc = sc_joiner_result(s);
-		else if (atomic_load(&s->cancelled))
-			rc = s->eff_deadline && scope_now() >= s->eff_deadline ? -ETIMEDOUT
-									       : -ECANCELED;
-		else
-			rc = sc_joiner_result(s);
+		rc = join_outcome(s);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->joining = false;
-	s->waiter = NULL;
-	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&s->joining, false, memory_order_relaxed);
+	atomic_store_explicit(&s->waiter, NULL, memory_order_relaxed);
 	emit_scope(SC_EV_JOIN_END, s, rc);
 	return rc;
+}
+
+static bool next_ready(void *arg)
+{
+	scope_t *s = arg;
+
+	return atomic_load_explicit(&s->ndone, memory_order_acquire) > s->ntaken || all_done(s);
+}
+
+int scope_next(scope_t *s, scope_task_t **out)
+{
+	struct sc_thread *t;
+	int rc = owner_check(s, &t);
+
+	if (rc)
+		return rc;
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (s->ntaken == s->ntasks)
+		return 0;
+	if (!next_ready(s)) {
+		pthread_mutex_lock(&s->lock);
+		s->waiter = t;
+		s->wake_each = true;
+		pthread_mutex_unlock(&s->lock);
+		/* Not cancellable by the scope itself: what it cancels ends,
+		 * and comes out here as it does.  No help: a queued subtask
+		 * run here would hold back the ones that end meanwhile. */
+		struct sc_wait w = {.done = next_ready, .arg = s, .spin = true, .lend = true};
+		(void)sc_wait(&w);
+		pthread_mutex_lock(&s->lock);
+		s->waiter = NULL;
+		s->wake_each = false;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (atomic_load_explicit(&s->ndone, memory_order_acquire) == s->ntaken)
+		return 0; /* ended without a handle in this order: none left */
+	pthread_mutex_lock(&s->lock);
+	*out = s->next_at ? s->next_at->dnext : s->done_head;
+	s->next_at = *out;
+	pthread_mutex_unlock(&s->lock);
+	s->ntaken++;
+	return 1;
 }
 
 /* Closes the innermost scope of t's frame: cancels what runs, waits for
  * every subtask (helping the pool if t is one of its workers), frees. */
 static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 {
-	if (!s->joined && s->ntasks > 0)
+	if (!s->joined && s->nforks > 0)
 		sc_emit_violation(s->id, SC_VIOL_NO_JOIN, 0);
 	if (!all_done(s)) {
 		sc_cancel(s, reason);
@@ -636,9 +849,14 @@ static void close_one(struct sc_thread *t, scope_t *s, int reason, int result)
 		    .done = all_done, .arg = s, .spin = true, .help = s, .lend = true};
 		(void)sc_wait(&w);
 	}
-	pthread_mutex_lock(&s->lock);
-	s->closing = true;
-	pthread_mutex_unlock(&s->lock);
+	sc_deadline_remove(s);
+	atomic_store_explicit(&s->closing, true, memory_order_release);
+	/* An end that saw the count reach 0 on another thread may still be
+	 * inside the lock: it is out once the lock is had. */
+	if (atomic_load_explicit(&s->remote_end, memory_order_relaxed)) {
+		pthread_mutex_lock(&s->lock);
+		pthread_mutex_unlock(&s->lock);
+	}
 	scope_unlink(s);
 	t->frame.top = s->outer;
 	emit_scope(SC_EV_SCOPE_CLOSE, s, result);

@@ -82,6 +82,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	t->pool = pool;
 	t->pool_id = pool ? sc_pool_id(pool) : 0;
 	t->worker = NULL;
+	t->dq = NULL;
 	t->self = pthread_self();
 	t->frame.top = NULL;
 	t->frame.task = NULL;
@@ -125,6 +126,7 @@ void sc_thread_unregister(void)
 	/* Scopes a thread leaves open would outlive their owner: close them,
 	 * innermost first, and say so. */
 	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
+	sc_pool_dq_release(t);
 	pthread_setspecific(exit_key, NULL);
 	self = NULL;
 	pthread_mutex_lock(&threads_lock);
@@ -250,6 +252,10 @@ struct sc_thread *sc_threads_after_fork(void)
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		self->tid = sc_gettid();
+		/* Ids from here on come after every id the parent gave out
+		 * (the snapshot tells inherited tasks by that). */
+		self->ids_scope = self->ids_scope_end = 0;
+		self->ids_task = self->ids_task_end = 0;
 		/* Its pool's workers (and their deques) stayed behind: its forks
 		 * go to the pool's queue, and it lends no place. */
 		self->worker = NULL;

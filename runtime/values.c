@@ -39,6 +39,10 @@ int scope_value_bind(scope_t *s, const char *key, const char *value)
 	}
 	if (s->joined)
 		return SCOPE_EJOINED;
+	/* Frozen at the first fork, as Java fixes them at fork: a running
+	 * subtask never sees a binding come or change under it. */
+	if (s->nforks)
+		return -EBUSY;
 	kn = strnlen(key, SC_VALUE_KEY_MAX + 1);
 	vn = strnlen(value, SC_VALUE_MAX + 1);
 	if (kn > SC_VALUE_KEY_MAX || vn > SC_VALUE_MAX)
@@ -72,11 +76,10 @@ static const struct sc_value *lookup(const scope_t *s, const char *key)
 
 const char *scope_value_get(const char *key)
 {
-	int depth = 0;
-
 	if (!key)
 		return NULL;
-	for (const scope_t *s = sc_context(); s && depth < SC_MAX_DEPTH; s = s->parent, depth++) {
+	/* No depth limit: the chain ends at a root, as structure guarantees. */
+	for (const scope_t *s = sc_context(); s; s = s->parent) {
 		const struct sc_value *v = lookup(s, key);
 		if (v)
 			return v->value;

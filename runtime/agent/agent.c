@@ -100,6 +100,11 @@ static void wake_agent(void)
 	}
 }
 
+void sc_agent_nudge(void)
+{
+	wake_agent();
+}
+
 /* ---- process identity for HELLO ---- */
 
 /* keep_name: a fork child keeps its parent's display name (its comm is

@@ -243,5 +243,8 @@ SC_HIDDEN void sc_agent_stop(void);
 /* Waits until every event emitted before the call is written to the
  * socket (or timeout_ms passes); 0, or -ETIMEDOUT / -ENOTCONN. */
 SC_HIDDEN int sc_agent_flush(int timeout_ms);
+/* Wakes the agent thread to drain now (a producer's ring passed half
+ * full); cheap to call from any thread, a write to an eventfd. */
+SC_HIDDEN void sc_agent_nudge(void);
 
 #endif /* SC_AGENT_H */

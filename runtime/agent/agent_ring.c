@@ -269,6 +269,12 @@ static uint8_t *ring_reserve(struct sc_ring *r, uint32_t n, uint64_t *next_head)
 			return NULL;
 		}
 	}
+	/* Past half full with this frame (as far as this thread knows the
+	 * agent's progress): the agent is told now rather than at its next
+	 * period, which a burst on a slow core can outrun.  Once per crossing,
+	 * so a write per half ring at most. */
+	if (head - r->tail_cache <= size / 2 && head + need - r->tail_cache > size / 2)
+		sc_agent_nudge();
 	if (rec > room) {
 		uint32_t pad[2] = {(uint32_t)room, PAD_TYPE};
 		memcpy(r->buf + pos, pad, sizeof pad);

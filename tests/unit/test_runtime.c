@@ -120,8 +120,8 @@ static void observer_sees_lifecycle_in_order(void **state)
 	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
 	assert_int_equal(scope_open(&s, &cfg), 0);
 	int open_line = __LINE__ - 1;
+	assert_int_equal(scope_value_bind(s, "req", "7"), 0); /* bindings freeze at the fork */
 	assert_int_equal(scope_fork(s, ret_tid, NULL, &t), 0);
-	assert_int_equal(scope_value_bind(s, "req", "7"), 0);
 	assert_int_equal(scope_join(s), 0);
 	uint64_t sid = scope_id(s), tid = scope_task_id(t); /* both freed by close */
 	assert_int_equal(scope_close(s), 0);

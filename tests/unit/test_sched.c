@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "rt.h"
 #include "scope.h"
 
 #define MS 1000000LL
@@ -213,24 +214,48 @@ static int nested(void *arg, void **result)
 
 /* BLOCK with a queue of 2: a worker blocked in fork lends its place, and
  * the pool goes past its maximum to run the queue (and says so). */
+/* WARNING events the pool sent: that it went past its maximum. */
+static _Atomic uint64_t warn_pool;
+static _Atomic unsigned warn_count, warn_size;
+
+static void warn_observer(const struct sc_ev *ev)
+{
+	if (ev->kind == SC_EV_WARNING && ev->u == SC_WARN_POOL_OVER_MAX &&
+	    ev->a == atomic_load(&warn_pool)) {
+		atomic_fetch_add(&warn_count, 1);
+		atomic_store(&warn_size, (unsigned)ev->i);
+	}
+}
+
 static void block_policy_nested_fanout(void **state)
 {
 	(void)state;
 	running_case = "block_policy_nested_fanout";
 
+	sc_observer_set(warn_observer);
 	for (unsigned size = 1; size <= 2; size++) {
 		scope_pool_t *pool = pool_of(size, SCOPE_QUEUE_BOUNDED, 2, SCOPE_POLICY_BLOCK);
 		struct nest top = {pool, 4, 3};
 		struct scope_pool_stats st;
 
+		atomic_store(&warn_pool, sc_pool_id(pool));
+		atomic_store(&warn_count, 0);
 		atomic_store(&leaves, 0);
 		assert_int_equal(nested(&top, NULL), 0);
 		assert_int_equal(atomic_load(&leaves), 81);
 		assert_int_equal(scope_pool_stats(pool, &st), 0);
 		assert_int_equal(st.lent, 0);
 		assert_int_equal(st.queued, 0);
+		/* A one-thread pool whose only worker parks in a nested join
+		 * goes on only past its maximum, and says so. */
+		if (size == 1)
+			assert_true(st.largest > st.max_size);
+		assert_int_equal(atomic_load(&warn_count) > 0, st.largest > st.max_size);
+		if (atomic_load(&warn_count))
+			assert_true(atomic_load(&warn_size) > st.max_size);
 		assert_int_equal(scope_pool_destroy(pool), 0);
 	}
+	sc_observer_set(NULL);
 }
 
 /* What a subtask running inline on its owner's thread may do to the scope
@@ -440,6 +465,64 @@ static int empty_where(void *arg, void **result)
 	return 0;
 }
 
+/* Every worker of the default pool blocked in read() on a pipe, outside
+ * the runtime, and the task that writes to it queued behind them: the
+ * monitor starts a worker for it.  The owner does not join before the
+ * writer ran (a joiner would run it itself). */
+static int pipe_fd[2];
+static _Atomic int readers_in, writer_ran;
+
+static int pipe_reader(void *arg, void **result)
+{
+	char c;
+	(void)arg;
+	(void)result;
+	atomic_fetch_add(&readers_in, 1);
+	return read(pipe_fd[0], &c, 1) == 1 ? 0 : -EIO;
+}
+
+static int pipe_writer(void *arg, void **result)
+{
+	unsigned n = (unsigned)(uintptr_t)arg;
+	(void)result;
+	atomic_store(&writer_ran, 1);
+	for (unsigned i = 0; i < n; i++)
+		if (write(pipe_fd[1], "x", 1) != 1)
+			return -EIO;
+	return 0;
+}
+
+static void monitor_runs_work_behind_blocked_workers(void **state)
+{
+	struct scope_pool_stats st;
+	unsigned n;
+	scope_t *s;
+	(void)state;
+	running_case = "monitor_runs_work_behind_blocked_workers";
+
+	assert_int_equal(pipe(pipe_fd), 0);
+	assert_int_equal(scope_pool_stats(scope_pool_default(), &st), 0);
+	n = st.max_size;
+	atomic_store(&readers_in, 0);
+	atomic_store(&writer_ran, 0);
+	assert_int_equal(scope_open(&s, NULL), 0);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(scope_fork(s, pipe_reader, NULL, NULL), 0);
+	while (atomic_load(&readers_in) < (int)n)
+		usleep(1000);
+	assert_int_equal(scope_fork(s, pipe_writer, (void *)(uintptr_t)n, NULL), 0);
+	for (int i = 0; i < 5000 && !atomic_load(&writer_ran); i++)
+		usleep(1000);
+	assert_true(atomic_load(&writer_ran));
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_stats(scope_pool_default(), &st), 0);
+	assert_true(st.compensations >= 1);
+	assert_true(st.largest > st.max_size);
+	close(pipe_fd[0]);
+	close(pipe_fd[1]);
+}
+
 static void default_pool_fanout_threads(void **state)
 {
 	unsigned ncpu = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
@@ -467,7 +550,7 @@ static void default_pool_fanout_threads(void **state)
 	print_message("  %d forks: at most %d threads, pool largest %u, %u CPUs\n", n, most,
 		      st.largest, ncpu);
 	assert_true(st.largest <= ncpu + 2);
-	assert_true(most <= (int)ncpu + 3); /* the workers, this thread, maybe one leaving */
+	assert_true(most <= (int)ncpu + 3); /* the workers, this thread, the monitor, maybe one leaving */
 }
 
 /* Queued tasks cost a bounded number of bytes each, returned at close. */
@@ -548,6 +631,7 @@ int main(int argc, char **argv)
 	    /* First: the default pool's size is measured before other cases
 	     * park its workers. */
 	    cmocka_unit_test_setup_teardown(default_pool_fanout_threads, arm, disarm),
+	    cmocka_unit_test_setup_teardown(monitor_runs_work_behind_blocked_workers, arm, disarm),
 	    cmocka_unit_test_setup_teardown(nested_behind_unrelated_queue, arm, disarm),
 	    cmocka_unit_test_setup_teardown(many_nested_joins, arm, disarm),
 	    cmocka_unit_test_setup_teardown(block_policy_nested_fanout, arm, disarm),

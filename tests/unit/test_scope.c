@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -170,6 +172,33 @@ static void any_successful_no_forks(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+/* Every fork refused (a shut-down pool): no winner, no failure, and join
+ * says so with its own code rather than SCOPE_EFAILED. */
+static void any_successful_every_fork_refused(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_pool_t *pool;
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	assert_int_equal(scope_pool_shutdown(pool), 0);
+	cfg.joiner = SCOPE_JOIN_ANY_SUCCESSFUL;
+	cfg.pool = pool;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, ret_arg, NULL, &t), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_fork(s, ret_arg, NULL, NULL), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_join(s), SCOPE_ENOFORKS);
+	assert_null(scope_failure(s));
+	assert_null(scope_winner(s));
+	assert_int_equal(scope_task_state(t), SCOPE_TASK_FAILED);
+	assert_int_equal(scope_task_error(t), SCOPE_ESHUTDOWN);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+}
+
 static void await_all_mixed_results(void **state)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
@@ -289,6 +318,65 @@ static void custom_joiner_callbacks(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+static _Atomic int ended_in_time;
+
+static int quick_counted(void *arg, void **result)
+{
+	*result = arg;
+	atomic_fetch_add(&ended_in_time, 1);
+	return 0;
+}
+
+/* Partial results on timeout: on_timeout decides what join returns, from
+ * the subtasks that completed. */
+static int count_successes(void *ctx, scope_t *s)
+{
+	int n = 0;
+
+	*(int *)ctx += 1;
+	for (size_t i = 0; i < scope_task_count(s); i++)
+		n += scope_task_state(scope_task_at(s, i)) == SCOPE_TASK_SUCCESS;
+	return 1000 + n;
+}
+
+static void joiner_on_timeout(void **state)
+{
+	int calls = 0;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+
+	atomic_store(&ended_in_time, 0);
+	cfg.on_timeout = count_successes;
+	cfg.on_timeout_ctx = &calls;
+	cfg.timeout_ns = 300 * MS;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	int64_t deadline = scope_deadline();
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(scope_fork(s, quick_counted, NULL, &t), 0);
+	assert_int_equal(scope_fork(s, sleep_then, (void *)(intptr_t)(30 * SEC), &t), 0);
+	while (atomic_load(&ended_in_time) < 2)
+		sched_yield();
+	bool in_time = scope_now() < deadline;
+	int rc = scope_join(s);
+	assert_int_equal(calls, 1);
+	if (in_time)
+		assert_int_equal(rc, 1002); /* the two that ended, not the sleeper */
+	else
+		assert_true(rc >= 1000 && rc <= 1002);
+	assert_int_equal(scope_close(s), 0);
+
+	/* Without on_timeout: -ETIMEDOUT, as before. */
+	cfg.on_timeout = NULL;
+	cfg.timeout_ns = 0;
+	cfg.deadline_ns = scope_now() - 1;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_join(s), -ETIMEDOUT);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(calls, 1);
+}
+
 static void bad_configs_rejected(void **state)
 {
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
@@ -304,6 +392,19 @@ static void bad_configs_rejected(void **state)
 	cfg.joiner = SCOPE_JOIN_ALL_SUCCESSFUL;
 	cfg.timeout_ns = -1;
 	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.timeout_ns = 0;
+	cfg.deadline_ns = -1;
+	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.deadline_ns = 0;
+	cfg.flags = 0x80u; /* a flag this library does not know */
+	assert_int_equal(scope_open(&s, &cfg), -EINVAL);
+	cfg.flags = SCOPE_F_NO_INTERRUPT;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_close(s), 0);
+	s = NULL;
+	assert_int_equal(scope_sleep(-1), -EINVAL);
+	assert_int_equal(scope_sleep_until(-1), -EINVAL);
+	assert_int_equal(scope_sleep_until(0), 0); /* in the past: returns at once */
 	assert_int_equal(scope_open(NULL, NULL), -EINVAL);
 	assert_null(s);
 	assert_int_equal(scope_fork(NULL, ret_arg, NULL, NULL), -EINVAL);
@@ -377,7 +478,7 @@ static void double_join_and_fork_after_join(void **state)
 	assert_int_equal(atomic_load(&violations[SC_VIOL_DOUBLE_JOIN]), 1);
 	assert_int_equal(scope_fork(s, ret_arg, NULL, NULL), SCOPE_EJOINED);
 	assert_int_equal(atomic_load(&violations[SC_VIOL_FORK_AFTER_JOIN]), 1);
-	assert_int_equal(scope_task_count(s), 1);
+	assert_int_equal(scope_task_count(s), 0); /* only forks with a handle are listed */
 	assert_int_equal(scope_close(s), 0);
 }
 
@@ -579,9 +680,11 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(any_successful_first_success_wins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(any_successful_all_fail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(any_successful_no_forks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(any_successful_every_fork_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(await_all_mixed_results, setup, teardown),
 	    cmocka_unit_test_setup_teardown(until_predicate_stops, setup, teardown),
 	    cmocka_unit_test_setup_teardown(custom_joiner_callbacks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(joiner_on_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_configs_rejected, setup, teardown),
 	    cmocka_unit_test_setup_teardown(fork_after_cancel_is_unavailable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(non_owner_gets_eperm, setup, teardown),

@@ -120,6 +120,58 @@ static void rebinding_and_inner_scopes(void **state)
 	assert_int_equal(scope_close(outer), 0);
 }
 
+static int nap(void *arg, void **result)
+{
+	(void)arg;
+	(void)result;
+	return 0;
+}
+
+/* Bindings are frozen at the first fork: no bind after it (Java fixes them
+ * at fork), so no running subtask sees a value come or change. */
+static void bindings_frozen_at_first_fork(void **state)
+{
+	struct seen seen = {.key = "user"};
+	scope_t *s, *inner;
+	(void)state;
+
+	assert_int_equal(scope_open(&s, NULL), 0);
+	assert_int_equal(scope_value_bind(s, "user", "alice"), 0);
+	assert_int_equal(scope_fork(s, read_value, &seen, NULL), 0);
+	assert_int_equal(scope_value_bind(s, "user", "bob"), -EBUSY);
+	assert_int_equal(scope_value_bind(s, "other", "x"), -EBUSY);
+	assert_string_equal(scope_value_get("user"), "alice");
+	/* A scope opened below still binds before its own forks. */
+	assert_int_equal(scope_open(&inner, NULL), 0);
+	assert_int_equal(scope_value_bind(inner, "user", "carol"), 0);
+	assert_int_equal(scope_fork(inner, nap, NULL, NULL), 0);
+	assert_int_equal(scope_value_bind(inner, "user", "dave"), -EBUSY);
+	assert_int_equal(scope_join(inner), 0);
+	assert_int_equal(scope_close(inner), 0);
+	assert_int_equal(scope_join(s), 0);
+	assert_string_equal(seen.value, "alice");
+	assert_int_equal(scope_close(s), 0);
+}
+
+/* Values reach any depth (the dump's walk stops at 1024, lookups do not). */
+static void values_below_depth_1024(void **state)
+{
+	enum { DEPTH = 1500 };
+	static scope_t *s[DEPTH];
+	(void)state;
+
+	for (int i = 0; i < DEPTH; i++) {
+		assert_int_equal(scope_open(&s[i], NULL), 0);
+		if (i == 0)
+			assert_int_equal(scope_value_bind(s[0], "root", "r"), 0);
+	}
+	assert_string_equal(scope_value_get("root"), "r");
+	assert_int_equal(scope_value_bind(s[DEPTH - 1], "leaf", "l"), 0);
+	assert_string_equal(scope_value_get("leaf"), "l");
+	assert_int_equal(scope_close(s[0]), SCOPE_ESTRUCTURE); /* closes the rest first */
+	assert_null(scope_value_get("root"));
+}
+
 static void bad_bindings_refused(void **state)
 {
 	char *big = malloc(4096);
@@ -148,6 +200,8 @@ int main(void)
 	    cmocka_unit_test(inherited_by_forks_and_nested_scopes),
 	    cmocka_unit_test(rebinding_and_inner_scopes),
 	    cmocka_unit_test(bad_bindings_refused),
+	    cmocka_unit_test(bindings_frozen_at_first_fork),
+	    cmocka_unit_test(values_below_depth_1024),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
