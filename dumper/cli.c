@@ -237,6 +237,8 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 	_exit(127);
 }
 
+static bool links_libscope(pid_t pid);
+
 static bool registered(struct cli *cli, pid_t want)
 {
 	char err[256];
@@ -298,6 +300,9 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 			   cli->agent_path);
 		return CLI_FAIL;
 	}
+	/* A target without libscope has no agent to wait for. */
+	if (want_pid > 0 && !links_libscope(want_pid))
+		return CLI_OK;
 	/* Running programs' agents retry their connection on their own; give
 	 * them a moment to find the new daemon and send their snapshots. */
 	fprintf(cli->err, "scopecmd: waiting up to %d ms for programs to register\n",
