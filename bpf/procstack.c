@@ -509,7 +509,12 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 						       ps->win + i * WINDOW, &t[i], &inferred);
 			if (t[i].error)
 				t[i].error_why = "its stack could not be unwound";
-			(void)inferred; /* confirmed by the unwind itself, see there */
+			if (inferred && !t[i].approximate) {
+				t[i].approximate = true;
+				t[i].approximate_why =
+				    "its frame pointer was found on the stack, and the "
+				    "unwind did not reach the thread's first function";
+			}
 			uint64_t *copy = !t[i].error && m && t[i].nframes
 					     ? malloc(t[i].nframes * sizeof(*copy))
 					     : NULL;
