@@ -24,8 +24,7 @@
 
 enum { LIBSCOPE, AGENT, TBB, OMP, GLIB, NR };
 
-static const char *const runtime_name[NR] = {"libscope", "libscope+agent", "TBB", "OpenMP",
-					     "GLib"};
+static const char *const runtime_name[NR] = {"libscope", "libscope+agent", "TBB", "OpenMP", "GLib"};
 static const char *const peer_bin[NR] = {NULL, NULL, "peer_tbb", "peer_omp", "peer_glib"};
 static const char *const peer_pkg[NR] = {NULL, NULL, "libtbb-dev", "gcc's libgomp (-fopenmp)",
 					 "libglib2.0-dev"};
@@ -193,8 +192,8 @@ int main(int argc, char **argv)
 	have[AGENT] = bench_daemon_start(&daemon, "bench_sched") == 0;
 	if (have[AGENT])
 		snprintf(path[AGENT], sizeof(path[AGENT]),
-			 "env -u SCOPED_DISABLE SCOPED_SOCKET='%s' /proc/%d/exe --round", daemon.path,
-			 (int)getpid());
+			 "env -u SCOPED_DISABLE SCOPED_SOCKET='%s' /proc/%d/exe --round",
+			 daemon.path, (int)getpid());
 	else
 		printf("skipped libscope+agent: no scoped daemon could be started\n");
 	for (int r = TBB; r < NR; r++) {
@@ -226,7 +225,8 @@ int main(int argc, char **argv)
 			}
 		}
 		for (int k = 0; k < NW && have[AGENT] && have[TBB]; k++)
-			ratio_agent[k][i] = res[TBB][k][i] > 0 ? res[AGENT][k][i] / res[TBB][k][i] : -1;
+			ratio_agent[k][i] =
+			    res[TBB][k][i] > 0 ? res[AGENT][k][i] / res[TBB][k][i] : -1;
 	}
 	bench_daemon_stop(&daemon);
 	printf("%d interleaved rounds; median [95%% interval of the median]; default pools;\n"

@@ -245,17 +245,15 @@ static const struct {
 	int64_t nr;
 	const char *blocked_in;
 } syscall_names[] = {
-	{0, "read"},        {1, "write"},       {7, "poll"},       {17, "read"},
-	{18, "write"},      {19, "read"},       {20, "write"},     {23, "select"},
-	{34, "signal"},     {35, "sleep"},      {43, "accept"},    {42, "connect"},
-	{44, "send"},       {45, "recv"},       {46, "send"},      {47, "recv"},
-	{61, "wait"},       {64, "semaphore"},  {65, "semaphore"}, {69, "msgrcv"},
-	{70, "msgrcv"},     {72, "file_lock"},  {73, "file_lock"}, {128, "signal"},
-	{130, "signal"},    {202, "futex"},     {206, "io"},       {208, "io"},
-	{220, "semaphore"}, {230, "sleep"},     {232, "epoll"},    {243, "msgrcv"},
-	{247, "wait"},      {270, "select"},    {271, "poll"},     {281, "epoll"},
-	{288, "accept"},    {295, "read"},      {296, "write"},    {299, "recv"},
-	{307, "send"},      {426, "io_uring"},  {441, "epoll"},    {449, "futex"},
+    {0, "read"},    {1, "write"},      {7, "poll"},	  {17, "read"},	      {18, "write"},
+    {19, "read"},   {20, "write"},     {23, "select"},	  {34, "signal"},     {35, "sleep"},
+    {43, "accept"}, {42, "connect"},   {44, "send"},	  {45, "recv"},	      {46, "send"},
+    {47, "recv"},   {61, "wait"},      {64, "semaphore"}, {65, "semaphore"},  {69, "msgrcv"},
+    {70, "msgrcv"}, {72, "file_lock"}, {73, "file_lock"}, {128, "signal"},    {130, "signal"},
+    {202, "futex"}, {206, "io"},       {208, "io"},	  {220, "semaphore"}, {230, "sleep"},
+    {232, "epoll"}, {243, "msgrcv"},   {247, "wait"},	  {270, "select"},    {271, "poll"},
+    {281, "epoll"}, {288, "accept"},   {295, "read"},	  {296, "write"},     {299, "recv"},
+    {307, "send"},  {426, "io_uring"}, {441, "epoll"},	  {449, "futex"},
 };
 
 static const char *blocked_in_from_syscall(int64_t nr)

@@ -375,7 +375,8 @@ static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
 		return true;
 	if (link <= a || link - a > FP_MAX_STEP || (link & 7))
 		return false;
-	if (!cb_memory_read(p->dwfl, link, &link2, p) || !cb_memory_read(p->dwfl, link + 8, &ra2, p))
+	if (!cb_memory_read(p->dwfl, link, &link2, p) ||
+	    !cb_memory_read(p->dwfl, link + 8, &ra2, p))
 		return false;
 	return link2 == 0 || ra2 == 0 ||
 	       (link2 > link && link2 - link <= FP_MAX_STEP && in_code(p, ra2));
@@ -386,8 +387,13 @@ static bool looks_like_link(struct unw_proc *p, Dwarf_Word a)
  * undefined), so there is no frame pointer to look for. */
 static bool at_outermost(struct unw_proc *p, const struct bpfstack_thread *t)
 {
-	static const char *const entries[] = {"__clone3", "clone3", "__clone", "clone", "_start",
-					      "__libc_start_main", "__libc_start_main_impl",
+	static const char *const entries[] = {"__clone3",
+					      "clone3",
+					      "__clone",
+					      "clone",
+					      "_start",
+					      "__libc_start_main",
+					      "__libc_start_main_impl",
 					      "start_thread"};
 	Dwarf_Addr pc = t->frames[t->nframes - 1] - (t->nframes > 1);
 	size_t slot = (size_t)(pc ^ (pc >> 7)) % 16;
@@ -403,6 +409,14 @@ static bool at_outermost(struct unw_proc *p, const struct bpfstack_thread *t)
 	for (size_t i = 0; name && i < sizeof(entries) / sizeof(entries[0]); i++)
 		if (strcmp(name, entries[i]) == 0)
 			outer = true;
+	/* libc's own symbol table (.dynsym) names neither clone3 nor
+	 * start_thread: a stack that ends in libc ends where threads and the
+	 * process start. */
+	const char *file =
+	    mod ? dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : NULL;
+	const char *base = file ? strrchr(file, '/') : NULL;
+	if (base && strncmp(base + 1, "libc.so", 7) == 0)
+		outer = true;
 	p->end_pc[slot] = pc;
 	p->end_outermost[slot] = outer;
 	return outer;
@@ -413,8 +427,8 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 {
 	struct unw_proc *p;
 	struct stk_rec g;
-	struct bpfstack_thread *again = NULL;
-	bool end;
+	struct bpfstack_thread *again = NULL, *best = NULL;
+	bool end, best_whole = false;
 	Dwarf_Word sp, sp2;
 	int err = 0, tries = 0;
 
@@ -448,13 +462,26 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 		bool code = again->nframes > t->nframes;
 		for (size_t k = t->nframes; code && k < again->nframes; k++)
 			code = in_code(p, again->frames[k] - 1);
-		if (code &&
-		    memcmp(again->frames, t->frames, t->nframes * sizeof(t->frames[0])) == 0) {
-			memcpy(t->frames, again->frames, again->nframes * sizeof(t->frames[0]));
-			t->nframes = again->nframes;
-			*inferred = true;
-			break;
+		if (!code ||
+		    memcmp(again->frames, t->frames, t->nframes * sizeof(t->frames[0])) != 0)
+			continue;
+		/* One that reaches the thread's first function is the chain;
+		 * else the longest is kept, and the stack is approximate. */
+		bool whole = at_outermost(p, again);
+		if (whole || !best || again->nframes > best->nframes) {
+			if (!best && !(best = malloc(sizeof(*best))))
+				break;
+			memcpy(best, again, sizeof(*best));
+			best_whole = whole;
 		}
+		if (whole)
+			break;
+	}
+	if (best) {
+		memcpy(t->frames, best->frames, best->nframes * sizeof(t->frames[0]));
+		t->nframes = best->nframes;
+		*inferred = !best_whole;
+		free(best);
 	}
 	free(again);
 	p->cur = NULL;

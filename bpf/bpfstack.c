@@ -243,7 +243,8 @@ static void fill_thread(struct bpfstack *b, const struct stk_rec *h, const unsig
 	t->on_cpu = (h->flags & STK_F_ON_CPU) != 0;
 	/* On a CPU its registers are those of its last kernel entry. */
 	t->approximate = t->on_cpu;
-	t->approximate_why = t->on_cpu ? "on a CPU: the user stack as of its last kernel entry" : NULL;
+	t->approximate_why =
+	    t->on_cpu ? "on a CPU: the user stack as of its last kernel entry" : NULL;
 	t->ran_during_capture = t->on_cpu;
 	t->nvcsw = h->nvcsw;
 	t->nivcsw = h->nivcsw;

@@ -26,7 +26,7 @@ struct bpfstack_thread {
 	bool approximate;        /* user stack as of its last kernel entry */
 	uint64_t nvcsw, nivcsw;
 	int error;               /* 0, or negative errno: this thread's stack is missing */
-	const char *error_why;   /* static: why, in words, when error is set (or NULL) */
+	const char *error_why;	 /* static: why, in words, when error is set (or NULL) */
 	const char *approximate_why; /* static: why the stack is approximate (or NULL) */
 	size_t nframes;
 	uint64_t frames[BPFSTACK_MAX_FRAMES]; /* user return addresses, top first */

@@ -45,9 +45,9 @@ struct unw_memo {
 };
 
 struct slot {
-	int fd;             /* /proc/PID/task/TID/syscall, open for the re-read */
-	int state;          /* SLOT_* */
-	char line[160];     /* what the first read gave */
+	int fd;		    /* /proc/PID/task/TID/syscall, open for the re-read */
+	int state;	    /* SLOT_* */
+	char line[160];	    /* what the first read gave */
 	struct stk_rec rec; /* registers and syscall from it */
 };
 
@@ -377,7 +377,8 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 			continue;
 		end = stack_end(ps, sp);
 		if (!end) {
-			fail_thread(&t[i], -EFAULT, "its stack pointer lies in no writable mapping");
+			fail_thread(&t[i], -EFAULT,
+				    "its stack pointer lies in no writable mapping");
 			s->state = SLOT_NONE;
 			continue;
 		}
@@ -388,15 +389,16 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 		idx[k++] = i;
 	}
 	for (size_t from = 0; from < k;) {
-		ssize_t got = process_vm_readv(ps->pid, local + from, k - from, remote + from,
-					       k - from, 0);
+		ssize_t got =
+		    process_vm_readv(ps->pid, local + from, k - from, remote + from, k - from, 0);
 		size_t done = 0;
 
 		if (got < 0 && (errno == EPERM || errno == ESRCH)) {
 			for (size_t j = from; j < k; j++)
-				fail_thread(&t[idx[j]], -errno, errno == EPERM
-							? "the kernel refuses to let scoped read its memory"
-							: "the process exited during the capture");
+				fail_thread(&t[idx[j]], -errno,
+					    errno == EPERM
+						? "the kernel refuses to let scoped read its memory"
+						: "the process exited during the capture");
 			for (size_t j = from; j < k; j++)
 				ps->slots[idx[j]].state = SLOT_NONE;
 			return;
@@ -468,9 +470,10 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 			t[i].sched_state = 'R';
 			if (ps->nbusy < BPFS_PERF_MAX)
 				ps->busy[ps->nbusy++] = (pid_t)t[i].tid;
-			fail_thread(&t[i], -EBUSY,
-				    "running on a CPU throughout the capture; its stack cannot be read "
-				    "without stopping it");
+			fail_thread(
+			    &t[i], -EBUSY,
+			    "running on a CPU throughout the capture; its stack cannot be read "
+			    "without stopping it");
 		} else if (s->state == SLOT_NONE) {
 			fail_thread(&t[i], -ENODATA, "the kernel gave no registers for it");
 		}
@@ -502,14 +505,19 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 				continue_close(s);
 				continue;
 			}
-			t[i].error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec, ps->win + i * WINDOW,
-						       &t[i], &inferred);
+			t[i].error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
+						       ps->win + i * WINDOW, &t[i], &inferred);
 			if (t[i].error)
 				t[i].error_why = "its stack could not be unwound";
-			(void)inferred; /* confirmed by the unwind itself, see there */
+			if (inferred && !t[i].approximate) {
+				t[i].approximate = true;
+				t[i].approximate_why =
+				    "its frame pointer was found on the stack, and the "
+				    "unwind did not reach the thread's first function";
+			}
 			uint64_t *copy = !t[i].error && m && t[i].nframes
-						 ? malloc(t[i].nframes * sizeof(*copy))
-						 : NULL;
+					     ? malloc(t[i].nframes * sizeof(*copy))
+					     : NULL;
 			if (copy) {
 				memcpy(copy, t[i].frames, t[i].nframes * sizeof(*copy));
 				free(m->frames);
@@ -630,8 +638,8 @@ static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 	return 0;
 }
 
-int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads,
-		      size_t *n, char *err, size_t errlen)
+int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
+		      char *err, size_t errlen)
 {
 	char path[64], (*names)[16] = NULL;
 	size_t count = 0;
@@ -655,10 +663,11 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	if (rc == 0)
 		rc = read_maps(ps, procfd);
 	if (rc == -EACCES || rc == -EPERM) {
-		snprintf(err, errlen,
-			 "the kernel refuses scoped (uid %u) the memory of process %d (ptrace rules: "
-			 "another user's or a setuid process)",
-			 (unsigned)geteuid(), (int)pid);
+		snprintf(
+		    err, errlen,
+		    "the kernel refuses scoped (uid %u) the memory of process %d (ptrace rules: "
+		    "another user's or a setuid process)",
+		    (unsigned)geteuid(), (int)pid);
 		rc = -EPERM;
 	} else if (rc < 0) {
 		snprintf(err, errlen, "cannot read process %d: %s", (int)pid, strerror(-rc));
@@ -698,9 +707,10 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 			*threads = ps->t;
 			*n = ps->n;
 			if (truncated)
-				snprintf(err, errlen,
-					 "pid %d has more than %d threads; the first %d are captured",
-					 (int)pid, MAX_THREADS, MAX_THREADS);
+				snprintf(
+				    err, errlen,
+				    "pid %d has more than %d threads; the first %d are captured",
+				    (int)pid, MAX_THREADS, MAX_THREADS);
 		}
 		ps->t = NULL;
 		ps->n = 0;

@@ -25,7 +25,7 @@ void procstack_close(struct procstack *ps);
  * in err: -ESRCH no such process, -EPERM the daemon may not read its memory
  * (another user's process, and no CAP_SYS_PTRACE).  A thread without a stack
  * has error set and error_why saying why. */
-int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads,
-		      size_t *n, char *err, size_t errlen);
+int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
+		      char *err, size_t errlen);
 
 #endif /* PROCSTACK_H */

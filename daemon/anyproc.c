@@ -93,9 +93,11 @@ int anyproc_read(pid_t pid, struct anyproc *a)
 	a->exe[n > 0 ? n : 0] = '\0';
 	long hz = sysconf(_SC_CLK_TCK);
 	if (hz > 0) {
-		int64_t since_boot = (int64_t)(a->starttime / (unsigned long long)hz) * 1000000000 +
-				     (int64_t)(a->starttime % (unsigned long long)hz) * (1000000000 / hz);
-		a->start_real_ns = clock_ns(CLOCK_REALTIME) - (clock_ns(CLOCK_BOOTTIME) - since_boot);
+		int64_t since_boot =
+		    (int64_t)(a->starttime / (unsigned long long)hz) * 1000000000 +
+		    (int64_t)(a->starttime % (unsigned long long)hz) * (1000000000 / hz);
+		a->start_real_ns =
+		    clock_ns(CLOCK_REALTIME) - (clock_ns(CLOCK_BOOTTIME) - since_boot);
 	}
 	return 0;
 }
@@ -112,11 +114,12 @@ bool anyproc_may_inspect(const struct anyproc *a, uid_t viewer, char *why, size_
 					 "scopecmd as that user or as root",
 					 (int)a->pid, (unsigned)a->uids[1], (unsigned)viewer);
 			else
-				snprintf(why, whylen,
-					 "process %d has gained privileges (a setuid or setgid "
-					 "program: its uids are %u %u %u %u); only root may inspect it",
-					 (int)a->pid, (unsigned)a->uids[0], (unsigned)a->uids[1],
-					 (unsigned)a->uids[2], (unsigned)a->uids[3]);
+				snprintf(
+				    why, whylen,
+				    "process %d has gained privileges (a setuid or setgid "
+				    "program: its uids are %u %u %u %u); only root may inspect it",
+				    (int)a->pid, (unsigned)a->uids[0], (unsigned)a->uids[1],
+				    (unsigned)a->uids[2], (unsigned)a->uids[3]);
 			return false;
 		}
 	return true;

@@ -12,9 +12,9 @@ struct jbuf;
 
 struct anyproc {
 	pid_t pid;
-	uid_t uids[4];                /* real, effective, saved, filesystem */
-	char name[16];                /* comm, control characters as '?' */
-	char exe[4096];               /* "" when unreadable (a kernel thread) */
+	uid_t uids[4];		      /* real, effective, saved, filesystem */
+	char name[16];		      /* comm, control characters as '?' */
+	char exe[4096];		      /* "" when unreadable (a kernel thread) */
 	unsigned long long starttime; /* clock ticks after boot */
 	int64_t start_real_ns;
 	long threads;

@@ -97,10 +97,11 @@ struct proc *cmd_proc(struct cmd_ctx *x)
 			    "SCOPED_SOCKET the same for both?",
 			    (int)n);
 		else if (access(path, F_OK) == 0)
-			reply_error(x->c, x->id, "not_instrumented",
-				    "process %d does not use libscope: it has no scopes or tasks (its "
-				    "threads: stacks, dump)",
-				    (int)n);
+			reply_error(
+			    x->c, x->id, "not_instrumented",
+			    "process %d does not use libscope: it has no scopes or tasks (its "
+			    "threads: stacks, dump)",
+			    (int)n);
 		else
 			reply_error(x->c, x->id, "no_such_process",
 				    "no process %d is running or remembered by scoped", (int)n);

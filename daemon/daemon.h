@@ -105,7 +105,7 @@ struct stack_thread {
 	uint32_t tid;
 	char comm[16]; /* the kernel's name (BPF source), for threads the model lacks */
 	int error; /* negative errno from the source, or 0 */
-	const char *error_why;       /* static: why in words, or NULL (strerror) */
+	const char *error_why;	     /* static: why in words, or NULL (strerror) */
 	const char *approximate_why; /* static, or NULL */
 	const char *state;      /* JDK state, static */
 	const char *blocked_in; /* static or NULL */

@@ -27,54 +27,55 @@ struct opt_def {
 #define OFF(f) offsetof(struct options, f)
 
 static const struct opt_def table[] = {
-	{"help", 'h', OPT_FLAG, OFF(help), NULL, 0, 1, 0, NULL, "print this help and exit"},
-	{"version", 'V', OPT_FLAG, OFF(version), NULL, 0, 1, 0, NULL, "print the version and exit"},
-	{"socket", 0, OPT_STR, OFF(socket), "PATH", 0, 0, 0, NULL,
-	 "agent socket path (control.sock sits beside it); default $SCOPED_SOCKET, "
-	 "else $XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock"},
-	{"foreground", 0, OPT_FLAG, OFF(foreground), NULL, 0, 1, 0, NULL,
-	 "stay in the foreground and log to stderr (default: daemonize, log to syslog)"},
-	{"syslog", 0, OPT_FLAG, OFF(syslog), NULL, 0, 1, 0, NULL, "log to syslog even in the foreground"},
-	{"log-level", 0, OPT_CHOICE, OFF(log_level), "LEVEL", 0, 3, LOG_LVL_INFO, log_levels,
-	 "error, warn, info or debug"},
-	{"retain", 0, OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
-	 "keep ended tasks, closed scopes and exited threads visible this long"},
-	{"max-retained", 0, OPT_LONG, OFF(max_retained), "N", 1, 100000000, 4096, NULL,
-	 "and at most this many of them per process, the oldest going first"},
-	{"max-processes", 0, OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
-	 "instrumented processes held at once, live and exited"},
-	{"keep-exited", 0, OPT_LONG, OFF(keep_exited), "N", 0, 65536, 64, NULL,
-	 "exited processes kept for post-mortem dumps"},
-	{"keep-exited-for", 0, OPT_LONG, OFF(keep_exited_s), "SECONDS", 0, 604800, 3600, NULL,
-	 "how long an exited process stays dumpable"},
-	{"max-clients", 0, OPT_LONG, OFF(max_clients), "N", 1, 65536, 256, NULL,
-	 "control connections served at once"},
-	{"max-entities", 0, OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
-	 "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
-	{"stacks", 0, OPT_CHOICE, OFF(stacks), "MODE", 0, 3, STACKS_AUTO, stack_modes,
-	 "stack source for instrumented processes: auto (BPF when it loads, else signal), bpf "
-	 "(required), signal, or proc (registers from /proc, no signal; other processes use "
-	 "BPF when it loads, else proc)"},
-	{"log-file", 0, OPT_STR, OFF(log_file), "PATH", 0, 0, 0, NULL,
-	 "append log lines, each with its UTC time, to PATH (instead of stderr or syslog)"},
-	{"idle-exit", 0, OPT_LONG, OFF(idle_exit_s), "SECONDS", 0, 604800, 0, NULL,
-	 "exit after this long with no program and no client connected; 0 never (a daemon "
-	 "that scopecmd starts uses 600)"},
-	{"socket-group", 0, OPT_STR, OFF(socket_group), "GROUP", 0, 0, 0, NULL,
-	 "let GROUP's members connect (directory 0710, sockets 0660, group GROUP); each "
-	 "client still sees only its own uid's processes"},
-	{"metrics", 0, OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
-	 "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
-	 "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
-	{"otlp", 0, OPT_STR, OFF(otlp), "URL", 0, 0, 0, NULL,
-	 "export scope trees as OTLP/HTTP protobuf spans to URL (a collector's /v1/traces; "
-	 "default: off): failed, cancelled, late and violating trees, and a sample of the rest"},
-	{"otlp-sample", 0, OPT_LONG, OFF(otlp_sample), "N", 0, 1000, 10, NULL,
-	 "of the trees that went well, how many in 1000 (per mille) are exported"},
-	{"otlp-max-spans", 0, OPT_LONG, OFF(otlp_max_spans), "N", 1, 100000000, 100000, NULL,
-	 "spans held for export at once, every process together; past it spans are dropped"},
-	{"otlp-max-rate", 0, OPT_LONG, OFF(otlp_max_rate), "N", 1, 100000000, 20000, NULL,
-	 "spans exported per second at most; whole trees past it are dropped"},
+    {"help", 'h', OPT_FLAG, OFF(help), NULL, 0, 1, 0, NULL, "print this help and exit"},
+    {"version", 'V', OPT_FLAG, OFF(version), NULL, 0, 1, 0, NULL, "print the version and exit"},
+    {"socket", 0, OPT_STR, OFF(socket), "PATH", 0, 0, 0, NULL,
+     "agent socket path (control.sock sits beside it); default $SCOPED_SOCKET, "
+     "else $XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock"},
+    {"foreground", 0, OPT_FLAG, OFF(foreground), NULL, 0, 1, 0, NULL,
+     "stay in the foreground and log to stderr (default: daemonize, log to syslog)"},
+    {"syslog", 0, OPT_FLAG, OFF(syslog), NULL, 0, 1, 0, NULL,
+     "log to syslog even in the foreground"},
+    {"log-level", 0, OPT_CHOICE, OFF(log_level), "LEVEL", 0, 3, LOG_LVL_INFO, log_levels,
+     "error, warn, info or debug"},
+    {"retain", 0, OPT_LONG, OFF(retain_s), "SECONDS", 0, 3600, 5, NULL,
+     "keep ended tasks, closed scopes and exited threads visible this long"},
+    {"max-retained", 0, OPT_LONG, OFF(max_retained), "N", 1, 100000000, 4096, NULL,
+     "and at most this many of them per process, the oldest going first"},
+    {"max-processes", 0, OPT_LONG, OFF(max_processes), "N", 1, 65536, 1024, NULL,
+     "instrumented processes held at once, live and exited"},
+    {"keep-exited", 0, OPT_LONG, OFF(keep_exited), "N", 0, 65536, 64, NULL,
+     "exited processes kept for post-mortem dumps"},
+    {"keep-exited-for", 0, OPT_LONG, OFF(keep_exited_s), "SECONDS", 0, 604800, 3600, NULL,
+     "how long an exited process stays dumpable"},
+    {"max-clients", 0, OPT_LONG, OFF(max_clients), "N", 1, 65536, 256, NULL,
+     "control connections served at once"},
+    {"max-entities", 0, OPT_LONG, OFF(max_entities), "N", 16, 100000000, 1000000, NULL,
+     "scopes, tasks, threads and pools held per process; an agent past it is dropped"},
+    {"stacks", 0, OPT_CHOICE, OFF(stacks), "MODE", 0, 3, STACKS_AUTO, stack_modes,
+     "stack source for instrumented processes: auto (BPF when it loads, else signal), bpf "
+     "(required), signal, or proc (registers from /proc, no signal; other processes use "
+     "BPF when it loads, else proc)"},
+    {"log-file", 0, OPT_STR, OFF(log_file), "PATH", 0, 0, 0, NULL,
+     "append log lines, each with its UTC time, to PATH (instead of stderr or syslog)"},
+    {"idle-exit", 0, OPT_LONG, OFF(idle_exit_s), "SECONDS", 0, 604800, 0, NULL,
+     "exit after this long with no program and no client connected; 0 never (a daemon "
+     "that scopecmd starts uses 600)"},
+    {"socket-group", 0, OPT_STR, OFF(socket_group), "GROUP", 0, 0, 0, NULL,
+     "let GROUP's members connect (directory 0710, sockets 0660, group GROUP); each "
+     "client still sees only its own uid's processes"},
+    {"metrics", 0, OPT_STR, OFF(metrics), "[ADDR:]PORT", 0, 0, 0, NULL,
+     "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off; ADDR "
+     "defaults to 127.0.0.1, [::1] for IPv6; port 0 picks a free one, logged)"},
+    {"otlp", 0, OPT_STR, OFF(otlp), "URL", 0, 0, 0, NULL,
+     "export scope trees as OTLP/HTTP protobuf spans to URL (a collector's /v1/traces; "
+     "default: off): failed, cancelled, late and violating trees, and a sample of the rest"},
+    {"otlp-sample", 0, OPT_LONG, OFF(otlp_sample), "N", 0, 1000, 10, NULL,
+     "of the trees that went well, how many in 1000 (per mille) are exported"},
+    {"otlp-max-spans", 0, OPT_LONG, OFF(otlp_max_spans), "N", 1, 100000000, 100000, NULL,
+     "spans held for export at once, every process together; past it spans are dropped"},
+    {"otlp-max-rate", 0, OPT_LONG, OFF(otlp_max_rate), "N", 1, 100000000, 20000, NULL,
+     "spans exported per second at most; whole trees past it are dropped"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])

@@ -181,9 +181,10 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 		if (mode == STACKS_PROC)
 			s->src = &proc_source;
 		snprintf(why, whylen, "%s",
-			 mode == STACKS_PROC ? "stacks from /proc registers and process_vm_readv "
-					       "(no signal, no stop), as --stacks=proc asks"
-					     : "stacks from the agent (signal mode), as --stacks=signal asks");
+			 mode == STACKS_PROC
+			     ? "stacks from /proc registers and process_vm_readv "
+			       "(no signal, no stop), as --stacks=proc asks"
+			     : "stacks from the agent (signal mode), as --stacks=signal asks");
 	} else {
 		char err[256] = "";
 		int rc = bpfstack_open(&s->bpf, err, sizeof err);
@@ -882,14 +883,14 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 		reply_error(x->c, x->id, "permission_denied", "%s", why);
 		return CMD_DONE;
 	}
-	const struct stack_source *src =
-	    d->stacks && d->stacks->bpf ? &bpf_source : &proc_source;
+	const struct stack_source *src = d->stacks && d->stacks->bpf ? &bpf_source : &proc_source;
 	if (!source_may_read(src, a.uids)) {
-		reply_error(x->c, x->id, "no_privileges",
-			    "scoped runs as uid %u without BPF, so it may read the stacks of its "
-			    "own uid's processes only, and process %d is uid %u; run scoped as root "
-			    "(or with CAP_BPF and CAP_PERFMON) to dump it",
-			    (unsigned)geteuid(), (int)pid, (unsigned)a.uids[1]);
+		reply_error(
+		    x->c, x->id, "no_privileges",
+		    "scoped runs as uid %u without BPF, so it may read the stacks of its "
+		    "own uid's processes only, and process %d is uid %u; run scoped as root "
+		    "(or with CAP_BPF and CAP_PERFMON) to dump it",
+		    (unsigned)geteuid(), (int)pid, (unsigned)a.uids[1]);
 		return CMD_DONE;
 	}
 	struct proc *p = calloc(1, sizeof *p);
@@ -919,7 +920,7 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 		struct anyproc now;
 		if (rc < 0)
 			reply_error(x->c, x->id,
-				    rc == -EPERM ? "no_privileges"
+				    rc == -EPERM   ? "no_privileges"
 				    : rc == -ESRCH ? "exited"
 						   : "internal",
 				    "stack capture of process %d failed: %s", (int)pid, err);

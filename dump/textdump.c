@@ -184,8 +184,9 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (jt_str(t, "stackError"))
 			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jt_str(t, "stackError"));
 		if (json_is_true(json_object_get(t, "approximate")))
-			fprintf(out, "%*s  - stack approximate: %s\n", ind, "",
-				str_or(t, "approximateWhy", "as of the thread's last kernel entry"));
+			fprintf(
+			    out, "%*s  - stack approximate: %s\n", ind, "",
+			    str_or(t, "approximateWhy", "as of the thread's last kernel entry"));
 	}
 	print_stack(out, t, ind);
 	const json_t *last = jt_array(t, "lastStack");

@@ -241,6 +241,8 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 	_exit(127);
 }
 
+static bool links_libscope(pid_t pid);
+
 static bool registered(struct cli *cli, pid_t want)
 {
 	char err[256];
@@ -302,6 +304,9 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 			   cli->agent_path);
 		return CLI_FAIL;
 	}
+	/* A target without libscope has no agent to wait for. */
+	if (want_pid > 0 && !links_libscope(want_pid))
+		return CLI_OK;
 	/* Running programs' agents retry their connection on their own; give
 	 * them a moment to find the new daemon and send their snapshots. */
 	fprintf(cli->err, "scopecmd: waiting up to %d ms for programs to register\n",
@@ -348,8 +353,10 @@ static void explain_absent(struct cli *cli, pid_t pid, const char *code, const c
 		cli_errorf(cli, "process %d is not instrumented (no libscope agent connected to %s); "
 				"is SCOPED_SOCKET the same for both?", (int)pid, cli->agent_path);
 	} else {
-		cli_errorf(cli, "process %d does not use libscope, so it has no scopes or tasks; "
-				"Thread.print and Thread.dump_to_file show its threads", (int)pid);
+		cli_errorf(cli,
+			   "process %d does not use libscope, so it has no scopes or tasks; "
+			   "Thread.print and Thread.dump_to_file show its threads",
+			   (int)pid);
 	}
 }
 

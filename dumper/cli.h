@@ -19,7 +19,7 @@ struct cli {
 	char agent_path[4096];  /* the agent socket path resolved from it */
 	int timeout_ms;     /* per daemon request */
 	bool no_start;      /* --no-start: never start a daemon */
-	bool list_all;      /* --all: "list" asks for every process we may inspect */
+	bool list_all;	    /* --all: "list" asks for every process we may inspect */
 	struct ctl *ctl;    /* NULL until cli_connect() */
 	FILE *out, *err;
 };

@@ -92,25 +92,25 @@ static int set_version(struct cli *cli, struct opts *o, const char *val)
 }
 
 static const struct opt options[] = {
-	{"list", 'l', NULL, "list instrumented processes as '<pid> <name>' (also: no arguments)",
-	 set_list},
-	{"all", 'a', NULL,
-	 "with -l, also every other process you may inspect, marked '(no libscope)'; a name "
-	 "target then matches those too (Thread.print and Thread.dump_to_file work on any pid)",
-	 set_all},
-	{"socket", 0, "PATH",
-	 "the daemon's agent socket (control.sock sits beside it); default $SCOPED_SOCKET, else "
-	 "$XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock",
-	 set_socket},
-	{"timeout", 0, "MS", "how long to wait for each daemon reply (100..600000, default 10000)",
-	 set_timeout},
-	{"no-start", 0, NULL, "fail instead of starting a daemon when none answers", set_no_start},
-	{"json", 0, NULL,
-	 "list as JSON, {\"processes\":[...]} (schemas/process-list.schema.json); commands "
-	 "take -format=json",
-	 set_json},
-	{"help", 'h', NULL, "print this help and exit", set_help},
-	{"version", 'V', NULL, "print the version and exit", set_version},
+    {"list", 'l', NULL, "list instrumented processes as '<pid> <name>' (also: no arguments)",
+     set_list},
+    {"all", 'a', NULL,
+     "with -l, also every other process you may inspect, marked '(no libscope)'; a name "
+     "target then matches those too (Thread.print and Thread.dump_to_file work on any pid)",
+     set_all},
+    {"socket", 0, "PATH",
+     "the daemon's agent socket (control.sock sits beside it); default $SCOPED_SOCKET, else "
+     "$XDG_RUNTIME_DIR/scoped/agent.sock, else /tmp/scoped-$UID/agent.sock",
+     set_socket},
+    {"timeout", 0, "MS", "how long to wait for each daemon reply (100..600000, default 10000)",
+     set_timeout},
+    {"no-start", 0, NULL, "fail instead of starting a daemon when none answers", set_no_start},
+    {"json", 0, NULL,
+     "list as JSON, {\"processes\":[...]} (schemas/process-list.schema.json); commands "
+     "take -format=json",
+     set_json},
+    {"help", 'h', NULL, "print this help and exit", set_help},
+    {"version", 'V', NULL, "print the version and exit", set_version},
 };
 #define NOPTIONS (sizeof options / sizeof *options)
 

@@ -17,8 +17,8 @@ struct sc_tq {
  * holds one slot of the pool's array; a thread with no slot, a full ring,
  * or a pool with a bounded queue takes the locked path (the inject queue).
  * docs/scheduler.md tells why. */
-#define SC_DQ_CAP 4096u	 /* tasks per deque ring (a power of two) */
-#define SC_DQ_SLOTS 64u	 /* deques per pool */
+#define SC_DQ_CAP 4096u /* tasks per deque ring (a power of two) */
+#define SC_DQ_SLOTS 64u /* deques per pool */
 
 struct sc_dq {
 	_Alignas(64) _Atomic int64_t top; /* thieves */
@@ -32,12 +32,12 @@ struct sc_dq {
 	_Atomic int busy; /* a worker running a task it took as a worker */
 	char pad1[64 - 2 * sizeof(int64_t) - sizeof(uint64_t) - sizeof(int)];
 	struct sc_thread *_Atomic owner; /* NULL: free slot */
-	_Atomic bool worker; /* the owner is a worker of the pool: stolen from first */
+	_Atomic bool worker;		 /* the owner is a worker of the pool: stolen from first */
 	/* A worker's deque holds only tasks forked under the task it took
 	 * when idle (its deque was empty then): that task's scope, while it
 	 * runs, lets a joiner of that scope take them (pool_work.c). */
 	_Atomic(scope_t *) base_scope;
-	_Atomic(scope_task_t *) *ring;	 /* SC_DQ_CAP entries, made on first claim */
+	_Atomic(scope_task_t *) *ring; /* SC_DQ_CAP entries, made on first claim */
 };
 
 struct worker {
@@ -97,9 +97,9 @@ struct scope_pool {
 	 * that enough workers are up that a push needs no placement. */
 	bool fast;
 	_Atomic bool fast_ok;
-	_Atomic bool down;	/* shutdown, for lock-free readers */
-	_Atomic bool over;	/* more workers than max: the next to look leaves */
-	_Atomic unsigned nidle; /* workers on the idle list */
+	_Atomic bool down;	   /* shutdown, for lock-free readers */
+	_Atomic bool over;	   /* more workers than max: the next to look leaves */
+	_Atomic unsigned nidle;	   /* workers on the idle list */
 	_Atomic unsigned spinning; /* mirrors spinners for lock-free readers */
 	_Atomic unsigned nslots;   /* slots ever claimed (high-water mark) */
 	struct sc_dq *slots;	   /* SC_DQ_SLOTS of them */

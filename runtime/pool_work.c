@@ -61,9 +61,8 @@ static scope_task_t *dq_pop(struct sc_dq *d)
 		x = atomic_load_explicit(&d->ring[b & DQ_MASK], memory_order_relaxed);
 		if (t == b) {
 			/* The last one: a thief may want it too. */
-			if (!atomic_compare_exchange_strong_explicit(&d->top, &t, t + 1,
-								     memory_order_seq_cst,
-								     memory_order_relaxed))
+			if (!atomic_compare_exchange_strong_explicit(
+				&d->top, &t, t + 1, memory_order_seq_cst, memory_order_relaxed))
 				x = NULL;
 			atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
 		}
@@ -261,7 +260,6 @@ void sc_pool_reap_locked(scope_pool_t *p)
 		free(w);
 	}
 }
-
 
 /* Starts a worker whose first task is first (may be NULL).  Caller holds
  * p->lock and has counted the thread in p->size already. */
@@ -1202,8 +1200,7 @@ static void monitor_look(scope_pool_t *p, uint64_t *last, unsigned *stalls)
 
 	pthread_mutex_lock(&p->lock);
 	now = progress_locked(p);
-	stalled = !p->shutdown && !p->idle && !p->spinners && now == *last &&
-		  sc_pool_any_work(p);
+	stalled = !p->shutdown && !p->idle && !p->spinners && now == *last && sc_pool_any_work(p);
 	*last = now;
 	*stalls = stalled ? *stalls + 1 : 0;
 	if (*stalls >= MONITOR_STALL_TICKS)

@@ -195,7 +195,7 @@ struct scope {
 	 * the timer's lock's. */
 	bool dl_on;
 	size_t dl_slot;
-	bool joined;	/* the owner's */
+	bool joined;   /* the owner's */
 	size_t nforks; /* forks made (owner's): bindings freeze at the first */
 	/* Atomics: the owner writes them without the lock, snapshots read
 	 * them. */

@@ -626,9 +626,8 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	 * alive while this task counts); the last takes the lock, so the
 	 * owner, who frees the scope once it sees none left, waits for it. */
 	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
-	while (n > 1 && !atomic_compare_exchange_weak_explicit(&s->pending, &n, n - 1,
-							       memory_order_acq_rel,
-							       memory_order_relaxed))
+	while (n > 1 && !atomic_compare_exchange_weak_explicit(
+			    &s->pending, &n, n - 1, memory_order_acq_rel, memory_order_relaxed))
 		;
 	if (n > 1)
 		return;

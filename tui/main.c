@@ -450,14 +450,17 @@ int main(int argc, char **argv)
 		json_t *reply;
 		/* A process without libscope has no tree; its threads are
 		 * watchable when its stacks are readable. */
-		if (ask_quiet(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
+		if (ask_quiet(a.ctl,
+			      json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
 			      &reply) == -2 &&
-		    ask(a.ctl, json_pack("{s:s, s:I, s:[I], s:i}", "cmd", "stacks", "pid",
-					 (json_int_t)c.pid, "tids", (json_int_t)c.pid, "max_frames", 1),
+		    ask(a.ctl,
+			json_pack("{s:s, s:I, s:[I], s:i}", "cmd", "stacks", "pid",
+				  (json_int_t)c.pid, "tids", (json_int_t)c.pid, "max_frames", 1),
 			&reply))
 			return 1;
-		if (!reply && ask(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid",
-						   (json_int_t)c.pid), &reply))
+		if (!reply &&
+		    ask(a.ctl, json_pack("{s:s, s:I}", "cmd", "tree", "pid", (json_int_t)c.pid),
+			&reply))
 			return 1;
 		json_decref(reply);
 		a.pid = c.pid;

@@ -205,8 +205,7 @@ static void write_dump(struct app *a, json_t *reply)
 
 static bool error_is(json_t *reply, const char *code)
 {
-	const char *c =
-	    json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
+	const char *c = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
 	return c && !strcmp(c, code);
 }
 
@@ -226,14 +225,14 @@ static void plain_load(struct app *a, json_t *stacks)
 			continue;
 		if (json_integer_value(tid) == a->pid)
 			pname = json_string_value(json_object_get(st, "name"));
-		json_array_append_new(threads,
-				      json_pack("{s:O, s:O?, s:s, s:s}", "tid", tid, "name",
-						json_object_get(st, "name"), "role",
-						json_integer_value(tid) == a->pid ? "main" : "other",
-						"state", "running"));
+		json_array_append_new(
+		    threads, json_pack("{s:O, s:O?, s:s, s:s}", "tid", tid, "name",
+				       json_object_get(st, "name"), "role",
+				       json_integer_value(tid) == a->pid ? "main" : "other",
+				       "state", "running"));
 	}
-	json_t *model = json_pack("{s:o, s:[], s:[], s:[]}", "threads", threads, "pools", "scopes",
-				  "tasks");
+	json_t *model =
+	    json_pack("{s:o, s:[], s:[], s:[]}", "threads", threads, "pools", "scopes", "tasks");
 	json_t *proc = json_pack("{s:I, s:s?, s:s, s:b}", "pid", (json_int_t)a->pid, "name", pname,
 				 "state", "live", "instrumented", 0);
 	if (model && proc &&
@@ -260,8 +259,10 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 			tm_model_set_stacks(&a->model, json_object_get(msg, "stacks"),
 					    a->now_local);
 		else if (a->plain) {
-			snprintf(a->conn_err, sizeof a->conn_err, "process %lld: %s; Esc for the "
-				 "process list", (long long)a->pid, error_text(msg));
+			snprintf(a->conn_err, sizeof a->conn_err,
+				 "process %lld: %s; Esc for the "
+				 "process list",
+				 (long long)a->pid, error_text(msg));
 			a->exited = true;
 		}
 		break;

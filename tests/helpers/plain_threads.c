@@ -85,11 +85,8 @@ struct role {
 };
 
 static const struct role roles[] = {
-	{"sleeper", plain_park_sleep},
-	{"reader", plain_park_read},
-	{"locker", plain_park_mutex},
-	{"waiter", plain_park_cond},
-	{"spinner", plain_spin},
+    {"sleeper", plain_park_sleep}, {"reader", plain_park_read}, {"locker", plain_park_mutex},
+    {"waiter", plain_park_cond},   {"spinner", plain_spin},
 };
 
 static void *role_main(void *arg)
@@ -138,7 +135,8 @@ int main(int argc, char **argv)
 		if (pthread_create(&th[i], NULL, role_main, (void *)&roles[i]) != 0)
 			return 3;
 	for (long i = 0; i < extra; i++)
-		if (pthread_create(&th[nroles + (size_t)i], &small, idle_main, (void *)(intptr_t)i) != 0)
+		if (pthread_create(&th[nroles + (size_t)i], &small, idle_main,
+				   (void *)(intptr_t)i) != 0)
 			return 3;
 	while (atomic_load(&started) < (int)(nroles + (size_t)extra))
 		usleep(1000);

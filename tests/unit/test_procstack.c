@@ -36,16 +36,16 @@ static void test_classify_syscall(void **state)
 		char sched;
 		const char *blocked, *jstate;
 	} cases[] = {
-		{230, 0, 0, 0, 'S', "sleep", "TIMED_WAITING"},
-		{0, 3, 0, 1, 'S', "read", "WAITING"},
-		{202, 0x1000, 0x80, 2, 'S', "mutex", "BLOCKED"},  /* FUTEX_WAIT on a contended lock */
-		{202, 0x1000, 0x189, 0, 'S', "futex", "WAITING"}, /* a condition wait, no timeout */
-		{7, 0, 1, 100, 'S', "poll", "TIMED_WAITING"},
-		{7, 0, 1, (uint64_t)-1, 'S', "poll", "WAITING"},
-		{-1, 0, 0, 0, 'S', NULL, "RUNNABLE"}, /* in the kernel, not by a call */
-		{0, 0, 0, 0, 'R', NULL, "RUNNABLE"},
-		{0, 0, 0, 0, 'Z', NULL, "TERMINATED"},
-		{9999, 0, 0, 0, 'S', NULL, "WAITING"},
+	    {230, 0, 0, 0, 'S', "sleep", "TIMED_WAITING"},
+	    {0, 3, 0, 1, 'S', "read", "WAITING"},
+	    {202, 0x1000, 0x80, 2, 'S', "mutex", "BLOCKED"},  /* FUTEX_WAIT on a contended lock */
+	    {202, 0x1000, 0x189, 0, 'S', "futex", "WAITING"}, /* a condition wait, no timeout */
+	    {7, 0, 1, 100, 'S', "poll", "TIMED_WAITING"},
+	    {7, 0, 1, (uint64_t)-1, 'S', "poll", "WAITING"},
+	    {-1, 0, 0, 0, 'S', NULL, "RUNNABLE"}, /* in the kernel, not by a call */
+	    {0, 0, 0, 0, 'R', NULL, "RUNNABLE"},
+	    {0, 0, 0, 0, 'Z', NULL, "TERMINATED"},
+	    {9999, 0, 0, 0, 'S', NULL, "WAITING"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		memset(&r, 0, sizeof r);
@@ -57,7 +57,8 @@ static void test_classify_syscall(void **state)
 		t.sched_state = cases[i].sched;
 		bpfs_classify_syscall(&r, &t);
 		if (cases[i].blocked)
-			assert_non_null(t.blocked_in), assert_string_equal(t.blocked_in, cases[i].blocked);
+			assert_non_null(t.blocked_in),
+			    assert_string_equal(t.blocked_in, cases[i].blocked);
 		else
 			assert_null(t.blocked_in);
 		assert_string_equal(t.jstate, cases[i].jstate);
@@ -217,9 +218,9 @@ static void test_no_such_process(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_classify_syscall),
-		cmocka_unit_test(test_capture_self),
-		cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_classify_syscall),
+	    cmocka_unit_test(test_capture_self),
+	    cmocka_unit_test(test_no_such_process),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -550,7 +550,8 @@ static void default_pool_fanout_threads(void **state)
 	print_message("  %d forks: at most %d threads, pool largest %u, %u CPUs\n", n, most,
 		      st.largest, ncpu);
 	assert_true(st.largest <= ncpu + 2);
-	assert_true(most <= (int)ncpu + 3); /* the workers, this thread, the monitor, maybe one leaving */
+	assert_true(most <=
+		    (int)ncpu + 3); /* the workers, this thread, the monitor, maybe one leaving */
 }
 
 /* Queued tasks cost a bounded number of bytes each, returned at close. */
