@@ -1304,4 +1304,3 @@ size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
 	*out = mine;
 	return n;
 }
-
