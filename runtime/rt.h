@@ -60,9 +60,6 @@ struct sc_thread {
 
 	struct sc_frame frame;
 	scope_t *free_scopes; /* recycled scopes, so open+close skips malloc */
-	timer_t alarm;	      /* sends SC_SIG_INTERRUPT to this thread */
-	bool has_alarm;
-	int64_t alarm_at; /* armed for (absolute), 0: disarmed */
 	unsigned nfree;
 	/* The deque slot this thread holds in one pool (pool_work.c): valid
 	 * while dq_pool and dq_gen match that pool's id and generation. */
@@ -271,9 +268,6 @@ void sc_wake(struct sc_thread *t);
  * monitor): everything blocked but the agent's stack request and faults. */
 void sc_helper_sigset(sigset_t *set);
 void sc_mutex_init(pthread_mutex_t *m);
-/* Arms t's alarm (t is the calling thread) to interrupt it at deadline
- * (0: disarm); returns the deadline it was armed for before. */
-int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline);
 /* Sleeps until woken after seq was read as seen, or until the absolute
  * deadline (0: none).  Returns false on timeout. */
 bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline);

@@ -130,11 +130,6 @@ void sc_thread_unregister(void)
 	pthread_setspecific(exit_key, NULL);
 	self = NULL;
 	pthread_mutex_lock(&threads_lock);
-	if (t->has_alarm) {
-		timer_delete(t->alarm);
-		t->has_alarm = false;
-		t->alarm_at = 0;
-	}
 	if (t->prev)
 		t->prev->next = t->next;
 	else
@@ -162,35 +157,6 @@ static void thread_exit(void *arg)
 	if (self && (self->frame.task || self->worker))
 		sc_tasks_abandon(self);
 	sc_thread_unregister();
-}
-
-int64_t sc_thread_alarm(struct sc_thread *t, int64_t deadline)
-{
-	struct itimerspec its = {0};
-	int64_t before = t->alarm_at;
-
-	if (deadline == before)
-		return before;
-	if (!t->has_alarm) {
-		struct sigevent sev = {0};
-
-		if (!deadline)
-			return before;
-		sc_interrupt_install();
-		sev.sigev_notify = SIGEV_THREAD_ID;
-		sev.sigev_signo = SC_SIG_INTERRUPT;
-		sev._sigev_un._tid = (pid_t)t->tid;
-		/* Without a timer a stolen task's deadline waits for someone
-		 * else to notice it, as it would without stealing at all. */
-		if (timer_create(CLOCK_MONOTONIC, &sev, &t->alarm) != 0)
-			return before;
-		t->has_alarm = true;
-	}
-	its.it_value.tv_sec = deadline / 1000000000;
-	its.it_value.tv_nsec = deadline % 1000000000;
-	if (timer_settime(t->alarm, TIMER_ABSTIME, &its, NULL) == 0)
-		t->alarm_at = deadline;
-	return before;
 }
 
 void sc_mutex_init(pthread_mutex_t *m)
@@ -240,14 +206,10 @@ struct sc_thread *sc_threads_after_fork(void)
 		if (t == self)
 			continue;
 		sc_mutex_init(&t->lock);
-		t->has_alarm = false; /* timers are not inherited */
-		t->alarm_at = 0;
 	}
 	threads = self;
 	if (self) {
 		self->next = self->prev = NULL;
-		self->has_alarm = false;
-		self->alarm_at = 0;
 		sc_mutex_init(&self->lock);
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
