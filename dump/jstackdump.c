@@ -24,15 +24,53 @@ static long long int_or(const json_t *obj, const char *key, long long def)
 	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
 }
 
+/* Appends n bytes of src to buf (at *at, room len) as HotSpot's layout
+ * allows them: no white space or parenthesis in a method's name, no
+ * parenthesis in its location (a C++ name such as "f<g(int)> >" would
+ * otherwise end the frame early for a parser of jstack output). */
+static void put_hotspot(char *buf, size_t len, size_t *at, const char *src, size_t n,
+			bool method)
+{
+	for (size_t i = 0; i < n && *at + 1 < len; i++) {
+		char c = src[i];
+		if (c == '(')
+			c = '[';
+		else if (c == ')')
+			c = ']';
+		else if (method && (c == ' ' || c == '\t'))
+			c = '_';
+		buf[(*at)++] = c;
+	}
+	buf[*at] = '\0';
+}
+
 char *jstackdump_frame(const char *frame, char *buf, size_t len)
 {
 	/* "func (where)" loses its space; a frame without a location says
 	 * "(Unknown Source)" as HotSpot does for a class without one. */
 	const char *open = strstr(frame, " (");
-	if (open && frame[strlen(frame) - 1] == ')')
-		snprintf(buf, len, "%.*s%s", (int)(open - frame), frame, open + 1);
-	else
-		snprintf(buf, len, "%s(Unknown Source)", frame);
+	size_t n = strlen(frame), at = 0;
+
+	if (!len)
+		return buf;
+	buf[0] = '\0';
+	/* The last " (": a C++ name may hold one of its own. */
+	for (const char *o = open; o; o = strstr(o + 1, " ("))
+		open = o;
+	if (open && n > 0 && frame[n - 1] == ')') {
+		put_hotspot(buf, len, &at, frame, (size_t)(open - frame), true);
+		if (at + 1 < len)
+			buf[at++] = '(';
+		put_hotspot(buf, len, &at, open + 2, (size_t)(frame + n - 1 - (open + 2)), false);
+	} else {
+		put_hotspot(buf, len, &at, frame, n, true);
+		if (at + 1 < len)
+			buf[at++] = '(';
+		put_hotspot(buf, len, &at, "Unknown Source", 14, false);
+	}
+	if (at + 1 < len)
+		buf[at++] = ')';
+	buf[at] = '\0';
 	return buf;
 }
 

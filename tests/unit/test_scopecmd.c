@@ -136,6 +136,16 @@ static void test_jstack(void **state)
 	assert_string_equal(jstackdump_frame("0x7f001234", buf, sizeof buf),
 			    "0x7f001234(Unknown Source)");
 	assert_string_equal(jstackdump_frame("f (lib.so+0x10)", buf, sizeof buf), "f(lib.so+0x10)");
+	/* A C++ name (TSan's interceptors have such frames) keeps the
+	 * layout: no space or parenthesis in the method, none in the place. */
+	assert_string_equal(
+	    jstackdump_frame("w<i(void*, int)>::<lambda()> > (t.cpp:12)", buf, sizeof buf),
+	    "w<i[void*,_int]>::<lambda[]>_>(t.cpp:12)");
+	assert_string_equal(jstackdump_frame("g (odd(name).c:3)", buf, sizeof buf),
+			    "g(odd[name].c:3)");
+	assert_string_equal(jstackdump_frame("h x", buf, sizeof buf), "h_x(Unknown Source)");
+	char tiny[6];
+	assert_string_equal(jstackdump_frame("fetch (a.c:42)", tiny, sizeof tiny), "fetch");
 
 	json_error_t je;
 	json_t *dump = json_loads(
