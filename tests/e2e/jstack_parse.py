@@ -61,10 +61,19 @@ def json_threads(path):
 
 
 def hotspot_frame(frame):
-    i = frame.find(" (")
+    """The JSON frame as the jstack form writes it: the last " (" splits
+    name and place; a name loses white space and parentheses, a place its
+    parentheses (a C++ name such as "f<g(int)> >" would end the frame)."""
+    def method(m):
+        return re.sub(r"\s", "_", m).replace("(", "[").replace(")", "]")
+
+    def place(w):
+        return w.replace("(", "[").replace(")", "]")
+
+    i = frame.rfind(" (")
     if i >= 0 and frame.endswith(")"):
-        return frame[:i] + frame[i + 1:]
-    return frame + "(Unknown Source)"
+        return "%s(%s)" % (method(frame[:i]), place(frame[i + 2:-1]))
+    return method(frame) + "(Unknown Source)"
 
 
 def compare(json_path, jstack_path):
