@@ -68,8 +68,10 @@ check() {
 	$PY "$TOP/tests/validate_dump.py" --pid "$tpid" "$D/$name.json" ||
 		fail "$name: the dump does not validate"
 	# The reader wants more than one thread, and threads that stay where
-	# they are between the two dumps.
-	[ "$name" != still ] || $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/$name.json" \
+	# they are between the two dumps; and frame names without spaces,
+	# which the sanitizers' C++ runtime frames have
+	# ("cond_wait<...::<lambda()> >"), so not in their builds.
+	[ "$name" != still ] || [ "$COMPARE" != 1 ] || $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/$name.json" \
 		"$D/$name.jstack" || fail "$name: the jstack form does not read back"
 	grep -q "not instrumented (no libscope: threads only), stacks from $source" "$D/$name.txt" ||
 		fail "$name: the text dump's header: $(sed -n 2p "$D/$name.txt")"
