@@ -39,7 +39,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # that the user's flags still win where they overlap.
 CFLAGS ?= $(OPT) -g
 SC_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fPIC -Wall -Wextra $(WERROR) \
-	  -MMD -MP -Iinclude -Iproto -Icommon -Iruntime -Iruntime/agent -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
+	  -MMD -MP -Iinclude -Iproto -Icommon -Idump -Iruntime -Iruntime/agent -I$(BUILD)/bpf $(PKG_CFLAGS) $(SANFLAGS)
 SC_LDFLAGS := $(SANFLAGS) -rdynamic
 # clang writes no .debug_aranges unless asked, and the symbolizer (libdw)
 # finds no file:line without them.

@@ -16,6 +16,7 @@
 
 #include "jtext.h"
 #include "jv.h"
+#include "termtext.h"
 #include "writeall.h"
 #include "sockcheck.h"
 #include "sockpath.h"
@@ -173,6 +174,73 @@ static bool jansson_ran_out(const char *text, size_t len, const json_error_t *je
 	return rc != -EINVAL;
 }
 
+/* v as a new jansson value.  An integer past INT64_MAX (an id: u64 on the
+ * wire) becomes a jansson integer of the same bits, which the tools print
+ * as unsigned; jansson's own parser refuses such a line whole. */
+static json_t *from_jv(const jv *v)
+{
+	json_t *out;
+	switch (v->type) {
+	case JV_NULL:
+		return json_null();
+	case JV_FALSE:
+		return json_false();
+	case JV_TRUE:
+		return json_true();
+	case JV_INT:
+		return json_integer((json_int_t)jv_integer(v));
+	case JV_REAL:
+		return json_real(jv_number(v));
+	case JV_STRING: {
+		/* What jansson refused may be ill-formed UTF-8: U+FFFD for it. */
+		char *s = tt_utf8_fix(jv_string(v), v->n);
+		out = s ? json_stringn(s, strlen(s)) : NULL;
+		free(s);
+		return out;
+	}
+	case JV_ARRAY:
+		out = json_array();
+		for (size_t i = 0; out && i < jv_size(v); i++)
+			if (json_array_append_new(out, from_jv(jv_at(v, i))) < 0) {
+				json_decref(out);
+				return NULL;
+			}
+		return out;
+	default:
+		out = json_object();
+		for (size_t i = 0; out && i < jv_size(v); i++) {
+			const jv *m = jv_at(v, i);
+			char *k = tt_utf8_fix(m->key, strlen(m->key));
+			if (!k || json_object_set_new(out, k, from_jv(m)) < 0) {
+				free(k);
+				json_decref(out);
+				return NULL;
+			}
+			free(k);
+		}
+		return out;
+	}
+}
+
+/* The line as jansson reads it; when jansson refuses it only for an
+ * integer past its range or for bytes that are not UTF-8, as common/jv.h
+ * reads it (see from_jv): a daemon's reply is not "out of memory" for it. */
+static json_t *load_line(const char *text, size_t len, json_error_t *jerr)
+{
+	json_t *j = json_loadb(text, len, 0, jerr);
+	if (j || (json_error_code(jerr) != json_error_numeric_overflow &&
+		  json_error_code(jerr) != json_error_invalid_utf8))
+		return j;
+	struct jv_doc *d = NULL;
+	char perr[128];
+	if (jv_parse(text, len, &d, perr, sizeof perr) == 0)
+		j = from_jv(jv_root(d));
+	jv_free(d);
+	if (!j)
+		jerr->text[0] = 0; /* out of memory: jansson_ran_out() says so */
+	return j;
+}
+
 /* Takes one whole line off the buffer: 1 with *msg new, 0 when no whole
  * line is buffered, -EPROTO for a line that is not a JSON object. */
 static int take_line(struct ctl *c, json_t **msg)
@@ -181,7 +249,7 @@ static int take_line(struct ctl *c, json_t **msg)
 	if (!peek_line(c, &linelen))
 		return 0;
 	json_error_t jerr;
-	json_t *j = json_loadb(c->buf, linelen, 0, &jerr);
+	json_t *j = load_line(c->buf, linelen, &jerr);
 	/* Out of memory says nothing about the line: leave it for a retry. */
 	if (!j && jansson_ran_out(c->buf, linelen, &jerr))
 		return -ENOMEM;

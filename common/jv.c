@@ -198,6 +198,16 @@ static int number(struct parser *ps, jv *v)
 			ps->p = s;
 			return 0;
 		}
+		/* Past INT64_MAX and within u64: an id, kept exact. */
+		errno = 0;
+		unsigned long long u = buf[0] == '-' ? 0 : strtoull(buf, &end, 10);
+		if (buf[0] != '-' && *end == '\0' && errno == 0) {
+			v->type = JV_INT;
+			v->big = 1;
+			v->u.i = (int64_t)u;
+			ps->p = s;
+			return 0;
+		}
 	}
 	double d = strtod(buf, &end);
 	if (*end != '\0') {
@@ -468,5 +478,7 @@ int64_t jv_integer(const jv *v)
 
 double jv_number(const jv *v)
 {
+	if (jv_is_big(v))
+		return (double)(uint64_t)v->u.i;
 	return jv_is_integer(v) ? (double)v->u.i : jv_is(v, JV_REAL) ? v->u.d : 0;
 }

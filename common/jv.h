@@ -15,6 +15,8 @@ enum jv_type { JV_NULL, JV_FALSE, JV_TRUE, JV_INT, JV_REAL, JV_STRING, JV_ARRAY,
 /* One value.  Read through the functions below, not the fields. */
 typedef struct jv {
 	uint8_t type;
+	/* JV_INT past INT64_MAX (ids are u64 on the wire): u.i holds its bits. */
+	uint8_t big;
 	uint32_t n;      /* members, items, or string length */
 	const char *key; /* the member name when inside an object, else NULL */
 	const struct jv *const *items; /* members or items, in order */
@@ -52,7 +54,14 @@ size_t jv_size(const jv *v);
 const jv *jv_at(const jv *v, size_t i);
 
 const char *jv_string(const jv *v); /* NULL unless a string */
-int64_t jv_integer(const jv *v);    /* 0 unless an integer */
-double jv_number(const jv *v);      /* 0 unless a number */
+/* 0 unless an integer.  An integer from INT64_MAX + 1 to UINT64_MAX (an id:
+ * they are u64 on the wire) is an integer too, read as its two's-complement
+ * bits, so ids compare exactly; jv_is_big() tells it from a negative one. */
+int64_t jv_integer(const jv *v);
+double jv_number(const jv *v); /* 0 unless a number */
+static inline bool jv_is_big(const jv *v)
+{
+	return jv_is(v, JV_INT) && v->big;
+}
 
 #endif

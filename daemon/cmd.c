@@ -6,8 +6,8 @@
 
 /* Adding a command: one new cmd_<name>.c and one line here. */
 static const struct cmd_entry *const table[] = {
-	&cmd_status_entry, &cmd_list_entry,	 &cmd_tree_entry,	 &cmd_stacks_entry,
-	&cmd_dump_entry,   &cmd_subscribe_entry, &cmd_unsubscribe_entry,
+    &cmd_status_entry, &cmd_list_entry,	     &cmd_tree_entry,	     &cmd_stacks_entry,
+    &cmd_dump_entry,   &cmd_subscribe_entry, &cmd_unsubscribe_entry, &cmd_advise_entry,
 };
 
 const struct cmd_entry *cmd_find(const char *name)

@@ -24,8 +24,8 @@ struct cmd_entry {
 	cmd_fn fn;
 };
 
-extern const struct cmd_entry cmd_status_entry, cmd_list_entry, cmd_tree_entry,
-	cmd_stacks_entry, cmd_dump_entry, cmd_subscribe_entry, cmd_unsubscribe_entry;
+extern const struct cmd_entry cmd_status_entry, cmd_list_entry, cmd_tree_entry, cmd_stacks_entry,
+    cmd_dump_entry, cmd_subscribe_entry, cmd_unsubscribe_entry, cmd_advise_entry;
 
 /* The command named name, or NULL. */
 const struct cmd_entry *cmd_find(const char *name);

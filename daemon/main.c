@@ -1,6 +1,7 @@
 /* main.c - scoped: options, sockets, daemonizing, signals, and the event loop's wiring. */
 #include "daemon.h"
 
+#include "advisor.h"
 #include "conn.h"
 #include "log.h"
 #include "loop.h"
@@ -57,6 +58,9 @@ static int64_t tick(struct loop *l, void *ctx)
 	static unsigned n;
 	int64_t now = loop_now_ns();
 	subs_tick(d, now);
+	for (struct proc *p = d->procs; p; p = p->next)
+		if (p->state == PROC_LIVE && p->model.adv)
+			advisor_tick(&p->model, p->pid, now);
 	if (++n % 4 == 0) {
 		stack_reqs_housekeep(d, now);
 		agents_housekeep(d, now);

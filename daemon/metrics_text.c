@@ -2,6 +2,7 @@
  * format (0.0.4): one family at a time, every label value escaped. */
 #include "metrics.h"
 
+#include "advisor.h"
 #include "loop.h"
 #include "trace.h"
 
@@ -305,6 +306,99 @@ static void tallied(struct daemon *d, struct jbuf *b)
 	}
 }
 
+static double adv_wc(const struct adv_result *r)
+{
+	return r->wc;
+}
+static double adv_n(const struct adv_result *r)
+{
+	return r->n_formula;
+}
+static double adv_rec(const struct adv_result *r)
+{
+	return r->recommended ? (double)r->recommended : -1;
+}
+static double adv_util(const struct adv_result *r)
+{
+	return r->worker_util;
+}
+static double adv_runnable(const struct adv_result *r)
+{
+	return r->runnable_share;
+}
+static double adv_qwait(const struct adv_result *r)
+{
+	return r->qwait_p99_ms / 1e3;
+}
+static double adv_blocked(const struct adv_result *r)
+{
+	return r->blocked_share;
+}
+
+/* The advisor's figures of each measured pool (advisor.h), over its last
+ * one to two windows; no series while a figure is unknown. */
+static const struct advice_metric {
+	const char *name, *help;
+	double (*value)(const struct adv_result *r);
+} advice_metrics[] = {
+    {"scoped_pool_wait_compute_ratio",
+     "W/C: time the pool's tasks spent waiting (not on a CPU, not runnable) per unit of CPU "
+     "time.",
+     adv_wc},
+    {"scoped_pool_formula_threads", "Ncpu x U x (1 + W/C): the threads the formula gives.", adv_n},
+    {"scoped_pool_recommended_threads", "The maximum size the advisor recommends.", adv_rec},
+    {"scoped_pool_worker_utilization", "Share of the workers' time spent in tasks.", adv_util},
+    {"scoped_pool_runnable_share",
+     "Share of the tasks' time spent runnable but waiting for a CPU (CPU saturation).",
+     adv_runnable},
+    {"scoped_pool_queue_wait_p99_seconds", "Fork to start, 99th percentile.", adv_qwait},
+    {"scoped_pool_join_blocked_share",
+     "Largest share of the workers blocked in joins while tasks queued.", adv_blocked},
+};
+
+static void advised(struct daemon *d, struct jbuf *b)
+{
+	char l[LABELS], name[TALLY_NAME + 24];
+	size_t nm = sizeof advice_metrics / sizeof advice_metrics[0];
+	/* One estimate per pool, reused by every family. */
+	size_t npools = 0;
+	EACH_PROC(d, p)
+	npools += p->model.adv ? p->model.adv->npools : 0;
+	struct adv_result *res = npools ? calloc(npools, sizeof *res) : NULL;
+	if (npools && !res) {
+		b->oom = true;
+		return;
+	}
+	size_t k = 0;
+	EACH_PROC(d, p)
+	for (uint32_t i = 0; p->model.adv && i < p->model.adv->npools; i++)
+		advisor_result(&p->model, &p->model.adv->pool[i], &res[k++]);
+	for (size_t f = 0; f <= nm; f++) {
+		const char *metric = f < nm ? advice_metrics[f].name : "scoped_pool_advice";
+		family(b, metric, "gauge",
+		       f < nm ? advice_metrics[f].help
+			      : "1, with the advisor's verdict and confidence as labels.");
+		k = 0;
+		EACH_PROC(d, p)
+		for (uint32_t i = 0; p->model.adv && i < p->model.adv->npools; i++, k++) {
+			const struct adv_pool *ap = &p->model.adv->pool[i];
+			pid_label(l, p);
+			pool_name(&p->model, ap->id, ap->name, name, sizeof name);
+			label(l, "name", name);
+			if (f == nm) {
+				label(l, "verdict", adv_verdict_name(res[k].verdict));
+				label(l, "confidence", res[k].confidence);
+				sample(b, metric, l, 1);
+				continue;
+			}
+			double v = advice_metrics[f].value(&res[k]);
+			if (v >= 0 && v < 1e15)
+				out(b, "%s{%s} %.6g\n", metric, l, v);
+		}
+	}
+	free(res);
+}
+
 static void pools(struct daemon *d, struct jbuf *b)
 {
 	for (size_t i = 0; i < sizeof pool_metrics / sizeof pool_metrics[0]; i++) {
@@ -314,6 +408,7 @@ static void pools(struct daemon *d, struct jbuf *b)
 		each_pool(b, p, pm->name, pm->value);
 	}
 	tallied(d, b);
+	advised(d, b);
 }
 
 static uint64_t p_live(const struct proc *p)

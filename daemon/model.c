@@ -3,6 +3,7 @@
 #include "model.h"
 #include "utf8.h"
 
+#include "advisor.h"
 #include "tally.h"
 
 #include <errno.h>
@@ -172,6 +173,7 @@ void model_free(struct model *m)
 	free(m->rm);
 	free(m->exp);
 	tally_free(m->tally);
+	advisor_free(m->adv);
 	memset(m, 0, sizeof *m);
 }
 
@@ -611,6 +613,8 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	}
 	t->flags &= (uint8_t)~EF_PLACEHOLDER;
 	t->forked = msg->ts;
+	if (m->adv && !m->in_snapshot)
+		advisor_task_forked(m, t);
 	set_site(m, msg->site, &t->file, &t->func, &t->line);
 	return 0;
 }
@@ -641,6 +645,8 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 		t->worker = msg->tid;
 	if (m->tally)
 		tally_task_ended(m, t);
+	if (m->adv)
+		advisor_task_ended(m, t);
 	return true;
 }
 

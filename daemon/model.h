@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct advisor;
 struct symbolizer;
 struct tally;
 
@@ -183,6 +184,7 @@ struct model {
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
 	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
+	struct advisor *adv; /* pool measurement (advisor.h); NULL: none, freed with the model */
 };
 
 void model_init(struct model *m, const struct model_limits *lim);

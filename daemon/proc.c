@@ -3,6 +3,7 @@
 #include "daemon.h"
 #include "stacks.h"
 
+#include "advisor.h"
 #include "jfield.h"
 #include "log.h"
 #include "loop.h"
@@ -173,6 +174,7 @@ struct proc *proc_new(struct daemon *d, pid_t pid, uid_t uid)
 	p->starttime = proc_starttime(pid);
 	struct model_limits lim = daemon_model_limits(d);
 	model_init(&p->model, &lim);
+	p->model.adv = advisor_new(); /* NULL (out of memory): no pool advice */
 	/* Task bodies are named in renders by this process's symbols. */
 	model_set_symbolizer(&p->model, d->sym, p->pid, p->starttime);
 	p->next = d->procs;

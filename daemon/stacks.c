@@ -752,6 +752,10 @@ static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct p
 		r = r->next;
 	if (!r)
 		return; /* late, after a timeout */
+	/* The agent sends what its threads emitted before the capture ahead
+	 * of its first reply: the tree as it stands then is the capture's. */
+	if (!r->nthreads)
+		r->events_at_capture = p->model.events;
 	if (m->type == PROTO_STACK_DONE) {
 		r->capture_ns = m->total_ns;
 		r->max_pause_ns = m->max_pause_ns;

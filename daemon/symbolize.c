@@ -315,15 +315,29 @@ static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles, const c
 		*file = base_name(dwarf_filesrc(files, v, NULL, NULL));
 }
 
+/* The compile unit holding a, and the module's bias into *bias.  libdw
+ * finds it through .debug_aranges, which clang writes only when asked
+ * (-gdwarf-aranges); without them dwfl_module_addrdie and
+ * dwfl_module_getsrc find nothing, so the CUs' own ranges are walked. */
+static Dwarf_Die *cu_of(Dwfl_Module *mod, Dwarf_Addr a, Dwarf_Addr *bias)
+{
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, a, bias);
+	if (cu)
+		return cu;
+	while ((cu = dwfl_module_nextcu(mod, cu, bias)) != NULL)
+		if (dwarf_haspc(cu, a - *bias) > 0)
+			return cu;
+	return NULL;
+}
+
 /* Fills inl[] (innermost first, at most SYM_MAX_INLINE) with the functions
- * inlined at a and returns how many; *file and *line come in as the line
- * table's position of a and go out as the physical frame's: the call site
- * of the outermost inlined function. */
-static unsigned inline_chain(Dwfl_Module *mod, Dwarf_Addr a, struct sym_inl *inl,
+ * inlined at a, in compile unit cu (module bias bias), and returns how
+ * many; *file and *line come in as the line table's position of a and go
+ * out as the physical frame's: the call site of the outermost inlined
+ * function. */
+static unsigned inline_chain(Dwarf_Die *cu, Dwarf_Addr bias, Dwarf_Addr a, struct sym_inl *inl,
 			     const char **file, int *line)
 {
-	Dwarf_Addr bias = 0;
-	Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
 	Dwarf_Die *scopes = NULL;
 	int n = cu ? dwarf_getscopes(cu, a - bias, &scopes) : -1;
 	if (n <= 0) {
@@ -406,11 +420,20 @@ static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
 	}
 	const char *file = NULL;
 	int line = 0;
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = cu_of(mod, a, &bias);
 	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
-	if (dl)
+	Dwarf_Line *l = !dl && cu ? dwarf_getsrc_die(cu, a - bias) : NULL;
+	if (dl) {
 		file = base_name(dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL));
+	} else if (l) { /* no .debug_aranges: the CU's own line table */
+		const char *src = dwarf_linesrc(l, NULL, NULL);
+		file = src ? base_name(src) : NULL;
+		if (dwarf_lineno(l, &line) != 0)
+			line = 0;
+	}
 	struct sym_inl inl[SYM_MAX_INLINE];
-	unsigned ninl = inline_chain(mod, a, inl, &file, &line);
+	unsigned ninl = cu ? inline_chain(cu, bias, a, inl, &file, &line) : 0;
 	cache_put(s, m->key, off, func, file, line, inl, ninl);
 	return cache_find(s, m->key, off);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../common/jv.h"
+#include "../common/termtext.h"
 #include "jdkdump.h"
 #include "sockpath.h"
 
@@ -27,11 +28,14 @@
 
 void cli_errorf(struct cli *cli, const char *fmt, ...)
 {
+	char msg[2048];
 	va_list ap;
-	fputs("scopecmd: ", cli->err);
 	va_start(ap, fmt);
-	vfprintf(cli->err, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* One line, whatever a name in it holds (termtext.h). */
+	fputs("scopecmd: ", cli->err);
+	tt_fputs(msg, cli->err);
 	fputc('\n', cli->err);
 }
 

@@ -22,10 +22,13 @@ static const char *s_or(const json_t *o, const char *k, const char *def)
 
 static void pool_line(FILE *out, const json_t *p)
 {
-	fprintf(out, "  %s@%lld: %lld threads (core %lld, max %lld, largest %lld), %lld active, "
-		     "%lld queued",
-		s_or(p, "name", "?"), num(p, "id"), num(p, "size"), num(p, "core"), num(p, "max"),
-		num(p, "largest"), num(p, "active"), num(p, "queued"));
+	char id[24];
+	fprintf(out,
+		"  %s@%s: %lld threads (core %lld, max %lld, largest %lld), %lld active, "
+		"%lld queued",
+		s_or(p, "name", "?"), jt_id_text(json_object_get(p, "id"), id, sizeof id, "?"),
+		num(p, "size"), num(p, "core"), num(p, "max"), num(p, "largest"), num(p, "active"),
+		num(p, "queued"));
 	if (jt_str_is(p, "queue", "bounded"))
 		fprintf(out, " of %lld", num(p, "queue_capacity"));
 	fprintf(out, "; %lld completed, %lld rejected; %s queue, %s policy, keep-alive %lld ms\n",
@@ -33,9 +36,34 @@ static void pool_line(FILE *out, const json_t *p)
 		s_or(p, "policy", "?"), num(p, "keep_alive_ms"));
 }
 
+/* The advisor's line for pool p (Pool.advise says more), when it has one. */
+static void advice_line(FILE *out, const json_t *advice, const json_t *p)
+{
+	const json_t *pools = json_object_get(json_object_get(advice, "advice"), "pools");
+	for (size_t i = 0; i < json_array_size(pools); i++) {
+		const json_t *a = json_array_get(pools, i);
+		if (num(a, "id") != num(p, "id"))
+			continue;
+		fprintf(out, "    measured: W/C ");
+		if (json_is_number(json_object_get(a, "wait_compute_ratio")))
+			fprintf(out, "%.3g",
+				json_number_value(json_object_get(a, "wait_compute_ratio")));
+		else
+			fprintf(out, "?");
+		fprintf(out, ", queue wait p50 %.3g ms, workers busy %.0f%%; advice: %s",
+			json_number_value(json_object_get(a, "queue_wait_p50_ms")),
+			100 * json_number_value(json_object_get(a, "worker_utilization")),
+			s_or(a, "verdict", "?"));
+		if (json_is_integer(json_object_get(a, "recommended")) &&
+		    (jt_str_is(a, "verdict", "grow") || jt_str_is(a, "verdict", "shrink")))
+			fprintf(out, " to %lld threads", num(a, "recommended"));
+		fprintf(out, " (Pool.advise tells why)\n");
+	}
+}
+
 /* {"process":…, "pools":[…], "daemon":…}: the members of the daemon's tree
  * and status replies, as the control protocol's schema describes them. */
-static int print_json(struct cli *cli, json_t *tree, json_t *status)
+static int print_json(struct cli *cli, json_t *tree, json_t *status, json_t *advice)
 {
 	json_t *doc = json_object();
 	json_t *daemon = json_deep_copy(status);
@@ -45,6 +73,8 @@ static int print_json(struct cli *cli, json_t *tree, json_t *status)
 	jj_set(doc, "pools",
 	       json_incref(json_object_get(json_object_get(tree, "model"), "pools")));
 	jj_set(doc, "daemon", daemon);
+	if (advice)
+		jj_set(doc, "advice", json_incref(json_object_get(advice, "advice")));
 	return cli_print_json(cli, doc, "Runtime.info");
 }
 
@@ -64,12 +94,36 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	if (!tree)
 		return CLI_FAIL;
 	json_t *status = cli_call(cli, "status", 0);
+	/* The pool advice, when the daemon has the command (an older one says
+	 * unknown_command: Runtime.info goes on without it). */
+	json_t *req = json_pack("{s:s,s:i}", "cmd", "advise", "pid", (json_int_t)pid),
+	       *advice = NULL;
+	char err[256];
+	if (req && ctl_request(cli->ctl, req, &advice, cli->timeout_ms, err, sizeof err) == 0 &&
+	    !json_is_true(json_object_get(advice, "ok"))) {
+		json_decref(advice);
+		advice = NULL;
+	}
+	json_decref(req);
 	if (json) {
-		int rc = status ? print_json(cli, tree, status) : CLI_FAIL;
+		int rc = status ? print_json(cli, tree, status, advice) : CLI_FAIL;
 		json_decref(tree);
 		json_decref(status);
+		json_decref(advice);
 		return rc;
 	}
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe_tree = jj_text_safe(tree), *safe_status = status ? jj_text_safe(status) : NULL;
+	json_decref(tree);
+	json_decref(status);
+	if (!safe_tree || (status && !safe_status)) {
+		json_decref(safe_tree);
+		json_decref(safe_status);
+		cli_errorf(cli, "Runtime.info: out of memory");
+		return CLI_FAIL;
+	}
+	tree = safe_tree;
+	status = safe_status;
 	const json_t *p = json_object_get(tree, "process");
 	const json_t *pools = jt_array(json_object_get(tree, "model"), "pools");
 	FILE *out = cli->out;
@@ -93,8 +147,10 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		json_is_true(json_object_get(p, "repaired")) ? ", repaired after a loss" : "");
 	fprintf(out, "Events: %lld received, %lld lost\n", num(p, "events"), num(p, "lost"));
 	fprintf(out, "Pools: %zu\n", json_array_size(pools));
-	for (size_t i = 0; i < json_array_size(pools); i++)
+	for (size_t i = 0; i < json_array_size(pools); i++) {
 		pool_line(out, json_array_get(pools, i));
+		advice_line(out, advice, json_array_get(pools, i));
+	}
 	if (status)
 		fprintf(out, "Daemon: scoped %s (pid %lld), up %.1f s, stacks from %s, %lld processes, "
 			     "%lld events, %lld lost\n",
@@ -103,6 +159,7 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 			num(status, "processes"), num(status, "events"), num(status, "lost"));
 	json_decref(tree);
 	json_decref(status);
+	json_decref(advice);
 	return status ? CLI_OK : CLI_FAIL;
 }
 

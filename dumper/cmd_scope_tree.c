@@ -3,6 +3,7 @@
  * opened it; or the same tree as JSON (schemas/scope-tree.schema.json). */
 #include <string.h>
 
+#include "../common/termtext.h"
 #include "cli.h"
 #include "jdkdump.h"
 #include "jdkjson.h"
@@ -44,25 +45,35 @@ static void task_line(struct tree *t, const jv *task, int depth)
 {
 	const jv *id = jv_get(task, "id"), *w = jv_get(task, "worker");
 	json_t *site = jj_site(jv_get(task, "site"));
-	const char *state = jj_str(task, "state");
 	const char *fn = jj_str(task, "func");
-	fprintf(t->cli->out, "%*stask %lld ", depth * 2, "",
-		jv_is_integer(id) ? (long long)jv_integer(id) : -1LL);
-	if (fn)
-		fprintf(t->cli->out, "%s() ", fn);
-	fputs(state ? state : "?", t->cli->out);
+	FILE *out = t->cli->out;
+	if (jv_is_integer(id))
+		fprintf(out, "%*stask %llu ", depth * 2, "",
+			(unsigned long long)(uint64_t)jv_integer(id));
+	else
+		fprintf(out, "%*stask ? ", depth * 2, "");
+	/* Names from the target reach the terminal escaped. */
+	if (fn) {
+		tt_fputs(fn, out);
+		fputs("() ", out);
+	}
+	tt_fputs(jj_str(task, "state") ? jj_str(task, "state") : "?", out);
 	if (jv_is_integer(w))
-		fprintf(t->cli->out, " on #%lld", (long long)jv_integer(w));
-	if (json_is_string(site))
-		fprintf(t->cli->out, "  forked at %s", json_string_value(site));
-	fputc('\n', t->cli->out);
+		fprintf(out, " on #%lld", (long long)jv_integer(w));
+	if (json_is_string(site)) {
+		fputs("  forked at ", out);
+		tt_fputs(json_string_value(site), out);
+	}
+	fputc('\n', out);
 	json_decref(site);
 }
 
-/* Whether a (from the model) and b (from the dump) are the same integer. */
+/* Whether a (an id from the model) and b (from the dump: an integer, or
+ * the string of an id past INT64_MAX) are the same id. */
 static bool int_eq(const jv *a, const json_t *b)
 {
-	return jv_is_integer(a) && json_is_integer(b) && jv_integer(a) == json_integer_value(b);
+	uint64_t id;
+	return jv_is_integer(a) && jt_id(b, &id) && (uint64_t)jv_integer(a) == id;
 }
 
 static void print_scope(struct tree *t, size_t ci, int depth);
@@ -169,7 +180,7 @@ static json_t *scope_json(struct tree *t, size_t ci, int depth)
 			continue;
 		json_t *tj = json_object();
 		const jv *w = jv_get(task, "worker");
-		jj_set(tj, "id", jj_int_or_null(task, "id"));
+		jj_set(tj, "id", jj_id_or_null(task, "id"));
 		jj_set(tj, "function", jj_str_or_null(task, "func"));
 		jj_set(tj, "state", jj_str_or_null(task, "state"));
 		jj_set(tj, "worker", jv_is_integer(w) ? json_integer(jv_integer(w)) : json_null());
@@ -228,6 +239,17 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		jv_free(reply);
 		return rc;
 	}
+	/* The containers' names reach the terminal escaped. */
+	json_t *safe = jj_text_safe(dump);
+	if (!safe) {
+		cli_errorf(cli, "Scope.tree: out of memory");
+		json_decref(dump);
+		jv_free(reply);
+		return CLI_FAIL;
+	}
+	json_decref(dump);
+	dump = safe;
+	t.containers = json_object_get(json_object_get(dump, "threadDump"), "threadContainers");
 	size_t shown = 0;
 	for (size_t k = 0; k < json_array_size(t.containers); k++) {
 		const json_t *c = json_array_get(t.containers, k);

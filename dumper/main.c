@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/termtext.h"
 #include "cli.h"
 #include "jdkjson.h"
 #include "scope.h"
@@ -236,8 +237,9 @@ static int list_processes(struct cli *cli, bool json)
 		const json_t *pid = json_object_get(p, "pid");
 		if (!json_is_integer(pid))
 			continue;
+		char name[1024];
 		fprintf(cli->out, "%lld %s%s%s\n", (long long)json_integer_value(pid),
-			jt_str(p, "name") ? jt_str(p, "name") : "?",
+			jt_str(p, "name") ? tt_safe(jt_str(p, "name"), name, sizeof name) : "?",
 			jt_str_is(p, "state", "exited") ? " (exited)" : "",
 			json_is_false(json_object_get(p, "instrumented")) ? " (no libscope)" : "");
 	}

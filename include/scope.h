@@ -454,6 +454,15 @@ SCOPE_API int scope_pool_destroy(scope_pool_t *pool);
 
 SCOPE_API int scope_pool_stats(const scope_pool_t *pool, struct scope_pool_stats *out);
 
+/* Shuts down (as scope_pool_shutdown), takes every queued subtask off the
+ * pool (each ends cancelled: UNAVAILABLE, and its scope's join sees it
+ * end), and interrupts the workers as Thread.interrupt does
+ * (SC_SIG_INTERRUPT: a subtask blocked in a system call outside the
+ * runtime gets EINTR; running subtasks are not cancelled otherwise).
+ * Returns how many queued subtasks it took, or -EINVAL, -EBUSY (the
+ * default pool).  ThreadPoolExecutor.shutdownNow. */
+SCOPE_API int scope_pool_shutdown_now(scope_pool_t *pool);
+
 /* After scope_pool_shutdown (isShutdown), and once every worker has gone
  * after it (isTerminated).  false for NULL. */
 SCOPE_API bool scope_pool_is_shutdown(const scope_pool_t *pool);

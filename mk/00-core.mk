@@ -1,7 +1,9 @@
 # mk/00-core.mk - libscope (runtime + protocol) and the objects the programs
 # and tests share.  Convention: each program's main() lives in <dir>/main.c;
 # every other .c file of daemon/ dumper/ tui/ bpf/ is a library object that
-# the unit tests link too.
+# the unit tests link too.  dump/ (the thread dump: built from the daemon's
+# reply, rendered, written to a file) has no main: scopecmd and scopetop
+# both link it.
 
 RUNTIME_SRCS := $(wildcard runtime/*.c runtime/agent/*.c)
 PROTO_SRCS := $(wildcard proto/*.c)
@@ -27,6 +29,7 @@ ALL_TARGETS += $(BUILD)/lib/libscope.a $(BUILD)/lib/libscope.so
 part_srcs = $(filter-out %.bpf.c,$(wildcard $(1)/*.c))
 DAEMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out daemon/main.c,$(call part_srcs,daemon)))
 DUMPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out dumper/main.c,$(call part_srcs,dumper)))
+DUMP_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call part_srcs,dump))
 TUI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tui/main.c,$(call part_srcs,tui)))
 BPF_USER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call part_srcs,bpf))
 PROTO_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(PROTO_SRCS))

@@ -5,12 +5,12 @@ $(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(BPF_USER_OBJS) 
 	$(E) LD $@
 	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
-$(BUILD)/bin/scopecmd: $(BUILD)/obj/dumper/main.o $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+$(BUILD)/bin/scopecmd: $(BUILD)/obj/dumper/main.o $(DUMPER_OBJS) $(DUMP_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
 	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
-$(BUILD)/bin/scopetop: $(BUILD)/obj/tui/main.o $(TUI_OBJS) $(DUMPER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+$(BUILD)/bin/scopetop: $(BUILD)/obj/tui/main.o $(TUI_OBJS) $(DUMP_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
 	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
@@ -35,7 +35,7 @@ ALL_TARGETS += $(EXAMPLE_BINS)
 
 # tests/unit/test_<x>.c -> $(BUILD)/tests/test_<x>: static libscope plus every
 # library object of the other parts.
-TEST_LINK := $(DAEMON_OBJS) $(DUMPER_OBJS) $(TUI_OBJS) $(BPF_USER_OBJS) $(COMMON_OBJS) $(BUILD)/lib/libscope.a
+TEST_LINK := $(DAEMON_OBJS) $(DUMPER_OBJS) $(DUMP_OBJS) $(TUI_OBJS) $(BPF_USER_OBJS) $(COMMON_OBJS) $(BUILD)/lib/libscope.a
 TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_LINK)
 	@mkdir -p $(@D)

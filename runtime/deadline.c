@@ -10,16 +10,19 @@
 
 /* A min-heap of the scopes with a deadline of their own, by deadline; each
  * scope knows its place (dl_slot, 1-based, 0: not in the heap).  Everything
- * here is under dl_lock.  The timer thread holds dl_lock while it cancels,
- * so a scope that leaves the heap (its owner closes it) is never cancelled
- * by the timer after it left.  Lock order: dl_lock, then scope locks; no
- * path takes dl_lock with a scope's lock held. */
+ * here is under dl_lock.  The timer cancels without dl_lock (a cancellation
+ * handler it runs may open a scope with a deadline), the scope it cancels
+ * named in firing: a close that removes that scope waits until the cancel
+ * is over, so the timer never touches a closed scope.  No path takes
+ * dl_lock with a scope's lock held. */
 static pthread_mutex_t dl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t dl_cond;
 static scope_t **heap;
 static size_t nheap, capheap;
-static bool started;	   /* the timer thread runs (in this process) */
-static int64_t sleep_till; /* what the thread sleeps until; 0: no deadline */
+static bool started;	     /* the timer thread runs (in this process) */
+static int64_t sleep_till;   /* what the thread sleeps until; 0: no deadline */
+static scope_t *firing;	     /* the scope the timer cancels now */
+static pthread_cond_t fired; /* firing went back to NULL */
 static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
 
 static void heap_set(size_t i, scope_t *s)
@@ -81,6 +84,7 @@ static void dl_cond_make(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&dl_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&fired, NULL);
 }
 
 static void dl_child(void)
@@ -95,6 +99,7 @@ static void dl_child(void)
 	for (size_t i = 0; i < nheap; i++)
 		heap[i]->dl_slot = 0;
 	nheap = 0;
+	firing = NULL;
 	started = false;
 	sleep_till = 0;
 }
@@ -116,7 +121,13 @@ static void *timer_main(void *arg)
 			scope_t *s = heap[0];
 
 			heap_remove(s);
+			firing = s;
+			pthread_mutex_unlock(&dl_lock);
 			sc_cancel(s, SC_CANCEL_TIMEOUT);
+			pthread_mutex_lock(&dl_lock);
+			firing = NULL;
+			pthread_cond_broadcast(&fired);
+			now = scope_now();
 		}
 		sleep_till = nheap ? heap[0]->deadline : 0;
 		if (!sleep_till) {
@@ -138,17 +149,7 @@ static int timer_start(void)
 	pthread_t th;
 	int rc;
 
-	/* No asynchronous signal for it (a process-directed one goes to a
-	 * thread of the program), but the agent's stack request, which asks
-	 * every thread of the process, and the faults, which must not be
-	 * blocked where they happen. */
-	sigfillset(&all);
-	sigdelset(&all, SC_SIG_STACK);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	sigdelset(&all, SIGABRT);
+	sc_helper_sigset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -198,6 +199,8 @@ void sc_deadline_remove(scope_t *s)
 	pthread_mutex_lock(&dl_lock);
 	if (s->dl_slot)
 		heap_remove(s);
+	while (firing == s)
+		pthread_cond_wait(&fired, &dl_lock);
 	pthread_mutex_unlock(&dl_lock);
 	s->dl_on = false;
 }

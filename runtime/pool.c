@@ -262,18 +262,21 @@ int scope_pool_stats(const scope_pool_t *cp, struct scope_pool_stats *out)
 	unsigned active = (unsigned)atomic_load(&p->active);
 	uint64_t completed = atomic_load(&p->completed);
 	sc_pool_dq_stats(p, &active, &completed);
+	size_t queued = p->queued + sc_pool_dq_count(p);
 	*out = (struct scope_pool_stats){
 	    .core_size = p->cfg.core_size,
 	    .max_size = p->cfg.max_size,
 	    .size = p->size,
 	    .active = active,
 	    .largest = p->largest,
-	    .queued = p->queued + sc_pool_dq_count(p),
+	    .queued = queued,
 	    .completed = completed,
 	    .rejected = p->rejected,
 	    .lent = p->lent,
 	    .compensations = p->compensations,
-	    .submitted = p->completed + p->active + p->queued,
+	    /* Whatever path a task took (the deques, the locked queue, a
+	     * new thread), it is queued, running or done. */
+	    .submitted = completed + active + queued,
 	};
 	pthread_mutex_unlock(&p->lock);
 	return 0;

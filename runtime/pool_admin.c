@@ -2,6 +2,9 @@
  * to manage a pool after creating it: its state after shutdown, waiting for
  * termination, setters, and starting a core thread ahead of work. */
 #include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "pool_int.h"
@@ -127,4 +130,38 @@ int scope_pool_prestart_core(scope_pool_t *p)
 	if (rc == 1)
 		sc_pool_stats_event(p, true);
 	return rc;
+}
+
+static void interrupt_worker(void *ctx, struct sc_thread *t)
+{
+	if (t->pool == ctx && t->role == SC_ROLE_WORKER)
+		(void)syscall(SYS_tgkill, getpid(), t->tid, SC_SIG_INTERRUPT);
+}
+
+int scope_pool_shutdown_now(scope_pool_t *p)
+{
+	scope_task_t *queued, *next;
+	size_t n;
+	int rc;
+
+	if (!p)
+		return -EINVAL;
+	rc = scope_pool_shutdown(p);
+	if (rc)
+		return rc;
+	sc_interrupt_install();
+	pthread_mutex_lock(&p->lock);
+	n = sc_pool_drain_locked(p, &queued);
+	pthread_mutex_unlock(&p->lock);
+	/* As Thread.interrupt: a subtask blocked in a system call outside the
+	 * runtime gets EINTR (the runtime's own waits retry).  The registry
+	 * knows the workers' tids (a worker's record is set without the
+	 * pool's lock). */
+	sc_threads_walk(interrupt_worker, p);
+	/* Queued, so their scopes are open until they end: end them. */
+	for (; queued; queued = next) {
+		next = queued->qnext;
+		sc_task_finish(queued, SC_TASK_CANCELLED, -ECANCELED);
+	}
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }

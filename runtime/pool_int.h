@@ -141,5 +141,8 @@ int sc_pool_spawn_locked(scope_pool_t *p, scope_task_t *first);
 void sc_pool_reap_locked(scope_pool_t *p);
 /* Wakes one idle worker (to take work or to re-check the pool's bounds). */
 void sc_pool_wake_idle_locked(scope_pool_t *p);
+/* Takes every queued task off the pool (shutdown_now): *out chains them
+ * through qnext; returns how many.  The caller ends them. */
+size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out);
 
 #endif /* SC_POOL_INT_H */

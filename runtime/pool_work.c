@@ -790,15 +790,10 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 		if (!task)
 			return false;
 	}
-	/* The joiner was the one to notice its deadline; while it runs the
-	 * task instead, an alarm interrupts a system call the task may block
-	 * in when that deadline comes. */
-	int64_t deadline = task->scope->eff_deadline;
-	struct sc_thread *t = deadline ? sc_self_peek() : NULL;
-	int64_t outer = t ? sc_thread_alarm(t, deadline) : 0;
+	/* No alarm for the scope's deadline while the task runs here: the
+	 * timer thread (deadline.c) cancels the scope when it passes, and the
+	 * cancel signals this thread, the task's worker now. */
 	run_hooked(p, task, false);
-	if (t)
-		(void)sc_thread_alarm(t, outer);
 	return true;
 }
 
@@ -1265,8 +1260,9 @@ void sc_pool_monitor_start(scope_pool_t *p)
 
 	pthread_mutex_lock(&monitor_lock);
 	if (!monitor_pool && pthread_attr_init(&attr) == 0) {
-		/* It takes no signal meant for the program's threads. */
-		sigfillset(&all);
+		/* It takes no signal meant for the program's threads, but
+		 * answers the agent's stack request as every thread does. */
+		sc_helper_sigset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&th, &attr, monitor_main, p) == 0) {
@@ -1286,4 +1282,25 @@ void sc_pool_monitor_after_fork(void)
 	/* The thread stayed behind: the next worker started starts another. */
 	pthread_mutex_init(&monitor_lock, NULL);
 	monitor_pool = NULL;
+}
+
+size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
+{
+	scope_task_t *mine = NULL, *task;
+	size_t n = 0;
+
+	/* Any queued task, as the monitor takes one: the deques', then the
+	 * locked queues'. */
+	for (;;) {
+		task = p->fast ? find_fast(p, NULL) : NULL;
+		if (!task && (task = pick_locked(p, NULL)) != NULL)
+			dequeue_locked(p, task);
+		if (!task)
+			break;
+		task->qnext = mine;
+		mine = task;
+		n++;
+	}
+	*out = mine;
+	return n;
 }

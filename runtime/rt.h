@@ -4,6 +4,7 @@
 #define SC_RT_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -266,6 +267,9 @@ struct sc_thread *sc_threads_after_fork(void);
 void sc_thread_set_role(int role);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
 void sc_wake(struct sc_thread *t);
+/* The signal mask of the runtime's helper threads (the deadline timer, the
+ * monitor): everything blocked but the agent's stack request and faults. */
+void sc_helper_sigset(sigset_t *set);
 void sc_mutex_init(pthread_mutex_t *m);
 /* Arms t's alarm (t is the calling thread) to interrupt it at deadline
  * (0: disarm); returns the deadline it was armed for before. */

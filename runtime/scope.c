@@ -190,10 +190,10 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 	 * among them: a sweep keeps them): close waited for each to end. */
 	for (size_t i = 0; i < s->ntasks; i++)
 		task_free(t, s->tasks[i]);
-	s->ntasks = 0;
+	atomic_store_explicit(&s->ntasks, 0, memory_order_relaxed);
 	for (size_t i = 0; i < s->nanon; i++)
 		task_free(t, s->anon[i]);
-	s->nanon = 0;
+	atomic_store_explicit(&s->nanon, 0, memory_order_relaxed);
 	for (struct sc_value *v = atomic_load(&s->values), *n; v; v = n) {
 		n = v->next;
 		free(v);
@@ -737,10 +737,15 @@ static bool join_done(void *arg)
  * any other cancellation, -ECANCELED. */
 static int join_outcome(scope_t *s)
 {
-	int reason;
+	int reason = atomic_load(&s->cancelled);
 
-	(void)sc_check(s); /* a deadline the timer has not reached yet */
-	reason = atomic_load(&s->cancelled);
+	/* Decided, its cancel not flagged yet: the decision came first. */
+	if (!reason && atomic_load(&s->stop))
+		return sc_joiner_result(s);
+	if (!reason) {
+		(void)sc_check(s); /* a deadline the timer has not reached yet */
+		reason = atomic_load(&s->cancelled);
+	}
 	if (!reason || (reason == SC_CANCEL_JOINER && atomic_load(&s->stop)))
 		return sc_joiner_result(s);
 	return atomic_load(&s->cause) == SC_CANCEL_TIMEOUT ? sc_joiner_timeout(s) : -ECANCELED;

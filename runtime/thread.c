@@ -449,3 +449,18 @@ bool sc_park(struct sc_thread *t, uint32_t seen, int64_t deadline)
 	atomic_store(&t->sleeping, 0);
 	return woke;
 }
+
+void sc_helper_sigset(sigset_t *set)
+{
+	/* No asynchronous signal for it (a process-directed one goes to a
+	 * thread of the program), but the agent's stack request, which asks
+	 * every thread of the process, and the faults, which must not be
+	 * blocked where they happen. */
+	sigfillset(set);
+	sigdelset(set, SC_SIG_STACK);
+	sigdelset(set, SIGSEGV);
+	sigdelset(set, SIGBUS);
+	sigdelset(set, SIGILL);
+	sigdelset(set, SIGFPE);
+	sigdelset(set, SIGABRT);
+}

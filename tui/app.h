@@ -35,7 +35,7 @@ struct app_opts {
 };
 
 /* Outstanding requests on the connection, matched to replies by id. */
-enum req_kind { RQ_NONE, RQ_LIST, RQ_SUBSCRIBE, RQ_STACKS, RQ_DUMP };
+enum req_kind { RQ_NONE, RQ_LIST, RQ_SUBSCRIBE, RQ_STACKS, RQ_DUMP, RQ_ADVISE };
 #define APP_MAX_PENDING 8
 
 struct app {
@@ -75,6 +75,12 @@ struct app {
 	/* thread view: the cursor and first row, in the model's thread order */
 	long tsel, ttop;
 	double list_next;
+
+	/* the pools' advice (the "advise" reply's advice, owned; NULL: none),
+	 * fetched while a pool is selected */
+	json_t *advice;
+	int64_t advice_pid;
+	double advice_next;
 
 	/* stacks of the selected thread, fetched at a low rate */
 	int64_t stack_tid;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/ctl.h"
+#include "../common/termtext.h"
 #include "app.h"
 #include "once.h"
 #include "rowfmt.h"
@@ -276,10 +277,11 @@ static int resolve_name(struct ctl *ctl, struct cli *c)
 		{
 			const char *name = json_string_value(json_object_get(p, "name"));
 			const char *exe = json_string_value(json_object_get(p, "exe"));
+			char safe[512];
 			if ((name && strstr(name, c->name)) || (exe && strstr(exe, c->name)))
 				fprintf(stderr, "  %lld %s\n",
 					(long long)json_integer_value(json_object_get(p, "pid")),
-					name ? name : "?");
+					name ? tt_safe(name, safe, sizeof safe) : "?");
 		}
 	} else if (!n) {
 		fprintf(stderr, "scopetop: no live instrumented process matches '%s'; 'scopetop "
@@ -479,6 +481,7 @@ int main(int argc, char **argv)
 	scr_close(&a.scr);
 	src_disconnect(&a);
 	json_decref(a.procs);
+	json_decref(a.advice);
 	tr_free(&a.tree);
 	tm_model_free(&a.model);
 	return rc;

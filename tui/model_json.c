@@ -8,26 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/termtext.h"
+
 /* ---- JSON readers ----------------------------------------------------- */
 
-/* Copies a peer string, capped and with control characters replaced so
- * nothing the peer sends can move the cursor or change colours. */
+/* Copies a peer string, capped at a character boundary and with control
+ * characters (C0, DEL, C1) and ill-formed UTF-8 replaced by '?', so nothing
+ * the peer sends can move the cursor or change colours. */
 char *tm_str_copy(const char *s)
 {
 	if (!s)
 		return NULL;
-	size_t n = strnlen(s, TM_MAX_STR - 1);
-	/* Do not cut a UTF-8 sequence in half. */
-	while (n > 0 && s[n] && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	char *d = malloc(n + 1);
-	if (!d)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		d[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-	}
-	d[n] = 0;
+	size_t n = tt_escape(NULL, 0, s, '?'); /* '?' for each: never longer */
+	n = n < TM_MAX_STR ? n + 1 : TM_MAX_STR;
+	char *d = malloc(n);
+	if (d)
+		tt_escape(d, n, s, '?');
 	return d;
 }
 

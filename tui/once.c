@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../dump/jdkjson.h"
 #include "rowfmt.h"
 #include "text.h"
 #include "tree.h"
@@ -120,7 +121,7 @@ static json_t *row_json(const struct tm_model *m, const struct tr_row *r, double
 	bad |= json_object_set_new(o, "kind", json_string(r->kind < sizeof kind_names / sizeof *kind_names
 								 ? kind_names[r->kind]
 								 : "?"));
-	bad |= json_object_set_new(o, "id", json_integer(r->id));
+	bad |= json_object_set_new(o, "id", jj_id_new(r->id));
 	bad |= json_object_set_new(o, "state", json_string(tr_state_name(r->state)));
 	bad |= json_object_set_new(o, "ended", json_boolean(r->flags & TR_F_DIM));
 	bad |= json_object_set_new(o, "count", json_integer(r->group_n > 1 ? r->group_n : 1));

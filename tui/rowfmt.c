@@ -256,10 +256,9 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 		break;
 	}
 	case RF_ID:
-		if (s || t)
-			snprintf(out, len, "%lld", (long long)r->id);
-		else if (r->kind == TR_POOL)
-			snprintf(out, len, "%lld", (long long)r->id);
+		/* Ids are u64 in the runtime (tm_model keeps their bits). */
+		if (s || t || r->kind == TR_POOL)
+			snprintf(out, len, "%llu", (unsigned long long)(uint64_t)r->id);
 		break;
 	case RF_AGE: {
 		double from = s	  ? s->opened_ms

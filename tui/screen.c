@@ -10,6 +10,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../common/termtext.h"
+
 volatile sig_atomic_t scr_stop;
 
 /* Kept for the crash handler, which may only use async-signal-safe calls. */
@@ -207,6 +209,13 @@ bool scr_line(struct scr *t, int y, const char *text, int attr, int hx, int hw, 
 	move(y, 0);
 	clrtoeol();
 	attrset(attr);
+	/* The views clean what they take from the daemon; this is the last
+	 * gate before the terminal all the same. */
+	char safe[1024];
+	if (!tt_clean(text)) {
+		tt_escape(safe, sizeof safe, text, '?');
+		text = safe;
+	}
 	mvaddnstr(y, 0, text, -1);
 	if (hw > 0 && hx < t->cols)
 		mvchgat(y, hx, hw, (attr_t)(hattr & ~A_COLOR), (short)PAIR_NUMBER(hattr), NULL);

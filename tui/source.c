@@ -11,9 +11,11 @@
 
 #include "app.h"
 #include "../common/ctl.h"
-#include "../dumper/jdkdump.h"
+#include "../dump/jdkdump.h"
 
 #define LIST_EVERY_MS 1000
+#define ADVICE_EVERY_MS 1000	  /* refresh of the pool advice while a pool is selected */
+#define ADVICE_IDLE_EVERY_MS 3000 /* and otherwise, for the header's warnings */
 #define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */
 #define GROUP_STACKS_EVERY_MS 2000
 #define STACK_SETTLE_MS 120 /* wait for the cursor to rest before fetching */
@@ -116,6 +118,21 @@ void src_request_stacks(struct app *a, int64_t tid)
 	send_req(a, RQ_STACKS, req);
 	a->stack_next = a->now_local + (a->tree.group || a->view == V_THREADS ? GROUP_STACKS_EVERY_MS
 									     : STACK_EVERY_MS);
+}
+
+/* The advice of the watched process's pools: every second while a pool row
+ * is selected (its pane shows it), else every few (the header warns of
+ * saturated, starved and stuck pools). */
+static void request_advice(struct app *a)
+{
+	const struct tr_row *r = app_selected(a);
+	bool pool = r && (r->kind == TR_POOL || r->kind == TR_POOLS);
+	if (pool && a->advice_next > a->now_local + ADVICE_EVERY_MS)
+		a->advice_next = a->now_local; /* just moved onto a pool */
+	if (a->now_local < a->advice_next || pending_of(a, RQ_ADVISE) >= 0)
+		return;
+	send_req(a, RQ_ADVISE, json_pack("{s:s, s:I}", "cmd", "advise", "pid", (json_int_t)a->pid));
+	a->advice_next = a->now_local + (pool ? ADVICE_EVERY_MS : ADVICE_IDLE_EVERY_MS);
 }
 
 void src_request_dump(struct app *a)
@@ -247,6 +264,14 @@ static void on_reply(struct app *a, int kind, json_t *msg)
 				 "process list",
 				 (long long)a->pid, error_text(msg));
 			a->exited = true;
+		}
+		break;
+	case RQ_ADVISE:
+		if (ok) {
+			json_decref(a->advice);
+			a->advice = json_incref(json_object_get(msg, "advice"));
+			a->advice_pid = a->pid;
+			a->dirty = true;
 		}
 		break;
 	case RQ_DUMP:
@@ -405,6 +430,7 @@ void src_tick(struct app *a)
 		src_request_list(a);
 	if (!a->pid || a->exited || !a->subscribed)
 		return;
+	request_advice(a);
 	if (a->paused) {
 		/* Paused, the tree stands still, but the stack of what the
 		 * cursor is on is still fetched, once: the pane would otherwise

@@ -59,8 +59,8 @@ static void chain(struct lines *l, const struct tm_model *m, const struct tm_sco
 	char b[512] = "";
 	for (int i = 0; s && i < CHAIN_MAX; i++, s = parent_scope(m, s)) {
 		size_t at = strlen(b);
-		snprintf(b + at, sizeof b - at, "%s#%lld < ", s->name ? s->name : "scope",
-			 (long long)s->id);
+		snprintf(b + at, sizeof b - at, "%s#%llu < ", s->name ? s->name : "scope",
+			 (unsigned long long)(uint64_t)s->id);
 	}
 	add(l, TA_NORMAL, "  parent chain: %s<root>", b);
 }
@@ -140,8 +140,9 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (from > 0)
 		ttx_duration(age, sizeof age, (t->ended_ms > 0 ? t->ended_ms : now) - from);
 	rf_badges(t->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "task %lld %s%s  %s (%s)", (long long)t->id, tr_task_name(m, t),
-	    t->func && t->func[0] ? "()" : "", tr_state_name(r->state), tm_task_state_name(t->state));
+	add(l, TA_TITLE, "task %llu %s%s  %s (%s)", (unsigned long long)(uint64_t)t->id,
+	    tr_task_name(m, t), t->func && t->func[0] ? "()" : "", tr_state_name(r->state),
+	    tm_task_state_name(t->state));
 	if (r->group_n > 1)
 		add(l, TA_NORMAL, "  %u identical subtasks (same fork site, state and stack)",
 		    r->group_n);
@@ -164,8 +165,9 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 	if (badges[0])
 		add(l, TA_WARN, "  warnings:%s", badges);
 	if (s) {
-		add(l, TA_NORMAL, "  in scope %lld \"%s\", owner %lld \"%s\"", (long long)s->id,
-		    nz(s->name), (long long)s->owner, thread_name(m, s->owner));
+		add(l, TA_NORMAL, "  in scope %llu \"%s\", owner %lld \"%s\"",
+		    (unsigned long long)(uint64_t)s->id, nz(s->name), (long long)s->owner,
+		    thread_name(m, s->owner));
 		chain(l, m, s);
 	}
 	deadline(l, m, s, now);
@@ -206,8 +208,8 @@ static void scope_lines(struct lines *l, const struct app *a, const struct tr_ro
 		ttx_duration(age, sizeof age,
 			     (s->closed_ms > 0 ? s->closed_ms : now) - s->opened_ms);
 	rf_badges(s->warn, a->o.ascii, badges, sizeof badges);
-	add(l, TA_TITLE, "scope %lld \"%s\"  %s (%s)", (long long)s->id, nz(s->name),
-	    tr_state_name(r->state), tm_scope_state_name(s->state));
+	add(l, TA_TITLE, "scope %llu \"%s\"  %s (%s)", (unsigned long long)(uint64_t)s->id,
+	    nz(s->name), tr_state_name(r->state), tm_scope_state_name(s->state));
 	add(l, TA_NORMAL, "  opened at %s:%d (in %s)   %s %s   owner %lld \"%s\"", nz(s->site.file),
 	    s->site.line, nz(s->site.func), s->closed_ms > 0 ? "lived" : "open for", age,
 	    (long long)s->owner, thread_name(m, s->owner));
@@ -249,14 +251,83 @@ static void root_lines(struct lines *l, const struct app *a, double now)
 		add(l, TA_WARN, "  killed by signal %d", p->exit_signal);
 	/* A crash: the thread, the task it ran, and where it was. */
 	if (p->crash_tid > 0) {
-		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %lld",
-		    (long long)p->crash_signal, (long long)p->crash_tid, (long long)p->crash_task);
+		add(l, TA_WARN, "  crashed: signal %lld on thread #%lld, running task %llu",
+		    (long long)p->crash_signal, (long long)p->crash_tid,
+		    (unsigned long long)(uint64_t)p->crash_task);
 		for (int i = 0; a->model.crash && i < a->model.crash->nframes; i++)
 			add(l, TA_NORMAL, "    at %s", a->model.crash->frames[i]);
 	}
 	for (unsigned b = 0; b < TM_W_KINDS; b++)
 		if (a->model.warn_count[b])
 			add(l, TA_WARN, "  %u %s", a->model.warn_count[b], tm_warn_name((int)b));
+}
+
+static double jnum(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* The last 30 values of a JSON array of numbers as a sparkline (block
+ * characters, or ASCII), scaled to their largest. */
+static void sparkline(char *buf, size_t len, const json_t *arr, bool ascii)
+{
+	static const char *const blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+					     "\u2585", "\u2586", "\u2587", "\u2588"};
+	static const char plain[] = "_.-:=+*#";
+	size_t n = json_array_size(arr), from = n > 30 ? n - 30 : 0, o = 0;
+	double top = 0;
+	for (size_t i = from; i < n; i++)
+		if (json_number_value(json_array_get(arr, i)) > top)
+			top = json_number_value(json_array_get(arr, i));
+	buf[0] = 0;
+	for (size_t i = from; i < n && o + 4 < len; i++) {
+		double v = json_number_value(json_array_get(arr, i));
+		int k = top > 0 ? (int)(v / top * 7.999) : 0;
+		k = k < 0 ? 0 : k > 7 ? 7 : k;
+		o += (size_t)snprintf(buf + o, len - o, "%s",
+				      ascii ? (char[]){plain[k], 0} : blocks[k]);
+	}
+}
+
+/* The advisor's figures and advice for pool id, when the last "advise"
+ * reply (of this process) has them. */
+static void advice_lines(struct lines *l, const struct app *a, int64_t id)
+{
+	const json_t *pools = json_object_get(a->advice, "pools"), *p = NULL;
+	for (size_t i = 0; a->advice_pid == a->pid && i < json_array_size(pools); i++)
+		if (jnum(json_array_get(pools, i), "id") == (double)id)
+			p = json_array_get(pools, i);
+	if (!p) {
+		add(l, TA_DIM, "  advice: fetching...");
+		return;
+	}
+	const char *verdict = json_string_value(json_object_get(p, "verdict"));
+	const char *conf = json_string_value(json_object_get(p, "confidence"));
+	const char *reason = json_string_value(json_object_get(p, "reason"));
+	add(l, TA_NORMAL, "  utilization %.0f%%, runnable %.0f%%, %.1f tasks/s in, %.1f out",
+	    100 * jnum(p, "worker_utilization"), 100 * jnum(p, "runnable_share"),
+	    jnum(p, "arrival_per_s"), jnum(p, "throughput_per_s"));
+	if (jnum(p, "wait_compute_ratio") >= 0)
+		add(l, TA_NORMAL,
+		    "  W/C %.3g: a task computes %.3g ms, waits %.3g ms, runnable %.3g ms",
+		    jnum(p, "wait_compute_ratio"), jnum(p, "cpu_ms"), jnum(p, "wait_ms"),
+		    jnum(p, "runnable_ms"));
+	char spark[256];
+	sparkline(spark, sizeof spark, json_object_get(p, "queue_wait_us_per_s"), a->o.ascii);
+	add(l, TA_NORMAL, "  queue wait p50 %.3g ms, p99 %.3g ms  %s", jnum(p, "queue_wait_p50_ms"),
+	    jnum(p, "queue_wait_p99_ms"), spark);
+	if (jnum(p, "n_formula") >= 0)
+		add(l, TA_NORMAL, "  N = Ncpu x U x (1 + W/C) = %.1f", jnum(p, "n_formula"));
+	bool warn = verdict && (!strcmp(verdict, "saturated") || !strcmp(verdict, "starvation") ||
+				json_is_true(json_object_get(p, "queue_growing")));
+	if (jnum(p, "recommended") > 0 && verdict &&
+	    (!strcmp(verdict, "grow") || !strcmp(verdict, "shrink")))
+		add(l, warn ? TA_WARN : TA_TITLE, "  advice: %s to %.0f threads (%s)", verdict,
+		    jnum(p, "recommended"), nz(conf));
+	else
+		add(l, warn ? TA_WARN : TA_TITLE, "  advice: %s (%s)", nz(verdict), nz(conf));
+	add(l, warn ? TA_WARN : TA_NORMAL, "    %s", nz(reason));
 }
 
 static void pool_lines(struct lines *l, const struct app *a, const struct tr_row *r)
@@ -266,7 +337,7 @@ static void pool_lines(struct lines *l, const struct app *a, const struct tr_row
 		return;
 	}
 	const struct tm_pool *p = r->ent;
-	add(l, TA_TITLE, "pool %lld \"%s\"", (long long)p->id, nz(p->name));
+	add(l, TA_TITLE, "pool %llu \"%s\"", (unsigned long long)(uint64_t)p->id, nz(p->name));
 	add(l, TA_NORMAL, "  threads %lld (core %lld, max %lld, largest %lld), active %lld",
 	    (long long)p->size, (long long)p->core, (long long)p->max, (long long)p->largest,
 	    (long long)p->active);
@@ -274,6 +345,7 @@ static void pool_lines(struct lines *l, const struct app *a, const struct tr_row
 	    p->queue, (long long)p->capacity, (long long)p->queued, (long long)p->completed,
 	    (long long)p->rejected);
 	add(l, TA_NORMAL, "  policy %s", p->policy);
+	advice_lines(l, a, p->id);
 }
 
 int64_t detail_tid(const struct app *a)

@@ -60,6 +60,26 @@ static void proc_state(const struct app *a, char *buf, size_t len)
 	snprintf(buf, len, "%s%s, last tree kept", up, why);
 }
 
+/* Appends the pools the advisor warns about (CPUs saturated, starvation, a
+ * queue that grows with nothing ending) to the header's warnings. */
+static void pool_warnings(const struct app *a, char *w, size_t len)
+{
+	const json_t *pools = json_object_get(a->advice, "pools");
+	for (size_t i = 0; a->advice_pid == a->pid && i < json_array_size(pools); i++) {
+		const json_t *p = json_array_get(pools, i);
+		const char *v = json_string_value(json_object_get(p, "verdict"));
+		const char *name = json_string_value(json_object_get(p, "name"));
+		const char *what = json_is_true(json_object_get(p, "queue_growing")) ? "queue stuck"
+				   : v && !strcmp(v, "starvation")		     ? "starvation"
+				   : v && !strcmp(v, "saturated") ? "CPU saturated"
+								  : NULL;
+		size_t at = strlen(w);
+		if (what)
+			snprintf(w + at, len - at, "  %s pool %s: %s", a->o.ascii ? "!!" : "\u26a0",
+				 name ? name : "?", what);
+	}
+}
+
 void draw_header(struct app *a)
 {
 	char h[1024], w[256] = "";
@@ -75,6 +95,7 @@ void draw_header(struct app *a)
 					 tm_warn_name(b));
 			}
 	}
+	pool_warnings(a, w, sizeof w);
 	char state[128];
 	proc_state(a, state, sizeof state);
 	char hid[48] = "";

@@ -385,9 +385,22 @@ static int handshake(void)
 	}
 }
 
+/* Moves what the rings hold, up to now, into the output buffer ahead of a
+ * capture's replies: the daemon applies every event emitted before the
+ * capture first, so the tree it sends with the stacks is the one of the
+ * capture's moment (a dump taken right after an event shows that event).
+ * Half the buffer's cap stays for the replies; after a loss not yet
+ * reported, the events wait for its LOST and snapshot as they always do. */
+static void drain_before_capture(void)
+{
+	size_t n = sc_rings_drain_unless(&ag.out, ag.out.max / 2, now_ns(), ag.lost_base);
+	atomic_fetch_add(&ag.events, n);
+}
+
 static void handle_msg(const struct proto_msg *m)
 {
 	if (m->type == PROTO_STACK_REQUEST) {
+		drain_before_capture();
 		sc_stack_answer(m, &ag.out, ag.tid);
 		atomic_fetch_add(&ag.stack_reqs, 1);
 	}

@@ -31,11 +31,11 @@ t() {
 	fi
 }
 t _scopecmd "scopecmd 123 Thread.pr" "Thread.print"
-t _scopecmd "scopecmd 123 " "Thread.print|Thread.dump_to_file|Scope.tree|Runtime.info|help"
+t _scopecmd "scopecmd 123 " "Thread.print|Thread.dump_to_file|Scope.tree|Runtime.info|Pool.advise|help"
 t _scopecmd "scopecmd 123 Thread.print -format=js" "jstack"
 t _scopecmd "scopecmd 123 Scope.tree -f" "-format=text|-format=json"
 t _scopecmd "scopecmd --timeout 500 123 Runtime.i" "Runtime.info"
-t _scopecmd "scopecmd help " "-all|Thread.print|Thread.dump_to_file|Scope.tree|Runtime.info|help"
+t _scopecmd "scopecmd help " "-all|Thread.print|Thread.dump_to_file|Scope.tree|Runtime.info|Pool.advise|help"
 t _scopecmd "scopecmd --no" "--no-start"
 t _scopecmd "scopecmd dump_k" "dump_known"
 t _scopecmd "scopecmd $2" "$2"

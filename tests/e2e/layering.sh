@@ -1,32 +1,69 @@
 #!/bin/sh
-# Only the runtime includes runtime/: the daemon, scopecmd, scopetop, the BPF
-# side, the protocol and common/ learn wire values from proto/ (wire.h) and
-# the API from include/scope.h, never from libscope's internals.  Every
-# header under runtime/ is looked for, by name (the build puts runtime/ on
-# the include path) and by path.
+# The layering the folders show, checked on every #include of the parts:
+#
+#   runtime/  libscope and its agent; only the runtime includes runtime/
+#   proto/    the wire (wire.h holds the wire values); common/ what the
+#             tools and the agent share; include/ the public API
+#   dump/     the thread dump (build, render, write), shared by scopecmd
+#             and scopetop
+#   daemon/, dumper/ (scopecmd), tui/ (scopetop), bpf/: programs' parts;
+#             none includes another program's part
+#
+# An include is resolved as the compiler would: beside the including file
+# first, then along the build's -I path; whatever resolves outside the tree
+# (system headers) is not looked at.
 set -eu
 cd "$TOP"
-headers=$(find runtime -name '*.h' -exec basename {} \; | sort -u)
-[ -n "$headers" ] || { echo "no headers under runtime/"; exit 1; }
-pattern=$(printf '%s\n' $headers | sed 's/\./\\./g' | paste -sd'|')
-bad=0
-for dir in daemon dumper tui common bpf proto; do
-	[ -d "$dir" ] || continue
-	hits=$(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]([^\">]*/)?($pattern)[\">]|#[[:space:]]*include[[:space:]]*[<\"][^\">]*runtime/" \
-		--include='*.c' --include='*.h' "$dir" || true)
-	# A header of the part's own folder with a runtime header's name is the
-	# part's own.
-	hits=$(printf '%s\n' "$hits" | while IFS= read -r line; do
-		[ -n "$line" ] || continue
-		file=${line%%:*}
-		inc=$(printf '%s\n' "$line" | sed -n 's/.*include[[:space:]]*[<"]\([^">]*\)[">].*/\1/p')
-		[ -f "$(dirname "$file")/$inc" ] && continue
-		printf '%s\n' "$line"
-	done)
-	if [ -n "$hits" ]; then
-		printf '%s includes runtime/ headers:\n%s\n' "$dir" "$hits"
-		bad=1
-	fi
-done
-[ $bad -eq 0 ] || { echo "only runtime/ may include runtime/ (wire values live in proto/wire.h)"; exit 1; }
-echo "no part but the runtime includes runtime/ ($(printf '%s\n' $headers | wc -l) headers checked)"
+
+exec python3 - <<'PY'
+import os, re, sys
+
+# The build's -I path (Makefile SC_CFLAGS), in order.
+IPATH = ["include", "proto", "common", "dump", "runtime", "runtime/agent"]
+# Folders each part may include from, besides its own.
+ALLOWED = {
+    "daemon": ["proto", "common", "include", "bpf"],
+    "dumper": ["dump", "proto", "common", "include"],
+    "tui": ["dump", "proto", "common", "include"],
+    "dump": ["proto", "common", "include"],
+    "bpf": ["proto", "common", "include"],
+    "common": ["proto", "include"],
+    "proto": ["common", "include"],
+}
+INC = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
+
+
+def resolve(path, inc):
+    """The tree folder the header resolves to, or None outside the tree."""
+    for base in [os.path.dirname(path)] + IPATH:
+        cand = os.path.normpath(os.path.join(base, inc))
+        if os.path.isfile(cand):
+            return None if cand.startswith("..") else cand.split(os.sep)[0]
+    return None
+
+
+bad = checked = 0
+for part, ok in ALLOWED.items():
+    ok = set(ok) | {part}
+    for root, _, files in os.walk(part):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h")):
+                continue
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    m = INC.match(line)
+                    top = m and resolve(path, m.group(1))
+                    if not top:
+                        continue
+                    checked += 1
+                    if top not in ok:
+                        print(f"{path}:{n} includes {top}/ ({m.group(1)}): "
+                              f"{part}/ may include only {' '.join(sorted(ok))}")
+                        bad += 1
+if not checked:
+    sys.exit("no includes found: the check looked at nothing")
+if bad:
+    sys.exit("layering broken (wire values live in proto/wire.h, the dump builder in dump/)")
+print(f"layering holds: {checked} includes of the tree's own headers checked")
+PY

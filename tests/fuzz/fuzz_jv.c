@@ -58,7 +58,13 @@ static void write_value(struct text *t, const jv *v)
 		put(t, "true", 4);
 		break;
 	case JV_INT:
-		put(t, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)jv_integer(v)));
+		if (jv_is_big(v)) /* past INT64_MAX: its u64 value */
+			put(t, num,
+			    (size_t)snprintf(num, sizeof num, "%llu",
+					     (unsigned long long)(uint64_t)jv_integer(v)));
+		else
+			put(t, num,
+			    (size_t)snprintf(num, sizeof num, "%lld", (long long)jv_integer(v)));
 		break;
 	case JV_REAL: {
 		double d = jv_number(v);
@@ -116,7 +122,7 @@ static bool same(const jv *a, const jv *b)
 		       same_number(jv_number(a), jv_number(b));
 	switch (a->type) {
 	case JV_INT:
-		return jv_integer(a) == jv_integer(b);
+		return jv_integer(a) == jv_integer(b) && jv_is_big(a) == jv_is_big(b);
 	case JV_REAL:
 		return same_number(jv_number(a), jv_number(b));
 	case JV_STRING:

@@ -15,6 +15,10 @@
  *   daemon_fake_agent SOCKET sites         scopes naming a site defined, redefined,
  *                                          never defined, and none
  *   daemon_fake_agent SOCKET bad-site      HELLO, then a SITE numbered 0
+ *   daemon_fake_agent SOCKET hostile       a tree whose scope and task ids are past
+ *                                          2^63 and whose names, sites and stack
+ *                                          (a function whose DWARF file name holds
+ *                                          ESC, a newline and C1) carry controls
  *
  * Prints "ready" on stdout once its part is sent. */
 #include <errno.h>
@@ -90,6 +94,10 @@ static void begin_ev(struct frame *f, uint16_t type, int snapshot, uint32_t tid)
 }
 
 static int sock;
+static const char *hello_name = "fake-agent";
+void hostile_frame(void);
+/* The top frame of every stack this agent reports. */
+static void (*top_frame)(void);
 static int write_failed; /* set instead of exiting when the daemon drops us on purpose */
 static int tolerate_drop;
 
@@ -141,7 +149,7 @@ static void hello(void)
 	u64(&f, 1000000);
 	u64(&f, (uint64_t)real);
 	str(&f, "0.1.0");
-	str(&f, "fake-agent");
+	str(&f, hello_name);
 	str(&f, "/fake/agent");
 	send_frame(&f);
 }
@@ -289,7 +297,7 @@ static void serve(int mute)
 				u16(&f, 2);
 				u16(&f, 0);
 				u32(&f, 0);
-				u64(&f, (uint64_t)(uintptr_t)&fake_stack_frame);
+				u64(&f, (uint64_t)(uintptr_t)top_frame);
 				u64(&f, (uint64_t)(uintptr_t)&serve + 16);
 				send_frame(&f);
 				begin(&f, 0x0202);
@@ -341,6 +349,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	sock = connect_to(argv[1]);
+	top_frame = fake_stack_frame;
 	if (strcmp(mode, "churn") == 0) {
 		churn = 1;
 		tree((int)n);
@@ -401,6 +410,22 @@ int main(int argc, char **argv)
 		scope_open_at(4, 1, "none", 0, 0);
 		ready();
 		serve(0);
+	} else if (strcmp(mode, "hostile") == 0) {
+		const uint64_t big = (uint64_t)1 << 63;
+		hello_name = "host\033[2Jile\nname";
+		top_frame = hostile_frame;
+		hello();
+		snapshot_mark(0x0010, 1);
+		site(SITE_MAIN, 77, "fake\033[31m.c", "fake\nmain", 1);
+		site(SITE_TASK, 88, "fake.c", "fake_task\302\233", 1);
+		thread_start((uint32_t)getpid(), "th\033]0;x\007read", 1);
+		scope_open(big + 1, 0, "big\033[1mroot", 1);
+		scope_open(UINT64_MAX - 1, big + 1, "max", 1);
+		task_fork(big + 100, big + 1, 1);
+		task_fork(UINT64_MAX - 2, UINT64_MAX - 1, 1);
+		snapshot_mark(0x0011, 1);
+		ready();
+		serve(0);
 	} else if (strcmp(mode, "bad-site") == 0) {
 		hello();
 		site(0, 1, "zero.c", "zero", 0);
@@ -411,4 +436,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	return 0;
+}
+
+/* Last in the file: the #line below names every line after it. */
+#line 7 "ev\033[31mil\n\302\233.c"
+__attribute__((noinline)) void hostile_frame(void)
+{
+	__asm__ volatile("" ::: "memory");
 }

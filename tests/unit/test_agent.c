@@ -539,6 +539,40 @@ static void test_stack_request_all_threads(void **state)
 	}
 }
 
+/* Events emitted just before a capture reach the daemon ahead of its first
+ * reply, so the tree sent with the stacks already holds them (issue 19,
+ * item 5).  The events are written while the agent sleeps out its drain
+ * period and the request comes within it: without the drain before the
+ * capture the reply went first (each round shows it, nearly always). */
+static void test_capture_after_pending_events(void **state)
+{
+	(void)state;
+	enum { ROUNDS = 5, K = 20 };
+	char req[32];
+	snprintf(req, sizeof req, "stacks %u", (unsigned)sc_gettid());
+	for (int round = 0; round < ROUNDS; round++) {
+		assert_int_equal(sc_agent_flush(5000), 0);
+		unsigned long long before = rx_stat(&rx, "events");
+		for (int i = 0; i < K; i++) {
+			struct sc_ev ev =
+			    mk(SC_EV_SCOPE_OPEN, 0x7700000000ull + (uint64_t)(round * K + i), 0);
+			ev.s1 = "pending";
+			sc_emit(&ev);
+		}
+		char *r = rx_cmd(&rx, req, NULL, 0);
+		const char *at = strstr(r, "events_before_reply ");
+		if (!at)
+			fail_msg("no reply to the capture: %s", r);
+		unsigned long long seen = strtoull(at + 20, NULL, 10);
+		free(r);
+		if (seen < before + K)
+			fail_msg(
+			    "round %d: the capture's reply came after %llu events, before the %d "
+			    "emitted ahead of it (%llu before them)",
+			    round, seen, K, before);
+	}
+}
+
 /* A request naming threads gets exactly those, -ESRCH for a gone one. */
 static void test_stack_request_named_threads(void **state)
 {
@@ -754,19 +788,20 @@ int main(int argc, char **argv)
 		return exit_child(argv[1], argv[2]);
 	rx_reexec_disabled(argv);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_encoder_matches_decoder),
-		cmocka_unit_test_setup_teardown(test_events_reach_receiver, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stopped_receiver_drops_then_repairs, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_stopped_receiver_shed_at_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_receiver_restart, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_violations_kept_while_away, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_child_quiet_until_used, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_agent_thread_reported, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_process_exit_reported, setup, teardown),
-		cmocka_unit_test(test_receiver_dies_with_test),
+	    cmocka_unit_test(test_encoder_matches_decoder),
+	    cmocka_unit_test_setup_teardown(test_events_reach_receiver, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stopped_receiver_drops_then_repairs, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_stopped_receiver_shed_at_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_receiver_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_violations_kept_while_away, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stack_request_all_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stack_request_named_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_capture_after_pending_events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_child_quiet_until_used, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_agent_thread_reported, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_process_exit_reported, setup, teardown),
+	    cmocka_unit_test(test_receiver_dies_with_test),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -394,6 +394,8 @@ struct recv {
 	char *stack_text;
 	size_t stack_len;
 	int stack_done;
+	int stack_replied;	  /* a STACK_REPLY of this request came */
+	uint64_t events_at_reply; /* events applied when the first one came */
 };
 
 #define RECV_IN (4u << 20)
@@ -421,6 +423,10 @@ static void recv_stack_line(struct recv *r, const struct proto_msg *e)
 {
 	char line[256];
 	int n;
+	if (e->type == PROTO_STACK_REPLY && !r->stack_replied) {
+		r->stack_replied = 1;
+		r->events_at_reply = r->m.events;
+	}
 	if (e->type == PROTO_STACK_REPLY)
 		n = snprintf(line, sizeof line, "stack %u %d %u %lld %llx\n", e->tid, (int)e->error,
 			     e->nframes, (long long)e->pause_ns,
@@ -551,7 +557,9 @@ static void cmd_compare(struct recv *r, int fd, size_t nbytes)
 	free(truth);
 }
 
-/* "stacks [TID...]": a STACK_REQUEST for those threads (none: all). */
+/* "stacks [TID...]": a STACK_REQUEST for those threads (none: all); the
+ * replies, then how many events the model had applied when the first
+ * reply came. */
 static void cmd_stacks(struct recv *r, int fd, const char *args)
 {
 	uint8_t req[256];
@@ -564,6 +572,7 @@ static void cmd_stacks(struct recv *r, int fd, const char *args)
 	int len = proto_encode(req, sizeof req, &q, tids, NULL);
 	r->stack_len = 0;
 	r->stack_done = 0;
+	r->stack_replied = 0;
 	if (r->afd >= 0)
 		send_all(r->afd, req, (size_t)len);
 	for (int i = 0; i < 1000 && !r->stack_done && r->afd >= 0; i++) {
@@ -573,6 +582,13 @@ static void cmd_stacks(struct recv *r, int fd, const char *args)
 	}
 	if (r->stack_len)
 		send_all(fd, r->stack_text, r->stack_len);
+	if (r->stack_replied) {
+		/* How far the model was when the capture's first reply came. */
+		char line[64];
+		int n = snprintf(line, sizeof line, "events_before_reply %llu\n",
+				 (unsigned long long)r->events_at_reply);
+		send_all(fd, line, (size_t)n);
+	}
 }
 
 static void recv_command(struct recv *r, int fd)

@@ -27,8 +27,8 @@
 #include "../../common/jv.h"
 #include "../../daemon/jbuf.h"
 #include "../../daemon/model.h"
-#include "../../dumper/jdkdump.h"
-#include "../../dumper/textdump.h"
+#include "../../dump/jdkdump.h"
+#include "../../dump/textdump.h"
 
 /* ---------------------------------------------------------------------------
  * Injection.  mk/alloc.mk links this test with -Wl,--wrap=malloc,... so every

@@ -225,6 +225,55 @@ static const struct {
 	{"a line that is not JSON", script_garbage, 2000, -EPROTO, "not a JSON object"},
 };
 
+/* A reply (and a delta) with ids past INT64_MAX, which jansson's parser
+ * refuses: read all the same, each id as an integer of its u64 bits, the
+ * other members as they were. */
+static void script_big_ids(int fd)
+{
+	char cmd[32];
+	long id = read_request(fd, cmd, sizeof cmd);
+	say(fd,
+	    "{\"type\":\"delta\",\"scopes\":[{\"id\":18446744073709551615}]}\n"
+	    "{\"type\":\"delta\",\"name\":\"a\xff\xc3"
+	    "b\",\"k\xfe\":1}\n"
+	    "{\"id\":%ld,\"ok\":true,\"scopes\":[{\"id\":9223372036854775809,"
+	    "\"name\":\"x\\u001by\",\"ms\":1.5,\"n\":null,\"t\":true}]}\n",
+	    id);
+	wait_hangup(fd);
+}
+
+static void test_big_ids(void **state)
+{
+	(void)state;
+	struct session s;
+	session_open(&s, script_big_ids);
+	json_t *reply;
+	assert_int_equal(session_request(&s, "tree", 2000, &reply), 0);
+	json_t *sc = json_array_get(json_object_get(reply, "scopes"), 0);
+	assert_true(json_is_integer(json_object_get(sc, "id")));
+	assert_true((uint64_t)json_integer_value(json_object_get(sc, "id")) ==
+		    ((uint64_t)1 << 63) + 1);
+	assert_string_equal(json_string_value(json_object_get(sc, "name")), "x\x1by");
+	assert_true(json_real_value(json_object_get(sc, "ms")) == 1.5);
+	assert_true(json_is_null(json_object_get(sc, "n")));
+	assert_true(json_is_true(json_object_get(sc, "t")));
+	json_decref(reply);
+	json_t *m;
+	assert_int_equal(ctl_read(s.c, &m), 1);
+	sc = json_array_get(json_object_get(m, "scopes"), 0);
+	assert_true((uint64_t)json_integer_value(json_object_get(sc, "id")) == UINT64_MAX);
+	json_decref(m);
+	/* Bytes that are not UTF-8 (a daemon of an older version): U+FFFD for
+	 * each, not a misleading "out of memory". */
+	assert_int_equal(ctl_read(s.c, &m), 1);
+	assert_string_equal(json_string_value(json_object_get(m, "name")),
+			    "a\xef\xbf\xbd\xef\xbf\xbd"
+			    "b");
+	assert_true(json_is_integer(json_object_get(m, "k\xef\xbf\xbd")));
+	json_decref(m);
+	session_close(&s);
+}
+
 static void test_failed_requests(void **state)
 {
 	(void)state;
@@ -306,12 +355,13 @@ static void test_no_daemon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_reply_matched_and_others_queued),
-		cmocka_unit_test(test_request_doc),
-		cmocka_unit_test(test_failed_requests),
-		cmocka_unit_test(test_reset),
-		cmocka_unit_test(test_big_reply),
-		cmocka_unit_test(test_no_daemon),
+	    cmocka_unit_test(test_reply_matched_and_others_queued),
+	    cmocka_unit_test(test_request_doc),
+	    cmocka_unit_test(test_big_ids),
+	    cmocka_unit_test(test_failed_requests),
+	    cmocka_unit_test(test_reset),
+	    cmocka_unit_test(test_big_reply),
+	    cmocka_unit_test(test_no_daemon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,7 @@ static void test_values(void **state)
 	assert_true(jv_is_object(jv_at(arr, 4)));
 	assert_null(jv_at(arr, 5));
 	assert_int_equal(jv_integer(jv_get(jv_get(r, "e"), "f")), 9223372036854775807LL);
-	/* Past int64: kept as a real, not wrapped. */
+	/* Past u64: kept as a real, not wrapped. */
 	assert_false(jv_is_integer(jv_get(r, "big")));
 	assert_true(jv_number(jv_get(r, "big")) > 1e23);
 	/* Wrong types and NULL are answered quietly. */
@@ -69,6 +69,31 @@ static void test_values(void **state)
 	assert_int_equal(jv_parse("[1,2]garbage", 5, &d2, err, sizeof err), 0);
 	assert_int_equal(jv_size(jv_root(d2)), 2);
 	jv_free(d2);
+}
+
+/* Ids are u64 on the wire: one past INT64_MAX is an integer, exact, told
+ * apart from a negative one; a negative number is never taken for one. */
+static void test_u64_ids(void **state)
+{
+	(void)state;
+	struct jv_doc *d = parse_ok("[9223372036854775808,18446744073709551615,"
+				    "18446744073709551616,-9223372036854775808,-1,"
+				    "9223372036854775807]");
+	const jv *r = jv_root(d);
+	assert_true(jv_is_integer(jv_at(r, 0)));
+	assert_true(jv_is_big(jv_at(r, 0)));
+	assert_true((uint64_t)jv_integer(jv_at(r, 0)) == (uint64_t)1 << 63);
+	assert_true(jv_number(jv_at(r, 0)) > 9.2e18);
+	assert_true(jv_is_big(jv_at(r, 1)));
+	assert_true((uint64_t)jv_integer(jv_at(r, 1)) == UINT64_MAX);
+	assert_false(jv_is_integer(jv_at(r, 2))); /* past u64: a real */
+	assert_true(jv_is_integer(jv_at(r, 3)));
+	assert_false(jv_is_big(jv_at(r, 3)));
+	assert_true(jv_integer(jv_at(r, 3)) == INT64_MIN);
+	assert_true(jv_number(jv_at(r, 3)) < 0);
+	assert_false(jv_is_big(jv_at(r, 4)));
+	assert_false(jv_is_big(jv_at(r, 5)));
+	jv_free(d);
 }
 
 static void test_malformed(void **state)
@@ -130,9 +155,10 @@ static void test_depth_and_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_depth_and_size),
+	    cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_u64_ids),
+	    cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_depth_and_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

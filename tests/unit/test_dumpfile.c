@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "../../dumper/jdkdump.h"
+#include "../../dump/jdkdump.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -224,6 +224,54 @@ static void cancel_fd_readable_on_cancel(void **state)
 	assert_int_equal(scope_close(outer), 0);
 }
 
+static _Atomic int nested_open_rc = 99;
+
+/* A handler that opens (and closes) a scope with a deadline of its own. */
+static void open_timed_scope(void *arg)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_t *s;
+	(void)arg;
+
+	cfg.timeout_ns = 10 * SEC;
+	int rc = scope_open(&s, &cfg);
+	if (rc == 0)
+		rc = scope_close(s);
+	atomic_store(&nested_open_rc, rc);
+}
+
+/* The timer runs handlers without holding what deadlines need: one that
+ * opens a scope with a deadline does not hang every deadline after it. */
+static void handler_run_by_timer_may_use_deadlines(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_cancel_handler_t h;
+	scope_t *s, *later;
+	(void)state;
+
+	test_watchdog(10);
+	atomic_store(&nested_open_rc, 99);
+	cfg.timeout_ns = 20 * MS;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	int rc = scope_cancel_handler_add(&h, open_timed_scope, NULL);
+	assert_true(rc == 0 || rc == 1);
+	int64_t give_up = scope_now() + 5 * SEC;
+	while (atomic_load(&nested_open_rc) == 99 && scope_now() < give_up) {
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(atomic_load(&nested_open_rc), 0);
+	assert_int_equal(scope_cancel_handler_remove(&h), 1);
+	assert_int_equal(scope_join(s), -ETIMEDOUT);
+	assert_int_equal(scope_close(s), 0);
+	/* Deadlines still fire afterwards. */
+	cfg.timeout_ns = 10 * MS;
+	assert_int_equal(scope_open(&later, &cfg), 0);
+	assert_int_equal(scope_sleep(10 * SEC), -ECANCELED);
+	assert_int_equal(scope_close(later), 0);
+	test_watchdog(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -231,6 +279,7 @@ int main(void)
 	    cmocka_unit_test(handler_runs_at_deadline_below),
 	    cmocka_unit_test(handler_at_most_once),
 	    cmocka_unit_test(cancel_fd_readable_on_cancel),
+	    cmocka_unit_test(handler_run_by_timer_may_use_deadlines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

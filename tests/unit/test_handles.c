@@ -156,6 +156,25 @@ static void failure_and_winner_kept_without_handles(void **state)
 	assert_int_equal(scope_close(s), 0);
 }
 
+/* Close frees a listed failure along with the other listed tasks (past
+ * the thread's cache of 256, with free()): nothing reads it afterwards
+ * (ASan sees to that). */
+static void close_frees_a_listed_failure_once(void **state)
+{
+	scope_task_t *t;
+	scope_t *s;
+	(void)state;
+
+	atomic_store(&done, 0);
+	assert_int_equal(scope_open(&s, NULL), 0);
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(scope_fork(s, count_done, NULL, &t), 0);
+	assert_int_equal(scope_fork(s, fail_with, (void *)(intptr_t)-EIO, &t), 0);
+	assert_int_equal(scope_join(s), SCOPE_EFAILED);
+	assert_ptr_equal(scope_failure(s), t);
+	assert_int_equal(scope_close(s), 0);
+}
+
 static _Atomic int gates[3];
 
 /* Waits (in the runtime) for its gate, then returns its number. */
@@ -228,6 +247,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(task_at_lists_forks_with_a_handle),
 	    cmocka_unit_test(failure_and_winner_kept_without_handles),
 	    cmocka_unit_test(next_in_completion_order),
+	    cmocka_unit_test(close_frees_a_listed_failure_once),
 	};
 
 	/* The agent starts in a constructor; these tests count the runtime's

@@ -13,8 +13,9 @@
 
 #include <cmocka.h>
 
-#include "../../dumper/jdkdump.h"
-#include "../../dumper/textdump.h"
+#include "../../dump/jdkdump.h"
+#include "../../dump/jstackdump.h"
+#include "../../dump/textdump.h"
 
 /* main 100 owns request@3; io workers 101 and 102 run its tasks 10 and 11;
  * 101 owns fetch@5 (task 10's scope) where 103 runs task 12; 104 idles in
@@ -316,6 +317,102 @@ static void test_text(void **state)
 	assert_non_null(strstr(s, "\n  #107 \"scoped-agent\" RUNNABLE (state not known)\n"));
 	assert_non_null(strstr(s, "      - blocked in futex\n"));
 	assert_non_null(strstr(s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
+	free(s);
+	json_decref(d);
+}
+
+/* A hostile program: names, values and source files with terminal escapes,
+ * newlines, C1 controls and bytes that are not UTF-8; scope and task ids
+ * past INT64_MAX (u64 on the wire).  The JSON keeps every id exact (big ones
+ * as digit strings) and validates; the text renderers print no control
+ * byte but the line ends, so nothing reaches the terminal raw and no name
+ * starts a line of its own. */
+static const char *hostile =
+    "{\"ok\":true,\"source\":\"signal\","
+    "\"process\":{\"pid\":4243,\"name\":\"ev\\u001b[2Jil\",\"runtime_version\":\"0.1.0\","
+    " \"state\":\"live\",\"complete\":true,\"lost\":0},"
+    "\"model\":{\"now_ms\":1764441605321.5,"
+    " \"threads\":[{\"tid\":100,\"name\":\"t\\u001b]0;x\\u0007\\n#999 fake\",\"role\":\"main\","
+    "  \"pool\":null,\"task\":18446744073709551615,\"state\":\"live\"}],"
+    " \"pools\":[],"
+    " \"scopes\":[{\"id\":9223372036854775809,\"name\":\"a\\u001b[31mb\",\"parent\":null,\"owner\":"
+    "100,"
+    "  \"joiner\":\"all_successful\",\"state\":\"open\",\"values\":{\"k\\u009b\":\"v\\r\\nx\"},"
+    "  \"site\":{\"file\":\"s\\u001b.c\",\"line\":4,\"func\":\"open\\u0085\"}},"
+    "  {\"id\":18446744073709551614,\"name\":\"inner\",\"parent\":9223372036854775809,"
+    "  "
+    "\"parent_task\":18446744073709551615,\"owner\":100,\"joiner\":\"await_all\",\"state\":"
+    "\"open\"}],"
+    " \"tasks\":[{\"id\":18446744073709551615,\"scope\":9223372036854775809,\"state\":\"running\","
+    "  "
+    "\"worker\":100,\"func\":\"f\\nx\",\"site\":{\"file\":\"t.c\",\"line\":5,\"func\":\"g\\u007f\"}"
+    "}]},"
+    "\"stacks\":[{\"tid\":100,\"state\":\"RUNNABLE\",\"frames\":["
+    " {\"addr\":\"0x1\",\"func\":\"evil\\u001b]0;t\\u0007\",\"file\":\"x\\n.c\",\"line\":3}]},"
+    " {\"tid\":18446744073709551615,\"state\":\"RUNNABLE\",\"frames\":[]},"
+    " {\"tid\":-3,\"state\":\"RUNNABLE\",\"frames\":[]}]}";
+
+/* No byte of s is a control but '\n' (and the layout's tabs when tabs),
+ * nor a C1 control in UTF-8. */
+static void no_controls(const char *s, bool tabs)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p < 0x20 && *p != '\n' && !(tabs && *p == '\t')) || *p == 0x7f ||
+		    (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+			fail_msg("control byte 0x%02x at %zu in:\n%s", *p,
+				 (size_t)(p - (const unsigned char *)s), s);
+	}
+}
+
+static void test_hostile_text(void **state)
+{
+	(void)state;
+	struct jv_doc *doc;
+	char err[256];
+	assert_int_equal(jv_parse(hostile, strlen(hostile), &doc, err, sizeof err), 0);
+	json_t *d = jdkdump_build_doc(jv_root(doc), err, sizeof err);
+	jv_free(doc);
+	assert_non_null(d);
+	save(d);
+	const json_t *c = container(d, "a\x1b[31mb@9223372036854775809");
+	assert_non_null(c);
+	assert_string_equal(json_string_value(json_object_get(c, "scopeId")),
+			    "9223372036854775809");
+	const json_t *in = container(d, "inner@18446744073709551614");
+	assert_non_null(in);
+	assert_string_equal(json_string_value(json_object_get(in, "parent")),
+			    "a\x1b[31mb@9223372036854775809");
+	assert_string_equal(json_string_value(json_object_get(in, "parentTask")),
+			    "18446744073709551615");
+	/* A tid that is negative or past INT64_MAX is a damaged reply's: left out. */
+	assert_int_equal(json_array_size(json_object_get(container(d, "<root>"), "threads")), 1);
+	/* The owner runs its own scope's task while it joins (issue 19). */
+	const json_t *t = thread(d, 100);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(t, "runsWhileJoining"), "id")),
+	    "18446744073709551615");
+	assert_string_equal(json_string_value(json_object_get(c, "ownerRunsTask")),
+			    "18446744073709551615");
+
+	char *s = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+	assert_non_null(s);
+	no_controls(s, false);
+	assert_non_null(strstr(s, "Thread dump of process 4243 (ev\\x1b[2Jil) at "));
+	assert_non_null(strstr(s, "\n  a\\x1b[31mb@9223372036854775809  all_successful, open, "));
+	assert_non_null(strstr(s, "by open\\u0085 (s\\x1b.c:4), values k\\u009b=v\\r\\nx\n"));
+	assert_non_null(strstr(s, "\n  #100 \"t\\x1b]0;x\\x07\\n#999 fake\" RUNNABLE\n"
+				  "    joins a\\x1b[31mb@9223372036854775809, running its task "
+				  "18446744073709551615 f\\nx() meanwhile\n"));
+	assert_non_null(strstr(s, "\n      at evil\\x1b]0;t\\x07 (x\\n.c:3)\n"));
+	assert_null(strstr(s, "\n#999"));
+	free(s);
+	s = jstackdump_string(d, JSTACKDUMP_LOCKS);
+	assert_non_null(s);
+	no_controls(s, true);
+	assert_non_null(strstr(s, "\n\"t\\x1b]0;x\\x07\\n#999 fake\" #100 "));
+	assert_non_null(strstr(s, "\tat evil\\x1b]0;t\\x07(x\\n.c:3)\n"));
+	assert_non_null(
+	    strstr(s, "\t- <0x8000000000000001> (a scope a\\x1b[31mb@9223372036854775809, "));
 	free(s);
 	json_decref(d);
 }
@@ -742,13 +839,13 @@ static void test_write_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_structure),     cmocka_unit_test(test_extras_and_frames),
-		cmocka_unit_test(test_inlined_frames),
-		cmocka_unit_test(test_text),          cmocka_unit_test(test_odd_input),
-		cmocka_unit_test(test_inline_task),   cmocka_unit_test(test_closed_chain),
-		cmocka_unit_test(test_deep_and_long), cmocka_unit_test(test_iso_time),
-		cmocka_unit_test(test_write_file),    cmocka_unit_test(test_random_damage),
-		cmocka_unit_test(test_validate_saved),
+	    cmocka_unit_test(test_structure),	   cmocka_unit_test(test_extras_and_frames),
+	    cmocka_unit_test(test_inlined_frames), cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_hostile_text),   cmocka_unit_test(test_odd_input),
+	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_closed_chain),
+	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
+	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
+	    cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,6 +166,11 @@ static void test_counts_and_histograms(void **state)
 
 	char *t = render(d);
 	has(t, "scoped_tasks_ended_total{pid=\"4242\",pool=\"io\",state=\"success\"} 1\n");
+	/* The advisor's families; its figures wait for a sample of /proc. */
+	has(t, "# TYPE scoped_pool_wait_compute_ratio gauge\n");
+	has(t, "# TYPE scoped_pool_recommended_threads gauge\n");
+	has(t, "scoped_pool_advice{pid=\"4242\",name=\"io\",verdict=\"collecting\",confidence="
+	       "\"none\"} 1\n");
 	has(t, "scoped_tasks_ended_total{pid=\"4242\",pool=\"io\",state=\"failed\"} 1\n");
 	has(t, "scoped_tasks_ended_total{pid=\"4242\",pool=\"io\",state=\"cancelled\"} 1\n");
 	has(t, "scoped_scope_cancellations_total{pid=\"4242\",reason=\"timeout\"} 1\n");

@@ -8,7 +8,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "scope.h"
@@ -125,11 +130,89 @@ static void setters_and_prestart(void **state)
 	test_watchdog(0);
 }
 
+static _Atomic int reader_tid, read_errno = 99;
+
+static int blocking_read(void *arg, void **result)
+{
+	char c;
+	(void)result;
+
+	atomic_store(&reader_tid, (int)syscall(SYS_gettid));
+	ssize_t n = read((int)(intptr_t)arg, &c, 1);
+	atomic_store(&read_errno, n < 0 ? errno : 0);
+	return n < 0 ? -errno : 0;
+}
+
+/* Until the reader sleeps in the kernel (state S), so the interrupt cannot
+ * come before its read() does. */
+static void wait_reader_blocked(void)
+{
+	char path[64], buf[256];
+
+	while (!atomic_load(&reader_tid))
+		scope_sleep(MS / 4);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", atomic_load(&reader_tid));
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		char *p = NULL;
+
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				p = strrchr(buf, ')');
+			fclose(f);
+		}
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return;
+		scope_sleep(MS / 2);
+	}
+}
+
+/* shutdown_now: the queued subtasks end cancelled (their scope's join sees
+ * them end), the running one is interrupted as Thread.interrupt does. */
+static void shutdown_now_takes_queued_and_interrupts(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *q[3];
+	scope_pool_t *pool;
+	scope_t *s;
+	int p[2];
+	(void)state;
+
+	test_watchdog(20);
+	assert_int_equal(pipe(p), 0);
+	atomic_store(&reader_tid, 0);
+	pc.core_size = pc.max_size = 1;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	cfg.pool = pool;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	assert_int_equal(scope_fork(s, blocking_read, (void *)(intptr_t)p[0], NULL), 0);
+	wait_reader_blocked();
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(scope_fork(s, nothing, NULL, &q[i]), 0);
+	assert_int_equal(scope_pool_shutdown_now(pool), 3);
+	assert_true(scope_pool_is_shutdown(pool));
+	assert_int_equal(scope_join(s), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(scope_task_state(q[i]), SCOPE_TASK_UNAVAILABLE);
+	assert_int_equal(scope_close(s), 0);
+	assert_int_equal(atomic_load(&read_errno), EINTR);
+	assert_int_equal(scope_pool_await_termination(pool, 10 * SEC), 0);
+	assert_int_equal(scope_pool_shutdown_now(scope_pool_default()), -EBUSY);
+	assert_int_equal(scope_pool_shutdown_now(NULL), -EINVAL);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+	close(p[0]);
+	close(p[1]);
+	test_watchdog(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(states_and_await_termination),
 	    cmocka_unit_test(setters_and_prestart),
+	    cmocka_unit_test(shutdown_now_takes_queued_and_interrupts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

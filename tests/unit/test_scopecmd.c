@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "../../dumper/cli.h"
-#include "../../dumper/jstackdump.h"
+#include "../../dump/jstackdump.h"
 
 static void test_edit_distance(void **state)
 {
@@ -33,13 +33,13 @@ static void test_edit_distance(void **state)
 static void test_lookup(void **state)
 {
 	(void)state;
-	static const char *names[] = {"help", "Thread.print", "Thread.dump_to_file", "Scope.tree",
-				      "Runtime.info"};
+	static const char *names[] = {"help",	    "Thread.print", "Thread.dump_to_file",
+				      "Scope.tree", "Runtime.info", "Pool.advise"};
 	size_t n = 0;
 	while (dcmd_table[n])
 		n++;
-	assert_int_equal(n, 5);
-	for (size_t i = 0; i < 5; i++) {
+	assert_int_equal(n, 6);
+	for (size_t i = 0; i < 6; i++) {
 		const struct dcmd *c = dcmd_find(names[i]);
 		assert_non_null(c);
 		assert_string_equal(c->name, names[i]);
@@ -55,6 +55,7 @@ static void test_lookup(void **state)
 	assert_string_equal(dcmd_closest("scope.tre")->name, "Scope.tree");
 	assert_string_equal(dcmd_closest("Runtime")->name, "Runtime.info");
 	assert_string_equal(dcmd_closest("hlep")->name, "help");
+	assert_string_equal(dcmd_closest("pool.adv")->name, "Pool.advise");
 }
 
 static int check(const char *cmd, const char *args, char *err, size_t errlen)

@@ -172,14 +172,85 @@ static void test_inline_chain(void **state)
 	sym_free(s);
 }
 
-int main(void)
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+/* A program built without .debug_aranges (clang's default): this test
+ * binary copied with the section taken out, run parked, symbolized from
+ * outside to file:line all the same (libdw's address index alone finds
+ * nothing there). */
+static void test_no_aranges(void **state)
 {
+	(void)state;
+	char dir[] = "/tmp/test_symbolize.XXXXXX", copy[64], cmd[256];
+	assert_non_null(mkdtemp(dir));
+	snprintf(copy, sizeof copy, "%s/noaranges", dir);
+	snprintf(cmd, sizeof cmd,
+		 "objcopy --remove-section=.debug_aranges /proc/%d/exe %s 2>/dev/null",
+		 (int)getpid(), copy);
+	if (system(cmd) != 0) {
+		rmdir(dir);
+		printf("objcopy (binutils) did not run: no copy without .debug_aranges to try\n");
+		skip();
+	}
+	int to[2], from[2];
+	/* Close-on-exec: the child keeps only the ends dup2() gives it, so it
+	 * sees its stdin end. */
+	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no child behind */
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		execl(copy, copy, "--park", (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	char line[64] = "";
+	ssize_t n = read(from[0], line, sizeof line - 1);
+	assert_true(n > 0);
+	line[n] = 0;
+	uint64_t addr = strtoull(line, NULL, 16);
+	struct symbolizer *s = sym_new(0);
+	unsigned long long st = proc_starttime(child);
+	assert_int_equal(sym_attach(s, child, st), 0);
+	struct sym_frame f;
+	bool found = sym_lookup(s, child, st, addr, false, &f);
+	close(to[1]); /* the child's stdin ends: it exits */
+	waitpid(child, NULL, 0);
+	close(from[0]);
+	unlink(copy);
+	rmdir(dir);
+	assert_true(found);
+	assert_string_equal(f.func, "symbolize_me_please");
+	if (!f.file)
+		fail_msg("no file:line for %s without .debug_aranges", f.func);
+	assert_string_equal(f.file, "test_symbolize.c");
+	assert_true(f.line >= 18 && f.line <= 22);
+	sym_free(s);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--park")) {
+		/* test_no_aranges's child: says where, waits for its stdin to end. */
+		printf("%llx\n", (unsigned long long)(uintptr_t)&symbolize_me_please);
+		fflush(stdout);
+		char c;
+		while (read(0, &c, 1) > 0)
+			;
+		return symbolize_me_please(0) == 1 ? 0 : 1;
+	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_own_function),
-		cmocka_unit_test(test_libc_function),
-		cmocka_unit_test(test_cache_and_exited),
-		cmocka_unit_test(test_cache_cap_flushes),
-		cmocka_unit_test(test_inline_chain),
+	    cmocka_unit_test(test_own_function),     cmocka_unit_test(test_libc_function),
+	    cmocka_unit_test(test_cache_and_exited), cmocka_unit_test(test_cache_cap_flushes),
+	    cmocka_unit_test(test_inline_chain),     cmocka_unit_test(test_no_aranges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,6 +323,75 @@ static void test_once(void **state)
 	free(buf);
 }
 
+/* Bytes of the screen that are controls (C0, DEL), or C1 in UTF-8. */
+static bool screen_has_controls(void)
+{
+	for (int y = 0; y < a.scr.rows; y++)
+		for (const unsigned char *p = (const unsigned char *)line(y); *p; p++)
+			if (*p < 0x20 || *p == 0x7f ||
+			    (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+				return true;
+	return false;
+}
+
+/* A hostile program: names and frames with terminal escapes, newlines, C1
+ * and ill-formed UTF-8; ids past INT64_MAX (u64 on the wire; common/ctl.c
+ * hands them over as jansson integers of the same bits).  Nothing reaches
+ * the screen raw, and ids read as the program's. */
+static void test_hostile(void **state)
+{
+	(void)state;
+	char err[256];
+	const json_int_t big_scope = (json_int_t)(UINT64_MAX - 1);
+	const json_int_t big_task = (json_int_t)(((uint64_t)1 << 63) + 5);
+	json_t *m = json_pack(
+	    "{s:f, s:[{s:i, s:s}], s:[],"
+	    " s:[{s:I, s:s, s:i, s:s, s:s, s:{s:s, s:i, s:s}}],"
+	    " s:[{s:I, s:I, s:s, s:i, s:s}]}",
+	    "now_ms", NOW, "threads", "tid", 100, "name", "m\x1b[2Jain\xc2\x9b", "pools", "scopes",
+	    "id", big_scope, "name", "big\x1b]0;x\x07", "owner", 100, "joiner", "all_successful",
+	    "state", "open", "site", "file", "s\n.c", "line", 3, "func", "f\xc2\x85", "tasks", "id",
+	    big_task, "scope", big_scope, "state", "running", "worker", 100, "func", "body\r\n");
+	json_t *p =
+	    json_pack("{s:i, s:s, s:s}", "pid", 4242, "name", "d\x1b[31mx", "state", "live");
+	assert_non_null(m);
+	assert_int_equal(tm_model_load(&a.model, m, p, NOW, err, sizeof err), 0);
+	json_decref(m);
+	json_decref(p);
+	json_t *st = json_loads("[{\"tid\":100,\"state\":\"WAITING\",\"frames\":[{\"func\":"
+				"\"ev\\u001b[2Jil\\u009b\",\"file\":\"x\\n.c\",\"line\":7}]}]",
+				0, NULL);
+	tm_model_set_stacks(&a.model, st, NOW);
+	json_decref(st);
+	a.built_gen = (uint64_t)-1;
+	draw();
+	assert_false(screen_has_controls());
+	assert_true(screen_has("big?]0;x?"));
+	for (int i = 0; i < 10 && app_selected(&a) && app_selected(&a)->id != big_task; i++)
+		key('j');
+	assert_true(app_selected(&a) && app_selected(&a)->id == big_task);
+	key('\n');
+	draw();
+	assert_false(screen_has_controls());
+	assert_true(screen_has("task 9223372036854775813 body?"
+			       "?()"));
+	assert_true(screen_has("in scope 18446744073709551614 \"big?]0;x?\""));
+	assert_true(screen_has("at ev?[2Jil? (x?.c:7)"));
+	assert_false(screen_has("-9223372036854775803"));
+	key(27);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_int_equal(once_tree(f, &a.model, NOW, true), 0);
+	fclose(f);
+	for (const unsigned char *q = (const unsigned char *)buf; *q; q++)
+		assert_true(*q >= 0x20 || *q == '\n');
+	assert_non_null(strstr(buf, "process 4242 d?[31mx live"));
+	assert_null(strstr(buf, "-9223372036854775803"));
+	free(buf);
+}
+
 static void test_picker(void **state)
 {
 	(void)state;
@@ -386,6 +455,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_detail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exited, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_picker, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tiny_terminal, setup, teardown),
 	};

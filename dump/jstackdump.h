@@ -1,8 +1,8 @@
 /* jstackdump.h - the thread dump in HotSpot's jstack / `jcmd Thread.print`
  * text layout, the one existing thread-dump analysers parse, with the scope
  * hierarchy written where those parsers look past it. */
-#ifndef DUMPER_JSTACKDUMP_H
-#define DUMPER_JSTACKDUMP_H
+#ifndef DUMP_JSTACKDUMP_H
+#define DUMP_JSTACKDUMP_H
 
 #include <jansson.h>
 #include <stddef.h>

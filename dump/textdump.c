@@ -86,8 +86,9 @@ static void crashed(FILE *out, const json_t *td)
 		fprintf(out, " (si_code %lld)", (long long)json_integer_value(code));
 	if (jt_str(c, "faultAddress"))
 		fprintf(out, " at address %s", jt_str(c, "faultAddress"));
-	if (json_is_integer(task))
-		fprintf(out, ", running task %lld", (long long)json_integer_value(task));
+	char idt[24];
+	if (json_is_integer(task) || json_is_string(task))
+		fprintf(out, ", running task %s", jt_id_text(task, idt, sizeof idt, "?"));
 	if (jt_str(c, "container"))
 		fprintf(out, " of %s", jt_str(c, "container"));
 	fputc('\n', out);
@@ -151,24 +152,25 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		str_or(t, "name", ""), str_or(t, "state", "?"), note);
 	const json_t *help = json_object_get(t, "runsWhileJoining");
 	if (jt_str(t, "joins")) {
-		const json_t *hid = json_object_get(help, "id");
+		char hidt[24];
 		const char *hfn = jt_str(help, "function");
-		fprintf(out, "%*s  joins %s, running its task %lld%s%s%s meanwhile\n", ind, "",
+		fprintf(out, "%*s  joins %s, running its task %s%s%s%s meanwhile\n", ind, "",
 			jt_str(t, "joins"),
-			json_is_integer(hid) ? (long long)json_integer_value(hid) : -1LL,
+			jt_id_text(json_object_get(help, "id"), hidt, sizeof hidt, "?"),
 			hfn ? " " : "", hfn ? hfn : "", hfn ? "()" : "");
 	}
 	if (flags & TEXTDUMP_EXTENDED) {
 		const json_t *task = json_object_get(t, "task");
-		const json_t *id = json_object_get(task, "id");
+		char idt[24];
 		const char *fn = jt_str(task, "function");
 		if (json_is_object(task))
-			fprintf(out, "%*s  task %lld%s%s%s %s%s, forked at %s by %s\n", ind, "",
-				json_is_integer(id) ? (long long)json_integer_value(id) : -1LL,
+			fprintf(out, "%*s  task %s%s%s%s %s%s, forked at %s by %s\n", ind, "",
+				jt_id_text(json_object_get(task, "id"), idt, sizeof idt, "?"),
 				fn ? " " : "", fn ? fn : "", fn ? "()" : "",
 				str_or(task, "state", "?"),
-				json_is_true(json_object_get(task, "crashed")) ? " when the process crashed"
-									       : "",
+				json_is_true(json_object_get(task, "crashed"))
+				    ? " when the process crashed"
+				    : "",
 				str_or(task, "forkedAt", "?"), str_or(task, "forkSite", "?"));
 		if (json_object_size(json_object_get(t, "scopedValues"))) {
 			fprintf(out, "%*s  scoped values: ", ind, "");
@@ -195,7 +197,20 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			fprintf(out, "%*s    at %s\n", ind, "", json_string_value(json_array_get(last, i)));
 }
 
+static int write_safe(FILE *out, const json_t *dump, unsigned flags);
+
 int textdump_write(FILE *out, const json_t *dump, unsigned flags)
+{
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe = jj_text_safe(dump);
+	if (!safe)
+		return -ENOMEM;
+	int rc = write_safe(out, safe, flags);
+	json_decref(safe);
+	return rc;
+}
+
+static int write_safe(FILE *out, const json_t *dump, unsigned flags)
 {
 	const json_t *td = json_object_get(dump, "threadDump");
 	const json_t *cs = jt_array(td, "threadContainers");

@@ -2,12 +2,15 @@
  * sites, frames, tasks and pools used by the dump builder. */
 #include "jdkjson.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "jdkdump.h"
+#include "../common/termtext.h"
 
 #define JJ_MAX_VALUES 64      /* scoped values kept per scope */
 #define JJ_MAX_CACHED 100000 /* distinct frame addresses remembered per dump */
@@ -266,7 +269,50 @@ const char *jj_si_code_name(long long sig, long long code)
 json_t *jj_int_or_null(const jv *obj, const char *key)
 {
 	const jv *v = jv_get(obj, key);
-	return jv_is_integer(v) ? json_integer(jv_integer(v)) : json_null();
+	return jv_is_integer(v) && !jv_is_big(v) ? json_integer(jv_integer(v)) : json_null();
+}
+
+json_t *jj_id_new(int64_t bits)
+{
+	if (bits >= 0)
+		return json_integer(bits);
+	char b[24];
+	snprintf(b, sizeof b, "%llu", (unsigned long long)(uint64_t)bits);
+	return json_string(b);
+}
+
+json_t *jj_id_or_null(const jv *obj, const char *key)
+{
+	const jv *v = jv_get(obj, key);
+	return jv_is_integer(v) ? jj_id_new(jv_integer(v)) : json_null();
+}
+
+bool jt_id(const json_t *v, uint64_t *out)
+{
+	if (json_is_integer(v)) {
+		*out = (uint64_t)json_integer_value(v);
+		return true;
+	}
+	const char *s = json_string_value(v);
+	if (!s || !*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 20)
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long u = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	*out = u;
+	return true;
+}
+
+const char *jt_id_text(const json_t *v, char *buf, size_t len, const char *def)
+{
+	uint64_t id;
+	if (jt_id(v, &id))
+		snprintf(buf, len, "%llu", (unsigned long long)id);
+	else
+		snprintf(buf, len, "%s", def);
+	return buf;
 }
 
 static const char *base_name(const char *path)
@@ -394,7 +440,7 @@ json_t *jj_task(const jv *task)
 	const jv *forked = jv_get(task, "forked_ms");
 	char iso[40];
 
-	jj_set(t, "id", jj_int_or_null(task, "id"));
+	jj_set(t, "id", jj_id_or_null(task, "id"));
 	jj_set(t, "state", jj_enum_or_null(task, "state", jj_task_states));
 	jj_set(t, "function", jj_str_or_null(task, "func"));
 	jj_set(t, "forkSite", jj_site(jv_get(task, "site")));
@@ -423,8 +469,59 @@ json_t *jj_pool_stats(const jv *pool)
 
 	jj_set(p, "name", jj_str_or_null(pool, "name"));
 	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-		jj_set(p, ints[i], jj_int_or_null(pool, ints[i]));
+		jj_set(p, ints[i], i ? jj_int_or_null(pool, ints[i]) : jj_id_or_null(pool, "id"));
 	jj_set(p, "queue", jj_enum_or_null(pool, "queue", jj_queues));
 	jj_set(p, "policy", jj_enum_or_null(pool, "policy", jj_policies));
 	return p;
+}
+
+/* Whether some string or key of v needs escaping. */
+static bool text_dirty(const json_t *v)
+{
+	if (json_is_string(v))
+		return !tt_clean(json_string_value(v));
+	for (size_t i = 0; i < json_array_size(v); i++)
+		if (text_dirty(json_array_get(v, i)))
+			return true;
+	for (void *it = json_object_iter((json_t *)v); it;
+	     it = json_object_iter_next((json_t *)v, it))
+		if (!tt_clean(json_object_iter_key(it)) || text_dirty(json_object_iter_value(it)))
+			return true;
+	return false;
+}
+
+/* A copy of v with every string and key escaped; NULL when out of memory. */
+static json_t *text_copy(const json_t *v)
+{
+	if (json_is_string(v)) {
+		char *e = tt_escape_dup(json_string_value(v));
+		json_t *out = e ? json_string(e) : NULL;
+		free(e);
+		return out;
+	}
+	if (!json_is_array(v) && !json_is_object(v))
+		return json_deep_copy(v);
+	json_t *out = json_is_array(v) ? json_array() : json_object();
+	for (size_t i = 0; out && i < json_array_size(v); i++)
+		if (json_array_append_new(out, text_copy(json_array_get(v, i))) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	for (void *it = json_object_iter((json_t *)v); out && it;
+	     it = json_object_iter_next((json_t *)v, it)) {
+		char *e = tt_escape_dup(json_object_iter_key(it));
+		int rc =
+		    e ? json_object_set_new(out, e, text_copy(json_object_iter_value(it))) : -1;
+		free(e);
+		if (rc < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+json_t *jj_text_safe(const json_t *v)
+{
+	return text_dirty(v) ? text_copy(v) : json_incref((json_t *)v);
 }

@@ -1,8 +1,8 @@
 /* jdkdump.h - turns the daemon's `dump` reply into the JDK's JSON thread
  * dump (format version 2) with scoped's extra members, and writes dump files.
  * Shared by scopecmd and scopetop; docs/scopecmd.md describes the output. */
-#ifndef DUMPER_JDKDUMP_H
-#define DUMPER_JDKDUMP_H
+#ifndef DUMP_JDKDUMP_H
+#define DUMP_JDKDUMP_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -148,9 +148,11 @@ static void owned_scopes(FILE *out, const json_t *cs, long long tid)
 		if (!jt_str_is(c, "kind", "scope") || !json_is_integer(owner) ||
 		    json_integer_value(owner) != tid)
 			continue;
-		fprintf(out, "\t- <0x%llx> (a scope %s, %s, %s)\n",
-			(unsigned long long)int_or(c, "scopeId", 0), str_or(c, "container", "?"),
-			str_or(c, "joiner", "?"), str_or(c, "state", "?"));
+		uint64_t sid = 0;
+		jt_id(json_object_get(c, "scopeId"), &sid);
+		fprintf(out, "\t- <0x%llx> (a scope %s, %s, %s)\n", (unsigned long long)sid,
+			str_or(c, "container", "?"), str_or(c, "joiner", "?"),
+			str_or(c, "state", "?"));
 		n++;
 	}
 	if (!n)
@@ -182,7 +184,9 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 	const json_t *task = json_object_get(t, "task");
 	if (json_is_object(task)) {
 		const char *fn = jt_str(task, "function");
-		fprintf(out, "   Task: %lld%s%s%s %s, forked by %s\n", int_or(task, "id", -1),
+		char idt[24];
+		fprintf(out, "   Task: %s%s%s%s %s, forked by %s\n",
+			jt_id_text(json_object_get(task, "id"), idt, sizeof idt, "-1"),
 			fn ? " " : "", fn ? fn : "", fn ? "()" : "", str_or(task, "state", "?"),
 			str_or(task, "forkSite", "?"));
 	}
@@ -192,7 +196,20 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 		owned_scopes(out, cs, tid);
 }
 
+static int write_safe(FILE *out, const json_t *dump, unsigned flags);
+
 int jstackdump_write(FILE *out, const json_t *dump, unsigned flags)
+{
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe = jj_text_safe(dump);
+	if (!safe)
+		return -ENOMEM;
+	int rc = write_safe(out, safe, flags);
+	json_decref(safe);
+	return rc;
+}
+
+static int write_safe(FILE *out, const json_t *dump, unsigned flags)
 {
 	const json_t *td = json_object_get(dump, "threadDump");
 	const json_t *cs = jt_array(td, "threadContainers");

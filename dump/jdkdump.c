@@ -188,8 +188,8 @@ static int add_pools(struct builder *b)
 			continue; /* no id, or a duplicate */
 		char pname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
 		jj_strcpy(pname, sizeof pname, jj_str(p, "name"), "pool");
-		snprintf(name, sizeof name, "pool:%s@%lld", pname,
-			 (long long)jv_integer(jv_get(p, "id")));
+		snprintf(name, sizeof name, "pool:%s@%llu", pname,
+			 (unsigned long long)(uint64_t)jv_integer(jv_get(p, "id")));
 		json_t *c = container_new(b, name, ROOT_NAME, "pool");
 		if (c)
 			jj_set(c, "pool", jj_pool_stats(p));
@@ -205,13 +205,13 @@ static json_t *scope_container(struct builder *b, size_t i)
 	const jv *s = b->si[i].j;
 	char sname[JDKDUMP_MAX_STR + 1], name[JDKDUMP_MAX_STR + 40];
 	jj_strcpy(sname, sizeof sname, jj_str(s, "name"), "scope");
-	snprintf(name, sizeof name, "%s@%lld", sname, (long long)b->si[i].id);
+	snprintf(name, sizeof name, "%s@%llu", sname, (unsigned long long)(uint64_t)b->si[i].id);
 	long p = b->si[i].parent;
 	json_t *c = container_new(b, name, p < 0 ? ROOT_NAME : cname(b, b->si[p].container),
 				  "scope");
 	if (!c)
 		return NULL;
-	jj_set(c, "scopeId", json_integer(b->si[i].id));
+	jj_set(c, "scopeId", jj_id_new(b->si[i].id));
 	jj_set(c, "name", jj_string_new(sname));
 	jj_set(c, "joiner", jj_enum_or_null(s, "joiner", jj_joiners));
 	jj_set(c, "state", jj_enum_or_null(s, "state", jj_scope_states));
@@ -220,7 +220,7 @@ static json_t *scope_container(struct builder *b, size_t i)
 	jj_set(c, "joinBeganAt", iso_or_null(jv_get(s, "join_began_ms")));
 	jj_set(c, "openSite", jj_site(jv_get(s, "site")));
 	jj_set(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
-	jj_set(c, "parentTask", jj_int_or_null(s, "parent_task"));
+	jj_set(c, "parentTask", jj_id_or_null(s, "parent_task"));
 	jj_set(c, "values", jj_values(jv_get(s, "values")));
 	return c;
 }
@@ -440,11 +440,18 @@ static bool tid_seen(struct builder *b, json_int_t tid)
 	return false;
 }
 
+/* Whether v is a thread id: an integer from 0 to INT64_MAX (a negative or
+ * u64-sized one is a damaged reply's, and the schema refuses it). */
+static bool is_tid(const jv *v)
+{
+	return jv_is_integer(v) && jv_integer(v) >= 0;
+}
+
 /* The tid of the thread that crashed the process, or -1. */
 static json_int_t crash_tid(const struct builder *b)
 {
 	const jv *tid = jv_get(b->crash, "tid");
-	return jv_is_integer(tid) ? jv_integer(tid) : -1;
+	return is_tid(tid) ? jv_integer(tid) : -1;
 }
 
 /* Builds one thread from its model entry t (NULL for a thread only the
@@ -555,7 +562,7 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 		jj_set(th, "joins", json_string(jc));
 		jj_set(th, "runsWhileJoining", h);
 		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
-		       jj_int_or_null(helping, "id"));
+		       jj_id_or_null(helping, "id"));
 	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
@@ -584,7 +591,7 @@ static int add_threads(struct builder *b)
 		const jv *tid = jv_get(t, "tid");
 		/* Exited threads linger for the retention time; a live dump
 		 * shows the living, a post-mortem one the last known. */
-		if (!jv_is_integer(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
+		if (!is_tid(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
 			continue;
 		if (!tid_seen(b, jv_integer(tid)) &&
 		    add_thread(b, t, jv_integer(tid)) < 0)
@@ -593,7 +600,7 @@ static int add_threads(struct builder *b)
 	n = jv_size(b->stacks);
 	for (size_t i = 0; i < n; i++) {
 		const jv *tid = jv_get(jv_at(b->stacks, i), "tid");
-		if (jv_is_integer(tid) && !tid_seen(b, jv_integer(tid)) &&
+		if (is_tid(tid) && !tid_seen(b, jv_integer(tid)) &&
 		    add_thread(b, NULL, jv_integer(tid)) < 0)
 			return -1;
 	}
@@ -625,7 +632,7 @@ static void fill_containers(struct builder *b)
 	}
 	for (size_t i = 0; i < b->nsi; i++) {
 		const jv *o = jv_get(b->si[i].j, "owner");
-		if (b->si[i].container < 0 || !jv_is_integer(o))
+		if (b->si[i].container < 0 || !is_tid(o))
 			continue;
 		json_t *c = b->containers[b->si[i].container];
 		char key[32];
@@ -673,7 +680,7 @@ static json_t *crash_json(struct builder *b)
 		jj_set(c, "faultAddress", ok ? json_string(hex) : json_null());
 	}
 	jj_set(c, "exitCause", jj_str_or_null(b->process, "exit_cause"));
-	jj_set(c, "task", jj_int_or_null(b->crash, "task"));
+	jj_set(c, "task", jj_id_or_null(b->crash, "task"));
 	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));
 	jj_set(c, "container", s >= 0 && b->si[s].container >= 0
 				       ? json_string(cname(b, b->si[s].container))

@@ -1,12 +1,13 @@
 /* jdkjson.h - defensive readers of the daemon's JSON (read with common/jv.h)
  * and the formatters (sites, frames, task, pool) that the dump builder shares;
  * they return jansson values for the dump being built. */
-#ifndef DUMPER_JDKJSON_H
-#define DUMPER_JDKJSON_H
+#ifndef DUMP_JDKJSON_H
+#define DUMP_JDKJSON_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../common/jv.h"
 
@@ -48,14 +49,33 @@ json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allow
 extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cancel_reasons[],
 	*const jj_task_states[], *const jj_roles[], *const jj_sources[], *const jj_proc_states[];
 
-/* New JSON integer of member key, or null when it is not an integer. */
+/* New JSON integer of member key, or null when it is not an integer (an
+ * integer past INT64_MAX included: only ids go there). */
 json_t *jj_int_or_null(const jv *obj, const char *key);
+
+/* An id (u64 on the wire; bits as jv_integer() reads it) as the dump
+ * writes it: a JSON integer, or past INT64_MAX, which jansson and a Java
+ * long cannot hold, its exact decimal digits as a string. */
+json_t *jj_id_new(int64_t bits);
+/* Member key as an id (jj_id_new), or null when it is not an integer. */
+json_t *jj_id_or_null(const jv *obj, const char *key);
+/* Whether v is an id as the dump or a reply holds it (a JSON integer, read
+ * as u64, or the digit string of a big one); the id into *out. */
+bool jt_id(const json_t *v, uint64_t *out);
+/* v's id as decimal text into buf, or def when v is none.  Returns buf. */
+const char *jt_id_text(const json_t *v, char *buf, size_t len, const char *def);
 /* s as a string (cut and made UTF-8 as jj_string_new does), or null. */
 json_t *jj_string_or_null(const char *s);
 /* "SIGSEGV" for 11 and so on for the signals that end processes; NULL for others. */
 const char *jj_signal_name(long long sig);
 /* "SEGV_MAPERR" for (SIGSEGV, 1) and so on; NULL when not known. */
 const char *jj_si_code_name(long long sig, long long code);
+
+/* v (borrowed) ready for a text renderer: a new reference to v itself when
+ * no string or key in it holds a control character or ill-formed UTF-8,
+ * else a copy with each such string and key escaped (common/termtext.h).
+ * NULL when out of memory. */
+json_t *jj_text_safe(const json_t *v);
 
 /* "func (file:line)" for a site {file,line,func}, or null. */
 json_t *jj_site(const jv *site);

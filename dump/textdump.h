@@ -1,7 +1,7 @@
 /* textdump.h - the human-readable thread dump: the JDK JSON dump printed as
  * an indented container tree with `#tid "name" STATE` and `at frame` lines. */
-#ifndef DUMPER_TEXTDUMP_H
-#define DUMPER_TEXTDUMP_H
+#ifndef DUMP_TEXTDUMP_H
+#define DUMP_TEXTDUMP_H
 
 #include <jansson.h>
 #include <stdio.h>
