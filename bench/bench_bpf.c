@@ -116,8 +116,8 @@ static void stop_daemon(pid_t pid, const char *sock)
 }
 
 /* One stacks request; fills wall, capture and pause times.  1 on success. */
-static int stacks_once(const char *sock, pid_t pid, int64_t *wall, int64_t *capture,
-		       int64_t *pause, size_t *threads)
+static int stacks_once(const char *sock, pid_t pid, int64_t *wall, int64_t *capture, int64_t *pause,
+		       size_t *threads)
 {
 	json_t *reply = NULL;
 	struct ctl *c;
@@ -297,9 +297,9 @@ int main(void)
 {
 	static char *debuginfo_path;
 	static const Dwfl_Callbacks cbs = {
-		.find_elf = dwfl_linux_proc_find_elf,
-		.find_debuginfo = dwfl_standard_find_debuginfo,
-		.debuginfo_path = &debuginfo_path,
+	    .find_elf = dwfl_linux_proc_find_elf,
+	    .find_debuginfo = dwfl_standard_find_debuginfo,
+	    .debuginfo_path = &debuginfo_path,
 	};
 	static struct symcache cache;
 	static struct series warm, cold;

@@ -26,7 +26,8 @@
 
 #define RUNS 5
 #define TASKS_PER_SCOPE 8
-#define RETAIN_NS 50000000ll /* 50 ms of the bench's fake clock: steady state, not a heap of history */
+#define RETAIN_NS                                                                                  \
+	50000000ll /* 50 ms of the bench's fake clock: steady state, not a heap of history */
 
 struct stream {
 	uint8_t *buf;
@@ -85,8 +86,12 @@ static struct proto_msg site_def(uint32_t site)
 
 static struct proto_msg handle_open(uint64_t scope, uint64_t parent, int64_t ts)
 {
-	struct proto_msg m = {.type = PROTO_EV_SCOPE_OPEN, .ts = ts, .scope = scope,
-			      .parent = parent, .tid = 1000, .site = SITE_HANDLE};
+	struct proto_msg m = {.type = PROTO_EV_SCOPE_OPEN,
+			      .ts = ts,
+			      .scope = scope,
+			      .parent = parent,
+			      .tid = 1000,
+			      .site = SITE_HANDLE};
 	m.name = (struct proto_str){"handle", 6};
 	return m;
 }
@@ -334,8 +339,8 @@ static void add_tasks(struct model *m, size_t ntasks, size_t per_scope)
 		}
 		static const uint16_t phases[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_START};
 		for (int ph = 0; ph < 2; ph++) {
-			msg = fetch_event(phases[ph], 100000 + i, scope, 1000 + (uint32_t)(i % 16), 7,
-					  true);
+			msg = fetch_event(phases[ph], 100000 + i, scope, 1000 + (uint32_t)(i % 16),
+					  7, true);
 			if (model_apply(m, &msg, 0) < 0) {
 				fprintf(stderr, "bench_daemon: %s\n", m->err);
 				exit(1);
@@ -378,13 +383,14 @@ static double jansson_render(const struct model *m)
 		const struct m_task *t = m->ents[ENT_TASK].slots[i].e;
 		if (!t)
 			continue;
-		json_t *site = json_pack("{s:s,s:i,s:s}", "file", t->file, "line", t->line, "func",
-					 t->func);
-		json_array_append_new(
-			tasks, json_pack("{s:I,s:I,s:s,s:I,s:n,s:o,s:f,s:f,s:n}", "id", (json_int_t)t->id,
-					 "scope", (json_int_t)t->scope, "state", "running", "worker",
-					 (json_int_t)t->worker, "error", "site", site, "forked_ms",
-					 t->forked / 1e6, "started_ms", t->started / 1e6, "ended_ms"));
+		json_t *site =
+		    json_pack("{s:s,s:i,s:s}", "file", t->file, "line", t->line, "func", t->func);
+		json_array_append_new(tasks,
+				      json_pack("{s:I,s:I,s:s,s:I,s:n,s:o,s:f,s:f,s:n}", "id",
+						(json_int_t)t->id, "scope", (json_int_t)t->scope,
+						"state", "running", "worker", (json_int_t)t->worker,
+						"error", "site", site, "forked_ms", t->forked / 1e6,
+						"started_ms", t->started / 1e6, "ended_ms"));
 	}
 	json_object_set_new(root, "tasks", tasks);
 	char *text = json_dumps(root, JSON_COMPACT);
@@ -419,8 +425,8 @@ static double bench_tree(int *missed)
 	printf("%-40s %12.2f ms   %-10s  jansson, tasks only %6.2f ms  %6.2f  %s\n",
 	       "tree query, 10,000 live tasks (median)", o, "< 20 ms", j, o / j,
 	       o < 20 && ntasks == N ? "ok" : "MISSED");
-	printf("%-40s %12zu B    (%zu tasks, %zu scopes in the reply; it parses)\n",
-	       "  reply size", b.len, ntasks, model_count(&m, ENT_SCOPE));
+	printf("%-40s %12zu B    (%zu tasks, %zu scopes in the reply; it parses)\n", "  reply size",
+	       b.len, ntasks, model_count(&m, ENT_SCOPE));
 	*missed += o >= 20 || ntasks != N;
 	jb_free(&b);
 	model_free(&m);

@@ -220,8 +220,7 @@ int main(int argc, char **argv)
 			}
 			for (int k = 0; k < NW; k++) {
 				res[r][k][i] = one[k];
-				ratio[r][k][i] =
-				    one[k] > 0 ? res[LIBSCOPE][k][i] / one[k] : -1;
+				ratio[r][k][i] = one[k] > 0 ? res[LIBSCOPE][k][i] / one[k] : -1;
 			}
 		}
 		for (int k = 0; k < NW && have[AGENT] && have[TBB]; k++)
@@ -265,8 +264,8 @@ int main(int argc, char **argv)
 			if (!have[r] || res[r][k][0] < 0)
 				continue;
 			double m = med_ci(ratio[r][k], ROUNDS, &lo, &hi);
-			printf("  W%d/%s %.2fx [%.2f-%.2f] (<=%.0fx)", k + 1, runtime_name[r], m, lo,
-			       hi, target[r][k]);
+			printf("  W%d/%s %.2fx [%.2f-%.2f] (<=%.0fx)", k + 1, runtime_name[r], m,
+			       lo, hi, target[r][k]);
 			met &= m <= target[r][k];
 		}
 		printf("\n");

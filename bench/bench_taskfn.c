@@ -57,7 +57,8 @@ static int build(struct model *m, uint64_t (*addr_of)(size_t i))
 	/* The open and fork sites, defined once as the agent does (SITE). */
 	static const int32_t site_lines[] = {42, 50};
 	for (uint32_t site = 1; site <= 2; site++) {
-		struct proto_msg d = {.type = PROTO_SITE, .site = site, .line = site_lines[site - 1]};
+		struct proto_msg d = {
+		    .type = PROTO_SITE, .site = site, .line = site_lines[site - 1]};
 		d.file = str("server.c");
 		d.func = str("serve");
 		if (model_apply(m, &d, 0))

@@ -13,59 +13,59 @@ static const struct {
 	const char *prefix;
 	const char *blocked_in;
 } kfunc_table[] = {
-	{"futex_", "futex"},
-	{"__futex_", "futex"},
-	{"do_epoll_wait", "epoll"},
-	{"ep_poll", "epoll"},
-	{"do_sys_poll", "poll"},
-	{"do_select", "select"},
-	{"core_sys_select", "select"},
-	{"do_nanosleep", "sleep"},
-	{"hrtimer_nanosleep", "sleep"},
-	{"common_nsleep", "sleep"},
-	{"do_accept", "accept"},
-	{"__sys_accept", "accept"},
-	{"inet_csk_accept", "accept"},
-	{"__sys_connect", "connect"},
-	{"__sys_recv", "recv"},
-	{"___sys_recvmsg", "recv"},
-	{"do_recvmmsg", "recv"},
-	{"__sys_send", "send"},
-	{"___sys_sendmsg", "send"},
-	{"ksys_read", "read"},
-	{"ksys_pread", "read"},
-	{"do_readv", "read"},
-	{"vfs_read", "read"},
-	{"ksys_write", "write"},
-	{"ksys_pwrite", "write"},
-	{"do_writev", "write"},
-	{"vfs_write", "write"},
-	{"do_wait", "wait"},
-	{"kernel_wait", "wait"},
-	{"do_sigtimedwait", "signal"},
-	{"sigsuspend", "signal"},
-	{"__x64_sys_pause", "signal"},
-	{"io_cqring_wait", "io_uring"},
-	{"do_semtimedop", "semaphore"},
-	{"do_msgrcv", "msgrcv"},
-	{"fcntl_setlk", "file_lock"},
-	{"locks_lock_inode_wait", "file_lock"},
-	{"exc_page_fault", "page_fault"},
-	{"pipe_read", "read"},
-	{"pipe_write", "write"},
-	{"sock_recvmsg", "recv"},
-	{"sock_sendmsg", "send"},
-	{"rwsem_down", "kernel_lock"},
-	{"__mutex_lock", "kernel_lock"},
-	{"io_schedule", "io"},
-	{"do_exit", "exit"},
+    {"futex_", "futex"},
+    {"__futex_", "futex"},
+    {"do_epoll_wait", "epoll"},
+    {"ep_poll", "epoll"},
+    {"do_sys_poll", "poll"},
+    {"do_select", "select"},
+    {"core_sys_select", "select"},
+    {"do_nanosleep", "sleep"},
+    {"hrtimer_nanosleep", "sleep"},
+    {"common_nsleep", "sleep"},
+    {"do_accept", "accept"},
+    {"__sys_accept", "accept"},
+    {"inet_csk_accept", "accept"},
+    {"__sys_connect", "connect"},
+    {"__sys_recv", "recv"},
+    {"___sys_recvmsg", "recv"},
+    {"do_recvmmsg", "recv"},
+    {"__sys_send", "send"},
+    {"___sys_sendmsg", "send"},
+    {"ksys_read", "read"},
+    {"ksys_pread", "read"},
+    {"do_readv", "read"},
+    {"vfs_read", "read"},
+    {"ksys_write", "write"},
+    {"ksys_pwrite", "write"},
+    {"do_writev", "write"},
+    {"vfs_write", "write"},
+    {"do_wait", "wait"},
+    {"kernel_wait", "wait"},
+    {"do_sigtimedwait", "signal"},
+    {"sigsuspend", "signal"},
+    {"__x64_sys_pause", "signal"},
+    {"io_cqring_wait", "io_uring"},
+    {"do_semtimedop", "semaphore"},
+    {"do_msgrcv", "msgrcv"},
+    {"fcntl_setlk", "file_lock"},
+    {"locks_lock_inode_wait", "file_lock"},
+    {"exc_page_fault", "page_fault"},
+    {"pipe_read", "read"},
+    {"pipe_write", "write"},
+    {"sock_recvmsg", "recv"},
+    {"sock_sendmsg", "send"},
+    {"rwsem_down", "kernel_lock"},
+    {"__mutex_lock", "kernel_lock"},
+    {"io_schedule", "io"},
+    {"do_exit", "exit"},
 };
 
 /* x86_64 syscalls that can wait, and which argument says how long: an
  * untimed wait is WAITING, a timed one TIMED_WAITING. */
 enum timeout_kind {
 	TMO_PTR, /* a pointer argument; NULL waits forever */
-	TMO_MS,  /* an int of milliseconds; negative waits forever */
+	TMO_MS,	 /* an int of milliseconds; negative waits forever */
 	TMO_ALWAYS,
 };
 
@@ -74,22 +74,22 @@ static const struct {
 	enum timeout_kind kind;
 	int arg; /* 0-based argument index */
 } syscall_table[] = {
-	{7, TMO_MS, 2},      /* poll */
-	{23, TMO_PTR, 4},    /* select */
-	{35, TMO_ALWAYS, 0}, /* nanosleep */
-	{128, TMO_PTR, 2},   /* rt_sigtimedwait */
-	{202, TMO_PTR, 3},   /* futex */
-	{208, TMO_PTR, 4},   /* io_getevents */
-	{220, TMO_PTR, 3},   /* semtimedop */
-	{230, TMO_ALWAYS, 0},/* clock_nanosleep */
-	{232, TMO_MS, 3},    /* epoll_wait */
-	{243, TMO_PTR, 4},   /* mq_timedreceive */
-	{270, TMO_PTR, 4},   /* pselect6 */
-	{271, TMO_PTR, 2},   /* ppoll */
-	{281, TMO_MS, 3},    /* epoll_pwait */
-	{299, TMO_PTR, 4},   /* recvmmsg */
-	{441, TMO_PTR, 3},   /* epoll_pwait2 */
-	{449, TMO_PTR, 3},   /* futex_waitv */
+    {7, TMO_MS, 2},	  /* poll */
+    {23, TMO_PTR, 4},	  /* select */
+    {35, TMO_ALWAYS, 0},  /* nanosleep */
+    {128, TMO_PTR, 2},	  /* rt_sigtimedwait */
+    {202, TMO_PTR, 3},	  /* futex */
+    {208, TMO_PTR, 4},	  /* io_getevents */
+    {220, TMO_PTR, 3},	  /* semtimedop */
+    {230, TMO_ALWAYS, 0}, /* clock_nanosleep */
+    {232, TMO_MS, 3},	  /* epoll_wait */
+    {243, TMO_PTR, 4},	  /* mq_timedreceive */
+    {270, TMO_PTR, 4},	  /* pselect6 */
+    {271, TMO_PTR, 2},	  /* ppoll */
+    {281, TMO_MS, 3},	  /* epoll_pwait */
+    {299, TMO_PTR, 4},	  /* recvmmsg */
+    {441, TMO_PTR, 3},	  /* epoll_pwait2 */
+    {449, TMO_PTR, 3},	  /* futex_waitv */
 };
 
 #define SYS_FUTEX 202
@@ -106,12 +106,8 @@ static const struct {
 	uint32_t mask;
 	char letter;
 } state_table[] = {
-	{0x0002 | 0x0400, 'I'}, /* TASK_IDLE = uninterruptible + noload */
-	{0x0001, 'S'},
-	{0x0002, 'D'},
-	{0x0004, 'T'},
-	{0x0008, 't'},
-	{0x0040, 'P'},
+    {0x0002 | 0x0400, 'I'}, /* TASK_IDLE = uninterruptible + noload */
+    {0x0001, 'S'},	    {0x0002, 'D'}, {0x0004, 'T'}, {0x0008, 't'}, {0x0040, 'P'},
 };
 
 char bpfs_state_letter(uint32_t state, uint32_t exit_state)
@@ -225,8 +221,7 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 		t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
 	/* A fault leaves an error code where a syscall leaves its number. */
 	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
-	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 &&
-	    is_lock_wait(r)) {
+	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 && is_lock_wait(r)) {
 		t->blocked_in = "mutex";
 		t->jstate = "BLOCKED";
 	} else if (t->blocked_in && strcmp(t->blocked_in, "kernel_lock") == 0) {

@@ -22,8 +22,11 @@
 /* perf's x86 register numbers (enum perf_event_x86_regs) for each DWARF
  * register 0..16; the sample lists registers by increasing perf number. */
 static const int dwarf_to_perf[STK_NREGS] = {
-	0 /* ax */, 3 /* dx */, 2 /* cx */, 1 /* bx */, 4 /* si */, 5 /* di */,
-	6 /* bp */, 7 /* sp */, 16, 17, 18, 19, 20, 21, 22, 23 /* r8..r15 */, 8 /* ip */,
+    0 /* ax */, 3 /* dx */, 2 /* cx */, 1 /* bx */,
+    4 /* si */, 5 /* di */, 6 /* bp */, 7 /* sp */,
+    16,		17,	    18,		19,
+    20,		21,	    22,		23 /* r8..r15 */,
+    8 /* ip */,
 };
 
 static uint64_t regs_mask(void)
@@ -92,8 +95,7 @@ static void ring_copy(const unsigned char *data, uint64_t off, void *dst, size_t
 
 /* Parses the first sample in s's ring into h (registers) and win (the
  * stack).  Returns 1 when a usable sample was found. */
-static int take_sample(struct sampler *s, struct stk_rec *h, unsigned char *win,
-		       unsigned char *rec)
+static int take_sample(struct sampler *s, struct stk_rec *h, unsigned char *win, unsigned char *rec)
 {
 	struct perf_event_mmap_page *meta = s->ring;
 	const unsigned char *data = (const unsigned char *)s->ring + PAGE;

@@ -26,8 +26,8 @@ struct unw_proc {
 	pid_t pid;
 	uint64_t exec_vm, start_code, leader_start_ns; /* identity of the map */
 	Dwfl *dwfl;
-	int memfd; /* /proc/PID/mem, for reads past the window */
-	const struct stk_rec *cur;    /* the thread being unwound */
+	int memfd;		     /* /proc/PID/mem, for reads past the window */
+	const struct stk_rec *cur;   /* the thread being unwound */
 	const unsigned char *ustack; /* and its window */
 	/* Pages read past the window for the thread being unwound: a deep
 	 * stack costs one pread per page, not one per word. */
@@ -51,8 +51,8 @@ struct bpfs_unwinder {
  * themselves: never look for separate debuginfo (which could mean a network
  * round trip through debuginfod inside a capture). */
 static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			const char *file_name, const char *debuglink_file,
-			GElf_Word debuglink_crc, char **debuginfo_file_name)
+			const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			char **debuginfo_file_name)
 {
 	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
 	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
@@ -60,8 +60,8 @@ static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, 
 }
 
 static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
-	.find_debuginfo = no_debuginfo,
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = no_debuginfo,
 };
 
 static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
@@ -135,10 +135,10 @@ static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 }
 
 static const Dwfl_Thread_Callbacks thread_callbacks = {
-	.next_thread = cb_next_thread,
-	.get_thread = cb_get_thread,
-	.memory_read = cb_memory_read,
-	.set_initial_registers = cb_set_initial_registers,
+    .next_thread = cb_next_thread,
+    .get_thread = cb_get_thread,
+    .memory_read = cb_memory_read,
+    .set_initial_registers = cb_set_initial_registers,
 };
 
 struct bpfs_unwinder *bpfs_unwinder_new(void)

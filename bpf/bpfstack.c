@@ -26,8 +26,8 @@ struct capture {
 	pid_t pid;
 	struct bpfstack_thread *t;
 	size_t n, cap;
-	unsigned char *seen; /* per thread: found again by the counters pass */
-	struct stk_rec key;  /* the address space's identity, for perf samples */
+	unsigned char *seen;	   /* per thread: found again by the counters pass */
+	struct stk_rec key;	   /* the address space's identity, for perf samples */
 	pid_t busy[BPFS_PERF_MAX]; /* still on a CPU at the counters pass */
 	size_t nbusy;
 	/* Marks of records the full ring dropped, added once the pass is
@@ -47,7 +47,7 @@ struct bpfstack {
 	struct bpfs_unwinder *unw;
 	struct bpfs_kcache kcache;
 	struct capture cur;
-	size_t last_n; /* threads in the last capture: the next one's first guess */
+	size_t last_n;	      /* threads in the last capture: the next one's first guess */
 	pthread_mutex_t lock; /* one pass at a time: the BPF side has one scratch slot */
 };
 

@@ -20,20 +20,21 @@ struct bpfstack;
 struct bpfstack_thread {
 	uint32_t tid;
 	char comm[16];
-	char sched_state;        /* 'R', 'S', 'D', 'T', ... as in /proc/PID/stat */
-	bool on_cpu;             /* was running on a CPU at capture */
+	char sched_state;	 /* 'R', 'S', 'D', 'T', ... as in /proc/PID/stat */
+	bool on_cpu;		 /* was running on a CPU at capture */
 	bool ran_during_capture; /* context-switch counters moved during capture */
-	bool approximate;        /* user stack as of its last kernel entry */
+	bool approximate;	 /* user stack as of its last kernel entry */
 	uint64_t nvcsw, nivcsw;
-	int error;               /* 0, or negative errno: this thread's stack is missing */
-	const char *error_why;	 /* static: why, in words, when error is set (or NULL) */
+	int error;		     /* 0, or negative errno: this thread's stack is missing */
+	const char *error_why;	     /* static: why, in words, when error is set (or NULL) */
 	const char *approximate_why; /* static: why the stack is approximate (or NULL) */
 	size_t nframes;
 	uint64_t frames[BPFSTACK_MAX_FRAMES]; /* user return addresses, top first */
 	size_t nkframes;
 	uint64_t kframes[BPFSTACK_MAX_KFRAMES]; /* kernel addresses, top first */
-	const char *blocked_in;  /* static: "futex", "poll", "epoll", "read", "sleep", ... or NULL */
-	const char *jstate;      /* static JDK state: "RUNNABLE", "WAITING", "TIMED_WAITING", "BLOCKED" */
+	const char *blocked_in; /* static: "futex", "poll", "epoll", "read", "sleep", ... or NULL */
+	const char
+	    *jstate; /* static JDK state: "RUNNABLE", "WAITING", "TIMED_WAITING", "BLOCKED" */
 };
 
 /* Loads and verifies the BPF programs.  *out is new (bpfstack_close()).

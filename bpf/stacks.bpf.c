@@ -109,11 +109,11 @@ static void read_ustack(struct scratch *s, struct task_struct *t)
 static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
 {
 	struct stk_mark m = {
-		.tid = BPF_CORE_READ(t, pid),
-		.status = status,
-		.nvcsw = BPF_CORE_READ(t, nvcsw),
-		.nivcsw = BPF_CORE_READ(t, nivcsw),
-		.on_cpu = BPF_CORE_READ(t, on_cpu) != 0,
+	    .tid = BPF_CORE_READ(t, pid),
+	    .status = status,
+	    .nvcsw = BPF_CORE_READ(t, nvcsw),
+	    .nivcsw = BPF_CORE_READ(t, nivcsw),
+	    .on_cpu = BPF_CORE_READ(t, on_cpu) != 0,
 	};
 
 	bpf_seq_write(seq, &m, sizeof(m));
@@ -155,8 +155,7 @@ int capture(struct bpf_iter__task *ctx)
 	/* A task running on another CPU has no saved kernel stack to walk:
 	 * what the walk would find is stale. */
 	if (!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf())
-		s->rec.kstack_len =
-			bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
+		s->rec.kstack_len = bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
 
 	mm = t->mm;
 	if (!mm) {

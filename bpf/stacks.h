@@ -20,16 +20,16 @@
 #define STK_REG_IP 16
 
 /* stk_rec.flags */
-#define STK_F_ON_CPU 0x1u   /* task->on_cpu was set when it was read */
-#define STK_F_NO_MM 0x2u    /* kernel thread or exiting: no user stack */
-#define STK_F_NO_REGS 0x4u  /* bpf_task_pt_regs gave nothing */
+#define STK_F_ON_CPU 0x1u  /* task->on_cpu was set when it was read */
+#define STK_F_NO_MM 0x2u   /* kernel thread or exiting: no user stack */
+#define STK_F_NO_REGS 0x4u /* bpf_task_pt_regs gave nothing */
 
 /* What the iterator does in one pass (stk_cfg.mode). */
-#define STK_MODE_FULL 0     /* one stk_rec per thread into the ring buffer */
+#define STK_MODE_FULL 0	    /* one stk_rec per thread into the ring buffer */
 #define STK_MODE_COUNTERS 1 /* only stk_mark entries into the seq file */
 
 /* stk_mark.status */
-#define STK_MARK_SENT 0    /* the stk_rec is in the ring buffer */
+#define STK_MARK_SENT 0	   /* the stk_rec is in the ring buffer */
 #define STK_MARK_DROPPED 1 /* the ring buffer was full: no stk_rec */
 
 /* One per target thread, written to the iterator's seq file in both modes:
@@ -50,9 +50,9 @@ struct stk_rec {
 	__u32 tid;
 	__u32 tgid;
 	char comm[STK_COMM_LEN];
-	__u32 state;      /* task->__state */
+	__u32 state;	  /* task->__state */
 	__u32 exit_state; /* task->exit_state */
-	__u32 flags;      /* STK_F_* */
+	__u32 flags;	  /* STK_F_* */
 	__u32 pad0;
 	__u64 nvcsw;
 	__u64 nivcsw;
@@ -77,8 +77,8 @@ struct stk_rec {
 
 /* Set by the loader before each pass; read by the iterator. */
 struct stk_cfg {
-	__u32 tgid;       /* global pid of the target */
-	__u32 mode;       /* STK_MODE_* */
+	__u32 tgid;	  /* global pid of the target */
+	__u32 mode;	  /* STK_MODE_* */
 	__u32 check_tgid; /* the kernel is not filtering by pid (before 6.1) */
 	__u32 pad;
 };

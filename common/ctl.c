@@ -32,13 +32,13 @@ struct ctl {
 	char *buf; /* bytes received, not yet parsed into messages */
 	size_t len, cap;
 	size_t scanned; /* prefix of buf known to hold no newline */
-	json_t *queue;  /* messages that arrived while waiting for a reply */
+	json_t *queue;	/* messages that arrived while waiting for a reply */
 	json_int_t next_id;
 	int dead; /* the daemon closed the connection */
 };
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -59,8 +59,8 @@ int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen
 	*out = NULL;
 	if (scoped_socket_paths(override, NULL, 0, NULL, 0, path, sizeof path) < 0 ||
 	    strlen(path) >= sizeof sa.sun_path) {
-		seterr(err, errlen, "control socket path too long (%.60s...); use a shorter --socket",
-		       path);
+		seterr(err, errlen,
+		       "control socket path too long (%.60s...); use a shorter --socket", path);
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -83,10 +83,11 @@ int ctl_connect(struct ctl **out, const char *override, char *err, size_t errlen
 		int e = errno;
 		close(fd);
 		if (e == EACCES || e == EPERM)
-			seterr(err, errlen, "permission denied on %s; is the daemon another user's?",
-			       path);
+			seterr(err, errlen,
+			       "permission denied on %s; is the daemon another user's?", path);
 		else
-			seterr(err, errlen, "no scoped daemon answers on %s (%s)", path, strerror(e));
+			seterr(err, errlen, "no scoped daemon answers on %s (%s)", path,
+			       strerror(e));
 		return -e;
 	}
 	if ((rc = scoped_peer_check(fd, path, true, why, sizeof why)) < 0) {
@@ -142,8 +143,8 @@ int ctl_send(struct ctl *c, json_t *req)
  * excluded), or 0.  The caller parses it, then drops it with consume(). */
 static int peek_line(struct ctl *c, size_t *linelen)
 {
-	char *nl = c->len > c->scanned ? memchr(c->buf + c->scanned, '\n', c->len - c->scanned)
-				       : NULL;
+	char *nl =
+	    c->len > c->scanned ? memchr(c->buf + c->scanned, '\n', c->len - c->scanned) : NULL;
 	if (!nl) {
 		c->scanned = c->len;
 		return 0;
@@ -474,7 +475,8 @@ static int await_reply(struct ctl *c, json_int_t id, const char *cmd, json_t **r
 		int64_t left = deadline - now_ms();
 		if (left <= 0) {
 			seterr(err, errlen,
-			       "the daemon did not answer '%s' within %d ms; is it overloaded or stopped?",
+			       "the daemon did not answer '%s' within %d ms; is it overloaded or "
+			       "stopped?",
 			       cmd, timeout_ms);
 			return -ETIMEDOUT;
 		}

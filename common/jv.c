@@ -8,7 +8,7 @@
 #include <string.h>
 
 struct jv_doc {
-	char *text;   /* our copy; strings are decoded in place */
+	char *text; /* our copy; strings are decoded in place */
 	jv *nodes;
 	size_t nnodes, capnodes;
 	uint32_t *kids; /* child node indices, each container's contiguous */
@@ -41,7 +41,8 @@ static int grow(void **buf, size_t *cap, size_t need, size_t size)
 
 static void skip_ws(struct parser *ps)
 {
-	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\t' || *ps->p == '\r'))
+	while (ps->p < ps->end &&
+	       (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\t' || *ps->p == '\r'))
 		ps->p++;
 }
 
@@ -295,7 +296,8 @@ static int parse_all(struct parser *ps)
 		/* A value, or the end of an empty container. */
 		if (depth && (*ps->p == ']' || *ps->p == '}') &&
 		    ps->doc->nstack == open[depth - 1].base && !key) {
-			char want = ps->doc->nodes[open[depth - 1].node].type == JV_ARRAY ? ']' : '}';
+			char want =
+			    ps->doc->nodes[open[depth - 1].node].type == JV_ARRAY ? ']' : '}';
 			if (*ps->p != want) {
 				ps->err = "mismatched bracket";
 				return -1;
@@ -359,17 +361,19 @@ static int parse_all(struct parser *ps)
 		} else if (number(ps, v) < 0) {
 			return -1;
 		}
-after_value:
+	after_value:
 		/* After a value: a comma, the end of its container, or the end. */
 		for (;;) {
 			skip_ws(ps);
 			if (!depth)
-				return ps->p == ps->end ? 0 : (ps->err = "garbage after the value", -1);
+				return ps->p == ps->end ? 0
+							: (ps->err = "garbage after the value", -1);
 			if (ps->p >= ps->end) {
 				ps->err = "unexpected end";
 				return -1;
 			}
-			char want = ps->doc->nodes[open[depth - 1].node].type == JV_ARRAY ? ']' : '}';
+			char want =
+			    ps->doc->nodes[open[depth - 1].node].type == JV_ARRAY ? ']' : '}';
 			if (*ps->p == ',') {
 				ps->p++;
 				break;

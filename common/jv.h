@@ -17,8 +17,8 @@ typedef struct jv {
 	uint8_t type;
 	/* JV_INT past INT64_MAX (ids are u64 on the wire): u.i holds its bits. */
 	uint8_t big;
-	uint32_t n;      /* members, items, or string length */
-	const char *key; /* the member name when inside an object, else NULL */
+	uint32_t n;		       /* members, items, or string length */
+	const char *key;	       /* the member name when inside an object, else NULL */
 	const struct jv *const *items; /* members or items, in order */
 	union {
 		int64_t i;
@@ -38,14 +38,38 @@ void jv_free(struct jv_doc *doc);
 /* The top-level value (borrowed from doc). */
 const jv *jv_root(const struct jv_doc *doc);
 
-static inline bool jv_is(const jv *v, enum jv_type t) { return v && v->type == t; }
-static inline bool jv_is_object(const jv *v) { return jv_is(v, JV_OBJECT); }
-static inline bool jv_is_array(const jv *v) { return jv_is(v, JV_ARRAY); }
-static inline bool jv_is_string(const jv *v) { return jv_is(v, JV_STRING); }
-static inline bool jv_is_integer(const jv *v) { return jv_is(v, JV_INT); }
-static inline bool jv_is_number(const jv *v) { return jv_is(v, JV_INT) || jv_is(v, JV_REAL); }
-static inline bool jv_is_true(const jv *v) { return jv_is(v, JV_TRUE); }
-static inline bool jv_is_false(const jv *v) { return jv_is(v, JV_FALSE); }
+static inline bool jv_is(const jv *v, enum jv_type t)
+{
+	return v && v->type == t;
+}
+static inline bool jv_is_object(const jv *v)
+{
+	return jv_is(v, JV_OBJECT);
+}
+static inline bool jv_is_array(const jv *v)
+{
+	return jv_is(v, JV_ARRAY);
+}
+static inline bool jv_is_string(const jv *v)
+{
+	return jv_is(v, JV_STRING);
+}
+static inline bool jv_is_integer(const jv *v)
+{
+	return jv_is(v, JV_INT);
+}
+static inline bool jv_is_number(const jv *v)
+{
+	return jv_is(v, JV_INT) || jv_is(v, JV_REAL);
+}
+static inline bool jv_is_true(const jv *v)
+{
+	return jv_is(v, JV_TRUE);
+}
+static inline bool jv_is_false(const jv *v)
+{
+	return jv_is(v, JV_FALSE);
+}
 
 /* Member key of an object (the last one when a key repeats), or NULL. */
 const jv *jv_get(const jv *obj, const char *key);

@@ -42,11 +42,12 @@ static int refuse(char *err, size_t errlen, const char *what, const char *path, 
 	scoped_uid_name(owner, names, o, sizeof o);
 	who_we_are(names, us, sizeof us);
 	if (err && errlen)
-		snprintf(err, errlen,
-			 "refusing %s %s: it belongs to %s%s, not to %s; another user may be posing "
-			 "as scoped there: remove it, or use a private --socket (or SCOPED_SOCKET, "
-			 "XDG_RUNTIME_DIR)",
-			 what, path, o, problem, us);
+		snprintf(
+		    err, errlen,
+		    "refusing %s %s: it belongs to %s%s, not to %s; another user may be posing "
+		    "as scoped there: remove it, or use a private --socket (or SCOPED_SOCKET, "
+		    "XDG_RUNTIME_DIR)",
+		    what, path, o, problem, us);
 	return -EPERM;
 }
 
@@ -101,7 +102,8 @@ int scoped_peer_check(int fd, const char *path, bool names, char *err, size_t er
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 		int e = errno;
 		if (err && errlen)
-			snprintf(err, errlen, "cannot tell who answers on %s: %s", path, strerror(e));
+			snprintf(err, errlen, "cannot tell who answers on %s: %s", path,
+				 strerror(e));
 		return -e;
 	}
 	if (scoped_uid_trusted(cred.uid))
@@ -110,9 +112,10 @@ int scoped_peer_check(int fd, const char *path, bool names, char *err, size_t er
 	scoped_uid_name(cred.uid, names, o, sizeof o);
 	who_we_are(names, us, sizeof us);
 	if (err && errlen)
-		snprintf(err, errlen,
-			 "refusing the daemon on %s: it runs as %s (pid %d), not as %s; another user "
-			 "may be posing as scoped there",
-			 path, o, (int)cred.pid, us);
+		snprintf(
+		    err, errlen,
+		    "refusing the daemon on %s: it runs as %s (pid %d), not as %s; another user "
+		    "may be posing as scoped there",
+		    path, o, (int)cred.pid, us);
 	return -EPERM;
 }

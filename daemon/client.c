@@ -65,8 +65,8 @@ static void take_client(void *ctx, int fd, const struct ucred *cred)
 	if (cred->uid == 0 ? d->nclients >= cap + CLIENT_ROOT_RESERVE
 			   : (d->nclients >= cap || mine >= per_uid_share(cap))) {
 		static const char busy[] =
-			"{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
-			"\"scoped serves too many clients (--max-clients); try again later\"}}\n";
+		    "{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":"
+		    "\"scoped serves too many clients (--max-clients); try again later\"}}\n";
 		ssize_t w = send(fd, busy, sizeof busy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		(void)w;
 		close(fd);

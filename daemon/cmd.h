@@ -35,7 +35,7 @@ const struct cmd_entry *cmd_find(const char *name);
 struct jbuf *reply_begin(struct client *c, json_t *id);
 void reply_end(struct client *c);
 void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Whether the client may see process p (same uid, or root). */
 bool cmd_may_see(const struct client *c, const struct proc *p);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-
 static uint64_t rss_bytes(void)
 {
 	unsigned long size = 0, resident = 0;

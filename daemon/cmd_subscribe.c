@@ -11,8 +11,8 @@ static void subs_proc_freed(struct daemon *d, struct proc *p);
 static void subs_client_gone(struct daemon *d, struct client *c);
 /* Subscriptions point at processes and at their clients. */
 static const struct watcher subs_watch = {
-	.proc_freed = subs_proc_freed,
-	.client_gone = subs_client_gone,
+    .proc_freed = subs_proc_freed,
+    .client_gone = subs_client_gone,
 };
 
 #define INTERVAL_MIN_MS 25

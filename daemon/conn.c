@@ -86,10 +86,11 @@ void conn_accept_each(int listen_fd, const char *who, const char *path,
 			if (shed == 0)
 				return;
 			if (shed == 1) {
-				conn_warn_limited(&out_of_fds,
-						  "out of file descriptors: closing new connections "
-						  "from %s on %s at once (raise the limit: ulimit -n)",
-						  who, path);
+				conn_warn_limited(
+				    &out_of_fds,
+				    "out of file descriptors: closing new connections "
+				    "from %s on %s at once (raise the limit: ulimit -n)",
+				    who, path);
 				continue;
 			}
 			conn_warn_limited(&failed, "accepting %s on %s failed: %s", who, path,

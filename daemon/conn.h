@@ -30,7 +30,7 @@ struct conn_ratelog {
 	unsigned long held;
 };
 void conn_warn_limited(struct conn_ratelog *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Sends what out holds without blocking and consumes what went.  Returns 0
  * (all sent, or the socket is full), or a negative errno when the peer is

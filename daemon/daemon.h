@@ -14,14 +14,14 @@
 #include <sys/types.h>
 
 #define SCOPED_VERSION "0.1.0"
-#define DAEMON_MAX_PENDING 64           /* agent connections that have not said HELLO */
+#define DAEMON_MAX_PENDING 64 /* agent connections that have not said HELLO */
 #define DAEMON_HELLO_TIMEOUT_NS 5000000000ll
 #define DAEMON_STACK_TIMEOUT_NS 2000000000ll
-#define CLIENT_MAX_LINE (1u << 20)     /* a request line, bytes */
-#define CLIENT_MAX_UNSENT (4u << 20)   /* unsent output before a client is dropped */
-#define CLIENT_ROOT_RESERVE 16         /* root's clients served past --max-clients */
-#define CLIENT_STALL_NS 10000000000ll  /* a client whose output does not drain goes */
-#define AGENT_MAX_UNSENT (256u << 10)  /* unsent requests to an agent */
+#define CLIENT_MAX_LINE (1u << 20)    /* a request line, bytes */
+#define CLIENT_MAX_UNSENT (4u << 20)  /* unsent output before a client is dropped */
+#define CLIENT_ROOT_RESERVE 16	      /* root's clients served past --max-clients */
+#define CLIENT_STALL_NS 10000000000ll /* a client whose output does not drain goes */
+#define AGENT_MAX_UNSENT (256u << 10) /* unsent requests to an agent */
 
 enum proc_state { PROC_LIVE = 0, PROC_DETACHED = 1, PROC_EXITED = 2 };
 
@@ -37,8 +37,8 @@ struct proc {
 	struct clockref clk;
 	unsigned long long starttime; /* /proc/PID/stat starttime: tells a reused pid apart */
 	enum proc_state state;
-	const char *exit_cause; /* "exit", "signal", "unknown", "agent_gone", "dropped" */
-	int exit_code, exit_signal; /* -1: not known */
+	const char *exit_cause;		 /* "exit", "signal", "unknown", "agent_gone", "dropped" */
+	int exit_code, exit_signal;	 /* -1: not known */
 	int64_t registered_ns, ended_ns; /* daemon monotonic clock */
 	int64_t ended_real_ns;
 	/* The crashing thread's stack, from the agent's fatal-signal handler
@@ -96,19 +96,19 @@ struct client {
 	size_t inlen, incap;
 	struct jbuf out;
 	int64_t drained_ns; /* when output last drained or left: a stalled reader goes */
-	bool waiting; /* an async reply is pending: later lines wait their turn */
+	bool waiting;	    /* an async reply is pending: later lines wait their turn */
 	bool dead;
 	struct sub *subs;
 };
 
 struct stack_thread {
 	uint32_t tid;
-	char comm[16]; /* the kernel's name (BPF source), for threads the model lacks */
-	int error; /* negative errno from the source, or 0 */
-	const char *error_why;	     /* static: why in words, or NULL (strerror) */
+	char comm[16];	       /* the kernel's name (BPF source), for threads the model lacks */
+	int error;	       /* negative errno from the source, or 0 */
+	const char *error_why; /* static: why in words, or NULL (strerror) */
 	const char *approximate_why; /* static, or NULL */
-	const char *state;      /* JDK state, static */
-	const char *blocked_in; /* static or NULL */
+	const char *state;	     /* JDK state, static */
+	const char *blocked_in;	     /* static or NULL */
 	bool approximate;
 	int64_t pause_ns;
 	uint16_t nframes;
@@ -121,9 +121,9 @@ struct stack_req {
 	uint64_t id; /* on the wire */
 	struct proc *proc;
 	struct client *client; /* NULL when the client left */
-	json_t *req_id;        /* the client's id (new reference) or NULL */
+	json_t *req_id;	       /* the client's id (new reference) or NULL */
 	bool dump;
-	bool captured; /* a capture ran (not a post-mortem reply) */
+	bool captured;		    /* a capture ran (not a post-mortem reply) */
 	uint64_t events_at_capture; /* the model's event count when it began */
 	int max_frames;
 	bool share_stacks; /* alike threads name the first with the same stack */
@@ -148,8 +148,8 @@ struct daemon;
  * ingest.c call daemon_proc_ended() and the rest without knowing who
  * listens: they depend on no part above them.  Any member may be NULL. */
 struct watcher {
-	void (*proc_ended)(struct daemon *d, struct proc *p);    /* its agent went away */
-	void (*proc_freed)(struct daemon *d, struct proc *p);    /* about to be freed */
+	void (*proc_ended)(struct daemon *d, struct proc *p);	 /* its agent went away */
+	void (*proc_freed)(struct daemon *d, struct proc *p);	 /* about to be freed */
 	void (*client_gone)(struct daemon *d, struct client *c); /* about to be freed */
 	/* A message of p's agent that is not for the model (STACK_REPLY,
 	 * STACK_DONE). */
@@ -177,8 +177,8 @@ struct daemon {
 	struct stacks *stacks;
 	struct symbolizer *sym;
 	int64_t started_ns;
-	uint64_t events, lost;    /* totals, including processes gone */
-	uint64_t rate_events;     /* events at the last rate sample */
+	uint64_t events, lost; /* totals, including processes gone */
+	uint64_t rate_events;  /* events at the last rate sample */
 	int64_t rate_ns;
 	double events_per_sec;
 	int64_t tick_id;

@@ -48,7 +48,8 @@ static uint64_t new_key(void)
 	if (!state && getrandom(&state, sizeof state, GRND_NONBLOCK) != sizeof state) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts;
+		state =
+		    (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts;
 	}
 	uint64_t z = (state += 0x9E3779B97F4A7C15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

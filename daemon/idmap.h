@@ -16,8 +16,8 @@ struct idmap {
 	struct idmap_slot *slots;
 	size_t cap; /* power of two, or 0 */
 	size_t n;
-	uint64_t key; /* 0: the plain hash; else the secret of the keyed one, taken
-		       * when probe runs grow long (ids chosen to collide) */
+	uint64_t key;	    /* 0: the plain hash; else the secret of the keyed one, taken
+			     * when probe runs grow long (ids chosen to collide) */
 	size_t rekeyed_cap; /* the size at which a key was last taken */
 };
 

@@ -18,9 +18,9 @@
 
 #define BUF_START 16384u
 #define BUF_MAX (PROTO_MAX_FRAME + 65536u)
-#define HELLO_MAX 4096u     /* a HELLO fits: three strings of PROTO_MAX_STR */
-#define READS_PER_WAKE 8    /* then let the other peers have a turn */
-#define PENDING_PER_PID 4   /* connections one process may hold before its HELLO */
+#define HELLO_MAX 4096u	  /* a HELLO fits: three strings of PROTO_MAX_STR */
+#define READS_PER_WAKE 8  /* then let the other peers have a turn */
+#define PENDING_PER_PID 4 /* connections one process may hold before its HELLO */
 
 static void on_agent(struct loop *l, int fd, unsigned events, void *ctx);
 static void aconns_forget_proc(struct daemon *d, struct proc *p);
@@ -147,8 +147,8 @@ static void take_agent(void *ctx, int fd, const struct ucred *cred)
 	/* Past the descriptor budget, or past one user's share of it: closed
 	 * at once (the agent retries later), so that control clients keep
 	 * their descriptors and other users their room. */
-	if (d->nconns >= cap || (cred->uid != 0 && d->max_conns &&
-				 conns_of_uid(d, cred->uid) >= per_uid_share(cap))) {
+	if (d->nconns >= cap ||
+	    (cred->uid != 0 && d->max_conns && conns_of_uid(d, cred->uid) >= per_uid_share(cap))) {
 		conn_warn_limited(&full,
 				  "refusing an agent connection from pid %d uid %u: %zu held, "
 				  "the descriptor limit allows %zu (%zu per user)",
@@ -211,8 +211,7 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 	/* The same process is the same pid, start time and uid: one that
 	 * registered as another uid (and then exec'd a setuid program, say)
 	 * is a new identity, not the old entry revived with the old uid. */
-	if (p && p->state != PROC_EXITED && (p->starttime == start || !start) &&
-	    p->uid == a->uid) {
+	if (p && p->state != PROC_EXITED && (p->starttime == start || !start) && p->uid == a->uid) {
 		if (p->conn) {
 			log_info("process %d connected again; the new connection replaces the old",
 				 (int)a->pid);
@@ -240,10 +239,12 @@ static int on_hello(struct daemon *d, struct aconn *a, const struct proto_msg *m
 		p = proc_new(d, a->pid, a->uid);
 		if (!p) {
 			static struct conn_ratelog full;
-			conn_warn_limited(&full, "refusing process %d uid %u: %zu processes held; the cap "
-				 "(--max-processes) is %ld, %zu for one user",
-				 (int)a->pid, (unsigned)a->uid, d->nprocs, d->opt.max_processes,
-				 per_uid_share((size_t)d->opt.max_processes));
+			conn_warn_limited(&full,
+					  "refusing process %d uid %u: %zu processes held; the cap "
+					  "(--max-processes) is %ld, %zu for one user",
+					  (int)a->pid, (unsigned)a->uid, d->nprocs,
+					  d->opt.max_processes,
+					  per_uid_share((size_t)d->opt.max_processes));
 			send_error(d, a, -ENOSPC,
 				   "scoped holds too many processes (--max-processes), or too many "
 				   "of this user's; try later");
@@ -421,7 +422,8 @@ void agents_housekeep(struct daemon *d, int64_t now_ns)
 			snprintf(why, sizeof why, "its agent stopped reading (%zu bytes unsent)",
 				 a->out.len);
 			drop(d, a, why);
-			next = d->conns; /* dropping may have failed requests and changed the list */
+			next =
+			    d->conns; /* dropping may have failed requests and changed the list */
 			continue;
 		}
 		/* Give back what a burst made the buffers grow to. */

@@ -11,7 +11,7 @@
 struct jbuf {
 	char *p;
 	size_t len, cap;
-	bool oom;      /* an allocation failed: the contents are unusable */
+	bool oom; /* an allocation failed: the contents are unusable */
 	int depth;
 	bool after_key;
 	bool first[JB_MAX_DEPTH];

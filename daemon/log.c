@@ -20,10 +20,10 @@ static const struct {
 	const char *name;
 	int syslog_prio;
 } levels[] = {
-	[LOG_LVL_ERROR] = {"error", LOG_ERR},
-	[LOG_LVL_WARN] = {"warn", LOG_WARNING},
-	[LOG_LVL_INFO] = {"info", LOG_INFO},
-	[LOG_LVL_DEBUG] = {"debug", LOG_DEBUG},
+    [LOG_LVL_ERROR] = {"error", LOG_ERR},
+    [LOG_LVL_WARN] = {"warn", LOG_WARNING},
+    [LOG_LVL_INFO] = {"info", LOG_INFO},
+    [LOG_LVL_DEBUG] = {"debug", LOG_DEBUG},
 };
 
 void log_setup(enum log_level level, int to_syslog)

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#define LOOP_READ 1u  /* also reported on hang-up and error, so the reader sees EOF */
+#define LOOP_READ 1u /* also reported on hang-up and error, so the reader sees EOF */
 #define LOOP_WRITE 2u
 
 struct loop;

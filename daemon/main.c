@@ -67,7 +67,8 @@ static int64_t tick(struct loop *l, void *ctx)
 		proc_evict(d, now);
 	}
 	if (now - d->rate_ns >= 1000000000) {
-		d->events_per_sec = (double)(d->events - d->rate_events) * 1e9 / (double)(now - d->rate_ns);
+		d->events_per_sec =
+		    (double)(d->events - d->rate_events) * 1e9 / (double)(now - d->rate_ns);
 		d->rate_events = d->events;
 		d->rate_ns = now;
 	}

@@ -41,8 +41,10 @@ int metrics_parse_addr(const char *spec, struct sockaddr_storage *sa, socklen_t 
 		spec++;
 		hlen -= 2;
 	} else if (colon && memchr(spec, ':', hlen)) {
-		snprintf(err, errlen, "--metrics '%s': write an IPv6 address in brackets, "
-				      "as [::1]:9464", spec);
+		snprintf(err, errlen,
+			 "--metrics '%s': write an IPv6 address in brackets, "
+			 "as [::1]:9464",
+			 spec);
 		return -1;
 	}
 	char *end;
@@ -100,7 +102,8 @@ int metrics_open(struct daemon *d, char *err, size_t errlen)
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    bind(fd, (struct sockaddr *)&sa, salen) < 0 || listen(fd, 64) < 0) {
-		snprintf(err, errlen, "cannot serve metrics on '%s': %s; is another program on that port?",
+		snprintf(err, errlen,
+			 "cannot serve metrics on '%s': %s; is another program on that port?",
 			 d->opt.metrics, strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -209,10 +212,11 @@ int metrics_start(struct daemon *d)
 	struct metrics *m = d->metrics;
 	if (!m)
 		return 0;
-	m->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m,
-				  MHD_OPTION_LISTEN_SOCKET, m->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-				  (unsigned)METRICS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-				  (unsigned)METRICS_CONN_TIMEOUT_S, MHD_OPTION_END);
+	m->mhd =
+	    MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m,
+			     MHD_OPTION_LISTEN_SOCKET, m->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+			     (unsigned)METRICS_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+			     (unsigned)METRICS_CONN_TIMEOUT_S, MHD_OPTION_END);
 	if (!m->mhd)
 		return errno ? -errno : -EIO;
 	m->listen_fd = -1; /* MHD closes it when it stops */

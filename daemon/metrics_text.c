@@ -33,7 +33,7 @@ PROTO_CANCEL_REASONS(FITS_REASON)
 PROTO_VIOLATIONS(FITS_KIND)
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-#define LABELS 768     /* one sample's labels, escaped */
+#define LABELS 768	/* one sample's labels, escaped */
 #define LABEL_VALUE 128 /* bytes of a peer's string kept in a label value */
 
 static void out(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -70,8 +70,11 @@ static void family(struct jbuf *b, const char *name, const char *type, const cha
 /* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
-	size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
-					: (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	size_t len = s[0] < 0x80	     ? 1
+		     : (s[0] & 0xe0) == 0xc0 ? 2
+		     : (s[0] & 0xf0) == 0xe0 ? 3
+		     : (s[0] & 0xf8) == 0xf0 ? 4
+					     : 0;
 	if (!len || len > n || (len == 2 && s[0] < 0xc2))
 		return 0;
 	for (size_t i = 1; i < len; i++)
@@ -161,8 +164,8 @@ static bool shown(struct daemon *d, struct proc *p)
 	return proc_find(d, p->pid) == p;
 }
 
-#define EACH_PROC(d, p)                                                                           \
-	for (struct proc *p = (d)->procs; p; p = p->next)                                         \
+#define EACH_PROC(d, p)                                                                            \
+	for (struct proc *p = (d)->procs; p; p = p->next)                                          \
 		if (shown(d, p))
 
 static void pid_label(char *l, const struct proc *p)
@@ -223,11 +226,11 @@ static void each_pool(struct jbuf *b, const struct proc *p, const char *metric,
 	}
 }
 
-#define POOL_FIGURE(fn, expr)                                                                     \
-	static bool fn(const struct proto_pool *c, uint64_t *v)                                   \
-	{                                                                                         \
-		*v = (expr);                                                                      \
-		return true;                                                                      \
+#define POOL_FIGURE(fn, expr)                                                                      \
+	static bool fn(const struct proto_pool *c, uint64_t *v)                                    \
+	{                                                                                          \
+		*v = (expr);                                                                       \
+		return true;                                                                       \
 	}
 POOL_FIGURE(pool_size, c->size)
 POOL_FIGURE(pool_core, c->core)
@@ -251,19 +254,19 @@ static const struct pool_metric {
 	const char *name, *type, *help;
 	bool (*value)(const struct proto_pool *c, uint64_t *v);
 } pool_metrics[] = {
-	{"executor_pool_size_threads", "gauge", "Threads the pool has now.", pool_size},
-	{"executor_pool_core_threads", "gauge", "The pool's core size.", pool_core},
-	{"executor_pool_max_threads", "gauge", "The pool's maximum size.", pool_max},
-	{"executor_active_threads", "gauge", "Threads of the pool running a task.", pool_active},
-	{"executor_queued_tasks", "gauge", "Tasks waiting in the pool's queue.", pool_queued},
-	{"executor_queue_remaining_tasks", "gauge",
-	 "Room left in the pool's bounded queue (no series for an unbounded one).", pool_remaining},
-	{"executor_completed_tasks_total", "counter",
-	 "Tasks the pool finished, as the pool counts them.", pool_completed},
-	{"scoped_executor_pool_largest_threads", "gauge", "The most threads the pool ever had.",
-	 pool_largest},
-	{"scoped_executor_rejected_tasks_total", "counter",
-	 "Tasks the pool refused or discarded (its saturation policy).", pool_rejected},
+    {"executor_pool_size_threads", "gauge", "Threads the pool has now.", pool_size},
+    {"executor_pool_core_threads", "gauge", "The pool's core size.", pool_core},
+    {"executor_pool_max_threads", "gauge", "The pool's maximum size.", pool_max},
+    {"executor_active_threads", "gauge", "Threads of the pool running a task.", pool_active},
+    {"executor_queued_tasks", "gauge", "Tasks waiting in the pool's queue.", pool_queued},
+    {"executor_queue_remaining_tasks", "gauge",
+     "Room left in the pool's bounded queue (no series for an unbounded one).", pool_remaining},
+    {"executor_completed_tasks_total", "counter",
+     "Tasks the pool finished, as the pool counts them.", pool_completed},
+    {"scoped_executor_pool_largest_threads", "gauge", "The most threads the pool ever had.",
+     pool_largest},
+    {"scoped_executor_rejected_tasks_total", "counter",
+     "Tasks the pool refused or discarded (its saturation policy).", pool_rejected},
 };
 
 /* The tallied pools' histograms and ended-task counters. */
@@ -440,15 +443,15 @@ static const struct proc_metric {
 	const char *name, *type, *help;
 	uint64_t (*value)(const struct proc *p);
 } proc_metrics[] = {
-	{"scoped_process_live", "gauge",
-	 "1 while the process's agent is connected, 0 once it exited or detached.", p_live},
-	{"scoped_events_total", "counter", "Events of the process the daemon applied.", p_events},
-	{"scoped_lost_events_total", "counter",
-	 "Events the process's agent dropped (the daemon was slow or away).", p_lost},
-	{"scoped_model_complete", "gauge",
-	 "1 when the daemon's model of the process is known to be whole.", p_complete},
-	{"scoped_threads", "gauge", "Threads of the process alive now.", p_threads},
-	{"scoped_scopes_closed_total", "counter", "Scopes the process closed.", p_closed},
+    {"scoped_process_live", "gauge",
+     "1 while the process's agent is connected, 0 once it exited or detached.", p_live},
+    {"scoped_events_total", "counter", "Events of the process the daemon applied.", p_events},
+    {"scoped_lost_events_total", "counter",
+     "Events the process's agent dropped (the daemon was slow or away).", p_lost},
+    {"scoped_model_complete", "gauge",
+     "1 when the daemon's model of the process is known to be whole.", p_complete},
+    {"scoped_threads", "gauge", "Threads of the process alive now.", p_threads},
+    {"scoped_scopes_closed_total", "counter", "Scopes the process closed.", p_closed},
 };
 
 static void processes(struct daemon *d, struct jbuf *b)
@@ -532,8 +535,7 @@ static void processes(struct daemon *d, struct jbuf *b)
 	family(b, "scoped_ingest_lag_seconds", "histogram",
 	       "Time from an event in the process to the daemon applying it.");
 	EACH_PROC(d, p)
-	if (p->model.tally)
-	{
+	if (p->model.tally) {
 		pid_label(l, p);
 		histogram(b, "scoped_ingest_lag_seconds", l, &p->model.tally->lag);
 	}
@@ -658,7 +660,8 @@ static void daemon_figures(struct daemon *d, struct jbuf *b)
 				l[0] = 0;
 				label(l, "source", ms[i].source);
 				label(l, "outcome", ok ? "ok" : "failed");
-				sample(b, "scoped_stack_captures_total", l, ok ? ms[i].ok : ms[i].failed);
+				sample(b, "scoped_stack_captures_total", l,
+				       ok ? ms[i].ok : ms[i].failed);
 			}
 		family(b, "scoped_stack_capture_duration_seconds", "histogram",
 		       "Time from a stack request to its reply, by stack source.");

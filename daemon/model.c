@@ -40,17 +40,17 @@ static const struct ent_layout {
 	const char *what;
 	size_t size, seen, flags, name, live_at;
 } layout[ENT_KINDS] = {
-	[ENT_THREAD] = {"thread", sizeof(struct m_thread), offsetof(struct m_thread, seen),
-			offsetof(struct m_thread, flags), offsetof(struct m_thread, name),
-			offsetof(struct m_thread, live_at)},
-	[ENT_POOL] = {"pool", sizeof(struct m_pool), offsetof(struct m_pool, seen),
-		      offsetof(struct m_pool, flags), offsetof(struct m_pool, name),
-		      offsetof(struct m_pool, live_at)},
-	[ENT_SCOPE] = {"scope", sizeof(struct m_scope), offsetof(struct m_scope, seen),
-		       offsetof(struct m_scope, flags), offsetof(struct m_scope, name),
-		       offsetof(struct m_scope, live_at)},
-	[ENT_TASK] = {"task", sizeof(struct m_task), offsetof(struct m_task, seen),
-		      offsetof(struct m_task, flags), 0, offsetof(struct m_task, live_at)},
+    [ENT_THREAD] = {"thread", sizeof(struct m_thread), offsetof(struct m_thread, seen),
+		    offsetof(struct m_thread, flags), offsetof(struct m_thread, name),
+		    offsetof(struct m_thread, live_at)},
+    [ENT_POOL] = {"pool", sizeof(struct m_pool), offsetof(struct m_pool, seen),
+		  offsetof(struct m_pool, flags), offsetof(struct m_pool, name),
+		  offsetof(struct m_pool, live_at)},
+    [ENT_SCOPE] = {"scope", sizeof(struct m_scope), offsetof(struct m_scope, seen),
+		   offsetof(struct m_scope, flags), offsetof(struct m_scope, name),
+		   offsetof(struct m_scope, live_at)},
+    [ENT_TASK] = {"task", sizeof(struct m_task), offsetof(struct m_task, seen),
+		  offsetof(struct m_task, flags), 0, offsetof(struct m_task, live_at)},
 };
 
 static uint8_t *ent_flags(enum ent_kind k, const void *e)
@@ -177,7 +177,8 @@ void model_free(struct model *m)
 	memset(m, 0, sizeof *m);
 }
 
-static int fail(struct model *m, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct model *m, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(struct model *m, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -321,7 +322,7 @@ static void expire_later(struct model *m, enum ent_kind k, const void *e, int64_
 		m->exp_cap = cap;
 	}
 	m->exp[(m->exp_head + m->exp_n) % m->exp_cap] =
-		(struct m_expiry){now + m->lim.retain_ns, id, e, (uint8_t)k};
+	    (struct m_expiry){now + m->lim.retain_ns, id, e, (uint8_t)k};
 	m->exp_n++;
 }
 
@@ -424,19 +425,19 @@ typedef int (*apply_fn)(struct model *m, const struct proto_msg *msg, int64_t no
 
 /* Every event about an entity marks it changed and seen, whatever it then
  * decides to keep. */
-#define GET(var, kind, id)                                                                        \
-	int err_ = 0;                                                                             \
-	var = get(m, kind, id, &err_);                                                            \
-	if (!var)                                                                                 \
-		return err_;                                                                      \
+#define GET(var, kind, id)                                                                         \
+	int err_ = 0;                                                                              \
+	var = get(m, kind, id, &err_);                                                             \
+	if (!var)                                                                                  \
+		return err_;                                                                       \
 	touch(m, kind, var)
 
 /* The task an event names, as GET; and the scope it names, if the task had
  * none yet. */
-#define GET_TASK(var)                                                                             \
-	GET(var, ENT_TASK, msg->task);                                                            \
-	if (!var->scope)                                                                          \
-		var->scope = msg->scope
+#define GET_TASK(var)                                                                              \
+	GET(var, ENT_TASK, msg->task);                                                             \
+	if (!var->scope)                                                                           \
+	var->scope = msg->scope
 
 /* Ends e once: false when it had already ended; otherwise it expires after
  * the retention time. */
@@ -705,7 +706,7 @@ static int ev_violation(struct model *m, const struct proto_msg *msg, int64_t no
 	if (m->tally)
 		tally_violation(m, msg->scope, msg->kind, msg->ts);
 	m->viol[m->nviol++ % MODEL_VIOLATIONS] =
-		(struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
+	    (struct m_violation){msg->scope, msg->error, msg->ts, msg->kind, msg->tid};
 	return 0;
 }
 
@@ -723,9 +724,8 @@ static int ev_value_bind(struct model *m, const struct proto_msg *msg, int64_t n
 	struct m_scope *s;
 	GET(s, ENT_SCOPE, msg->scope);
 	size_t i = 0;
-	while (i < s->nvalues &&
-	       !(strlen(s->values[i].key) == msg->key.len &&
-		 memcmp(s->values[i].key, msg->key.p, msg->key.len) == 0))
+	while (i < s->nvalues && !(strlen(s->values[i].key) == msg->key.len &&
+				   memcmp(s->values[i].key, msg->key.p, msg->key.len) == 0))
 		i++;
 	if (i == s->nvalues) {
 		if (s->nvalues >= m->lim.max_values)

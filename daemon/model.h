@@ -20,7 +20,7 @@ enum ent_kind { ENT_THREAD = 0, ENT_POOL, ENT_SCOPE, ENT_TASK, ENT_KINDS };
 
 /* Entity flags. */
 #define EF_PLACEHOLDER 0x01u /* created by a reference before its own event */
-#define EF_ENDED 0x02u       /* task ended, scope closed, thread exited */
+#define EF_ENDED 0x02u	     /* task ended, scope closed, thread exited */
 #define EF_JOINING 0x04u
 #define EF_JOINED 0x08u
 #define EF_CANCELLED 0x10u
@@ -113,13 +113,13 @@ struct m_expiry {
 };
 
 struct model_limits {
-	size_t max_entities;     /* scopes + tasks + threads + pools held */
+	size_t max_entities;	 /* scopes + tasks + threads + pools held */
 	size_t max_string_bytes; /* interned site strings */
-	size_t max_values;       /* scoped values per scope */
+	size_t max_values;	 /* scoped values per scope */
 	size_t max_owned_bytes;	 /* names, value keys and values held, in bytes */
-	size_t max_sites;        /* call sites defined (0: MODEL_MAX_SITES) */
-	int64_t retain_ns;       /* ended entities stay this long */
-	size_t max_retained;     /* and at most this many (0: MODEL_MAX_RETAINED) */
+	size_t max_sites;	 /* call sites defined (0: MODEL_MAX_SITES) */
+	int64_t retain_ns;	 /* ended entities stay this long */
+	size_t max_retained;	 /* and at most this many (0: MODEL_MAX_RETAINED) */
 	bool tally;		 /* keep running counts for /metrics (tally.h) */
 };
 

@@ -211,10 +211,10 @@ static const struct {
 	const char *key;
 	ent_json_fn fn;
 } kinds[ENT_KINDS] = {
-	[ENT_THREAD] = {"threads", thread_json},
-	[ENT_POOL] = {"pools", pool_json},
-	[ENT_SCOPE] = {"scopes", scope_json},
-	[ENT_TASK] = {"tasks", task_json},
+    [ENT_THREAD] = {"threads", thread_json},
+    [ENT_POOL] = {"pools", pool_json},
+    [ENT_SCOPE] = {"scopes", scope_json},
+    [ENT_TASK] = {"tasks", task_json},
 };
 
 static int by_id(const void *a, const void *b)

@@ -8,24 +8,24 @@ enum stacks_mode { STACKS_AUTO = 0, STACKS_BPF = 1, STACKS_SIGNAL = 2, STACKS_PR
 
 struct options {
 	int help, version, foreground, syslog;
-	const char *socket;        /* borrowed from argv; NULL: default path */
-	int log_level;             /* enum log_level */
-	long retain_s;             /* ended tasks / closed scopes kept this long */
-	long max_retained;         /* and at most this many per process */
-	long max_processes;        /* live + exited processes held */
-	long keep_exited;          /* exited processes kept, at most */
-	long keep_exited_s;        /* and for at most this long */
-	long max_clients;          /* control connections */
-	long max_entities;         /* scopes + tasks + threads + pools per process */
-	int stacks;                /* enum stacks_mode */
-	const char *log_file;      /* --log-file, or NULL */
-	long idle_exit_s;          /* exit after this long with nobody connected; 0 never */
-	const char *socket_group;  /* --socket-group: members may connect, or NULL */
-	const char *metrics;       /* borrowed from argv; NULL: no /metrics endpoint */
-	const char *otlp;          /* borrowed from argv; NULL: no trace export */
-	long otlp_sample;          /* trees that went well exported, per 1000 */
-	long otlp_max_spans;       /* spans held for export at once */
-	long otlp_max_rate;        /* spans exported per second */
+	const char *socket;	  /* borrowed from argv; NULL: default path */
+	int log_level;		  /* enum log_level */
+	long retain_s;		  /* ended tasks / closed scopes kept this long */
+	long max_retained;	  /* and at most this many per process */
+	long max_processes;	  /* live + exited processes held */
+	long keep_exited;	  /* exited processes kept, at most */
+	long keep_exited_s;	  /* and for at most this long */
+	long max_clients;	  /* control connections */
+	long max_entities;	  /* scopes + tasks + threads + pools per process */
+	int stacks;		  /* enum stacks_mode */
+	const char *log_file;	  /* --log-file, or NULL */
+	long idle_exit_s;	  /* exit after this long with nobody connected; 0 never */
+	const char *socket_group; /* --socket-group: members may connect, or NULL */
+	const char *metrics;	  /* borrowed from argv; NULL: no /metrics endpoint */
+	const char *otlp;	  /* borrowed from argv; NULL: no trace export */
+	long otlp_sample;	  /* trees that went well exported, per 1000 */
+	long otlp_max_spans;	  /* spans held for export at once */
+	long otlp_max_rate;	  /* spans exported per second */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -18,10 +18,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-#define TAKE_MS 200                /* how often ready trees are collected */
-#define MAX_REQUEST (1u << 20)     /* bytes of spans per request, about */
-#define MAX_QUEUED 32              /* requests waiting for the sender */
-#define ATTEMPTS 6                 /* per request, the first included */
+#define TAKE_MS 200	       /* how often ready trees are collected */
+#define MAX_REQUEST (1u << 20) /* bytes of spans per request, about */
+#define MAX_QUEUED 32	       /* requests waiting for the sender */
+#define ATTEMPTS 6	       /* per request, the first included */
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 8000
 #define REQUEST_TIMEOUT_MS 10000
@@ -41,9 +41,9 @@ struct otlp {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct request *head, **tail; /* under lock */
-	unsigned queued;              /* under lock */
-	bool stop;                    /* under lock */
-	_Atomic bool stopping;        /* read by curl's progress callback */
+	unsigned queued;	      /* under lock */
+	bool stop;		      /* under lock */
+	_Atomic bool stopping;	      /* read by curl's progress callback */
 	char url[1024];
 };
 
@@ -54,9 +54,12 @@ int otlp_check(const struct options *opt, char *err, size_t errlen)
 	const char *u = opt->otlp;
 	if (!u)
 		return 0;
-	if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || strlen(u) >= 1024) {
-		snprintf(err, errlen, "--otlp takes an http:// or https:// URL (the collector's "
-				      "/v1/traces), not '%s'", u);
+	if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
+	    strlen(u) >= 1024) {
+		snprintf(err, errlen,
+			 "--otlp takes an http:// or https:// URL (the collector's "
+			 "/v1/traces), not '%s'",
+			 u);
 		return -1;
 	}
 	return 0;
@@ -192,8 +195,8 @@ static int64_t on_timer(struct loop *l, void *ctx)
 	(void)l;
 	struct otlp *o = ctx;
 	for (struct proc *p = o->d->procs; p; p = p->next) {
-		struct trace_resource r = {(int)p->pid, p->name, p->exe, p->runtime_version,
-					   p->clk.mono, p->clk.real};
+		struct trace_resource r = {(int)p->pid,	       p->name,	    p->exe,
+					   p->runtime_version, p->clk.mono, p->clk.real};
 		for (;;) {
 			struct jbuf b;
 			jb_init(&b);
@@ -215,10 +218,10 @@ int otlp_start(struct daemon *d)
 	if (!d->opt.otlp)
 		return 0;
 	struct trace_config c = {
-		.on = true,
-		.sample_permille = (unsigned)d->opt.otlp_sample,
-		.max_spans = (uint64_t)d->opt.otlp_max_spans,
-		.max_spans_per_s = (uint64_t)d->opt.otlp_max_rate,
+	    .on = true,
+	    .sample_permille = (unsigned)d->opt.otlp_sample,
+	    .max_spans = (uint64_t)d->opt.otlp_max_spans,
+	    .max_spans_per_s = (uint64_t)d->opt.otlp_max_rate,
 	};
 	if (getrandom(&c.seed, sizeof c.seed, 0) != sizeof c.seed)
 		c.seed = (uint64_t)loop_now_ns();
@@ -243,7 +246,8 @@ int otlp_start(struct daemon *d)
 	the = o;
 	trace_configure(&c);
 	log_info("exporting scope trees to %s (OTLP/HTTP protobuf; %ld per mille of the trees "
-		 "that went well)", o->url, d->opt.otlp_sample);
+		 "that went well)",
+		 o->url, d->opt.otlp_sample);
 	return id < 0 ? (int)id : 0;
 }
 

@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 void pb_varint(struct jbuf *b, uint64_t v);
-void pb_uint(struct jbuf *b, unsigned field, uint64_t v);     /* varint field */
-void pb_fixed64(struct jbuf *b, unsigned field, uint64_t v);  /* wire type 1 */
+void pb_uint(struct jbuf *b, unsigned field, uint64_t v);    /* varint field */
+void pb_fixed64(struct jbuf *b, unsigned field, uint64_t v); /* wire type 1 */
 void pb_double(struct jbuf *b, unsigned field, double v);
 void pb_bytes(struct jbuf *b, unsigned field, const void *p, size_t n);
 void pb_str(struct jbuf *b, unsigned field, const char *s); /* NULL: nothing */

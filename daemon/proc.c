@@ -26,14 +26,14 @@ int64_t realtime_ns(void)
 struct model_limits daemon_model_limits(const struct daemon *d)
 {
 	return (struct model_limits){
-		.max_entities = (size_t)d->opt.max_entities,
-		.max_string_bytes = 8u << 20,
-		.max_values = 256,
-		.max_owned_bytes = MODEL_MAX_OWNED_BYTES,
-		.max_sites = MODEL_MAX_SITES,
-		.retain_ns = (int64_t)d->opt.retain_s * 1000000000,
-		.max_retained = (size_t)d->opt.max_retained,
-		.tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
+	    .max_entities = (size_t)d->opt.max_entities,
+	    .max_string_bytes = 8u << 20,
+	    .max_values = 256,
+	    .max_owned_bytes = MODEL_MAX_OWNED_BYTES,
+	    .max_sites = MODEL_MAX_SITES,
+	    .retain_ns = (int64_t)d->opt.retain_s * 1000000000,
+	    .max_retained = (size_t)d->opt.max_retained,
+	    .tally = d->opt.metrics != NULL || d->opt.otlp != NULL,
 	};
 }
 
@@ -69,10 +69,11 @@ int proc_check_live(const struct proc *p, uid_t viewer, char *err, size_t errlen
 {
 	unsigned long long start = proc_starttime(p->pid);
 	if (!start || !p->starttime || start != p->starttime) {
-		snprintf(err, errlen,
-			 "process %d is no longer the one scoped registered (it exited%s); its last "
-			 "tree is still available",
-			 (int)p->pid, start ? " and its pid was reused" : "");
+		snprintf(
+		    err, errlen,
+		    "process %d is no longer the one scoped registered (it exited%s); its last "
+		    "tree is still available",
+		    (int)p->pid, start ? " and its pid was reused" : "");
 		return -ESRCH;
 	}
 	uid_t uids[4];
@@ -92,7 +93,8 @@ int proc_check_live(const struct proc *p, uid_t viewer, char *err, size_t errlen
 			snprintf(err, errlen,
 				 "process %d now runs as uid %u (it registered as uid %u); you are "
 				 "uid %u",
-				 (int)p->pid, (unsigned)uids[1], (unsigned)p->uid, (unsigned)viewer);
+				 (int)p->pid, (unsigned)uids[1], (unsigned)p->uid,
+				 (unsigned)viewer);
 			return -EPERM;
 		}
 	return 0;
@@ -224,9 +226,10 @@ void proc_ended(struct daemon *d, struct proc *p, const char *dropped_why)
 	daemon_proc_ended(d, p);
 	if (d->sym)
 		sym_process_exited(d->sym, p->pid, p->starttime);
-	log_msg(dropped_why ? LOG_LVL_WARN : LOG_LVL_INFO, "process %d (%s) %s: %s%s%s", (int)p->pid, p->name ? p->name : "?",
-		 p->state == PROC_EXITED ? "exited" : "detached", p->exit_cause,
-		 dropped_why ? ", " : "", dropped_why ? dropped_why : "");
+	log_msg(dropped_why ? LOG_LVL_WARN : LOG_LVL_INFO, "process %d (%s) %s: %s%s%s",
+		(int)p->pid, p->name ? p->name : "?",
+		p->state == PROC_EXITED ? "exited" : "detached", p->exit_cause,
+		dropped_why ? ", " : "", dropped_why ? dropped_why : "");
 }
 
 void proc_evict(struct daemon *d, int64_t now_ns)
@@ -247,7 +250,7 @@ void proc_evict(struct daemon *d, int64_t now_ns)
 }
 
 static const char *const state_names[] = {
-	[PROC_LIVE] = "live", [PROC_DETACHED] = "detached", [PROC_EXITED] = "exited"};
+    [PROC_LIVE] = "live", [PROC_DETACHED] = "detached", [PROC_EXITED] = "exited"};
 
 void proc_summary_json(struct jbuf *b, const struct proc *p, int64_t now_ns)
 {

@@ -20,19 +20,20 @@ int sock_prepare_dir(const char *dir, char *err, size_t errlen)
 	}
 	struct stat st;
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s is not a directory; remove it or choose --socket elsewhere",
-			 dir);
+		snprintf(err, errlen,
+			 "%s is not a directory; remove it or choose --socket elsewhere", dir);
 		return -1;
 	}
 	if (st.st_uid != geteuid()) {
 		char o[160], us[160];
 		scoped_uid_name(st.st_uid, true, o, sizeof o);
 		scoped_uid_name(geteuid(), true, us, sizeof us);
-		snprintf(err, errlen,
-			 "the socket directory %s belongs to %s, not to us (%s): another user may "
-			 "be posing as scoped there; remove it, or choose --socket elsewhere (or set "
-			 "XDG_RUNTIME_DIR)",
-			 dir, o, us);
+		snprintf(
+		    err, errlen,
+		    "the socket directory %s belongs to %s, not to us (%s): another user may "
+		    "be posing as scoped there; remove it, or choose --socket elsewhere (or set "
+		    "XDG_RUNTIME_DIR)",
+		    dir, o, us);
 		return -1;
 	}
 	/* A sticky shared directory (as /tmp) stays as it is: there only a
@@ -40,7 +41,8 @@ int sock_prepare_dir(const char *dir, char *err, size_t errlen)
 	if ((st.st_mode & 022) && (st.st_mode & S_ISVTX))
 		return 0;
 	if ((st.st_mode & 0777) != 0700 && chmod(dir, 0700) < 0) {
-		snprintf(err, errlen, "cannot make %s private (mode 0700): %s", dir, strerror(errno));
+		snprintf(err, errlen, "cannot make %s private (mode 0700): %s", dir,
+			 strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -86,8 +88,9 @@ int sock_listen(const char *path, pid_t *other_pid, ino_t *ino, char *err, size_
 {
 	struct sockaddr_un sa;
 	if (fill_addr(&sa, path) < 0) {
-		snprintf(err, errlen, "socket path %s is too long for a Unix socket (max %zu bytes)",
-			 path, sizeof sa.sun_path - 1);
+		snprintf(err, errlen,
+			 "socket path %s is too long for a Unix socket (max %zu bytes)", path,
+			 sizeof sa.sun_path - 1);
 		return -ENAMETOOLONG;
 	}
 	*other_pid = 0;
@@ -97,10 +100,11 @@ int sock_listen(const char *path, pid_t *other_pid, ino_t *ino, char *err, size_
 		if (!scoped_uid_trusted(other_uid)) {
 			char o[160];
 			scoped_uid_name(other_uid, true, o, sizeof o);
-			snprintf(err, errlen,
-				 "another user's process (%s, pid %d) listens on %s: it is no daemon "
-				 "of ours; remove it, or choose --socket elsewhere",
-				 o, (int)*other_pid, path);
+			snprintf(
+			    err, errlen,
+			    "another user's process (%s, pid %d) listens on %s: it is no daemon "
+			    "of ours; remove it, or choose --socket elsewhere",
+			    o, (int)*other_pid, path);
 			return -EPERM;
 		}
 		snprintf(err, errlen, "a daemon already listens on %s (pid %d)", path,

@@ -27,9 +27,9 @@ static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct p
 /* Requests in flight point at their process and their client, and wait for
  * the agent's replies. */
 static const struct watcher reqs_watch = {
-	.proc_ended = reqs_proc_ended,
-	.client_gone = reqs_client_gone,
-	.agent_msg = reqs_agent_msg,
+    .proc_ended = reqs_proc_ended,
+    .client_gone = reqs_client_gone,
+    .agent_msg = reqs_agent_msg,
 };
 
 /* Threads one request holds: what the BPF and /proc sources return at most
@@ -113,7 +113,8 @@ static void take_threads(struct stack_req *r, const struct bpfstack_thread *th, 
 		struct stack_thread *t = add_thread(r);
 		if (!t)
 			break;
-		size_t nf = th[i].nframes < (size_t)r->max_frames ? th[i].nframes : (size_t)r->max_frames;
+		size_t nf =
+		    th[i].nframes < (size_t)r->max_frames ? th[i].nframes : (size_t)r->max_frames;
 		t->tid = th[i].tid;
 		memcpy(t->comm, th[i].comm, sizeof t->comm);
 		t->comm[sizeof t->comm - 1] = '\0';
@@ -192,12 +193,13 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 			s->src = &bpf_source;
 			snprintf(why, whylen, "stacks from BPF (nothing runs in the targets)");
 		} else if (mode == STACKS_BPF) {
-			snprintf(why, whylen, "--stacks=bpf: BPF stack capture cannot load: %s", err);
+			snprintf(why, whylen, "--stacks=bpf: BPF stack capture cannot load: %s",
+				 err);
 			free(s);
 			return rc;
 		} else {
-			snprintf(why, whylen, "stacks from the agent (signal mode): BPF not available: %s",
-				 err);
+			snprintf(why, whylen,
+				 "stacks from the agent (signal mode): BPF not available: %s", err);
 		}
 	}
 	*out = s;
@@ -348,7 +350,8 @@ static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct pro
 void stacks_crash_json(struct jbuf *b, const struct proc *p)
 {
 	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], p->crash.tid);
-	const struct m_task *task = t && t->task ? idmap_get(&p->model.ents[ENT_TASK], t->task) : NULL;
+	const struct m_task *task =
+	    t && t->task ? idmap_get(&p->model.ents[ENT_TASK], t->task) : NULL;
 	jb_key(b, "crash");
 	jb_obj(b);
 	jf_u64(b, "tid", p->crash.tid);
@@ -401,8 +404,9 @@ static void missed_json(struct jbuf *b, const struct stack_req *r)
 		jb_obj(b);
 		jf_u64(b, "tid", tid);
 		jf_str(b, "name", t->name);
-		jf_str(b, "error", gone ? "the thread exited during the capture"
-					: "the thread was not in the capture (it started after it)");
+		jf_str(b, "error",
+		       gone ? "the thread exited during the capture"
+			    : "the thread was not in the capture (it started after it)");
 		jf_str(b, "state", state);
 		if (gone)
 			jf_bool(b, "exited", true);
@@ -604,8 +608,8 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 	if (!tids)
 		return true;
 	if (!json_is_array(tids) || json_array_size(tids) > PROTO_MAX_TIDS) {
-		reply_error(x->c, x->id, "bad_request", "\"tids\" must be an array of at most %u tids",
-			    PROTO_MAX_TIDS);
+		reply_error(x->c, x->id, "bad_request",
+			    "\"tids\" must be an array of at most %u tids", PROTO_MAX_TIDS);
 		return false;
 	}
 	r->tids = malloc((json_array_size(tids) + 1) * sizeof *r->tids);
@@ -619,7 +623,8 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 	{
 		if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
 		    json_integer_value(v) > 0x7fffffff) {
-			reply_error(x->c, x->id, "bad_request", "\"tids\" must hold positive integers");
+			reply_error(x->c, x->id, "bad_request",
+				    "\"tids\" must hold positive integers");
 			return false;
 		}
 		r->tids[r->ntids++] = (uint32_t)json_integer_value(v);
@@ -661,10 +666,11 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 		if (dump)
 			return CMD_DONE;
 		if (p->state == PROC_EXITED)
-			reply_error(x->c, x->id, "exited",
-				    "process %d has exited; its last tree is still available (tree, "
-				    "dump)",
-				    (int)p->pid);
+			reply_error(
+			    x->c, x->id, "exited",
+			    "process %d has exited; its last tree is still available (tree, "
+			    "dump)",
+			    (int)p->pid);
 		else
 			reply_error(x->c, x->id, "not_instrumented",
 				    "process %d runs but its agent is gone (%s)", (int)p->pid,

@@ -56,8 +56,8 @@ struct symbolizer {
 static void cache_flush(struct symbolizer *s);
 
 static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
 struct symbolizer *sym_new(size_t max_entries)
@@ -137,9 +137,9 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 		c->cap = cap;
 	}
 	const char *path = name ? name : "?";
-	c->mods[c->n++] = (struct sym_module){
-		low, high, strtab_intern(&c->s->keys, key, strlen(key)),
-		strtab_intern(&c->s->keys, path, strlen(path))};
+	c->mods[c->n++] =
+	    (struct sym_module){low, high, strtab_intern(&c->s->keys, key, strlen(key)),
+				strtab_intern(&c->s->keys, path, strlen(path))};
 	return DWARF_CB_OK;
 }
 
@@ -206,7 +206,8 @@ void sym_forget(struct symbolizer *s, pid_t pid, unsigned long long starttime)
 
 static size_t slot_of(const struct symbolizer *s, const char *key, uint64_t off)
 {
-	uint64_t h = ((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull) ^ (off * 0xC2B2AE3D27D4EB4Full);
+	uint64_t h =
+	    ((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull) ^ (off * 0xC2B2AE3D27D4EB4Full);
 	return (size_t)(h >> 20) & (s->cap - 1);
 }
 
@@ -268,11 +269,13 @@ static void cache_put(struct symbolizer *s, const char *key, uint64_t off, const
 	if (ninl && !copy)
 		ninl = 0; /* the physical frame still resolves */
 	for (unsigned i = 0; i < ninl; i++)
-		copy[i] = (struct sym_inl){intern(s, inl[i].func), intern(s, inl[i].file), inl[i].line};
+		copy[i] =
+		    (struct sym_inl){intern(s, inl[i].func), intern(s, inl[i].file), inl[i].line};
 	size_t j = slot_of(s, key, off);
 	while (s->tab[j].key)
 		j = (j + 1) & (s->cap - 1);
-	s->tab[j] = (struct cache_ent){key, off, intern(s, func), intern(s, file), line, ninl, copy};
+	s->tab[j] =
+	    (struct cache_ent){key, off, intern(s, func), intern(s, file), line, ninl, copy};
 	s->n++;
 }
 
@@ -455,7 +458,7 @@ size_t sym_lookup_inline(struct symbolizer *s, pid_t pid, unsigned long long sta
 	unsigned ninl = e ? e->ninl : 0;
 	unsigned skip = ninl + 1 > max ? ninl + 1 - (unsigned)max : 0;
 	for (unsigned i = skip; i < ninl; i++)
-		out[n++] = (struct sym_frame){e->inl[i].func, e->inl[i].file, m->path,
+		out[n++] = (struct sym_frame){e->inl[i].func, e->inl[i].file,  m->path,
 					      e->inl[i].line, addr - m->start, true};
 	out[n] = (struct sym_frame){0};
 	if (m) {
@@ -475,8 +478,8 @@ bool sym_lookup(struct symbolizer *s, pid_t pid, unsigned long long starttime, u
 {
 	bool found;
 	struct sym_frame all[SYM_MAX_INLINE + 1];
-	size_t n = sym_lookup_inline(s, pid, starttime, addr, is_return, all, SYM_MAX_INLINE + 1,
-				     &found);
+	size_t n =
+	    sym_lookup_inline(s, pid, starttime, addr, is_return, all, SYM_MAX_INLINE + 1, &found);
 	*out = all[n - 1];
 	return found;
 }

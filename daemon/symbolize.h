@@ -13,8 +13,8 @@ struct symbolizer;
  * valid until the next lookup that misses the cache, or sym_free(). */
 struct sym_frame {
 	const char *func, *file, *module; /* NULL when unknown */
-	int line;                         /* 0 when unknown */
-	uint64_t offset;                  /* address - module start */
+	int line;			  /* 0 when unknown */
+	uint64_t offset;		  /* address - module start */
 	bool inlined; /* a function inlined into the next frame (same address) */
 };
 

@@ -11,8 +11,8 @@
 /* From 10 us to 60 s: a fork storm's tasks take microseconds, a request's
  * scope tree hundreds of milliseconds, a stuck one seconds. */
 const int64_t tally_bounds_ns[TALLY_BUCKETS] = {
-	10000,	   100000,     1000000,	   5000000,	10000000,   25000000,	50000000,
-	100000000, 250000000, 500000000, 1000000000, 5000000000, 60000000000,
+    10000,     100000,	  1000000,   5000000,	 10000000,   25000000,	  50000000,
+    100000000, 250000000, 500000000, 1000000000, 5000000000, 60000000000,
 };
 
 struct tally *tally_new(void)

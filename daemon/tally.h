@@ -26,9 +26,9 @@ struct tally_hist {
 
 /* Room for the values of proto/wire.h's lists (metrics_text.c checks that
  * every value fits; a larger one from a peer counts in slot 0 or the last). */
-#define TALLY_STATES 8  /* PROTO_TASK_STATES */
+#define TALLY_STATES 8	/* PROTO_TASK_STATES */
 #define TALLY_REASONS 8 /* PROTO_CANCEL_REASONS */
-#define TALLY_KINDS 8   /* PROTO_VIOLATIONS */
+#define TALLY_KINDS 8	/* PROTO_VIOLATIONS */
 /* Pools tallied apart per process; tasks of further pools share the last
  * slot, named TALLY_OTHER, so that a program creating pools without end
  * cannot grow the series without end. */
@@ -37,7 +37,7 @@ struct tally_hist {
 #define TALLY_NAME 48
 
 struct tally_pool {
-	uint64_t id;           /* the pool's id in the model; 0: tasks of no known pool */
+	uint64_t id;	       /* the pool's id in the model; 0: tasks of no known pool */
 	char name[TALLY_NAME]; /* its name when first seen (the pool may be gone) */
 	uint64_t ended[TALLY_STATES];
 	struct tally_hist wait, run; /* fork to start, start to end */
@@ -49,7 +49,7 @@ struct tally {
 	uint64_t scopes_closed;
 	uint64_t cancels[TALLY_REASONS];
 	uint64_t violations[TALLY_KINDS];
-	struct tally_hist lag; /* event's time to the daemon applying it */
+	struct tally_hist lag;	  /* event's time to the daemon applying it */
 	struct trace_proc *trace; /* --otlp's open trees (trace.c), or NULL */
 };
 

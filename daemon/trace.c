@@ -18,10 +18,10 @@
 #define SPAN_NAME 48
 
 const char *const trace_outcome_names[TRACE_OUTCOMES] = {
-	[TRACE_EXPORTED] = "exported",		 [TRACE_SAMPLED_OUT] = "sampled_out",
-	[TRACE_DROP_MEMORY] = "dropped_memory", [TRACE_DROP_RATE] = "dropped_rate",
-	[TRACE_DROP_QUEUE] = "dropped_queue",	 [TRACE_DROP_FAILED] = "dropped_failed",
-	[TRACE_DROP_GONE] = "dropped_gone",
+    [TRACE_EXPORTED] = "exported",	    [TRACE_SAMPLED_OUT] = "sampled_out",
+    [TRACE_DROP_MEMORY] = "dropped_memory", [TRACE_DROP_RATE] = "dropped_rate",
+    [TRACE_DROP_QUEUE] = "dropped_queue",   [TRACE_DROP_FAILED] = "dropped_failed",
+    [TRACE_DROP_GONE] = "dropped_gone",
 };
 
 static struct trace_config cfg;
@@ -68,7 +68,7 @@ struct mark {
 	uint64_t scope;
 	int64_t ts;
 	uint8_t violation; /* 0: a cancellation */
-	uint8_t code;      /* the reason or the kind */
+	uint8_t code;	   /* the reason or the kind */
 };
 
 struct tree {
@@ -78,9 +78,9 @@ struct tree {
 	uint32_t n, cap;
 	struct mark marks[TREE_MAX_MARKS];
 	uint32_t nmarks;
-	bool keep;      /* failed, cancelled, late or violating: not sampled */
+	bool keep;	/* failed, cancelled, late or violating: not sampled */
 	bool truncated; /* spans were dropped for memory */
-	bool joined;    /* trace id and parent from a traceparent value */
+	bool joined;	/* trace id and parent from a traceparent value */
 	uint8_t trace_id[16], parent_span[8];
 };
 
@@ -315,8 +315,8 @@ void trace_scope_closed(struct model *m, const struct m_scope *s)
 		tr->keep = true; /* late */
 	for (size_t i = 0; i < s->nvalues && (!tr->joined || s->id == root); i++)
 		if (strcmp(s->values[i].key, "traceparent") == 0 && s->values[i].value)
-			tr->joined = parse_traceparent(s->values[i].value, tr->trace_id,
-						       tr->parent_span);
+			tr->joined =
+			    parse_traceparent(s->values[i].value, tr->trace_id, tr->parent_span);
 	if (s->id == root)
 		root_closed(m, tr);
 }
@@ -423,7 +423,8 @@ static void write_span(struct jbuf *b, const struct trace_resource *r, const str
 			attr_int(b, 9, "thread.id", sp->worker);
 		if (sp->state == PROTO_TASK_FAILED) {
 			attr_int(b, 9, "scoped.task.error", sp->error);
-			snprintf(msg, sizeof msg, "the task failed: error %lld", (long long)sp->error);
+			snprintf(msg, sizeof msg, "the task failed: error %lld",
+				 (long long)sp->error);
 			status = msg;
 		}
 	} else {

@@ -19,9 +19,9 @@ struct jbuf;
 struct trace_config {
 	bool on;
 	unsigned sample_permille; /* of the trees that went well, kept per 1000 */
-	uint64_t max_spans;       /* held at once, every process together */
+	uint64_t max_spans;	  /* held at once, every process together */
 	uint64_t max_spans_per_s; /* exported per second */
-	uint64_t seed;            /* makes ids unguessable across daemon runs */
+	uint64_t seed;		  /* makes ids unguessable across daemon runs */
 };
 void trace_configure(const struct trace_config *c);
 bool trace_on(void);

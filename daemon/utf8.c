@@ -44,7 +44,8 @@ size_t utf8_seq(const unsigned char *s, size_t n)
 /* Whether the character at s (of seq bytes) is a control: C0, DEL or C1. */
 static bool control(const unsigned char *s, size_t seq)
 {
-	return (seq == 1 && (s[0] < 0x20 || s[0] == 0x7f)) || (seq == 2 && s[0] == 0xc2 && s[1] < 0xa0);
+	return (seq == 1 && (s[0] < 0x20 || s[0] == 0x7f)) ||
+	       (seq == 2 && s[0] == 0xc2 && s[1] < 0xa0);
 }
 
 bool text_is_clean(const char *s, size_t n)

@@ -70,10 +70,11 @@ static int open_dir(const char *path, const char **base, char *err, size_t errle
 		if (fstat(fd, &dir) < 0)
 			goto fail_close;
 		if (foreign_link(fd, &dir, comp)) {
-			snprintf(err, errlen,
-				 "refusing %s: %s is a symlink another user made in a shared sticky "
-				 "directory; write the dump elsewhere",
-				 path, comp);
+			snprintf(
+			    err, errlen,
+			    "refusing %s: %s is a symlink another user made in a shared sticky "
+			    "directory; write the dump elsewhere",
+			    path, comp);
 			close(fd);
 			return -EPERM;
 		}
@@ -90,12 +91,12 @@ static int open_dir(const char *path, const char **base, char *err, size_t errle
 	}
 	*base = p;
 	return fd;
-fail_close: {
+fail_close : {
 	int e = errno;
 	close(fd);
 	errno = e;
 }
-fail: {
+fail : {
 	int e = errno;
 	snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
 	return -e;
@@ -137,9 +138,9 @@ static int replace(int dirfd, const char *base, const char *path, const char *da
 	 * directory (or a symlink to one) is left alone and refused. */
 	struct stat st, target;
 	bool exists = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
-	if (exists && (!S_ISLNK(st.st_mode) ? !S_ISREG(st.st_mode)
-					    : fstatat(dirfd, base, &target, 0) == 0 &&
-						      !S_ISREG(target.st_mode))) {
+	if (exists && (!S_ISLNK(st.st_mode)
+			   ? !S_ISREG(st.st_mode)
+			   : fstatat(dirfd, base, &target, 0) == 0 && !S_ISREG(target.st_mode))) {
 		snprintf(err, errlen, "refusing to overwrite %s: it is not a regular file", path);
 		return -EPERM;
 	}

@@ -24,11 +24,11 @@ struct ref {
 struct scope_info {
 	const jv *j;
 	json_int_t id;
-	bool included;      /* not closed: becomes a container */
-	long parent;        /* effective parent in si[], or -1 for <root> */
-	long first_child;   /* child lists, youngest first */
+	bool included;	  /* not closed: becomes a container */
+	long parent;	  /* effective parent in si[], or -1 for <root> */
+	long first_child; /* child lists, youngest first */
 	long next_sibling;
-	long container;     /* position in containers[], or -1 */
+	long container; /* position in containers[], or -1 */
 	long depth;
 };
 
@@ -42,7 +42,7 @@ struct builder {
 	const jv *reply, *process, *model;
 	const jv *threads, *pools, *scopes, *tasks, *stacks;
 	const jv *crash; /* process.crash, or NULL */
-	const jv *last;  /* last_stacks.stacks of a post-mortem reply, or NULL */
+	const jv *last;	 /* last_stacks.stacks of a post-mortem reply, or NULL */
 	struct ref *last_ref;
 	size_t nlast_ref;
 	char now_iso[40];
@@ -58,8 +58,8 @@ struct builder {
 	size_t ncont;
 	struct placed *placed;
 	size_t nplaced, capplaced;
-	json_t *names; /* container names in use */
-	json_t *tids;  /* tids placed */
+	json_t *names;	/* container names in use */
+	json_t *tids;	/* tids placed */
 	json_t *frames; /* frame strings by address */
 };
 
@@ -153,8 +153,8 @@ static json_t *unique_name(struct builder *b, const char *want)
 static json_t *container_new(struct builder *b, const char *name, const char *parent,
 			     const char *kind)
 {
-	return json_pack("{s:o,s:s?,s:n,s:[],s:i,s:s}", "container", unique_name(b, name),
-			 "parent", parent, "owner", "threads", "threadCount", 0, "kind", kind);
+	return json_pack("{s:o,s:s?,s:n,s:[],s:i,s:s}", "container", unique_name(b, name), "parent",
+			 parent, "owner", "threads", "threadCount", 0, "kind", kind);
 }
 
 /* Appends c (stolen); returns its position or -1. */
@@ -207,8 +207,8 @@ static json_t *scope_container(struct builder *b, size_t i)
 	jj_strcpy(sname, sizeof sname, jj_str(s, "name"), "scope");
 	snprintf(name, sizeof name, "%s@%llu", sname, (unsigned long long)(uint64_t)b->si[i].id);
 	long p = b->si[i].parent;
-	json_t *c = container_new(b, name, p < 0 ? ROOT_NAME : cname(b, b->si[p].container),
-				  "scope");
+	json_t *c =
+	    container_new(b, name, p < 0 ? ROOT_NAME : cname(b, b->si[p].container), "scope");
 	if (!c)
 		return NULL;
 	jj_set(c, "scopeId", jj_id_new(b->si[i].id));
@@ -247,7 +247,8 @@ static int effective_parents(struct builder *b)
 		while (cur >= 0 && st[cur] == TODO) {
 			st[cur] = VISITING;
 			path[len++] = cur;
-			long p = lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[cur].j, "parent"));
+			long p =
+			    lookup(b->scope_ref, b->nscope_ref, jv_get(b->si[cur].j, "parent"));
 			if (p >= 0 && st[p] == VISITING) {
 				ans = -1; /* a loop: cut here */
 				cur = -1;
@@ -366,14 +367,14 @@ static int index_people(struct builder *b)
 		const jv *w = jv_get(t, "worker");
 		if (jj_str_is(t, "state", "running") && jv_is_integer(w))
 			b->worker_ref[b->nworker_ref++] =
-				(struct ref){jv_integer(w), i, task_depth(b, t)};
+			    (struct ref){jv_integer(w), i, task_depth(b, t)};
 	}
 	qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
 	for (size_t i = 0; i < b->nsi; i++) {
 		const jv *o = jv_get(b->si[i].j, "owner");
 		if (b->si[i].container >= 0 && jv_is_integer(o))
 			b->owner_ref[b->nowner_ref++] =
-				(struct ref){jv_integer(o), i, b->si[i].depth};
+			    (struct ref){jv_integer(o), i, b->si[i].depth};
 	}
 	qsort(b->owner_ref, b->nowner_ref, sizeof *b->owner_ref, ref_cmp);
 	return 0;
@@ -388,9 +389,8 @@ static json_t *values_in(struct builder *b, long i)
 		json_t *own = jj_values(jv_get(b->si[i].j, "values"));
 		const char *k;
 		json_t *val;
-		json_object_foreach(own, k, val)
-			if (!json_object_get(v, k))
-				jj_set(v, k, json_incref(val));
+		json_object_foreach(own, k, val) if (!json_object_get(v, k))
+		    jj_set(v, k, json_incref(val));
 		json_decref(own);
 	}
 	return v;
@@ -593,8 +593,7 @@ static int add_threads(struct builder *b)
 		 * shows the living, a post-mortem one the last known. */
 		if (!is_tid(tid) || (jj_str_is(t, "state", "exited") && !post_mortem))
 			continue;
-		if (!tid_seen(b, jv_integer(tid)) &&
-		    add_thread(b, t, jv_integer(tid)) < 0)
+		if (!tid_seen(b, jv_integer(tid)) && add_thread(b, t, jv_integer(tid)) < 0)
 			return -1;
 	}
 	n = jv_size(b->stacks);
@@ -661,7 +660,8 @@ static json_t *crash_json(struct builder *b)
 	json_int_t tid = crash_tid(b);
 	jj_set(c, "tid", tid >= 0 ? json_integer(tid) : json_null());
 	jj_set(c, "signal", jv_is_integer(sig) ? json_integer(jv_integer(sig)) : json_null());
-	jj_set(c, "signalName", jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
+	jj_set(c, "signalName",
+	       jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
 	const jv *code = jv_get(b->crash, "si_code");
 	if (jv_is_integer(code)) {
 		jj_set(c, "siCode", json_integer(jv_integer(code)));
@@ -682,9 +682,9 @@ static json_t *crash_json(struct builder *b)
 	jj_set(c, "exitCause", jj_str_or_null(b->process, "exit_cause"));
 	jj_set(c, "task", jj_id_or_null(b->crash, "task"));
 	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));
-	jj_set(c, "container", s >= 0 && b->si[s].container >= 0
-				       ? json_string(cname(b, b->si[s].container))
-				       : json_null());
+	jj_set(c, "container",
+	       s >= 0 && b->si[s].container >= 0 ? json_string(cname(b, b->si[s].container))
+						 : json_null());
 	json_t *inlined = NULL;
 	jj_set(c, "stack", jj_stack(b->crash, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
 	if (json_array_size(inlined))
@@ -812,7 +812,7 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	jdkdump_iso_time(jv_is_number(now) ? jv_number(now)
-					     : (double)ts.tv_sec * 1000 + ts.tv_nsec / 1e6,
+					   : (double)ts.tv_sec * 1000 + ts.tv_nsec / 1e6,
 			 b.now_iso, sizeof b.now_iso);
 	/* Incomplete when the daemon says so or when whole parts are missing;
 	 * a cut cycle clears it too. */
@@ -829,8 +829,8 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
 
 	json_t *out = NULL;
-	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
-	    b.last_ref &&
+	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref &&
+	    b.stack_ref && b.last_ref &&
 	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
 	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
 	    add_threads(&b) == 0) {

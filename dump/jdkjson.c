@@ -12,24 +12,24 @@
 #include "jdkdump.h"
 #include "../common/termtext.h"
 
-#define JJ_MAX_VALUES 64      /* scoped values kept per scope */
+#define JJ_MAX_VALUES 64     /* scoped values kept per scope */
 #define JJ_MAX_CACHED 100000 /* distinct frame addresses remembered per dump */
 
-const char *const jj_joiners[] = {"all_successful", "any_successful", "await_all", "until",
-				  "custom", NULL};
+const char *const jj_joiners[] = {"all_successful", "any_successful", "await_all",
+				  "until",	    "custom",	      NULL};
 const char *const jj_scope_states[] = {"open", "joining", "joined", "cancelled", NULL};
-const char *const jj_cancel_reasons[] = {"joiner", "timeout",   "explicit", "parent",
-					 "violation", "close", NULL};
-const char *const jj_task_states[] = {"forked",    "running",     "success", "failed",
+const char *const jj_cancel_reasons[] = {"joiner",    "timeout", "explicit", "parent",
+					 "violation", "close",	 NULL};
+const char *const jj_task_states[] = {"forked",	   "running",	  "success", "failed",
 				      "cancelled", "unavailable", NULL};
 const char *const jj_roles[] = {"main", "worker", "agent", "other", NULL};
 const char *const jj_sources[] = {"bpf", "signal", "proc", NULL};
 const char *const jj_proc_states[] = {"live", "exited", NULL};
 static const char *const jj_queues[] = {"unbounded", "bounded", "direct", NULL};
-static const char *const jj_policies[] = {"abort",          "caller_runs", "discard",
-					  "discard_oldest", "block",       NULL};
+static const char *const jj_policies[] = {"abort",	    "caller_runs", "discard",
+					  "discard_oldest", "block",	   NULL};
 
-static const char *const jdk_states[] = {"NEW",     "RUNNABLE",      "BLOCKED",
+static const char *const jdk_states[] = {"NEW",	    "RUNNABLE",	     "BLOCKED",
 					 "WAITING", "TIMED_WAITING", "TERMINATED"};
 
 /* Set when a member or item could not be added since the last
@@ -219,8 +219,8 @@ const char *jj_signal_name(long long sig)
 		int sig;
 		const char *name;
 	} names[] = {{SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},
-		     {SIGILL, "SIGILL"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
-		     {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},   {SIGTRAP, "SIGTRAP"},
+		     {SIGILL, "SIGILL"},   {SIGFPE, "SIGFPE"},	 {SIGKILL, "SIGKILL"},
+		     {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},	 {SIGTRAP, "SIGTRAP"},
 		     {SIGSYS, "SIGSYS"},   {SIGQUIT, "SIGQUIT"}, {SIGHUP, "SIGHUP"}};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (names[i].sig == sig)
@@ -401,7 +401,7 @@ json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined)
 	const jv *frames = jj_array(stack, "frames");
 	size_t n = jv_size(frames);
 	const char *prev = NULL; /* the address of the frame before */
-	unsigned chain = 0;      /* frames before this one at the same address */
+	unsigned chain = 0;	 /* frames before this one at the same address */
 
 	if (inlined)
 		*inlined = json_array();
@@ -463,7 +463,7 @@ json_t *jj_task(const jv *task)
 
 json_t *jj_pool_stats(const jv *pool)
 {
-	static const char *const ints[] = {"id",     "core",    "max",       "size",    "active",
+	static const char *const ints[] = {"id",      "core",	"max",	     "size",	"active",
 					   "largest", "queued", "completed", "rejected"};
 	json_t *p = json_object();
 

@@ -46,8 +46,11 @@ json_t *jj_str_or_null(const jv *obj, const char *key);
  * allowed, else null: the dump's enums stay within what its schema says. */
 json_t *jj_enum_or_null(const jv *obj, const char *key, const char *const *allowed);
 
-extern const char *const jj_joiners[], *const jj_scope_states[], *const jj_cancel_reasons[],
-	*const jj_task_states[], *const jj_roles[], *const jj_sources[], *const jj_proc_states[];
+extern const char *const jj_joiners[],
+    *const jj_scope_states[], *const jj_cancel_reasons[], *const jj_task_states[],
+							      *const jj_roles[],
+								  *const jj_sources[],
+								      *const jj_proc_states[];
 
 /* New JSON integer of member key, or null when it is not an integer (an
  * integer past INT64_MAX included: only ids go there). */

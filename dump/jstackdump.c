@@ -28,8 +28,7 @@ static long long int_or(const json_t *obj, const char *key, long long def)
  * allows them: no white space or parenthesis in a method's name, no
  * parenthesis in its location (a C++ name such as "f<g(int)> >" would
  * otherwise end the frame early for a parser of jstack output). */
-static void put_hotspot(char *buf, size_t len, size_t *at, const char *src, size_t n,
-			bool method)
+static void put_hotspot(char *buf, size_t len, size_t *at, const char *src, size_t n, bool method)
 {
 	for (size_t i = 0; i < n && *at + 1 < len; i++) {
 		char c = src[i];

@@ -22,7 +22,8 @@ static void header(FILE *out, const json_t *td)
 {
 	const json_t *pid = json_object_get(td, "processId");
 	const json_t *lost = json_object_get(td, "eventsLost");
-	fprintf(out, "Thread dump of process %lld", json_is_integer(pid) ? (long long)json_integer_value(pid) : 0LL);
+	fprintf(out, "Thread dump of process %lld",
+		json_is_integer(pid) ? (long long)json_integer_value(pid) : 0LL);
 	if (jt_str(td, "processName"))
 		fprintf(out, " (%s)", jt_str(td, "processName"));
 	fprintf(out, " at %s\n", str_or(td, "time", "?"));
@@ -75,7 +76,8 @@ static void crashed(FILE *out, const json_t *td)
 	const json_t *task = json_object_get(c, "task"), *code = json_object_get(c, "siCode");
 	if (!json_is_object(c))
 		return;
-	fprintf(out, "\nCRASHED: thread #%lld", json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL);
+	fprintf(out, "\nCRASHED: thread #%lld",
+		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL);
 	if (jt_str(c, "signalName"))
 		fprintf(out, ", %s", jt_str(c, "signalName"));
 	else if (json_is_integer(sig))
@@ -100,7 +102,8 @@ static void print_values(FILE *out, const json_t *values)
 	const char *k;
 	json_t *v;
 	const char *sep = "";
-	json_object_foreach((json_t *)values, k, v) {
+	json_object_foreach((json_t *)values, k, v)
+	{
 		fprintf(out, "%s%s=%s", sep, k, json_is_string(v) ? json_string_value(v) : "?");
 		sep = " ";
 	}
@@ -142,7 +145,7 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 {
 	const json_t *tid = json_object_get(t, "tid");
-	const char *note = json_is_true(json_object_get(t, "crashed")) ? " (crashed)"
+	const char *note = json_is_true(json_object_get(t, "crashed"))	     ? " (crashed)"
 			   : json_is_false(json_object_get(t, "stateKnown")) ? " (state not known)"
 			   : json_is_true(json_object_get(t, "exitedDuringCapture"))
 			       ? " (exited during the capture)"
@@ -182,7 +185,8 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (jt_str(t, "blockedIn"))
 			fprintf(out, "%*s  - blocked in %s\n", ind, "", jt_str(t, "blockedIn"));
 		if (jt_str(t, "stackError"))
-			fprintf(out, "%*s  - stack missing: %s\n", ind, "", jt_str(t, "stackError"));
+			fprintf(out, "%*s  - stack missing: %s\n", ind, "",
+				jt_str(t, "stackError"));
 		if (json_is_true(json_object_get(t, "approximate")))
 			fprintf(
 			    out, "%*s  - stack approximate: %s\n", ind, "",
@@ -194,7 +198,8 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		fprintf(out, "%*s  - last known stack:\n", ind, "");
 	for (size_t i = 0; i < json_array_size(last); i++)
 		if (json_is_string(json_array_get(last, i)))
-			fprintf(out, "%*s    at %s\n", ind, "", json_string_value(json_array_get(last, i)));
+			fprintf(out, "%*s    at %s\n", ind, "",
+				json_string_value(json_array_get(last, i)));
 }
 
 static int write_safe(FILE *out, const json_t *dump, unsigned flags);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 enum textdump_flags {
-	TEXTDUMP_LOCKS = 0x1,    /* -l: what each thread is blocked in, stack errors */
+	TEXTDUMP_LOCKS = 0x1,	 /* -l: what each thread is blocked in, stack errors */
 	TEXTDUMP_EXTENDED = 0x2, /* -e: task, fork site, times, scoped values */
 };
 

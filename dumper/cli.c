@@ -24,7 +24,7 @@
 
 #define START_WAIT_MS 2000    /* for a started daemon to answer */
 #define REGISTER_WAIT_MS 2000 /* for programs to register with it */
-#define START_IDLE_EXIT "600"  /* seconds a started daemon lives on unused */
+#define START_IDLE_EXIT "600" /* seconds a started daemon lives on unused */
 
 void cli_errorf(struct cli *cli, const char *fmt, ...)
 {
@@ -60,7 +60,8 @@ unsigned cli_edit_distance(const char *a, const char *b)
 		row[0] = (unsigned)i;
 		for (size_t j = 1; j <= lb; j++) {
 			unsigned up = row[j];
-			unsigned cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+			unsigned cost =
+			    tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
 			unsigned best = diag + cost;
 			if (up + 1 < best)
 				best = up + 1;
@@ -226,8 +227,10 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 {
 	pid_t pid = fork();
 	if (pid > 0)
-		fprintf(cli->err, "scopecmd: the started daemon exits after %s s with no program "
-				  "and no client connected\n", START_IDLE_EXIT);
+		fprintf(cli->err,
+			"scopecmd: the started daemon exits after %s s with no program "
+			"and no client connected\n",
+			START_IDLE_EXIT);
 	if (pid != 0)
 		return pid < 0 ? -errno : pid;
 	setsid();
@@ -237,7 +240,8 @@ static pid_t start_daemon(struct cli *cli, const char *exe)
 		dup2(fd, 1);
 		dup2(fd, 2);
 	}
-	execl(exe, "scoped", "--socket", cli->agent_path, "--idle-exit", START_IDLE_EXIT, (char *)NULL);
+	execl(exe, "scoped", "--socket", cli->agent_path, "--idle-exit", START_IDLE_EXIT,
+	      (char *)NULL);
 	_exit(127);
 }
 
@@ -264,8 +268,8 @@ static bool registered(struct cli *cli, pid_t want)
 int cli_connect(struct cli *cli, pid_t want_pid)
 {
 	char err[512], exe[PATH_MAX];
-	if (scoped_socket_paths(cli->socket, NULL, 0, cli->agent_path, sizeof cli->agent_path,
-				NULL, 0) < 0) {
+	if (scoped_socket_paths(cli->socket, NULL, 0, cli->agent_path, sizeof cli->agent_path, NULL,
+				0) < 0) {
 		cli_errorf(cli, "socket path too long; use a shorter --socket or SCOPED_SOCKET");
 		return CLI_FAIL;
 	}
@@ -281,8 +285,10 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 		return CLI_FAIL;
 	}
 	if (daemon_path(exe, sizeof exe) < 0) {
-		cli_errorf(cli, "%s, and there is no scoped beside scopecmd to start; start one with "
-				"'scoped --socket %s'", err, cli->agent_path);
+		cli_errorf(cli,
+			   "%s, and there is no scoped beside scopecmd to start; start one with "
+			   "'scoped --socket %s'",
+			   err, cli->agent_path);
 		return CLI_FAIL;
 	}
 	fprintf(cli->err, "scopecmd: no daemon answered on %s; starting %s in the background\n",
@@ -293,15 +299,17 @@ int cli_connect(struct cli *cli, pid_t want_pid)
 		return CLI_FAIL;
 	}
 	int64_t until = now_ms() + START_WAIT_MS;
-	while ((rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err)) < 0 && now_ms() < until) {
+	while ((rc = ctl_connect(&cli->ctl, cli->socket, err, sizeof err)) < 0 &&
+	       now_ms() < until) {
 		waitpid(launcher, NULL, WNOHANG);
 		nap_ms(20);
 	}
 	waitpid(launcher, NULL, WNOHANG);
 	if (rc < 0) {
-		cli_errorf(cli, "started %s but it did not answer within %d ms: %s; run "
-				"'scoped --foreground --socket %s' to see why", exe, START_WAIT_MS, err,
-			   cli->agent_path);
+		cli_errorf(cli,
+			   "started %s but it did not answer within %d ms: %s; run "
+			   "'scoped --foreground --socket %s' to see why",
+			   exe, START_WAIT_MS, err, cli->agent_path);
 		return CLI_FAIL;
 	}
 	/* A target without libscope has no agent to wait for. */
@@ -346,12 +354,15 @@ static void explain_absent(struct cli *cli, pid_t pid, const char *code, const c
 		cli_errorf(cli, "permission denied: %s", msg);
 	} else if (strcmp(code, "permission_denied") == 0 ||
 		   (geteuid() != 0 && st.st_uid != geteuid())) {
-		cli_errorf(cli, "permission denied: process %d belongs to uid %u and you are uid %u; "
-				"run scopecmd as that user or as root", (int)pid, (unsigned)st.st_uid,
-			   (unsigned)geteuid());
+		cli_errorf(cli,
+			   "permission denied: process %d belongs to uid %u and you are uid %u; "
+			   "run scopecmd as that user or as root",
+			   (int)pid, (unsigned)st.st_uid, (unsigned)geteuid());
 	} else if (links_libscope(pid)) {
-		cli_errorf(cli, "process %d is not instrumented (no libscope agent connected to %s); "
-				"is SCOPED_SOCKET the same for both?", (int)pid, cli->agent_path);
+		cli_errorf(cli,
+			   "process %d is not instrumented (no libscope agent connected to %s); "
+			   "is SCOPED_SOCKET the same for both?",
+			   (int)pid, cli->agent_path);
 	} else {
 		cli_errorf(cli,
 			   "process %d does not use libscope, so it has no scopes or tasks; "
@@ -381,7 +392,8 @@ static json_t *request(struct cli *cli, json_t *req)
 
 static const char *error_code(const json_t *reply)
 {
-	const char *code = json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
+	const char *code =
+	    json_string_value(json_object_get(json_object_get(reply, "error"), "code"));
 	return code ? code : "internal";
 }
 
@@ -395,9 +407,10 @@ static void report(struct cli *cli, const char *code, const char *msg, const cha
 		cli_errorf(cli, "cannot read the stacks of process %d: %s", (int)pid,
 			   msg ? msg : "the daemon lacks the privileges");
 	else if (pid && !strcmp(code, "timeout"))
-		cli_errorf(cli, "process %d did not answer the stack request in time (%s); is it "
-				"stopped (SIGSTOP, a debugger) or overloaded?", (int)pid,
-			   msg ? msg : "timeout");
+		cli_errorf(cli,
+			   "process %d did not answer the stack request in time (%s); is it "
+			   "stopped (SIGSTOP, a debugger) or overloaded?",
+			   (int)pid, msg ? msg : "timeout");
 	else
 		cli_errorf(cli, "the daemon refused '%s'%s: %s (%s)", cmd,
 			   pid ? " for that process" : "", msg ? msg : "no reason given", code);
@@ -412,8 +425,8 @@ json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
 	json_t *r = request(cli, req);
 	if (r && !json_is_true(json_object_get(r, "ok"))) {
 		report(cli, error_code(r),
-		       json_string_value(json_object_get(json_object_get(r, "error"), "message")), cmd,
-		       pid);
+		       json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+		       cmd, pid);
 		json_decref(r);
 		return NULL;
 	}
@@ -428,8 +441,8 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 	/* Alike threads' stacks once: a dump of many threads stays small. */
 	if (req && !strcmp(cmd, "dump"))
 		json_object_set_new(req, "share_stacks", json_true());
-	int rc = req ? ctl_request_doc(cli->ctl, req, &doc, cli->timeout_ms, err, sizeof err)
-		     : -ENOMEM;
+	int rc =
+	    req ? ctl_request_doc(cli->ctl, req, &doc, cli->timeout_ms, err, sizeof err) : -ENOMEM;
 	json_decref(req);
 	if (exited)
 		*exited = false;

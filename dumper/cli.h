@@ -15,12 +15,12 @@
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 struct cli {
-	const char *socket; /* --socket, or NULL */
-	char agent_path[4096];  /* the agent socket path resolved from it */
-	int timeout_ms;     /* per daemon request */
-	bool no_start;      /* --no-start: never start a daemon */
-	bool list_all;	    /* --all: "list" asks for every process we may inspect */
-	struct ctl *ctl;    /* NULL until cli_connect() */
+	const char *socket;    /* --socket, or NULL */
+	char agent_path[4096]; /* the agent socket path resolved from it */
+	int timeout_ms;	       /* per daemon request */
+	bool no_start;	       /* --no-start: never start a daemon */
+	bool list_all;	       /* --all: "list" asks for every process we may inspect */
+	struct ctl *ctl;       /* NULL until cli_connect() */
 	FILE *out, *err;
 };
 
@@ -28,10 +28,10 @@ struct cli {
  * dcmd_table (dumper/cmds.c). */
 struct dcmd {
 	const char *name;
-	const char *usage;   /* options part, e.g. "[-l] [-e]" */
-	const char *summary; /* one line for `help` */
-	const char *help;    /* what it does, its options with defaults */
-	const char *impact;  /* what it costs the target, as jcmd says */
+	const char *usage;	    /* options part, e.g. "[-l] [-e]" */
+	const char *summary;	    /* one line for `help` */
+	const char *help;	    /* what it does, its options with defaults */
+	const char *impact;	    /* what it costs the target, as jcmd says */
 	const char *const *options; /* accepted option names ("-l", "-format=") */
 	/* Runs for one target pid; argv holds the command's arguments after
 	 * its name.  Returns CLI_OK, CLI_FAIL or CLI_USAGE; prints its own

@@ -37,8 +37,11 @@ static int parse(struct cli *cli, int argc, char **argv, struct args *a)
 			else if (!strcmp(s + 8, "jstack") || !strcmp(s + 8, "hotspot"))
 				a->format = FORMAT_JSTACK;
 			else {
-				cli_errorf(cli, "Thread.dump_to_file: -format takes json, text or jstack, "
-						"not '%s'", s + 8);
+				cli_errorf(
+				    cli,
+				    "Thread.dump_to_file: -format takes json, text or jstack, "
+				    "not '%s'",
+				    s + 8);
 				return CLI_USAGE;
 			}
 		} else if (!a->file) {
@@ -50,8 +53,10 @@ static int parse(struct cli *cli, int argc, char **argv, struct args *a)
 		}
 	}
 	if (!a->file) {
-		cli_errorf(cli, "Thread.dump_to_file: no file given; usage: Thread.dump_to_file "
-				"[-overwrite] [-format=json|text|jstack] <file>  ('-' for standard output)");
+		cli_errorf(
+		    cli,
+		    "Thread.dump_to_file: no file given; usage: Thread.dump_to_file "
+		    "[-overwrite] [-format=json|text|jstack] <file>  ('-' for standard output)");
 		return CLI_USAGE;
 	}
 	return CLI_OK;
@@ -115,24 +120,24 @@ static bool to_stdout(int argc, char **argv)
 }
 
 const struct dcmd dcmd_dump_to_file = {
-	.name = "Thread.dump_to_file",
-	.usage = "[-overwrite] [-format=json|text|jstack] <file>",
-	.summary = "Write the thread dump, as JSON or text, to a file.",
-	.help = "Arguments:\n"
-		"  file        where to write it, created as you; '-' for standard output\n"
-		"              (STRING, no default)\n"
-		"Options:\n"
-		"  -overwrite  replace an existing file (atomically: a temporary file beside it\n"
-		"              is renamed over it) (BOOLEAN, false)\n"
-		"  -format     json: the JDK's JSON thread dump, format version 2, with scoped's\n"
-		"              extra members (schemas/thread-dump.schema.json); text (or plain):\n"
-		"              what Thread.print -l -e prints; jstack (or hotspot): HotSpot's\n"
-		"              jstack layout, as Thread.print -format=jstack (STRING, text)\n"
-		"An existing file is refused without -overwrite (exit status 1); messages\n"
-		"name the absolute path.  Flags take jcmd's <key>=<value> form too:\n"
-		"-overwrite=true.\n",
-	.impact = "Low: as Thread.print; the file is written by scopecmd, never by the daemon",
-	.options = opts,
-	.run = run,
-	.raw_stdout = to_stdout,
+    .name = "Thread.dump_to_file",
+    .usage = "[-overwrite] [-format=json|text|jstack] <file>",
+    .summary = "Write the thread dump, as JSON or text, to a file.",
+    .help = "Arguments:\n"
+	    "  file        where to write it, created as you; '-' for standard output\n"
+	    "              (STRING, no default)\n"
+	    "Options:\n"
+	    "  -overwrite  replace an existing file (atomically: a temporary file beside it\n"
+	    "              is renamed over it) (BOOLEAN, false)\n"
+	    "  -format     json: the JDK's JSON thread dump, format version 2, with scoped's\n"
+	    "              extra members (schemas/thread-dump.schema.json); text (or plain):\n"
+	    "              what Thread.print -l -e prints; jstack (or hotspot): HotSpot's\n"
+	    "              jstack layout, as Thread.print -format=jstack (STRING, text)\n"
+	    "An existing file is refused without -overwrite (exit status 1); messages\n"
+	    "name the absolute path.  Flags take jcmd's <key>=<value> form too:\n"
+	    "-overwrite=true.\n",
+    .impact = "Low: as Thread.print; the file is written by scopecmd, never by the daemon",
+    .options = opts,
+    .run = run,
+    .raw_stdout = to_stdout,
 };

@@ -42,26 +42,28 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	if (all) {
 		/* As jcmd's `help -all`: every command, its summary indented. */
 		for (size_t i = 0; dcmd_table[i]; i++)
-			fprintf(cli->out, "%s\n\t%s\n\n", dcmd_table[i]->name, dcmd_table[i]->summary);
+			fprintf(cli->out, "%s\n\t%s\n\n", dcmd_table[i]->name,
+				dcmd_table[i]->summary);
 		return CLI_OK;
 	}
 	fprintf(cli->out, "The following commands are available:\n");
 	for (size_t i = 0; dcmd_table[i]; i++)
 		fprintf(cli->out, "%-20s %s\n", dcmd_table[i]->name, dcmd_table[i]->summary);
-	fprintf(cli->out, "\nFor more information about a specific command use 'help <command>'.\n");
+	fprintf(cli->out,
+		"\nFor more information about a specific command use 'help <command>'.\n");
 	return CLI_OK;
 }
 
 const struct dcmd dcmd_help = {
-	.name = "help",
-	.usage = "[-all] [<command>]",
-	.summary = "List the commands, or describe one.",
-	.help = "Arguments:\n"
-		"  command  the command to describe (STRING, no default)\n"
-		"Options:\n"
-		"  -all     every command with its summary (BOOLEAN, false)\n",
-	.impact = "None: answered by scopecmd itself",
-	.options = opts,
-	.run = run,
-	.local = true,
+    .name = "help",
+    .usage = "[-all] [<command>]",
+    .summary = "List the commands, or describe one.",
+    .help = "Arguments:\n"
+	    "  command  the command to describe (STRING, no default)\n"
+	    "Options:\n"
+	    "  -all     every command with its summary (BOOLEAN, false)\n",
+    .impact = "None: answered by scopecmd itself",
+    .options = opts,
+    .run = run,
+    .local = true,
 };

@@ -70,8 +70,7 @@ static int print_json(struct cli *cli, json_t *tree, json_t *status, json_t *adv
 	json_object_del(daemon, "ok");
 	json_object_del(daemon, "id");
 	jj_set(doc, "process", json_incref(json_object_get(tree, "process")));
-	jj_set(doc, "pools",
-	       json_incref(json_object_get(json_object_get(tree, "model"), "pools")));
+	jj_set(doc, "pools", json_incref(json_object_get(json_object_get(tree, "model"), "pools")));
 	jj_set(doc, "daemon", daemon);
 	if (advice)
 		jj_set(doc, "advice", json_incref(json_object_get(advice, "advice")));
@@ -139,8 +138,8 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	}
 	fprintf(out, ", uid %lld, up %.3f s\n", num(p, "uid"),
 		json_is_number(json_object_get(p, "uptime_ms"))
-			? json_number_value(json_object_get(p, "uptime_ms")) / 1000.0
-			: 0.0);
+		    ? json_number_value(json_object_get(p, "uptime_ms")) / 1000.0
+		    : 0.0);
 	fprintf(out, "Model: %lld scopes, %lld tasks, %lld threads; %s%s\n", num(p, "scopes"),
 		num(p, "tasks"), num(p, "threads"),
 		json_is_false(json_object_get(p, "complete")) ? "incomplete" : "complete",
@@ -152,8 +151,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		advice_line(out, advice, json_array_get(pools, i));
 	}
 	if (status)
-		fprintf(out, "Daemon: scoped %s (pid %lld), up %.1f s, stacks from %s, %lld processes, "
-			     "%lld events, %lld lost\n",
+		fprintf(out,
+			"Daemon: scoped %s (pid %lld), up %.1f s, stacks from %s, %lld processes, "
+			"%lld events, %lld lost\n",
 			s_or(status, "version", "?"), num(status, "pid"),
 			num(status, "uptime_ms") / 1000.0, s_or(status, "stacks_source", "?"),
 			num(status, "processes"), num(status, "events"), num(status, "lost"));
@@ -164,18 +164,18 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 }
 
 const struct dcmd dcmd_runtime_info = {
-	.name = "Runtime.info",
-	.usage = "[-format=text|json]",
-	.summary = "Print the runtime version, uptime, pools and event counts.",
-	.help = "Pools show size, core and maximum sizes, largest size, active threads,\n"
-		"queued, completed and rejected tasks, queue kind and rejection policy.  Events\n"
-		"are those the agent sent and those it had to drop (lost); a model repaired\n"
-		"after a loss says so.\n"
-		"Options:\n"
-		"  -format  text, or json: {process, pools, daemon} as the daemon reports\n"
-		"      them (schemas/runtime-info.schema.json) (STRING, text)\n",
-	.impact = "None: read from the daemon's model; the process is not touched",
-	.options = opts,
-	.run = run,
-	.raw_stdout = cli_wants_json,
+    .name = "Runtime.info",
+    .usage = "[-format=text|json]",
+    .summary = "Print the runtime version, uptime, pools and event counts.",
+    .help = "Pools show size, core and maximum sizes, largest size, active threads,\n"
+	    "queued, completed and rejected tasks, queue kind and rejection policy.  Events\n"
+	    "are those the agent sent and those it had to drop (lost); a model repaired\n"
+	    "after a loss says so.\n"
+	    "Options:\n"
+	    "  -format  text, or json: {process, pools, daemon} as the daemon reports\n"
+	    "      them (schemas/runtime-info.schema.json) (STRING, text)\n",
+    .impact = "None: read from the daemon's model; the process is not touched",
+    .options = opts,
+    .run = run,
+    .raw_stdout = cli_wants_json,
 };

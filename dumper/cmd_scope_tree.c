@@ -15,7 +15,7 @@ static const char *const opts[] = {"-format=", NULL};
 struct tree {
 	struct cli *cli;
 	const json_t *containers; /* from jdkdump_build: pre-order, open scopes only */
-	const jv *tasks;          /* the model's */
+	const jv *tasks;	  /* the model's */
 };
 
 static const char *s_or(const json_t *o, const char *k, const char *def)
@@ -165,7 +165,8 @@ static json_t *scope_json(struct tree *t, size_t ci, int depth)
 	jj_set(o, "name", member(c, "name"));
 	jj_set(o, "joiner", member(c, "joiner"));
 	jj_set(o, "state", member(c, "state"));
-	jj_set(o, "owner", json_is_integer(owner) ? json_incref((json_t *)owner) : member(c, "ownerTid"));
+	jj_set(o, "owner",
+	       json_is_integer(owner) ? json_incref((json_t *)owner) : member(c, "ownerTid"));
 	jj_set(o, "deadline", member(c, "deadline"));
 	jj_set(o, "cancelReason", member(c, "cancelReason"));
 	if (depth >= MAX_DEPTH) {
@@ -229,9 +230,9 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 		return CLI_FAIL;
 	}
 	struct tree t = {
-		.cli = cli,
-		.containers = json_object_get(json_object_get(dump, "threadDump"), "threadContainers"),
-		.tasks = jj_array(jv_get(jv_root(reply), "model"), "tasks"),
+	    .cli = cli,
+	    .containers = json_object_get(json_object_get(dump, "threadDump"), "threadContainers"),
+	    .tasks = jj_array(jv_get(jv_root(reply), "model"), "tasks"),
 	};
 	if (json) {
 		int rc = run_json(cli, &t, pid);
@@ -266,19 +267,19 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 }
 
 const struct dcmd dcmd_scope_tree = {
-	.name = "Scope.tree",
-	.usage = "[-format=text|json]",
-	.summary = "Print the scope tree alone: one line per scope and per task.",
-	.help = "Each scope shows its container name, joiner, state, owner thread and\n"
-		"deadline; under it its tasks with state, worker thread and fork site, and\n"
-		"under each task the scopes its body opened.  Ended tasks stay listed for\n"
-		"the daemon's retention time (scoped --retain).\n"
-		"Options:\n"
-		"  -format  text, or json: the same tree nested, scopes holding their\n"
-		"      tasks and each task the scopes its body opened\n"
-		"      (schemas/scope-tree.schema.json) (STRING, text)\n",
-	.impact = "None: read from the daemon's model; the process is not touched",
-	.options = opts,
-	.run = run,
-	.raw_stdout = cli_wants_json,
+    .name = "Scope.tree",
+    .usage = "[-format=text|json]",
+    .summary = "Print the scope tree alone: one line per scope and per task.",
+    .help = "Each scope shows its container name, joiner, state, owner thread and\n"
+	    "deadline; under it its tasks with state, worker thread and fork site, and\n"
+	    "under each task the scopes its body opened.  Ended tasks stay listed for\n"
+	    "the daemon's retention time (scoped --retain).\n"
+	    "Options:\n"
+	    "  -format  text, or json: the same tree nested, scopes holding their\n"
+	    "      tasks and each task the scopes its body opened\n"
+	    "      (schemas/scope-tree.schema.json) (STRING, text)\n",
+    .impact = "None: read from the daemon's model; the process is not touched",
+    .options = opts,
+    .run = run,
+    .raw_stdout = cli_wants_json,
 };

@@ -28,12 +28,15 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 			} else if (!strcmp(f, "text") || !strcmp(f, "plain")) {
 				jstack = false;
 			} else {
-				cli_errorf(cli, "Thread.print: -format takes text or jstack, not '%s'", f);
+				cli_errorf(
+				    cli, "Thread.print: -format takes text or jstack, not '%s'", f);
 				return CLI_USAGE;
 			}
 		} else {
-			cli_errorf(cli, "Thread.print: unexpected argument '%s'; usage: Thread.print "
-					"%s", argv[i], dcmd_thread_print.usage);
+			cli_errorf(cli,
+				   "Thread.print: unexpected argument '%s'; usage: Thread.print "
+				   "%s",
+				   argv[i], dcmd_thread_print.usage);
 			return CLI_USAGE;
 		}
 	}

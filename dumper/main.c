@@ -18,7 +18,7 @@ struct opts {
 
 struct opt {
 	const char *name; /* --name */
-	char shortname;   /* -c, or 0 */
+	char shortname;	  /* -c, or 0 */
 	const char *arg;  /* value's name, or NULL for a flag */
 	const char *help;
 	int (*set)(struct cli *cli, struct opts *o, const char *val);
@@ -224,10 +224,11 @@ static int list_processes(struct cli *cli, bool json)
 		/* The daemon's process summaries as they are: the control
 		 * protocol's schema describes each. */
 		json_t *doc = json_pack("{s:O}", "processes", json_is_array(ps) ? ps : json_null());
-		int rc = doc && json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
-				 fputc('\n', cli->out) != EOF
-			 ? CLI_OK
-			 : CLI_FAIL;
+		int rc =
+		    doc && json_dumpf(doc, cli->out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+			    fputc('\n', cli->out) != EOF
+			? CLI_OK
+			: CLI_FAIL;
 		json_decref(doc);
 		json_decref(r);
 		return rc;
@@ -266,7 +267,8 @@ static int resolve(struct cli *cli, const char *target, pid_t **pids, size_t *n)
 	if (all_digits(target) && strcmp(target, "0") != 0) {
 		long v = strtol(target, NULL, 10);
 		if (strlen(target) > 10 || v <= 0 || v > 4194304) {
-			cli_errorf(cli, "process %s does not exist (pids go up to 4194304)", target);
+			cli_errorf(cli, "process %s does not exist (pids go up to 4194304)",
+				   target);
 			return CLI_FAIL;
 		}
 		*pids = malloc(sizeof **pids);
@@ -297,10 +299,12 @@ static int resolve(struct cli *cli, const char *target, pid_t **pids, size_t *n)
 	}
 	if (!*n && gone && !all) {
 		long long gp = (long long)json_integer_value(json_object_get(gone, "pid"));
-		cli_errorf(cli, "'%s' matches no live process, only process %lld (%s), which exited; "
-				"the daemon keeps its last state: 'scopecmd %lld Thread.print' prints its "
-				"post-mortem dump", target, gp, jt_str(gone, "name") ? jt_str(gone, "name")
-									: "?", gp);
+		cli_errorf(
+		    cli,
+		    "'%s' matches no live process, only process %lld (%s), which exited; "
+		    "the daemon keeps its last state: 'scopecmd %lld Thread.print' prints its "
+		    "post-mortem dump",
+		    target, gp, jt_str(gone, "name") ? jt_str(gone, "name") : "?", gp);
 	} else if (!*n && all) {
 		cli_errorf(cli, "no instrumented process is registered with the daemon on %s",
 			   cli->agent_path);
@@ -319,7 +323,8 @@ static bool is_command_name(const char *target)
 		return true;
 	const char *dot = strchr(target, '.');
 	/* "Thread.prnt": a command-shaped word, one edit or two from a command. */
-	return dot && dot != target && dot[1] && cli_edit_distance(target, dcmd_closest(target)->name) <= 2;
+	return dot && dot != target && dot[1] &&
+	       cli_edit_distance(target, dcmd_closest(target)->name) <= 2;
 }
 
 /* Reports, once, that standard output could not be written (a full disk, a
@@ -362,8 +367,10 @@ static int run_one(struct cli *cli, const struct dcmd *cmd, const char *name, co
 	fprintf(raw ? stderr : stdout, "%d:\n", (int)pid);
 	fflush(stdout);
 	if (!cmd) {
-		cli_errorf(cli, "unknown command '%s'; did you mean '%s'? ('scopecmd %s help' lists "
-				"the commands)", name, dcmd_closest(name)->name, target);
+		cli_errorf(cli,
+			   "unknown command '%s'; did you mean '%s'? ('scopecmd %s help' lists "
+			   "the commands)",
+			   name, dcmd_closest(name)->name, target);
 		return CLI_FAIL;
 	}
 	if (cli_check_options(cli, cmd, argc, argv) != CLI_OK)
@@ -411,8 +418,9 @@ int main(int argc, char **argv)
 		return check_stdout(&cli, &out_failed) == CLI_OK ? rc : CLI_FAIL;
 	}
 	if (!all_digits(args[0]) && is_command_name(args[0])) {
-		cli_errorf(&cli, "'%s' is a command, not a target: give the process first, as in "
-				 "'scopecmd <pid | name> %s'; 'scopecmd -l' lists the processes",
+		cli_errorf(&cli,
+			   "'%s' is a command, not a target: give the process first, as in "
+			   "'scopecmd <pid | name> %s'; 'scopecmd -l' lists the processes",
 			   args[0], dcmd_find(args[0]) ? args[0] : dcmd_closest(args[0])->name);
 		return CLI_USAGE;
 	}

@@ -16,11 +16,15 @@
 #define MS (1000LL * 1000)
 /* Keeps a function's frame on the stack (no tail call), so that dumps show
  * which backend call a thread waits in. */
-#define KEEP_FRAME(rc) (__extension__({ __asm__ volatile("" ::: "memory"); (rc); }))
+#define KEEP_FRAME(rc)                                                                             \
+	(__extension__({                                                                           \
+		__asm__ volatile("" ::: "memory");                                                 \
+		(rc);                                                                              \
+	}))
 
 struct config {
 	double duration_s; /* 0: until SIGTERM or SIGINT */
-	int per_batch;     /* requests accepted per batch */
+	int per_batch;	   /* requests accepted per batch */
 	int deadline_ms;   /* per request */
 	int quiet;
 };
@@ -242,7 +246,8 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--deadline") && d >= 10 && d <= 60000)
 			conf.deadline_ms = (int)d;
 		else {
-			fprintf(stderr, "scope-demo: bad option or value '%s %s'; see --help\n", a, v);
+			fprintf(stderr, "scope-demo: bad option or value '%s %s'; see --help\n", a,
+				v);
 			return -1;
 		}
 		i++;

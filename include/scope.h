@@ -68,7 +68,7 @@ SCOPE_API int64_t scope_now(void);
 /* ---------------------------------------------------------------------------
  * Types.  All opaque.
  */
-typedef struct scope scope_t;           /* a scope: owns its forks */
+typedef struct scope scope_t;		/* a scope: owns its forks */
 typedef struct scope_task scope_task_t; /* a subtask (the handle scope_fork gives) */
 typedef struct scope_pool scope_pool_t; /* a thread pool */
 
@@ -88,9 +88,9 @@ typedef enum scope_task_state {
 typedef enum scope_joiner_kind {
 	SCOPE_JOIN_ALL_SUCCESSFUL = 0, /* default: cancel on first failure */
 	SCOPE_JOIN_ANY_SUCCESSFUL,     /* first success wins, others cancelled */
-	SCOPE_JOIN_AWAIT_ALL,          /* wait for all, never cancel */
-	SCOPE_JOIN_UNTIL,              /* wait until the predicate says stop */
-	SCOPE_JOIN_CUSTOM,             /* callbacks in scope_joiner_ops */
+	SCOPE_JOIN_AWAIT_ALL,	       /* wait for all, never cancel */
+	SCOPE_JOIN_UNTIL,	       /* wait until the predicate says stop */
+	SCOPE_JOIN_CUSTOM,	       /* callbacks in scope_joiner_ops */
 } scope_joiner_kind_t;
 
 /* Predicate for SCOPE_JOIN_UNTIL: called once per completed subtask, on the
@@ -126,7 +126,8 @@ typedef int (*scope_timeout_fn)(void *ctx, scope_t *scope);
 /* Flags of scope_config.flags; any other bit is refused (-EINVAL).  Flags
  * are the scope's own: a scope opened below it (by a subtask) does not
  * inherit them. */
-#define SCOPE_F_NO_INTERRUPT 0x1u /* do not signal workers blocked outside the runtime on cancel */
+/* Do not signal workers blocked outside the runtime on cancel. */
+#define SCOPE_F_NO_INTERRUPT 0x1u
 /* A shield (Trio's CancelScope(shield=True)) for cleanup code in a
  * cancelled context: it opens even below a cancelled scope, and no
  * ancestor's cancellation or deadline reaches it or anything below it.
@@ -138,15 +139,15 @@ typedef int (*scope_timeout_fn)(void *ctx, scope_t *scope);
 /* Configuration of scope_open().  Zero-initialise (SCOPE_CONFIG_INIT), then
  * set what you need; every field is set by the caller and read once. */
 struct scope_config {
-	const char *name;                   /* copied; NULL: "scope" */
-	scope_joiner_kind_t joiner;         /* default ALL_SUCCESSFUL */
-	scope_until_fn until;               /* SCOPE_JOIN_UNTIL only */
-	void *until_ctx;                    /* passed to until */
+	const char *name;		    /* copied; NULL: "scope" */
+	scope_joiner_kind_t joiner;	    /* default ALL_SUCCESSFUL */
+	scope_until_fn until;		    /* SCOPE_JOIN_UNTIL only */
+	void *until_ctx;		    /* passed to until */
 	const struct scope_joiner_ops *ops; /* SCOPE_JOIN_CUSTOM only; borrowed */
-	int64_t timeout_ns;                 /* relative; 0: none */
-	int64_t deadline_ns;                /* absolute monotonic; 0: none; earliest wins */
-	scope_pool_t *pool;                 /* borrowed; NULL: the default pool */
-	unsigned flags;                     /* SCOPE_F_* */
+	int64_t timeout_ns;		    /* relative; 0: none */
+	int64_t deadline_ns;		    /* absolute monotonic; 0: none; earliest wins */
+	scope_pool_t *pool;		    /* borrowed; NULL: the default pool */
+	unsigned flags;			    /* SCOPE_F_* */
 	scope_timeout_fn on_timeout;	    /* NULL: join returns -ETIMEDOUT */
 	void *on_timeout_ctx;		    /* passed to on_timeout */
 };
@@ -155,7 +156,10 @@ struct scope_config {
 	{                                                                                          \
 	} /* {0} warns in C++ (-Wmissing-field-initializers) */
 #else
-#define SCOPE_CONFIG_INIT {0}
+#define SCOPE_CONFIG_INIT                                                                          \
+	{                                                                                          \
+		0                                                                                  \
+	}
 #endif
 
 /* ---------------------------------------------------------------------------
@@ -193,7 +197,7 @@ SCOPE_API int scope_open_at(scope_t **out, const struct scope_config *cfg, const
  */
 SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
 			    const char *file, int line, const char *func);
-#define scope_fork(scope, fn, arg, out)                                                  \
+#define scope_fork(scope, fn, arg, out)                                                            \
 	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
 
 /* Waits as the joiner says.  An all-successful or await-all joiner runs its
@@ -375,17 +379,17 @@ SCOPE_API const char *scope_value_get(const char *key);
  */
 typedef enum scope_queue_kind {
 	SCOPE_QUEUE_UNBOUNDED = 0, /* default */
-	SCOPE_QUEUE_BOUNDED,       /* queue_capacity entries */
-	SCOPE_QUEUE_DIRECT,        /* hand-off: no queue, a thread or a rejection */
+	SCOPE_QUEUE_BOUNDED,	   /* queue_capacity entries */
+	SCOPE_QUEUE_DIRECT,	   /* hand-off: no queue, a thread or a rejection */
 } scope_queue_kind_t;
 
 typedef enum scope_policy {
-	SCOPE_POLICY_ABORT = 0,       /* fork fails with SCOPE_EREJECTED */
-	SCOPE_POLICY_CALLER_RUNS,     /* the forking thread runs the task itself */
-	SCOPE_POLICY_DISCARD,         /* the task ends FAILED with SCOPE_EDISCARDED */
-	SCOPE_POLICY_DISCARD_OLDEST,  /* the oldest queued task is discarded instead */
-	SCOPE_POLICY_BLOCK,           /* the forker waits for room (cancellable); a
-				       * worker waiting lends its place */
+	SCOPE_POLICY_ABORT = 0,	     /* fork fails with SCOPE_EREJECTED */
+	SCOPE_POLICY_CALLER_RUNS,    /* the forking thread runs the task itself */
+	SCOPE_POLICY_DISCARD,	     /* the task ends FAILED with SCOPE_EDISCARDED */
+	SCOPE_POLICY_DISCARD_OLDEST, /* the oldest queued task is discarded instead */
+	SCOPE_POLICY_BLOCK,	     /* the forker waits for room (cancellable); a
+				      * worker waiting lends its place */
 } scope_policy_t;
 
 /* Hooks of a pool; all optional, all run on the named thread. */
@@ -393,23 +397,23 @@ struct scope_pool_hooks {
 	/* Creates a thread running start(arg) (the thread factory).  Return 0
 	 * and store the thread, or a negative errno.  NULL: pthread_create. */
 	int (*thread_factory)(void *ctx, pthread_t *thread, void *(*start)(void *), void *arg);
-	void (*before)(void *ctx, scope_task_t *task);          /* worker, before the task */
+	void (*before)(void *ctx, scope_task_t *task);		 /* worker, before the task */
 	void (*after)(void *ctx, scope_task_t *task, int error); /* worker, after it */
-	void (*terminated)(void *ctx, scope_pool_t *pool);      /* last worker, after shutdown */
+	void (*terminated)(void *ctx, scope_pool_t *pool);	 /* last worker, after shutdown */
 	void *ctx;
 };
 
 /* Configuration of scope_pool_create(); zero-initialise, set, pass. */
 struct scope_pool_config {
-	const char *name;            /* copied; thread names are "<name>-<n>", cut to 15 bytes */
-	unsigned core_size;          /* threads kept even when idle; 0: 1 */
-	unsigned max_size;           /* upper bound; < core_size: core_size */
-	int64_t keep_alive_ns;       /* idle time before a non-core thread exits; 0: 60 s */
+	const char *name;      /* copied; thread names are "<name>-<n>", cut to 15 bytes */
+	unsigned core_size;    /* threads kept even when idle; 0: 1 */
+	unsigned max_size;     /* upper bound; < core_size: core_size */
+	int64_t keep_alive_ns; /* idle time before a non-core thread exits; 0: 60 s */
 	scope_queue_kind_t queue;
-	size_t queue_capacity;       /* SCOPE_QUEUE_BOUNDED only; 0: 64 */
+	size_t queue_capacity; /* SCOPE_QUEUE_BOUNDED only; 0: 64 */
 	scope_policy_t policy;
-	bool allow_core_timeout;     /* core threads also exit after keep_alive */
-	bool prestart;               /* start core_size threads now */
+	bool allow_core_timeout; /* core threads also exit after keep_alive */
+	bool prestart;		 /* start core_size threads now */
 	struct scope_pool_hooks hooks;
 };
 #ifdef __cplusplus
@@ -417,18 +421,21 @@ struct scope_pool_config {
 	{                                                                                          \
 	}
 #else
-#define SCOPE_POOL_CONFIG_INIT {0}
+#define SCOPE_POOL_CONFIG_INIT                                                                     \
+	{                                                                                          \
+		0                                                                                  \
+	}
 #endif
 
 /* Statistics, read with scope_pool_stats(). All read-only for the caller. */
 struct scope_pool_stats {
 	unsigned core_size, max_size;
-	unsigned size;       /* threads now */
-	unsigned active;     /* threads running a task */
-	unsigned largest;    /* most threads ever */
-	size_t queued;       /* tasks waiting */
-	uint64_t completed;  /* tasks finished */
-	uint64_t rejected;   /* tasks refused or discarded */
+	unsigned size;	    /* threads now */
+	unsigned active;    /* threads running a task */
+	unsigned largest;   /* most threads ever */
+	size_t queued;	    /* tasks waiting */
+	uint64_t completed; /* tasks finished */
+	uint64_t rejected;  /* tasks refused or discarded */
 	/* Workers parked in a join, a close or a BLOCK fork (in the default
 	 * pool: in any runtime wait) lend their place: other workers may run
 	 * meanwhile, so size may exceed max_size by up to lent. */

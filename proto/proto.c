@@ -89,8 +89,8 @@ static const uint8_t fsize[] = {
 static const struct {
 	uint16_t elem, cap, count_off;
 } arrays[] = {
-	[A_TIDS] = {4, PROTO_MAX_TIDS, O(ntids)},
-	[A_ADDRS] = {8, PROTO_MAX_FRAMES, O(nframes)},
+    [A_TIDS] = {4, PROTO_MAX_TIDS, O(ntids)},
+    [A_ADDRS] = {8, PROTO_MAX_FRAMES, O(nframes)},
 };
 
 /* The layout of a type found by indexing rather than by a scan of the table
@@ -475,16 +475,16 @@ int proto_encode(uint8_t *buf, size_t cap, const struct proto_msg *msg, const ui
 }
 
 static const char *const errnames[] = {
-	[0] = "ok",
-	[-PROTO_EAGAIN] = "incomplete frame (read more)",
-	[-PROTO_ETOOBIG] = "frame longer than the maximum frame size",
-	[-PROTO_ESHORT] = "frame shorter than its layout",
-	[-PROTO_ELONG] = "bytes left over after the frame's layout",
-	[-PROTO_ESTR] = "string unterminated, too long or with a NUL inside",
-	[-PROTO_ETYPE] = "message type outside every known range",
-	[-PROTO_EVERSION] = "protocol version not supported",
-	[-PROTO_ECOUNT] = "count over its cap or not matching the frame length",
-	[-PROTO_EVALUE] = "field value out of its domain",
+    [0] = "ok",
+    [-PROTO_EAGAIN] = "incomplete frame (read more)",
+    [-PROTO_ETOOBIG] = "frame longer than the maximum frame size",
+    [-PROTO_ESHORT] = "frame shorter than its layout",
+    [-PROTO_ELONG] = "bytes left over after the frame's layout",
+    [-PROTO_ESTR] = "string unterminated, too long or with a NUL inside",
+    [-PROTO_ETYPE] = "message type outside every known range",
+    [-PROTO_EVERSION] = "protocol version not supported",
+    [-PROTO_ECOUNT] = "count over its cap or not matching the frame length",
+    [-PROTO_EVALUE] = "field value out of its domain",
 };
 
 const char *proto_strerror(int err)

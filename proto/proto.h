@@ -35,10 +35,10 @@
 #define PROTO_VERSION 3
 #define PROTO_VERSION_MIN 2
 #define PROTO_HDR_SIZE 8u
-#define PROTO_MAX_FRAME 65536u  /* bytes, header included */
-#define PROTO_MAX_STR 1024u     /* bytes of one string, NUL excluded */
-#define PROTO_MAX_FRAMES 256u   /* return addresses in one STACK_REPLY */
-#define PROTO_MAX_TIDS 4096u    /* tids in one STACK_REQUEST */
+#define PROTO_MAX_FRAME 65536u /* bytes, header included */
+#define PROTO_MAX_STR 1024u    /* bytes of one string, NUL excluded */
+#define PROTO_MAX_FRAMES 256u  /* return addresses in one STACK_REPLY */
+#define PROTO_MAX_TIDS 4096u   /* tids in one STACK_REQUEST */
 
 #define PROTO_F_SNAPSHOT 0x1u /* event synthesized by a snapshot walk */
 
@@ -124,15 +124,15 @@ PROTO_MESSAGES(PROTO_WIRE_STRUCT)
 /* Decoder errors (negative). proto_strerror() names them. */
 enum proto_err {
 	PROTO_OK = 0,
-	PROTO_EAGAIN = -1,     /* not a whole frame yet: read more */
-	PROTO_ETOOBIG = -2,    /* len > PROTO_MAX_FRAME */
-	PROTO_ESHORT = -3,     /* len < header, or payload shorter than its layout */
-	PROTO_ELONG = -4,      /* bytes left over after the layout */
-	PROTO_ESTR = -5,       /* string over PROTO_MAX_STR, unterminated, or with NUL inside */
-	PROTO_ETYPE = -6,      /* type outside every known range */
-	PROTO_EVERSION = -7,   /* HELLO with a version we do not speak */
-	PROTO_ECOUNT = -8,     /* a count field over its cap or not matching len */
-	PROTO_EVALUE = -9,     /* a field value out of its domain */
+	PROTO_EAGAIN = -1,   /* not a whole frame yet: read more */
+	PROTO_ETOOBIG = -2,  /* len > PROTO_MAX_FRAME */
+	PROTO_ESHORT = -3,   /* len < header, or payload shorter than its layout */
+	PROTO_ELONG = -4,    /* bytes left over after the layout */
+	PROTO_ESTR = -5,     /* string over PROTO_MAX_STR, unterminated, or with NUL inside */
+	PROTO_ETYPE = -6,    /* type outside every known range */
+	PROTO_EVERSION = -7, /* HELLO with a version we do not speak */
+	PROTO_ECOUNT = -8,   /* a count field over its cap or not matching len */
+	PROTO_EVALUE = -9,   /* a field value out of its domain */
 };
 
 /* A decoded string: points into the frame buffer (borrowed; valid while the

@@ -78,10 +78,10 @@ struct sc_pool_info {
 };
 
 struct sc_ev {
-	uint16_t kind;     /* enum sc_ev_kind */
+	uint16_t kind;	   /* enum sc_ev_kind */
 	uint16_t snapshot; /* 1 when synthesized by sc_registry_snapshot() */
-	uint32_t tid;      /* emitting thread (owner for scope events) */
-	int64_t ts;        /* scope_now(), or 0: the observer stamps it */
+	uint32_t tid;	   /* emitting thread (owner for scope events) */
+	int64_t ts;	   /* scope_now(), or 0: the observer stamps it */
 	uint64_t a, b, c, d;
 	int64_t i;
 	uint32_t u;

@@ -78,9 +78,9 @@ struct scope_pool {
 	 * that lends on every wait, a sleep or fd wait): their places are
 	 * lent, so size - lent is what counts against core and max. */
 	unsigned lent;
-	bool lend_all; /* sleeps and fd waits lend too (the default pool) */
-	uint64_t compensations; /* threads started because workers were parked */
-	uint32_t gen;		/* bumped in a fork child: older queue links are void */
+	bool lend_all;		 /* sleeps and fd waits lend too (the default pool) */
+	uint64_t compensations;	 /* threads started because workers were parked */
+	uint32_t gen;		 /* bumped in a fork child: older queue links are void */
 	_Atomic unsigned active; /* atomics: a task's end takes no pool lock */
 	_Atomic uint64_t completed;
 	uint64_t rejected;

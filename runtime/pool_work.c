@@ -12,10 +12,10 @@
 
 #include "pool_int.h"
 
-#define SPIN_IDLE_NS 20000	/* an idle worker's wait for the next fork */
-#define SPIN_BACKOFF_NS 200000	/* no spinning for this long after a spin found nothing */
-#define POOL_HARD_MAX 32768	/* threads, compensation included */
-#define STEAL_GRACE_NS 1500	/* a spinner leaves a fresh fork to its joiner this long */
+#define SPIN_IDLE_NS 20000	 /* an idle worker's wait for the next fork */
+#define SPIN_BACKOFF_NS 200000	 /* no spinning for this long after a spin found nothing */
+#define POOL_HARD_MAX 32768	 /* threads, compensation included */
+#define STEAL_GRACE_NS 1500	 /* a spinner leaves a fresh fork to its joiner this long */
 #define MONITOR_TICK_NS 10000000 /* the monitor's look at the default pool */
 #define MONITOR_STALL_TICKS 2	 /* looks without progress before it adds a thread */
 

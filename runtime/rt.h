@@ -133,7 +133,7 @@ struct scope_task {
 	 * so a joiner finds its own queued work without looking at others'. */
 	scope_task_t *qnext, *qprev;
 	scope_task_t *snext, *sprev;
-	void *home;   /* struct worker, or NULL: the inject queue */
+	void *home; /* struct worker, or NULL: the inject queue */
 	/* While it runs: the frame to restore after it, and the pool that
 	 * counts the run, so a thread that exits inside it (pthread_exit)
 	 * can end it and every task it interrupted. */
@@ -286,8 +286,7 @@ void sc_scope_close_frame(struct sc_thread *t, int viol);
 /* Runs task on the calling thread, with pool's hooks (NULL: none, as for
  * caller-runs); active says the pool counted this run as active. */
 void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active);
-void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
-		  void *ctx);
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *), void *ctx);
 void sc_task_finish(scope_task_t *task, int state, int error);
 /* The calling thread t exits (pthread_exit) while it runs tasks: each
  * ends FAILED with SCOPE_EEXITED, innermost first, with the scopes they

@@ -9,7 +9,7 @@
 #include "joiner.h"
 #include "rt.h"
 
-#define SC_FREE_SCOPES 16 /* recycled scopes kept per thread */
+#define SC_FREE_SCOPES 16  /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
 #if defined(__SANITIZE_THREAD__)
@@ -87,8 +87,8 @@ static void emit_task(int kind, scope_task_t *task, int state, int err)
 	if ((kind == SC_EV_TASK_FORK || kind == SC_EV_TASK_START) &&
 	    (sc_observed() || atomic_load_explicit(&sc_keep_times, memory_order_relaxed))) {
 		ts = sc_event_time();
-		atomic_store_explicit(kind == SC_EV_TASK_FORK ? &task->fork_ts : &task->start_ts, ts,
-				      memory_order_relaxed);
+		atomic_store_explicit(kind == SC_EV_TASK_FORK ? &task->fork_ts : &task->start_ts,
+				      ts, memory_order_relaxed);
 	}
 	if (!sc_observed())
 		return;
@@ -105,8 +105,7 @@ static void emit_task(int kind, scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
-void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
-		  void *ctx)
+void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	struct sc_ev ev;
 
@@ -773,8 +772,8 @@ int scope_join(scope_t *s)
 		/* Only a joiner that waits for every subtask anyway runs queued
 		 * ones itself: any other must return the moment it decides,
 		 * not when a subtask it picked up ends. */
-		bool helps = s->joiner == SCOPE_JOIN_ALL_SUCCESSFUL ||
-			     s->joiner == SCOPE_JOIN_AWAIT_ALL;
+		bool helps =
+		    s->joiner == SCOPE_JOIN_ALL_SUCCESSFUL || s->joiner == SCOPE_JOIN_AWAIT_ALL;
 		struct sc_wait w = {
 		    .ctx = s,
 		    .done = join_done,

@@ -63,9 +63,7 @@ void app_move(struct app *a, long delta)
 }
 
 const struct view app_views[V_COUNT] = {
-    [V_PICKER] = {"picker", picker_draw, NULL},
-    [V_TREE] = {"tree", tree_draw, tree_key},
-    [V_DETAIL] = {"detail", detail_view_draw, NULL},
-    [V_HELP] = {"help", help_draw, help_key},
+    [V_PICKER] = {"picker", picker_draw, NULL},	     [V_TREE] = {"tree", tree_draw, tree_key},
+    [V_DETAIL] = {"detail", detail_view_draw, NULL}, [V_HELP] = {"help", help_draw, help_key},
     [V_THREADS] = {"threads", threads_draw, NULL},
 };

@@ -243,8 +243,9 @@ static void act_hide_ended(struct app *a)
 {
 	a->tree.hide_ended = !a->tree.hide_ended;
 	a->rows_stale = true;
-	app_status(a, "%s", a->tree.hide_ended ? "finished subtasks and scopes hidden (f shows them)"
-					       : "finished subtasks and scopes shown");
+	app_status(a, "%s",
+		   a->tree.hide_ended ? "finished subtasks and scopes hidden (f shows them)"
+				      : "finished subtasks and scopes shown");
 }
 
 static void act_pause(struct app *a)

@@ -105,8 +105,10 @@ static int parse_columns(const char *list, unsigned *hide)
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int c = rf_col_parse(t);
 		if (c < 0) {
-			fprintf(stderr, "scopetop: --columns: no column '%s'; the columns are id, age, "
-					"joiner, deadline, site, worker\n", t);
+			fprintf(stderr,
+				"scopetop: --columns: no column '%s'; the columns are id, age, "
+				"joiner, deadline, site, worker\n",
+				t);
 			return -1;
 		}
 		shown |= 1u << c;
@@ -180,16 +182,20 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		}
 	}
 	if (optind + 1 < argc) {
-		fprintf(stderr, "scopetop: one process only ('%s' and '%s' given); usage: scopetop "
-				"[options] [PID | NAME]\n", argv[optind], argv[optind + 1]);
+		fprintf(stderr,
+			"scopetop: one process only ('%s' and '%s' given); usage: scopetop "
+			"[options] [PID | NAME]\n",
+			argv[optind], argv[optind + 1]);
 		return -1;
 	}
 	if (optind < argc) {
 		char *end;
 		long long pid = strtoll(argv[optind], &end, 10);
 		if (!*argv[optind] || argv[optind][0] == '-') {
-			fprintf(stderr, "scopetop: '%s' is neither a process id nor a name; usage: "
-					"scopetop [options] [PID | NAME]\n", argv[optind]);
+			fprintf(stderr,
+				"scopetop: '%s' is neither a process id nor a name; usage: "
+				"scopetop [options] [PID | NAME]\n",
+				argv[optind]);
 			return -1;
 		}
 		if (*end)
@@ -284,8 +290,10 @@ static int resolve_name(struct ctl *ctl, struct cli *c)
 					name ? tt_safe(name, safe, sizeof safe) : "?");
 		}
 	} else if (!n) {
-		fprintf(stderr, "scopetop: no live instrumented process matches '%s'; 'scopetop "
-				"--once' lists them\n", c->name);
+		fprintf(stderr,
+			"scopetop: no live instrumented process matches '%s'; 'scopetop "
+			"--once' lists them\n",
+			c->name);
 	}
 	json_decref(reply);
 	return n == 1 ? 0 : -1;
@@ -309,8 +317,11 @@ static int run_once(struct cli *c)
 		if (!ask(ctl, json_pack("{s:s}", "cmd", "list"), &reply)) {
 			json_t *ps = json_object_get(reply, "processes");
 			if (c->json) {
-				json_t *doc = json_pack("{s:O}", "processes", ps ? ps : json_null());
-				rc = doc && !json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) &&
+				json_t *doc =
+				    json_pack("{s:O}", "processes", ps ? ps : json_null());
+				rc = doc &&
+					     !json_dumpf(doc, stdout,
+							 JSON_INDENT(2) | JSON_PRESERVE_ORDER) &&
 					     putchar('\n') != EOF
 					 ? 0
 					 : 1;
@@ -342,7 +353,8 @@ static int run_once(struct cli *c)
 	ctl_close(ctl);
 	/* Output that could not be written is a failure, not a silent loss. */
 	if (fflush(stdout) == EOF || ferror(stdout)) {
-		fprintf(stderr, "scopetop: writing to standard output failed: %s\n", strerror(errno));
+		fprintf(stderr, "scopetop: writing to standard output failed: %s\n",
+			strerror(errno));
 		rc = 1;
 	}
 	return rc;

@@ -269,7 +269,7 @@ static void carry_over(struct tm_model *m, const struct kind *k, void *item, voi
 		 * daemons do not say): a join that began before scopetop
 		 * attached is slow from when it began. */
 		if (s->state == SS_JOINING)
-			s->joining_since_ms = s->join_began_ms > 0 ? s->join_began_ms
+			s->joining_since_ms = s->join_began_ms > 0	      ? s->join_began_ms
 					      : (o && o->state == SS_JOINING) ? o->joining_since_ms
 									      : now;
 	} else if (k->parse == task_parse) {

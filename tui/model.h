@@ -81,7 +81,7 @@ struct tm_scope {
 	char *cancel_reason, *join_result;	  /* NULL: none */
 	double deadline_ms, opened_ms, closed_ms; /* 0: none */
 	double join_began_ms;			  /* the daemon's: when the join began (0: none) */
-	double joining_since_ms;		  /* join_began_ms, else when we first saw it joining */
+	double joining_since_ms; /* join_began_ms, else when we first saw it joining */
 	struct tm_site site;
 	struct tm_kv *values;
 	int nvalues;

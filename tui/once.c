@@ -99,13 +99,13 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 
 /* Column keys of a JSON row's "cells", in enum rf_col order. */
 static const char *const cell_keys[RF_NCOLS] = {
-	[RF_STATE] = "state", [RF_NAME] = "name",	  [RF_ID] = "id",     [RF_AGE] = "age",
-	[RF_JOINER] = "joiner", [RF_DEADLINE] = "deadline", [RF_SITE] = "site", [RF_WORKER] = "worker",
+    [RF_STATE] = "state",   [RF_NAME] = "name",		[RF_ID] = "id",	    [RF_AGE] = "age",
+    [RF_JOINER] = "joiner", [RF_DEADLINE] = "deadline", [RF_SITE] = "site", [RF_WORKER] = "worker",
 };
 
 static const char *const kind_names[] = {
-	[TR_ROOT] = "root", [TR_SCOPE] = "scope", [TR_TASK] = "task", [TR_POOLS] = "pools",
-	[TR_POOL] = "pool",
+    [TR_ROOT] = "root",	  [TR_SCOPE] = "scope", [TR_TASK] = "task",
+    [TR_POOLS] = "pools", [TR_POOL] = "pool",
 };
 
 static json_t *row_json(const struct tm_model *m, const struct tr_row *r, double now)
@@ -118,9 +118,10 @@ static json_t *row_json(const struct tm_model *m, const struct tr_row *r, double
 		return NULL;
 	}
 	int bad = json_object_set_new(o, "depth", json_integer(r->depth));
-	bad |= json_object_set_new(o, "kind", json_string(r->kind < sizeof kind_names / sizeof *kind_names
-								 ? kind_names[r->kind]
-								 : "?"));
+	bad |= json_object_set_new(o, "kind",
+				   json_string(r->kind < sizeof kind_names / sizeof *kind_names
+						   ? kind_names[r->kind]
+						   : "?"));
 	bad |= json_object_set_new(o, "id", jj_id_new(r->id));
 	bad |= json_object_set_new(o, "state", json_string(tr_state_name(r->state)));
 	bad |= json_object_set_new(o, "ended", json_boolean(r->flags & TR_F_DIM));

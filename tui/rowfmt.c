@@ -129,7 +129,8 @@ void rf_task_times(const struct tm_model *m, const struct tm_task *t, double now
 		return;
 	}
 	double end = t->ended_ms > 0 ? t->ended_ms : now;
-	o->queued = t->forked_ms > 0 && t->started_ms > t->forked_ms ? t->started_ms - t->forked_ms : 0;
+	o->queued =
+	    t->forked_ms > 0 && t->started_ms > t->forked_ms ? t->started_ms - t->forked_ms : 0;
 	o->ran = end > t->started_ms ? end - t->started_ms : 0;
 	for (size_t i = 0; i < m->scopes.n; i++) {
 		const struct tm_scope *s = m->scopes.v[i];
@@ -195,7 +196,7 @@ void rf_label(const struct tm_model *m, const struct tr_row *r, bool ascii, char
 			snprintf(times, sizeof times, " %s%u", ascii ? "x" : "×", r->group_n);
 		/* A group stands for several threads: name none of them, but
 		 * the body the group's subtasks run (one fork site, one body). */
-		const char *name = r->group_n <= 1		? tr_task_name(m, t)
+		const char *name = r->group_n <= 1	   ? tr_task_name(m, t)
 				   : t->func && t->func[0] ? t->func
 							   : "task";
 		snprintf(buf, len, "%s%s%s", name, times, badges);

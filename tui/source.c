@@ -16,9 +16,9 @@
 #define LIST_EVERY_MS 1000
 #define ADVICE_EVERY_MS 1000	  /* refresh of the pool advice while a pool is selected */
 #define ADVICE_IDLE_EVERY_MS 3000 /* and otherwise, for the header's warnings */
-#define STACK_EVERY_MS 1000 /* refresh of the selected thread's stack */
+#define STACK_EVERY_MS 1000	  /* refresh of the selected thread's stack */
 #define GROUP_STACKS_EVERY_MS 2000
-#define STACK_SETTLE_MS 120 /* wait for the cursor to rest before fetching */
+#define STACK_SETTLE_MS 120  /* wait for the cursor to rest before fetching */
 #define DUMP_STATUS_MS 15000 /* how long the written dump's path stays shown */
 #define RECONNECT_MS 2000
 #define REQUEST_TIMEOUT_MS 5000
@@ -116,8 +116,9 @@ void src_request_stacks(struct app *a, int64_t tid)
 	if (tid > 0)
 		json_object_set_new(req, "tids", json_pack("[I]", (json_int_t)tid));
 	send_req(a, RQ_STACKS, req);
-	a->stack_next = a->now_local + (a->tree.group || a->view == V_THREADS ? GROUP_STACKS_EVERY_MS
-									     : STACK_EVERY_MS);
+	a->stack_next =
+	    a->now_local +
+	    (a->tree.group || a->view == V_THREADS ? GROUP_STACKS_EVERY_MS : STACK_EVERY_MS);
 }
 
 /* The advice of the watched process's pools: every second while a pool row
@@ -436,7 +437,8 @@ void src_tick(struct app *a)
 		 * cursor is on is still fetched, once: the pane would otherwise
 		 * say "fetching..." until the user resumes. */
 		int64_t tid = detail_tid(a);
-		if (tid && !tm_stack_get(&a->model, tid) && now - a->sel_changed >= STACK_SETTLE_MS &&
+		if (tid && !tm_stack_get(&a->model, tid) &&
+		    now - a->sel_changed >= STACK_SETTLE_MS &&
 		    (tid != a->stack_tid || now >= a->stack_next)) {
 			a->stack_tid = tid;
 			src_request_stacks(a, tid);

@@ -157,8 +157,8 @@ static void task_lines(struct lines *l, const struct app *a, const struct tr_row
 		ttx_duration(ran, sizeof ran, tt.ran);
 		ttx_duration(busy, sizeof busy, tt.busy);
 		ttx_duration(join, sizeof join, tt.joining);
-		add(l, TA_NORMAL, "  time: queued %s, ran %s = busy %s + joining %s (%.0f%% busy)", q,
-		    ran, busy, join, tt.ran > 0 ? 100.0 * tt.busy / tt.ran : 100.0);
+		add(l, TA_NORMAL, "  time: queued %s, ran %s = busy %s + joining %s (%.0f%% busy)",
+		    q, ran, busy, join, tt.ran > 0 ? 100.0 * tt.busy / tt.ran : 100.0);
 	}
 	if (t->error)
 		add(l, TA_BAD, "  error: %s", t->error);

@@ -103,7 +103,8 @@ void draw_header(struct app *a)
 		snprintf(hid, sizeof hid, " | %zu finished hidden", a->tree.hidden);
 	snprintf(h, sizeof h, " scopetop  %s [%lld] %s | %zu scopes %zu tasks %zu threads%s%s%s",
 		 p->name[0] ? p->name : "?", (long long)a->pid, state, m->scopes.n, m->tasks.n,
-		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "", hid);
+		 m->threads.n, a->paused ? " | PAUSED" : "", a->tree.group ? " | grouped" : "",
+		 hid);
 	int hx = ttx_width(h, a->o.ascii), hw = ttx_width(w, a->o.ascii);
 	if (hx + hw > a->scr.cols)
 		hw = a->scr.cols > hx ? a->scr.cols - hx : 0;

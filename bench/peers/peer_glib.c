@@ -68,8 +68,7 @@ int main(void)
 		int64_t t0 = bench_now_ns();
 		for (int i = 0; i < w[k].n; i++)
 			w[k].op();
-		printf("%s %.3f\n", w[k].name,
-		       (double)(bench_now_ns() - t0) / w[k].n / w[k].per);
+		printf("%s %.3f\n", w[k].name, (double)(bench_now_ns() - t0) / w[k].n / w[k].per);
 	}
 	g_thread_pool_free(pool, FALSE, TRUE);
 	return 0;

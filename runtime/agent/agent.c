@@ -27,15 +27,15 @@
 #define BACKOFF_MAX_MS 2000
 #define HELLO_WAIT_MS 1000
 #define BATCH_BYTES (256u * 1024)  /* events moved per batch */
-#define OUT_MAX (64u << 20)        /* cap of the output buffer (snapshots) */
-#define DRAIN_MS 1                 /* drain period while rings fill fast */
-#define IDLE_MS 4                  /* drain period while they stay nearly empty */
+#define OUT_MAX (64u << 20)	   /* cap of the output buffer (snapshots) */
+#define DRAIN_MS 1		   /* drain period while rings fill fast */
+#define IDLE_MS 4		   /* drain period while they stay nearly empty */
 #define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
-#define SHED_MS 20                 /* after this long blocked, new events are only counted */
-#define STOP_CHECK_MS 5            /* blocked this long: look whether the daemon is stopped */
+#define SHED_MS 20		   /* after this long blocked, new events are only counted */
+#define STOP_CHECK_MS 5		   /* blocked this long: look whether the daemon is stopped */
 #define STOP_CHECK_GAP_NS 50000000 /* at most one such look per 50 ms */
-#define FINAL_NS 80000000          /* the agent's part of the exit-time flush */
-#define REAP_NS 50000000           /* how often exited threads' rings are freed */
+#define FINAL_NS 80000000	   /* the agent's part of the exit-time flush */
+#define REAP_NS 50000000	   /* how often exited threads' rings are freed */
 #define IN_CAP (2 * PROTO_MAX_FRAME)
 /* The largest a ring grows to.  1 MiB holds about 50 ms of the busiest
  * thread of a fork storm, more than the SHED_MS a stalled daemon gets
@@ -57,7 +57,7 @@ struct agent {
 
 	/* The agent thread's own. */
 	int fd;
-	pid_t peer; /* the daemon's pid, from SO_PEERCRED (0: unknown) */
+	pid_t peer;	      /* the daemon's pid, from SO_PEERCRED (0: unknown) */
 	_Atomic uint32_t tid; /* read by sc_agent_get_stats */
 	struct sc_buf out;
 	uint8_t in[IN_CAP];

@@ -98,12 +98,12 @@ SC_HIDDEN void sc_sites_after_fork(void);
 
 struct sc_buf {
 	uint8_t *p;
-	size_t len;      /* bytes appended */
-	size_t sent;     /* bytes already written to the socket */
-	size_t cap;      /* allocated */
-	size_t max;      /* cap never grows past this */
+	size_t len;	 /* bytes appended */
+	size_t sent;	 /* bytes already written to the socket */
+	size_t cap;	 /* allocated */
+	size_t max;	 /* cap never grows past this */
 	size_t frame_at; /* start of the frame that contains byte `sent` */
-	int overflow;    /* an append did not fit under max */
+	int overflow;	 /* an append did not fit under max */
 };
 
 /* Room for n more bytes at the end, or NULL (overflow set) past max. */
@@ -221,17 +221,17 @@ extern _Atomic size_t sc_exit_rest_len SC_HIDDEN;
 SC_HIDDEN int sc_agent_final(uint32_t how, int32_t code, int timeout_ms);
 
 struct sc_agent_stats {
-	int connected;          /* a session is up (HELLO_ACK received) */
-	uint64_t sessions;      /* connects that got HELLO_ACK */
-	uint64_t snapshots;     /* snapshots sent */
-	uint64_t events;        /* live events sent */
-	uint64_t lost;          /* events dropped */
-	uint64_t lost_msgs;     /* LOST messages sent */
-	uint64_t stack_reqs;    /* STACK_REQUESTs answered */
-	uint64_t sheds;         /* daemon stalls long enough that events were shed */
+	int connected;		/* a session is up (HELLO_ACK received) */
+	uint64_t sessions;	/* connects that got HELLO_ACK */
+	uint64_t snapshots;	/* snapshots sent */
+	uint64_t events;	/* live events sent */
+	uint64_t lost;		/* events dropped */
+	uint64_t lost_msgs;	/* LOST messages sent */
+	uint64_t stack_reqs;	/* STACK_REQUESTs answered */
+	uint64_t sheds;		/* daemon stalls long enough that events were shed */
 	uint64_t sheds_stopped; /* of those, shed because the daemon was seen stopped */
-	int64_t cpu_ns;         /* CPU time the agent thread used so far (-1: unknown) */
-	uint32_t tid;           /* the agent thread's (0: not running or not started yet) */
+	int64_t cpu_ns;		/* CPU time the agent thread used so far (-1: unknown) */
+	uint32_t tid;		/* the agent thread's (0: not running or not started yet) */
 };
 SC_HIDDEN void sc_agent_get_stats(struct sc_agent_stats *st);
 

@@ -16,7 +16,7 @@
 #include "agent.h"
 
 #define FINAL_FLUSH_MS 100 /* how long exit() may wait for the last events */
-#define CLAIM_TRIES 200    /* x 100 us: how long a crash waits for the socket */
+#define CLAIM_TRIES 200	   /* x 100 us: how long a crash waits for the socket */
 #define CRASH_FRAMES 128   /* frames of the crashing thread sent */
 
 _Atomic int sc_exit_fd = -1;

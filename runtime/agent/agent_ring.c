@@ -35,20 +35,21 @@
 
 struct sc_ring {
 	/* The producer's cache line. */
-	_Atomic uint64_t head;   /* bytes written, release-published */
-	uint64_t tail_cache;     /* producer's last view of tail */
+	_Atomic uint64_t head; /* bytes written, release-published */
+	uint64_t tail_cache;   /* producer's last view of tail */
 	_Atomic uint64_t dropped;
 	uint8_t *buf;
 	uint64_t mask;
-	struct sc_ring *_Atomic grown; /* the agent's replacement: larger, or after a calm smaller */
-	_Atomic uint64_t viol_end;     /* head after the last VIOLATION written (0: none) */
+	struct sc_ring
+	    *_Atomic grown;	   /* the agent's replacement: larger, or after a calm smaller */
+	_Atomic uint64_t viol_end; /* head after the last VIOLATION written (0: none) */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
-	_Atomic int retired; /* replaced or its thread exited: free once drained */
-	_Atomic int exited;  /* its thread has exited */
+	_Atomic int retired;   /* replaced or its thread exited: free once drained */
+	_Atomic int exited;    /* its thread has exited */
 	uint64_t dropped_seen; /* the agent's: dropped when it last looked */
-	uint64_t peak;         /* the agent's: most bytes pending at a drain lately */
-	unsigned calm;         /* the agent's: checks in a row with a small peak */
+	uint64_t peak;	       /* the agent's: most bytes pending at a drain lately */
+	unsigned calm;	       /* the agent's: checks in a row with a small peak */
 	struct sc_ring *_Atomic next;
 	struct sc_ring *spare_next; /* in the spare list, under rings_lock */
 };
@@ -90,9 +91,9 @@ static struct sc_ring *_Atomic rings;
 #define SHRINK_CALM 200u /* sc_rings_tune calls (x REAP_NS, agent.c: 10 s) */
 static size_t ring_max = 1024 * 1024;
 static _Atomic size_t start_bytes = RING_START; /* a new thread's ring */
-static unsigned quiet_reaps;                    /* agent's: reaps since the last growth */
-#define QUIET_REAPS 20                          /* x REAP_NS (agent.c): back to RING_START */
-static _Atomic uint64_t gone_dropped; /* drops of rings already freed or never made */
+static unsigned quiet_reaps;			/* agent's: reaps since the last growth */
+#define QUIET_REAPS 20				/* x REAP_NS (agent.c): back to RING_START */
+static _Atomic uint64_t gone_dropped;		/* drops of rings already freed or never made */
 
 /* Per-batch state of the merge: one cursor per ring with pending events. */
 struct cursor {
@@ -148,7 +149,8 @@ int sc_rings_init(size_t bytes)
 
 /* Rings of exited threads, drained, kept for the next threads (under
  * rings_lock).  Threads come and go in the bursts that grow rings; a fresh
- * 1 MiB ring costs 256 page faults and its munmap, a kept one nothing.  Freed once growth has been quiet for a while. */
+ * 1 MiB ring costs 256 page faults and its munmap, a kept one nothing.  Freed once growth has been
+ * quiet for a while. */
 #define MAX_SPARES 8
 static struct sc_ring *spares;
 static unsigned nspares;
@@ -588,7 +590,8 @@ static void ring_grow(struct sc_ring *r)
 void sc_rings_tune(void)
 {
 	size_t small = ring_max < RING_START ? ring_max : RING_START;
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		if ((size_t)r->mask + 1 <= small)
 			continue;
 		/* Lately never more than a quarter of a small ring pending at a
@@ -618,7 +621,8 @@ size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horiz
 	unsigned fill = 0;
 
 	uint64_t seen = atomic_load_explicit(&gone_dropped, memory_order_relaxed);
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire);
 		uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
@@ -636,7 +640,7 @@ size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horiz
 		}
 		if (cursors_fit(nc + 1)) {
 			seen = drops_seen; /* a partial sum: keep the last whole one */
-			break; /* out of memory: drain the rings we have now */
+			break;		   /* out of memory: drain the rings we have now */
 		}
 		cursors[nc] = (struct cursor){r, r->buf, r->mask, pos, end, 0};
 		nc++;
@@ -745,7 +749,8 @@ void sc_rings_reap(int discard)
 	while ((r = atomic_load_explicit(link, memory_order_relaxed))) {
 		int empty = atomic_load_explicit(&r->tail, memory_order_relaxed) ==
 			    atomic_load_explicit(&r->head, memory_order_acquire);
-		if (!atomic_load_explicit(&r->retired, memory_order_acquire) || (!empty && !discard)) {
+		if (!atomic_load_explicit(&r->retired, memory_order_acquire) ||
+		    (!empty && !discard)) {
 			link = &r->next;
 			continue;
 		}
@@ -805,7 +810,8 @@ size_t sc_rings_count(size_t *bytes)
 {
 	size_t n = 0, b = 0;
 	pthread_mutex_lock(&rings_lock);
-	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
+	     r = r->next) {
 		n++;
 		b += (size_t)r->mask + 1;
 	}

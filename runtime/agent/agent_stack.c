@@ -15,11 +15,11 @@
 
 #include "agent.h"
 
-#define NSLOTS 64              /* threads captured at once */
-#define DEFAULT_FRAMES 64      /* when a request says max_frames = 0 */
-#define WAIT_NS 200000000LL    /* how long a batch waits for its threads */
+#define NSLOTS 64	    /* threads captured at once */
+#define DEFAULT_FRAMES 64   /* when a request says max_frames = 0 */
+#define WAIT_NS 200000000LL /* how long a batch waits for its threads */
 #define BUSY_WAIT_NS 50000000LL
-#define MAX_ALL_TIDS 65536     /* threads listed for an all-threads request */
+#define MAX_ALL_TIDS 65536 /* threads listed for an all-threads request */
 /* What the handler needs below its own frame: libunwind's cursor and steps
  * took 3 KiB in a measured capture (x86_64, -O2; 5.4 KiB under ASan), and
  * unwind info seen for the first time costs more. */

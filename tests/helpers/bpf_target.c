@@ -193,12 +193,12 @@ static const struct role {
 	void (*fn)(void);
 	char command;
 } roles[] = {
-	{"futex", bpf_target_wait_futex, 0}, {"timedwait", bpf_target_timedwait, 0},
-	{"sleep", bpf_target_sleep, 0},      {"read", bpf_target_read, 0},
-	{"mutex", bpf_target_lock, 0},       {"epoll", bpf_target_epoll, 0},
-	{"deep", bpf_target_deep, 0},        {"spin", bpf_target_spin, 0},
-	{"extra", bpf_target_wait_futex, 0}, {"zlib", bpf_target_zlib, 'z'},
-	{"churn", bpf_target_churn, 'c'},
+    {"futex", bpf_target_wait_futex, 0}, {"timedwait", bpf_target_timedwait, 0},
+    {"sleep", bpf_target_sleep, 0},	 {"read", bpf_target_read, 0},
+    {"mutex", bpf_target_lock, 0},	 {"epoll", bpf_target_epoll, 0},
+    {"deep", bpf_target_deep, 0},	 {"spin", bpf_target_spin, 0},
+    {"extra", bpf_target_wait_futex, 0}, {"zlib", bpf_target_zlib, 'z'},
+    {"churn", bpf_target_churn, 'c'},
 };
 #define NROLES (sizeof(roles) / sizeof(roles[0]))
 
@@ -282,8 +282,8 @@ int main(int argc, char **argv)
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	for (size_t i = 0; i < NROLES; i++) {
-		int copies = roles[i].command ? 0
-			     : roles[i].fn == bpf_target_spin ? spin
+		int copies = roles[i].command			   ? 0
+			     : roles[i].fn == bpf_target_spin	   ? spin
 			     : strcmp(roles[i].name, "extra") == 0 ? extra
 								   : 1;
 

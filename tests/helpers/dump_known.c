@@ -89,8 +89,8 @@ static int __attribute__((noinline)) known_task_b(void *arg, void **res)
 	(void)arg, (void)res;
 	tid_b = gettid();
 	blocked++;
-	int rc = open_fork_join("middle", SCOPE_JOIN_ANY_SUCCESSFUL, 3600LL * 1000000000,
-				known_task_c);
+	int rc =
+	    open_fork_join("middle", SCOPE_JOIN_ANY_SUCCESSFUL, 3600LL * 1000000000, known_task_c);
 	KEEP_FRAME();
 	return rc;
 }
@@ -101,8 +101,8 @@ static void *announce(void *arg)
 	while (blocked < 4 || !tid_a || !tid_b || !tid_c || !tid_d)
 		usleep(1000);
 	usleep(20000); /* let the last ones reach their blocking calls */
-	printf("{\"pid\":%d,\"main\":%d,\"a\":%d,\"b\":%d,\"c\":%d,\"d\":%d}\n", getpid(),
-	       getpid(), tid_a, tid_b, tid_c, tid_d);
+	printf("{\"pid\":%d,\"main\":%d,\"a\":%d,\"b\":%d,\"c\":%d,\"d\":%d}\n", getpid(), getpid(),
+	       tid_a, tid_b, tid_c, tid_d);
 	fflush(stdout);
 	return NULL;
 }

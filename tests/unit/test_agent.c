@@ -110,11 +110,11 @@ static void test_encoder_matches_decoder(void **state)
 {
 	(void)state;
 	static const uint16_t kinds[] = {
-		SC_EV_THREAD_START, SC_EV_THREAD_EXIT, SC_EV_THREAD_NAME,   SC_EV_PROCESS_EXIT,
-		SC_EV_SCOPE_OPEN,   SC_EV_JOIN_BEGIN,  SC_EV_JOIN_END,      SC_EV_SCOPE_CANCEL,
-		SC_EV_SCOPE_CLOSE,  SC_EV_TASK_FORK,   SC_EV_TASK_START,    SC_EV_TASK_END,
-		SC_EV_VIOLATION,    SC_EV_VALUE_BIND,  SC_EV_POOL_CREATE,   SC_EV_POOL_STATS,
-		SC_EV_POOL_DESTROY,
+	    SC_EV_THREAD_START, SC_EV_THREAD_EXIT, SC_EV_THREAD_NAME, SC_EV_PROCESS_EXIT,
+	    SC_EV_SCOPE_OPEN,	SC_EV_JOIN_BEGIN,  SC_EV_JOIN_END,    SC_EV_SCOPE_CANCEL,
+	    SC_EV_SCOPE_CLOSE,	SC_EV_TASK_FORK,   SC_EV_TASK_START,  SC_EV_TASK_END,
+	    SC_EV_VIOLATION,	SC_EV_VALUE_BIND,  SC_EV_POOL_CREATE, SC_EV_POOL_STATS,
+	    SC_EV_POOL_DESTROY,
 	};
 	struct sc_pool_info pi = {1, 2, 3, 4, 5, 1, 2, 64, 7, 8, 9, -10};
 	uint8_t buf[8192];
@@ -648,7 +648,8 @@ static void test_agent_thread_reported(void **state)
 		 SC_ROLE_AGENT);
 	char *dump = rx_cmd(&rx, "dump", NULL, 0);
 	if (!strstr(dump, want))
-		fail_msg("the first snapshot lacks \"%.*s\": %s", (int)strlen(want) - 1, want, dump);
+		fail_msg("the first snapshot lacks \"%.*s\": %s", (int)strlen(want) - 1, want,
+			 dump);
 	free(dump);
 
 	/* A repair snapshot lists it again. */

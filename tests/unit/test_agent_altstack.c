@@ -218,14 +218,14 @@ static void test_own_stack_kept(void **state)
 #endif
 
 #define THREAD_STACK (256u * 1024)
-#define NEAR_ROOM 512 /* left below the parked frames: less than any signal frame */
+#define NEAR_ROOM 512	      /* left below the parked frames: less than any signal frame */
 #define SMALL_ALT (6u * 1024) /* a thread's own alternate stack, too small for the unwinder */
 
 /* The captured thread, as the capturing one sees it. */
 struct deep {
-	char *lo;	    /* the lowest byte of the thread's stack */
-	int own_alt;	    /* the thread brings its own small alternate stack */
-	int had_alt;	    /* it ran with an alternate stack (-1: could not set its own) */
+	char *lo;    /* the lowest byte of the thread's stack */
+	int own_alt; /* the thread brings its own small alternate stack */
+	int had_alt; /* it ran with an alternate stack (-1: could not set its own) */
 	_Atomic uint32_t tid;
 	_Atomic uint32_t parked;
 	_Atomic uint32_t go; /* futex word */
@@ -346,8 +346,8 @@ static int capture_child(int own_alt)
 		return 1;
 	}
 	/* The thread's stack, with a guard page below: its end is known. */
-	stack = mmap(NULL, THREAD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		     0);
+	stack =
+	    mmap(NULL, THREAD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	d.lo = stack + page;
 	pthread_attr_init(&attr);
 	if (stack == MAP_FAILED || mprotect(stack, page, PROT_NONE) != 0 ||
@@ -363,7 +363,8 @@ static int capture_child(int own_alt)
 		goto out;
 	}
 	if (!d.had_alt) {
-		fprintf(stderr, "skip: the thread has no alternate stack (SIGSEGV is not libscope's)\n");
+		fprintf(stderr,
+			"skip: the thread has no alternate stack (SIGSEGV is not libscope's)\n");
 		rc = 77;
 		goto out;
 	}
@@ -384,7 +385,8 @@ static int capture_child(int own_alt)
 		if (m.error == -ENOSPC && m.nframes == 0)
 			rc = 0;
 		else
-			fprintf(stderr, "own %u-byte alternate stack: error %d, %u frames (want %d, 0)\n",
+			fprintf(stderr,
+				"own %u-byte alternate stack: error %d, %u frames (want %d, 0)\n",
 				SMALL_ALT, (int)m.error, m.nframes, -ENOSPC);
 		goto out;
 	}
@@ -399,9 +401,10 @@ static int capture_child(int own_alt)
 	if (m.error == 0 && park && descend > 1 && start)
 		rc = 0;
 	else
-		fprintf(stderr,
-			"near its stack's end: error %d, %u frames; park %d, descend %d, thread %d\n",
-			(int)m.error, m.nframes, park, descend, start);
+		fprintf(
+		    stderr,
+		    "near its stack's end: error %d, %u frames; park %d, descend %d, thread %d\n",
+		    (int)m.error, m.nframes, park, descend, start);
 out:
 	atomic_store(&d.go, 1);
 	futex(&d.go, FUTEX_WAKE_PRIVATE, 1);

@@ -33,7 +33,7 @@ enum behaviour {
 	B_VERSION,   /* answers with a HELLO_ACK of version 99 */
 	B_HANGUP,    /* closes right after accept */
 	B_BIG_STACK, /* acks, asks for the stacks of 4096 made-up threads */
-	B_DEAF,      /* acks, then reads nothing more (but is not stopped) */
+	B_DEAF,	     /* acks, then reads nothing more (but is not stopped) */
 };
 
 struct peer {
@@ -375,13 +375,13 @@ int main(int argc, char **argv)
 	(void)argc;
 	rx_reexec_disabled(argv);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_refused_backs_off),
-		cmocka_unit_test(test_silent_daemon_times_out),
-		cmocka_unit_test(test_garbage_drops_session),
-		cmocka_unit_test(test_wrong_version_refused),
-		cmocka_unit_test(test_hangup_reconnects),
-		cmocka_unit_test(test_big_stack_request),
-		cmocka_unit_test(test_deaf_daemon_is_not_stopped),
+	    cmocka_unit_test(test_refused_backs_off),
+	    cmocka_unit_test(test_silent_daemon_times_out),
+	    cmocka_unit_test(test_garbage_drops_session),
+	    cmocka_unit_test(test_wrong_version_refused),
+	    cmocka_unit_test(test_hangup_reconnects),
+	    cmocka_unit_test(test_big_stack_request),
+	    cmocka_unit_test(test_deaf_daemon_is_not_stopped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

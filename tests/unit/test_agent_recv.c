@@ -323,7 +323,8 @@ static char *model_text(struct model *m)
 		switch (r->kind) {
 		case R_THREAD:
 			snprintf(buf, sizeof buf, "thread %llu role=%u pool=%llu name=%s\n",
-				 (unsigned long long)r->id, r->role, (unsigned long long)r->a, r->name);
+				 (unsigned long long)r->id, r->role, (unsigned long long)r->a,
+				 r->name);
 			break;
 		case R_POOL:
 			snprintf(buf, sizeof buf, "pool %llu name=%s\n", (unsigned long long)r->id,
@@ -470,7 +471,8 @@ static size_t recv_agent(struct recv *r)
 		if (rc == PROTO_EAGAIN)
 			break;
 		if (rc != PROTO_OK) {
-			fprintf(stderr, "receiver: bad frame from the agent: %s\n", proto_strerror(rc));
+			fprintf(stderr, "receiver: bad frame from the agent: %s\n",
+				proto_strerror(rc));
 			r->bad_frames++;
 			recv_drop_agent(r);
 			return (size_t)n;
@@ -624,7 +626,8 @@ static int receiver_main(const char *sock, const char *ctl)
 	r.lfd = listen_on(sock);
 	r.cfd_listen = listen_on(ctl);
 	for (;;) {
-		struct pollfd p[3] = {{r.lfd, POLLIN, 0}, {r.cfd_listen, POLLIN, 0}, {r.afd, POLLIN, 0}};
+		struct pollfd p[3] = {
+		    {r.lfd, POLLIN, 0}, {r.cfd_listen, POLLIN, 0}, {r.afd, POLLIN, 0}};
 		if (poll(p, 3, 1000) < 0 && errno != EINTR)
 			return 1;
 		if (p[0].revents & POLLIN) {
@@ -645,7 +648,6 @@ static int receiver_main(const char *sock, const char *ctl)
 		}
 	}
 }
-
 
 /* ======================================================================
  * Unit tests of the model itself (run without --receiver).
@@ -821,10 +823,10 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "--receiver"))
 		return receiver_main(argv[2], argv[3]);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_model_idempotent),
-		cmocka_unit_test(test_model_snapshot_replaces),
-		cmocka_unit_test(test_model_sites),
-		cmocka_unit_test(test_model_many),
+	    cmocka_unit_test(test_model_idempotent),
+	    cmocka_unit_test(test_model_snapshot_replaces),
+	    cmocka_unit_test(test_model_sites),
+	    cmocka_unit_test(test_model_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,8 +137,8 @@ static void test_grows_and_keeps_order(void **state)
 
 struct filler {
 	uint64_t n;
-	int hold;        /* wait for the test's go before exiting */
-	size_t size;     /* the ring size the thread ended with */
+	int hold;	 /* wait for the test's go before exiting */
+	size_t size;	 /* the ring size the thread ended with */
 	const void *buf; /* and that ring's memory */
 	pthread_barrier_t filled, go;
 };
@@ -724,8 +724,9 @@ static void test_fork_child_drops_start_at_zero(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	if (WEXITSTATUS(status))
-		fail_msg("the child's drop count %s",
-			 WEXITSTATUS(status) & 1 ? "started from the parent's" : "is not its own 3");
+		fail_msg("the child's drop count %s", WEXITSTATUS(status) & 1
+							  ? "started from the parent's"
+							  : "is not its own 3");
 	assert_int_equal(drain_all(ids, 0, 64), 0);
 }
 
@@ -734,19 +735,17 @@ int main(int argc, char **argv)
 	(void)argc;
 	rx_reexec_disabled(argv); /* no agent thread: the test is the consumer */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

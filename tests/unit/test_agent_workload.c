@@ -98,7 +98,7 @@ static int subtree(void *arg, void **result);
 static void random_scope(unsigned *seed, int depth)
 {
 	static const scope_joiner_kind_t joiners[] = {
-		SCOPE_JOIN_ALL_SUCCESSFUL, SCOPE_JOIN_ANY_SUCCESSFUL, SCOPE_JOIN_AWAIT_ALL};
+	    SCOPE_JOIN_ALL_SUCCESSFUL, SCOPE_JOIN_ANY_SUCCESSFUL, SCOPE_JOIN_AWAIT_ALL};
 	struct scope_config cfg = SCOPE_CONFIG_INIT;
 	char name[32];
 	snprintf(name, sizeof name, "rnd-%d", depth);
@@ -118,7 +118,8 @@ static void random_scope(unsigned *seed, int depth)
 		if (depth > 0 && rand_r(seed) % 3 == 0) {
 			/* seed and depth travel in the pointer: a fork into a
 			 * cancelled scope never runs, so nothing may need freeing */
-			uintptr_t arg = (uintptr_t)(rand_r(seed) & 0xffffff) << 4 | (uintptr_t)(depth - 1);
+			uintptr_t arg =
+			    (uintptr_t)(rand_r(seed) & 0xffffff) << 4 | (uintptr_t)(depth - 1);
 			scope_fork(s, subtree, (void *)arg, NULL);
 		} else {
 			scope_fork(s, leaf, (void *)(intptr_t)rand_r(seed), NULL);
@@ -491,12 +492,11 @@ int main(int argc, char **argv)
 	(void)argc;
 	rx_reexec_disabled(argv);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_random_workload_matches_registry, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_late_connect, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_receiver_restart_mid_run, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stopped_receiver_while_forking, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stacks_of_runtime_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_random_workload_matches_registry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_late_connect, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_receiver_restart_mid_run, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stopped_receiver_while_forking, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stacks_of_runtime_threads, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

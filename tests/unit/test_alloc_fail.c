@@ -492,12 +492,12 @@ static void test_ctl(void **state)
  * apply must succeed or say -ENOMEM, and the model must free what it holds.
  */
 
-static struct proto_str S(const char *s)
-{
+static struct proto_str S(const char *s) {
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static struct proto_msg mev(uint16_t type, uint64_t a)
+static struct proto_msg
+mev(uint16_t type, uint64_t a)
 {
 	struct proto_msg m;
 	memset(&m, 0, sizeof m);
@@ -578,7 +578,8 @@ static void op_model(void *arg, struct outcome *o)
 
 	char what[64];
 	for (size_t i = 0; i < n; i++) {
-		snprintf(what, sizeof what, "model_apply #%zu (%s)", i, proto_type_name(msgs[i].type));
+		snprintf(what, sizeof what, "model_apply #%zu (%s)", i,
+			 proto_type_name(msgs[i].type));
 		(void)expect(model_apply(&m, &msgs[i], 0), what, o);
 	}
 	struct jbuf b;

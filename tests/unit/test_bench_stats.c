@@ -14,9 +14,8 @@
 static const struct {
 	size_t n, lo, hi;
 } ranks[] = {
-    {5, 0, 0},	   {6, 1, 6},	  {8, 1, 8},	 {9, 2, 8},	  {10, 2, 9},
-    {15, 4, 12},   {20, 6, 15},	  {25, 8, 18},	 {30, 10, 21},	  {100, 40, 61},
-    {101, 41, 61}, {201, 87, 115},
+    {5, 0, 0},	 {6, 1, 6},   {8, 1, 8},    {9, 2, 8},	   {10, 2, 9},	  {15, 4, 12},
+    {20, 6, 15}, {25, 8, 18}, {30, 10, 21}, {100, 40, 61}, {101, 41, 61}, {201, 87, 115},
 };
 
 static void interval_ranks(void **state)
@@ -35,8 +34,8 @@ static void interval_ranks(void **state)
 		}
 		assert_int_equal(ok, 1);
 		if (lo != (double)ranks[t].lo || hi != (double)ranks[t].hi)
-			fail_msg("n=%zu: interval x(%g)..x(%g), want x(%zu)..x(%zu)", ranks[t].n, lo,
-				 hi, ranks[t].lo, ranks[t].hi);
+			fail_msg("n=%zu: interval x(%g)..x(%g), want x(%zu)..x(%zu)", ranks[t].n,
+				 lo, hi, ranks[t].lo, ranks[t].hi);
 	}
 }
 

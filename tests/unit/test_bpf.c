@@ -23,9 +23,9 @@ static char ksyms_path[] = "/tmp/test_bpf_ksyms.XXXXXX";
 /* A fake kallsyms: addresses spaced 0x100 apart, one name per row the
  * classifier knows plus a few it must ignore. */
 static const char *fake_syms[] = {
-	"__schedule", "schedule", "futex_do_wait", "__futex_wait", "do_futex",
-	"do_epoll_wait", "hrtimer_nanosleep", "anon_pipe_read", "vfs_read", "ksys_read",
-	"do_syscall_64", "exc_page_fault", "io_schedule", "__sys_recvfrom", "sock_recvmsg",
+    "__schedule",    "schedule",	  "futex_do_wait",  "__futex_wait",   "do_futex",
+    "do_epoll_wait", "hrtimer_nanosleep", "anon_pipe_read", "vfs_read",	      "ksys_read",
+    "do_syscall_64", "exc_page_fault",	  "io_schedule",    "__sys_recvfrom", "sock_recvmsg",
 };
 #define NFAKE (sizeof(fake_syms) / sizeof(fake_syms[0]))
 #define FAKE_BASE 0xffffffff81000000ull
@@ -110,9 +110,9 @@ static void test_state_letters(void **state)
 		uint32_t state, exit_state;
 		char letter;
 	} cases[] = {
-		{0, 0, 'R'},          {1, 0, 'S'},     {2, 0, 'D'},     {0x402, 0, 'I'},
-		{0x104, 0, 'T'},      {0x8, 0, 't'},   {0x40, 0, 'P'},  {0x102, 0, 'D'},
-		{0, 0x20, 'Z'},       {0, 0x10, 'X'},  {0x2001, 0, 'S'},
+	    {0, 0, 'R'},     {1, 0, 'S'},    {2, 0, 'D'},      {0x402, 0, 'I'},
+	    {0x104, 0, 'T'}, {0x8, 0, 't'},  {0x40, 0, 'P'},   {0x102, 0, 'D'},
+	    {0, 0x20, 'Z'},  {0, 0x10, 'X'}, {0x2001, 0, 'S'},
 	};
 
 	(void)state;
@@ -131,31 +131,83 @@ static const struct classify_case {
 	const char *kstack[6];
 	const char *blocked_in, *jstate;
 } classify_cases[] = {
-	{"cond wait", 1, false, 202, {0x1000, 0x189, 0, 0, 0},
-	 {"__schedule", "futex_do_wait", "__futex_wait", "do_futex", "do_syscall_64"},
-	 "futex", "WAITING"},
-	{"timed cond wait", 1, false, 202, {0x1000, 0x189, 0, 0x7ffd0000, 0},
-	 {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"}, "futex", "TIMED_WAITING"},
-	{"mutex lock", 1, false, 202, {0x1000, 0x80, 2, 0, 0},
-	 {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"}, "mutex", "BLOCKED"},
-	{"epoll forever", 1, false, 232, {3, 0x7ffd0000, 1, (uint64_t)-1, 0},
-	 {"schedule", "do_epoll_wait", "do_syscall_64"}, "epoll", "WAITING"},
-	{"epoll 100ms", 1, false, 232, {3, 0x7ffd0000, 1, 100, 0},
-	 {"schedule", "do_epoll_wait", "do_syscall_64"}, "epoll", "TIMED_WAITING"},
-	{"nanosleep", 1, false, 230, {0},
-	 {"schedule", "hrtimer_nanosleep", "do_syscall_64"}, "sleep", "TIMED_WAITING"},
-	{"pipe read", 1, false, 0, {0},
-	 {"schedule", "anon_pipe_read", "vfs_read", "ksys_read", "do_syscall_64"}, "read",
-	 "WAITING"},
-	{"recvfrom", 1, false, 45, {0},
-	 {"schedule", "sock_recvmsg", "__sys_recvfrom", "do_syscall_64"}, "recv", "WAITING"},
-	/* A fault's error code sits where a syscall number would: 7 is not poll. */
-	{"page fault", 2, false, 7, {0, 0, 5, 0, 0},
-	 {"schedule", "io_schedule", "exc_page_fault"}, "page_fault", "WAITING"},
-	{"running", 0, true, -1, {0}, {"__schedule"}, NULL, "RUNNABLE"},
-	{"preempted", 0, false, -1, {0}, {0}, NULL, "RUNNABLE"},
-	{"on cpu, state S", 1, true, 202, {0}, {"futex_do_wait"}, NULL, "RUNNABLE"},
-	{"unknown sleep", 1, false, 999, {0}, {"schedule", "do_syscall_64"}, NULL, "WAITING"},
+    {"cond wait",
+     1,
+     false,
+     202,
+     {0x1000, 0x189, 0, 0, 0},
+     {"__schedule", "futex_do_wait", "__futex_wait", "do_futex", "do_syscall_64"},
+     "futex",
+     "WAITING"},
+    {"timed cond wait",
+     1,
+     false,
+     202,
+     {0x1000, 0x189, 0, 0x7ffd0000, 0},
+     {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"},
+     "futex",
+     "TIMED_WAITING"},
+    {"mutex lock",
+     1,
+     false,
+     202,
+     {0x1000, 0x80, 2, 0, 0},
+     {"__schedule", "futex_do_wait", "do_futex", "do_syscall_64"},
+     "mutex",
+     "BLOCKED"},
+    {"epoll forever",
+     1,
+     false,
+     232,
+     {3, 0x7ffd0000, 1, (uint64_t)-1, 0},
+     {"schedule", "do_epoll_wait", "do_syscall_64"},
+     "epoll",
+     "WAITING"},
+    {"epoll 100ms",
+     1,
+     false,
+     232,
+     {3, 0x7ffd0000, 1, 100, 0},
+     {"schedule", "do_epoll_wait", "do_syscall_64"},
+     "epoll",
+     "TIMED_WAITING"},
+    {"nanosleep",
+     1,
+     false,
+     230,
+     {0},
+     {"schedule", "hrtimer_nanosleep", "do_syscall_64"},
+     "sleep",
+     "TIMED_WAITING"},
+    {"pipe read",
+     1,
+     false,
+     0,
+     {0},
+     {"schedule", "anon_pipe_read", "vfs_read", "ksys_read", "do_syscall_64"},
+     "read",
+     "WAITING"},
+    {"recvfrom",
+     1,
+     false,
+     45,
+     {0},
+     {"schedule", "sock_recvmsg", "__sys_recvfrom", "do_syscall_64"},
+     "recv",
+     "WAITING"},
+    /* A fault's error code sits where a syscall number would: 7 is not poll. */
+    {"page fault",
+     2,
+     false,
+     7,
+     {0, 0, 5, 0, 0},
+     {"schedule", "io_schedule", "exc_page_fault"},
+     "page_fault",
+     "WAITING"},
+    {"running", 0, true, -1, {0}, {"__schedule"}, NULL, "RUNNABLE"},
+    {"preempted", 0, false, -1, {0}, {0}, NULL, "RUNNABLE"},
+    {"on cpu, state S", 1, true, 202, {0}, {"futex_do_wait"}, NULL, "RUNNABLE"},
+    {"unknown sleep", 1, false, 999, {0}, {"schedule", "do_syscall_64"}, NULL, "WAITING"},
 };
 
 static void test_classify(void **state)
@@ -221,12 +273,12 @@ static int teardown_bpf(void **state)
 	return 0;
 }
 
-#define NEED_BPF()                                                                   \
-	do {                                                                         \
-		if (!bs) {                                                           \
-			print_message("skipped: BPF cannot load: %s\n", skip_reason); \
-			skip();                                                      \
-		}                                                                    \
+#define NEED_BPF()                                                                                 \
+	do {                                                                                       \
+		if (!bs) {                                                                         \
+			print_message("skipped: BPF cannot load: %s\n", skip_reason);              \
+			skip();                                                                    \
+		}                                                                                  \
 	} while (0)
 
 static void start_target(struct bt_target *tg, const char *const *args)
@@ -253,9 +305,9 @@ static Dwfl *target_dwfl(pid_t pid)
 {
 	static char *debuginfo_path;
 	static const Dwfl_Callbacks cbs = {
-		.find_elf = dwfl_linux_proc_find_elf,
-		.find_debuginfo = dwfl_standard_find_debuginfo,
-		.debuginfo_path = &debuginfo_path,
+	    .find_elf = dwfl_linux_proc_find_elf,
+	    .find_debuginfo = dwfl_standard_find_debuginfo,
+	    .debuginfo_path = &debuginfo_path,
 	};
 	Dwfl *d = dwfl_begin(&cbs);
 
@@ -348,12 +400,12 @@ static long proc_counter(pid_t pid, pid_t tid, const char *key)
 static const struct role_expect {
 	const char *role, *fn, *blocked_in, *jstate;
 } role_expects[] = {
-	{"futex", "bpf_target_wait_futex", "futex", "WAITING"},
-	{"timedwait", "bpf_target_timedwait", "futex", "TIMED_WAITING"},
-	{"sleep", "bpf_target_sleep", "sleep", "TIMED_WAITING"},
-	{"read", "bpf_target_read", "read", "WAITING"},
-	{"mutex", "bpf_target_lock", "mutex", "BLOCKED"},
-	{"epoll", "bpf_target_epoll", "epoll", "WAITING"},
+    {"futex", "bpf_target_wait_futex", "futex", "WAITING"},
+    {"timedwait", "bpf_target_timedwait", "futex", "TIMED_WAITING"},
+    {"sleep", "bpf_target_sleep", "sleep", "TIMED_WAITING"},
+    {"read", "bpf_target_read", "read", "WAITING"},
+    {"mutex", "bpf_target_lock", "mutex", "BLOCKED"},
+    {"epoll", "bpf_target_epoll", "epoll", "WAITING"},
 };
 #define NROLES (sizeof(role_expects) / sizeof(role_expects[0]))
 
@@ -716,20 +768,18 @@ static void test_perf_sample_on_cpu(void **state)
 int main(void)
 {
 	const struct CMUnitTest offline[] = {
-		cmocka_unit_test(test_ksyms_lookup),
-		cmocka_unit_test(test_ksyms_restricted),
-		cmocka_unit_test(test_state_letters),
-		cmocka_unit_test(test_classify),
-		cmocka_unit_test(test_bad_records),
+	    cmocka_unit_test(test_ksyms_lookup),  cmocka_unit_test(test_ksyms_restricted),
+	    cmocka_unit_test(test_state_letters), cmocka_unit_test(test_classify),
+	    cmocka_unit_test(test_bad_records),
 	};
 	const struct CMUnitTest live[] = {
-		cmocka_unit_test(test_capture_known_functions),
-		cmocka_unit_test(test_capture_1000_threads),
-		cmocka_unit_test(test_capture_after_dlopen),
-		cmocka_unit_test(test_capture_churn),
-		cmocka_unit_test(test_capture_bad_pids),
-		cmocka_unit_test(test_capture_self),
-		cmocka_unit_test(test_perf_sample_on_cpu),
+	    cmocka_unit_test(test_capture_known_functions),
+	    cmocka_unit_test(test_capture_1000_threads),
+	    cmocka_unit_test(test_capture_after_dlopen),
+	    cmocka_unit_test(test_capture_churn),
+	    cmocka_unit_test(test_capture_bad_pids),
+	    cmocka_unit_test(test_capture_self),
+	    cmocka_unit_test(test_perf_sample_on_cpu),
 	};
 	int rc = cmocka_run_group_tests_name("bpf offline", offline, setup_ksyms, teardown_ksyms);
 

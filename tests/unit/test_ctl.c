@@ -221,8 +221,8 @@ static const struct {
 	int rc;
 	const char *err;
 } failing[] = {
-	{"a daemon that never answers", script_silent, 100, -ETIMEDOUT, "'list'"},
-	{"a line that is not JSON", script_garbage, 2000, -EPROTO, "not a JSON object"},
+    {"a daemon that never answers", script_silent, 100, -ETIMEDOUT, "'list'"},
+    {"a line that is not JSON", script_garbage, 2000, -EPROTO, "not a JSON object"},
 };
 
 /* A reply (and a delta) with ids past INT64_MAX, which jansson's parser
@@ -349,7 +349,8 @@ static void test_no_daemon(void **state)
 	int rc = ctl_connect(&c, "/tmp/test_ctl-nonexistent-dir/agent.sock", err, sizeof err);
 	assert_true(rc < 0);
 	assert_null(c);
-	assert_non_null(strstr(err, "no scoped daemon answers on /tmp/test_ctl-nonexistent-dir/control.sock"));
+	assert_non_null(
+	    strstr(err, "no scoped daemon answers on /tmp/test_ctl-nonexistent-dir/control.sock"));
 }
 
 int main(void)

@@ -266,22 +266,22 @@ static struct fixture *start_with_peers(void)
 static const struct {
 	const char *line, *code;
 } bad_requests[] = {
-	{"nope\n", "bad_request"},
-	{"[1,2]\n", "bad_request"},
-	{"{\"cmd\":5}\n", "bad_request"},
-	{"{\"id\":\"x\",\"cmd\":\"list\"}\n", "bad_request"},
-	{"{\"cmd\":\"list\",\"cmd\":\"status\"}\n", "bad_request"},
-	{"{\"cmd\":\"frobnicate\"}\n", "unknown_command"},
-	{"{\"cmd\":\"tree\"}\n", "bad_request"},
-	{"{\"cmd\":\"tree\",\"pid\":-4}\n", "bad_request"},
-	{"{\"cmd\":\"tree\",\"pid\":\"12\"}\n", "bad_request"},
-	{"{\"cmd\":\"tree\",\"pid\":4294967297}\n", "bad_request"},
-	{"{\"cmd\":\"tree\",\"pid\":4194999}\n", "no_such_process"},
-	{"{\"cmd\":\"tree\",\"pid\":1}\n", "not_instrumented"},
-	{"{\"cmd\":\"stacks\",\"pid\":SELF,\"max_frames\":0}\n", "bad_request"},
-	{"{\"cmd\":\"stacks\",\"pid\":SELF,\"tids\":[0]}\n", "bad_request"},
-	{"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":6000}\n", "bad_request"},
-	{"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":true}\n", "bad_request"},
+    {"nope\n", "bad_request"},
+    {"[1,2]\n", "bad_request"},
+    {"{\"cmd\":5}\n", "bad_request"},
+    {"{\"id\":\"x\",\"cmd\":\"list\"}\n", "bad_request"},
+    {"{\"cmd\":\"list\",\"cmd\":\"status\"}\n", "bad_request"},
+    {"{\"cmd\":\"frobnicate\"}\n", "unknown_command"},
+    {"{\"cmd\":\"tree\"}\n", "bad_request"},
+    {"{\"cmd\":\"tree\",\"pid\":-4}\n", "bad_request"},
+    {"{\"cmd\":\"tree\",\"pid\":\"12\"}\n", "bad_request"},
+    {"{\"cmd\":\"tree\",\"pid\":4294967297}\n", "bad_request"},
+    {"{\"cmd\":\"tree\",\"pid\":4194999}\n", "no_such_process"},
+    {"{\"cmd\":\"tree\",\"pid\":1}\n", "not_instrumented"},
+    {"{\"cmd\":\"stacks\",\"pid\":SELF,\"max_frames\":0}\n", "bad_request"},
+    {"{\"cmd\":\"stacks\",\"pid\":SELF,\"tids\":[0]}\n", "bad_request"},
+    {"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":6000}\n", "bad_request"},
+    {"{\"cmd\":\"subscribe\",\"pid\":SELF,\"interval_ms\":true}\n", "bad_request"},
 };
 
 static void test_bad_requests(void **state)
@@ -354,24 +354,41 @@ static const struct {
 	bool hello_first;
 	enum after want;
 } bad_streams[] = {
-	{"length below the header", {3, 0, 0, 0, 0x10, 1, 0, 0}, 8, PROTO_ESHORT, true,
-	 DROPPED_PROC_KEPT},
-	{"length over the cap", {0, 0, 2, 0, 0x10, 1, 0, 0}, 8, PROTO_ETOOBIG, true,
-	 DROPPED_PROC_KEPT},
-	{"type in no range", {8, 0, 0, 0, 0x00, 0x7f, 0, 0}, 8, PROTO_ETYPE, true,
-	 DROPPED_PROC_KEPT},
-	{"short SCOPE_OPEN", {12, 0, 0, 0, 0x10, 1, 0, 0, 1, 2, 3, 4}, 12, PROTO_ESHORT, true,
-	 DROPPED_PROC_KEPT},
-	/* SITE: u32 site, i32 line, then file and func. */
-	{"SITE numbered 0", {22, 0, 0, 0, 0x13, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-	 22, PROTO_EVALUE, true, DROPPED_PROC_KEPT},
-	{"SITE with its file unterminated",
-	 {23, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 'a', 'b', 0, 0, 0}, 23,
-	 PROTO_ESTR, true, DROPPED_PROC_KEPT},
-	{"SITE without its func", {19, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0},
-	 19, PROTO_ESHORT, true, DROPPED_PROC_KEPT},
-	{"event before HELLO", {24, 0, 0, 0, 0x01, 1, 0, 0}, 24, PROTO_OK, false, DROPPED_NO_PROC},
-	{"half a frame", {100, 0, 0, 0, 0x10, 1, 0, 0, 1}, 9, PROTO_EAGAIN, true, SERVED},
+    {"length below the header",
+     {3, 0, 0, 0, 0x10, 1, 0, 0},
+     8,
+     PROTO_ESHORT,
+     true,
+     DROPPED_PROC_KEPT},
+    {"length over the cap", {0, 0, 2, 0, 0x10, 1, 0, 0}, 8, PROTO_ETOOBIG, true, DROPPED_PROC_KEPT},
+    {"type in no range", {8, 0, 0, 0, 0x00, 0x7f, 0, 0}, 8, PROTO_ETYPE, true, DROPPED_PROC_KEPT},
+    {"short SCOPE_OPEN",
+     {12, 0, 0, 0, 0x10, 1, 0, 0, 1, 2, 3, 4},
+     12,
+     PROTO_ESHORT,
+     true,
+     DROPPED_PROC_KEPT},
+    /* SITE: u32 site, i32 line, then file and func. */
+    {"SITE numbered 0",
+     {22, 0, 0, 0, 0x13, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     22,
+     PROTO_EVALUE,
+     true,
+     DROPPED_PROC_KEPT},
+    {"SITE with its file unterminated",
+     {23, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 'a', 'b', 0, 0, 0},
+     23,
+     PROTO_ESTR,
+     true,
+     DROPPED_PROC_KEPT},
+    {"SITE without its func",
+     {19, 0, 0, 0, 0x13, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0},
+     19,
+     PROTO_ESHORT,
+     true,
+     DROPPED_PROC_KEPT},
+    {"event before HELLO", {24, 0, 0, 0, 0x01, 1, 0, 0}, 24, PROTO_OK, false, DROPPED_NO_PROC},
+    {"half a frame", {100, 0, 0, 0, 0x10, 1, 0, 0, 1}, 9, PROTO_EAGAIN, true, SERVED},
 };
 
 static void test_bad_streams(void **state)
@@ -400,11 +417,13 @@ static void test_bad_streams(void **state)
 		switch (bad_streams[i].want) {
 		case DROPPED_NO_PROC:
 			if (!closed || p)
-				fail_msg("%s: want the peer dropped before registering", bad_streams[i].name);
+				fail_msg("%s: want the peer dropped before registering",
+					 bad_streams[i].name);
 			break;
 		case DROPPED_PROC_KEPT:
 			if (!closed || !p || p->state == PROC_LIVE)
-				fail_msg("%s: want the peer dropped and its process kept", bad_streams[i].name);
+				fail_msg("%s: want the peer dropped and its process kept",
+					 bad_streams[i].name);
 			assert_string_equal(p->exit_cause, "dropped");
 			break;
 		case SERVED:
@@ -555,9 +574,13 @@ static void test_sites_over_the_wire(void **state)
 	log_setup(LOG_LVL_WARN, 0);
 
 	struct proto_msg msgs[] = {
-		site_def(1, "wire.c", "open_here", 11), site_def(2, "wire.c", "open_there", 12),
-		site_def(3, "wire.c", "one_too_many", 13), site_def(4, "wire.c", "two_too_many", 14),
-		scope_open(2), scope_open(3), scope_open(4),
+	    site_def(1, "wire.c", "open_here", 11),
+	    site_def(2, "wire.c", "open_there", 12),
+	    site_def(3, "wire.c", "one_too_many", 13),
+	    site_def(4, "wire.c", "two_too_many", 14),
+	    scope_open(2),
+	    scope_open(3),
+	    scope_open(4),
 	};
 	msgs[4].site = 1;
 	msgs[5].site = 3;
@@ -579,8 +602,10 @@ static void test_sites_over_the_wire(void **state)
 	int b = dial(f->d.agent_path);
 	send_hello(b);
 	struct proto_msg snap[] = {
-		{.type = PROTO_SNAPSHOT_BEGIN, .seq = 1}, site_def(5, "wire.c", "three_too_many", 15),
-		scope_open(5), {.type = PROTO_SNAPSHOT_END, .seq = 1, .count = 1},
+	    {.type = PROTO_SNAPSHOT_BEGIN, .seq = 1},
+	    site_def(5, "wire.c", "three_too_many", 15),
+	    scope_open(5),
+	    {.type = PROTO_SNAPSHOT_END, .seq = 1, .count = 1},
 	};
 	snap[2].site = 2;
 	snap[2].flags = PROTO_F_SNAPSHOT;
@@ -601,7 +626,8 @@ static void test_sites_over_the_wire(void **state)
 	close(logfd);
 	log_setup(LOG_LVL_ERROR, 0);
 	assert_int_equal(count_in_file(logpath, "refusing site"), 1);
-	assert_int_equal(count_in_file(logpath, "defined 2 call sites, the cap; refusing site 3"), 1);
+	assert_int_equal(count_in_file(logpath, "defined 2 call sites, the cap; refusing site 3"),
+			 1);
 	unlink(logpath);
 	close(a);
 	close(b);
@@ -611,12 +637,12 @@ static void test_sites_over_the_wire(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_requests),
-		cmocka_unit_test(test_other_uid),
-		cmocka_unit_test(test_bad_streams),
-		cmocka_unit_test(test_second_hello_and_reconnect),
-		cmocka_unit_test(test_hello_versions),
-		cmocka_unit_test(test_sites_over_the_wire),
+	    cmocka_unit_test(test_bad_requests),
+	    cmocka_unit_test(test_other_uid),
+	    cmocka_unit_test(test_bad_streams),
+	    cmocka_unit_test(test_second_hello_and_reconnect),
+	    cmocka_unit_test(test_hello_versions),
+	    cmocka_unit_test(test_sites_over_the_wire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,12 +39,12 @@ static const struct {
 	char *args[2];
 	const char *err;
 } bad_options[] = {
-	{{"--retain", "-1"}, "--retain"},
-	{{"--max-processes", "12x"}, NULL},
-	{{"--stacks", "magic"}, "auto, bpf, signal"},
-	{{"--bogus"}, "--bogus"},
-	{{"--socket"}, NULL},
-	{{"--help=1"}, NULL},
+    {{"--retain", "-1"}, "--retain"},
+    {{"--max-processes", "12x"}, NULL},
+    {{"--stacks", "magic"}, "auto, bpf, signal"},
+    {{"--bogus"}, "--bogus"},
+    {{"--socket"}, NULL},
+    {{"--help=1"}, NULL},
 };
 
 static void test_options(void **state)
@@ -285,10 +285,10 @@ static void test_sockets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_options), cmocka_unit_test(test_idmap),
-		cmocka_unit_test(test_strtab),	cmocka_unit_test(test_jbuf),
-		cmocka_unit_test(test_loop),	cmocka_unit_test(test_sockets),
-		cmocka_unit_test(test_conn_buffers),
+	    cmocka_unit_test(test_options),	 cmocka_unit_test(test_idmap),
+	    cmocka_unit_test(test_strtab),	 cmocka_unit_test(test_jbuf),
+	    cmocka_unit_test(test_loop),	 cmocka_unit_test(test_sockets),
+	    cmocka_unit_test(test_conn_buffers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

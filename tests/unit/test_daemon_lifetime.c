@@ -369,7 +369,8 @@ static const char *ask_as(struct fixture *f, uid_t viewer, const char *line)
 {
 	static char buf[65536];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s", (int)sizeof sa.sun_path - 1, f->d.ctl_path);
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s", (int)sizeof sa.sun_path - 1,
+		 f->d.ctl_path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	pump_until(f, client_in, NULL, "accepted the control client");
@@ -534,9 +535,9 @@ static void test_hostile_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pid_reuse_old_socket),
-		cmocka_unit_test(test_identity_at_use),
-		cmocka_unit_test(test_hostile_name),
+	    cmocka_unit_test(test_pid_reuse_old_socket),
+	    cmocka_unit_test(test_identity_at_use),
+	    cmocka_unit_test(test_hostile_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,7 +180,8 @@ static void test_owned_bytes(void **state)
 		for (int v = 0; v < 8 && rc == 0; v++) {
 			char key[16];
 			int n = snprintf(key, sizeof key, "k%d", v);
-			struct proto_msg b = {.type = PROTO_EV_VALUE_BIND, .scope = scope, .ts = 11};
+			struct proto_msg b = {
+			    .type = PROTO_EV_VALUE_BIND, .scope = scope, .ts = 11};
 			b.key = (struct proto_str){key, (uint16_t)n};
 			b.value = (struct proto_str){big, sizeof big};
 			rc = model_apply(&m, &b, 0);
@@ -202,10 +203,10 @@ static void test_time_edges(void **state)
 	static const struct {
 		int64_t ts, mono, real;
 	} cases[] = {
-		{INT64_MAX, INT64_MIN + 1, INT64_MAX},
-		{INT64_MIN, INT64_MAX, 0},
-		{1, INT64_MAX, 0},
-		{5, 10, 0},
+	    {INT64_MAX, INT64_MIN + 1, INT64_MAX},
+	    {INT64_MIN, INT64_MAX, 0},
+	    {1, INT64_MAX, 0},
+	    {5, 10, 0},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct model m;
@@ -247,12 +248,9 @@ static void test_ratelog(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_process_shares),
-		cmocka_unit_test(test_stalled_client),
-		cmocka_unit_test(test_ratelog),
-		cmocka_unit_test(test_idmap_flood),
-		cmocka_unit_test(test_owned_bytes),
-		cmocka_unit_test(test_time_edges),
+	    cmocka_unit_test(test_process_shares), cmocka_unit_test(test_stalled_client),
+	    cmocka_unit_test(test_ratelog),	   cmocka_unit_test(test_idmap_flood),
+	    cmocka_unit_test(test_owned_bytes),	   cmocka_unit_test(test_time_edges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

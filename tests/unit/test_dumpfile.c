@@ -161,10 +161,10 @@ static void test_plain_and_relative(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_setid_target),
-		cmocka_unit_test(test_not_regular),
-		cmocka_unit_test(test_foreign_link),
-		cmocka_unit_test(test_plain_and_relative),
+	    cmocka_unit_test(test_setid_target),
+	    cmocka_unit_test(test_not_regular),
+	    cmocka_unit_test(test_foreign_link),
+	    cmocka_unit_test(test_plain_and_relative),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

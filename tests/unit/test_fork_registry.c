@@ -54,8 +54,8 @@ static void collect(void *ctx, const struct sc_ev *ev)
 	int n = 0;
 
 	if (ev->kind == SC_EV_THREAD_START)
-		n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "thread %u role=%d\n", ev->tid,
-			     (int)ev->i);
+		n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "thread %u role=%d\n",
+			     ev->tid, (int)ev->i);
 	else if (ev->kind == SC_EV_SCOPE_OPEN)
 		n = snprintf(l->buf + l->len, sizeof l->buf - l->len, "scope %s owner=%u\n", ev->s1,
 			     ev->tid);

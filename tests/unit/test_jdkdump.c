@@ -23,46 +23,60 @@
  * thread; closed scope 4 has an open child 6 that must hang under request@3.
  * Task 10's body is named, 11's is unknown, 12's is not a string. */
 static const char *canned =
-	"{\"ok\":true,\"source\":\"signal\",\"capture_ns\":1500,\"max_pause_ns\":900,"
-	"\"process\":{\"pid\":4242,\"name\":\"demo\",\"runtime_version\":\"0.1.0\","
-	" \"state\":\"live\",\"complete\":true,\"lost\":3},"
-	"\"model\":{\"now_ms\":1764441605321.5,"
-	" \"threads\":["
-	"  {\"tid\":100,\"name\":\"demo\",\"role\":\"main\",\"pool\":null,\"task\":null,\"state\":\"live\"},"
-	"  {\"tid\":101,\"name\":\"io-1\",\"role\":\"worker\",\"pool\":1,\"task\":10,\"state\":\"live\"},"
-	"  {\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"},"
-	"  {\"tid\":103,\"name\":\"io-3\",\"role\":\"worker\",\"pool\":1,\"task\":12,\"state\":\"live\"},"
-	"  {\"tid\":104,\"name\":\"io-4\",\"role\":\"worker\",\"pool\":1,\"task\":null,\"state\":\"live\"},"
-	"  {\"tid\":106,\"name\":\"gone\",\"role\":\"other\",\"pool\":null,\"task\":null,\"state\":\"exited\"},"
-	"  {\"tid\":107,\"name\":\"scoped-agent\",\"role\":\"agent\",\"pool\":null,\"task\":null,\"state\":\"live\"}],"
-	" \"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":3,"
-	"   \"largest\":4,\"queued\":0,\"completed\":7,\"rejected\":0,\"queue\":\"bounded\","
-	"   \"policy\":\"caller_runs\"}],"
-	" \"scopes\":["
-	"  {\"id\":6,\"name\":\"orphan\",\"parent\":4,\"owner\":102,\"joiner\":\"await_all\",\"state\":\"open\"},"
-	"  {\"id\":3,\"name\":\"request\",\"parent\":null,\"owner\":100,\"joiner\":\"all_successful\","
-	"   \"state\":\"joining\",\"deadline_ms\":1764441606000,\"opened_ms\":1764441605000,"
-	"   \"cancel_reason\":null,\"site\":{\"file\":\"/src/demo.c\",\"line\":42,\"func\":\"handle\"},"
-	"   \"values\":{\"request_id\":\"r-17\"}},"
-	"  {\"id\":4,\"name\":\"old\",\"parent\":3,\"owner\":102,\"state\":\"closed\"},"
-	"  {\"id\":5,\"name\":\"fetch\",\"parent\":3,\"parent_task\":10,\"owner\":101,"
-	"   \"joiner\":\"any_successful\",\"state\":\"cancelled\",\"cancel_reason\":\"joiner\","
-	"   \"values\":{\"user\":\"u1\",\"request_id\":\"inner\"}}],"
-	" \"tasks\":["
-	"  {\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":101,"
-	"   \"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"func\":\"load_profile\","
-	"   \"forked_ms\":1764441605100},"
-	"  {\"id\":11,\"scope\":3,\"state\":\"running\",\"worker\":102,\"func\":null},"
-	"  {\"id\":12,\"scope\":5,\"state\":\"running\",\"worker\":103,\"func\":17}]},"
-	"\"stacks\":["
-	" {\"tid\":101,\"state\":\"WAITING\",\"blocked_in\":\"futex\",\"frames\":["
-	"   {\"addr\":\"0x1\",\"func\":\"fetch_user\",\"file\":\"/src/server.c\",\"line\":42},"
-	"   {\"addr\":\"0x2\",\"func\":\"__GI_poll\",\"module\":\"/lib/libc.so.6\",\"offset\":\"0x10\"},"
-	"   {\"addr\":\"0x3\",\"func\":\"lonely\"},"
-	"   {\"addr\":\"0x4\",\"module\":\"/lib/x.so\",\"offset\":\"0x20\"},"
-	"   {\"addr\":\"0x5\"}]},"
-	" {\"tid\":100,\"state\":\"RUNNABLE\",\"frames\":[]},"
-	" {\"tid\":105,\"name\":\"stray\",\"state\":\"SLEEPY\",\"frames\":[]}]}";
+    "{\"ok\":true,\"source\":\"signal\",\"capture_ns\":1500,\"max_pause_ns\":900,"
+    "\"process\":{\"pid\":4242,\"name\":\"demo\",\"runtime_version\":\"0.1.0\","
+    " \"state\":\"live\",\"complete\":true,\"lost\":3},"
+    "\"model\":{\"now_ms\":1764441605321.5,"
+    " \"threads\":["
+    "  "
+    "{\"tid\":100,\"name\":\"demo\",\"role\":\"main\",\"pool\":null,\"task\":null,\"state\":"
+    "\"live\"},"
+    "  "
+    "{\"tid\":101,\"name\":\"io-1\",\"role\":\"worker\",\"pool\":1,\"task\":10,\"state\":\"live\"},"
+    "  "
+    "{\"tid\":102,\"name\":\"io-2\",\"role\":\"worker\",\"pool\":1,\"task\":11,\"state\":\"live\"},"
+    "  "
+    "{\"tid\":103,\"name\":\"io-3\",\"role\":\"worker\",\"pool\":1,\"task\":12,\"state\":\"live\"},"
+    "  "
+    "{\"tid\":104,\"name\":\"io-4\",\"role\":\"worker\",\"pool\":1,\"task\":null,\"state\":"
+    "\"live\"},"
+    "  "
+    "{\"tid\":106,\"name\":\"gone\",\"role\":\"other\",\"pool\":null,\"task\":null,\"state\":"
+    "\"exited\"},"
+    "  "
+    "{\"tid\":107,\"name\":\"scoped-agent\",\"role\":\"agent\",\"pool\":null,\"task\":null,"
+    "\"state\":\"live\"}],"
+    " \"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":8,\"size\":4,\"active\":3,"
+    "   \"largest\":4,\"queued\":0,\"completed\":7,\"rejected\":0,\"queue\":\"bounded\","
+    "   \"policy\":\"caller_runs\"}],"
+    " \"scopes\":["
+    "  "
+    "{\"id\":6,\"name\":\"orphan\",\"parent\":4,\"owner\":102,\"joiner\":\"await_all\",\"state\":"
+    "\"open\"},"
+    "  {\"id\":3,\"name\":\"request\",\"parent\":null,\"owner\":100,\"joiner\":\"all_successful\","
+    "   \"state\":\"joining\",\"deadline_ms\":1764441606000,\"opened_ms\":1764441605000,"
+    "   \"cancel_reason\":null,\"site\":{\"file\":\"/src/demo.c\",\"line\":42,\"func\":\"handle\"},"
+    "   \"values\":{\"request_id\":\"r-17\"}},"
+    "  {\"id\":4,\"name\":\"old\",\"parent\":3,\"owner\":102,\"state\":\"closed\"},"
+    "  {\"id\":5,\"name\":\"fetch\",\"parent\":3,\"parent_task\":10,\"owner\":101,"
+    "   \"joiner\":\"any_successful\",\"state\":\"cancelled\",\"cancel_reason\":\"joiner\","
+    "   \"values\":{\"user\":\"u1\",\"request_id\":\"inner\"}}],"
+    " \"tasks\":["
+    "  {\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":101,"
+    "   \"site\":{\"file\":\"demo.c\",\"line\":50,\"func\":\"handle\"},\"func\":\"load_profile\","
+    "   \"forked_ms\":1764441605100},"
+    "  {\"id\":11,\"scope\":3,\"state\":\"running\",\"worker\":102,\"func\":null},"
+    "  {\"id\":12,\"scope\":5,\"state\":\"running\",\"worker\":103,\"func\":17}]},"
+    "\"stacks\":["
+    " {\"tid\":101,\"state\":\"WAITING\",\"blocked_in\":\"futex\",\"frames\":["
+    "   {\"addr\":\"0x1\",\"func\":\"fetch_user\",\"file\":\"/src/server.c\",\"line\":42},"
+    "   "
+    "{\"addr\":\"0x2\",\"func\":\"__GI_poll\",\"module\":\"/lib/libc.so.6\",\"offset\":\"0x10\"},"
+    "   {\"addr\":\"0x3\",\"func\":\"lonely\"},"
+    "   {\"addr\":\"0x4\",\"module\":\"/lib/x.so\",\"offset\":\"0x20\"},"
+    "   {\"addr\":\"0x5\"}]},"
+    " {\"tid\":100,\"state\":\"RUNNABLE\",\"frames\":[]},"
+    " {\"tid\":105,\"name\":\"stray\",\"state\":\"SLEEPY\",\"frames\":[]}]}";
 
 static json_t *load(const char *s)
 {
@@ -107,7 +121,8 @@ static const json_t *container(const json_t *d, const char *name)
 {
 	const json_t *cs = containers(d);
 	for (size_t i = 0; i < json_array_size(cs); i++)
-		if (!strcmp(json_string_value(json_object_get(json_array_get(cs, i), "container")), name))
+		if (!strcmp(json_string_value(json_object_get(json_array_get(cs, i), "container")),
+			    name))
 			return json_array_get(cs, i);
 	fail_msg("no container %s", name);
 	return NULL;
@@ -142,7 +157,8 @@ static size_t check_consistent(const json_t *d)
 		for (size_t k = 0; k < json_array_size(th); k++) {
 			char key[32];
 			snprintf(key, sizeof key, "%lld",
-				 (long long)json_integer_value(json_object_get(json_array_get(th, k), "tid")));
+				 (long long)json_integer_value(
+				     json_object_get(json_array_get(th, k), "tid")));
 			assert_null(json_object_get(tids, key));
 			json_object_set_new(tids, key, json_true());
 			total++;
@@ -192,8 +208,10 @@ static void test_structure(void **state)
 	assert_string_equal(str(container(d, "fetch@5"), "parent"), "request@3");
 	/* Closed scope 4 is no container; its open child hangs on the next open ancestor. */
 	assert_string_equal(str(container(d, "orphan@6"), "parent"), "request@3");
-	assert_int_equal(json_integer_value(json_object_get(container(d, "request@3"), "owner")), 100);
-	assert_int_equal(json_integer_value(json_object_get(container(d, "fetch@5"), "owner")), 101);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "request@3"), "owner")),
+			 100);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "fetch@5"), "owner")),
+			 101);
 
 	long long t[8];
 	/* The agent's thread sits in <root> under its own name. */
@@ -220,7 +238,8 @@ static const json_t *thread(const json_t *d, long long tid)
 	for (size_t i = 0; i < json_array_size(cs); i++) {
 		const json_t *th = json_object_get(json_array_get(cs, i), "threads");
 		for (size_t k = 0; k < json_array_size(th); k++)
-			if (json_integer_value(json_object_get(json_array_get(th, k), "tid")) == tid)
+			if (json_integer_value(json_object_get(json_array_get(th, k), "tid")) ==
+			    tid)
 				return json_array_get(th, k);
 	}
 	fail_msg("no thread %lld", tid);
@@ -269,7 +288,8 @@ static void test_extras_and_frames(void **state)
 	const json_t *sv = json_object_get(w, "scopedValues");
 	assert_string_equal(str(sv, "request_id"), "inner");
 	assert_string_equal(str(sv, "user"), "u1");
-	assert_string_equal(str(json_object_get(thread(d, 102), "scopedValues"), "request_id"), "r-17");
+	assert_string_equal(str(json_object_get(thread(d, 102), "scopedValues"), "request_id"),
+			    "r-17");
 
 	const json_t *st = json_object_get(w, "stack");
 	const char *want[] = {"fetch_user (server.c:42)", "__GI_poll (libc.so.6+0x10)",
@@ -295,28 +315,34 @@ static void test_text(void **state)
 	json_t *d = build(canned);
 	char *s = textdump_string(d, 0);
 	assert_non_null(s);
-	assert_non_null(strstr(s, "Thread dump of process 4242 (demo) at 2025-11-29T18:40:05.321Z\n"));
+	assert_non_null(
+	    strstr(s, "Thread dump of process 4242 (demo) at 2025-11-29T18:40:05.321Z\n"));
 	assert_non_null(strstr(s, "libscope 0.1.0, stacks from signal, 3 events lost\n"));
 	assert_non_null(strstr(s, "\n<root>\n  #100 \"demo\" RUNNABLE\n"));
 	assert_non_null(strstr(s, "\n  request@3  all_successful, joining, deadline "
 				  "2025-11-29T18:40:06.000Z, owner #100\n"
 				  "    #101 \"io-1\" WAITING\n"
 				  "        at fetch_user (server.c:42)\n"));
-	assert_non_null(strstr(s, "\n    fetch@5  any_successful, cancelled, deadline none, "
-				  "owner #101, cancelled (joiner)\n      #103 \"io-3\" RUNNABLE (state not known)\n"));
-	assert_non_null(strstr(s, "\n  pool:io@1  pool io: 4 of max 8 threads, 3 active, 0 queued\n"));
+	assert_non_null(strstr(
+	    s, "\n    fetch@5  any_successful, cancelled, deadline none, "
+	       "owner #101, cancelled (joiner)\n      #103 \"io-3\" RUNNABLE (state not known)\n"));
+	assert_non_null(
+	    strstr(s, "\n  pool:io@1  pool io: 4 of max 8 threads, 3 active, 0 queued\n"));
 	assert_null(strstr(s, "blocked in"));
 	assert_null(strstr(s, "task 10"));
 	free(s);
 
 	s = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
-	assert_non_null(strstr(s, "    #101 \"io-1\" WAITING\n      task 10 load_profile() running, forked at "
-				  "2025-11-29T18:40:05.100Z by handle (demo.c:50)\n"
-				  "      scoped values: "));
-	assert_non_null(strstr(s, "    #102 \"io-2\" RUNNABLE (state not known)\n      task 11 running, forked at ? by ?\n"));
+	assert_non_null(
+	    strstr(s, "    #101 \"io-1\" WAITING\n      task 10 load_profile() running, forked at "
+		      "2025-11-29T18:40:05.100Z by handle (demo.c:50)\n"
+		      "      scoped values: "));
+	assert_non_null(strstr(s, "    #102 \"io-2\" RUNNABLE (state not known)\n      task 11 "
+				  "running, forked at ? by ?\n"));
 	assert_non_null(strstr(s, "\n  #107 \"scoped-agent\" RUNNABLE (state not known)\n"));
 	assert_non_null(strstr(s, "      - blocked in futex\n"));
-	assert_non_null(strstr(s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
+	assert_non_null(strstr(
+	    s, "opened at 2025-11-29T18:40:05.000Z by handle (demo.c:42), values request_id=r-17"));
 	free(s);
 	json_decref(d);
 }
@@ -424,19 +450,25 @@ static void test_inlined_frames(void **state)
 {
 	(void)state;
 	static const char *reply =
-		"{\"ok\":true,\"source\":\"bpf\",\"events_during_capture\":5,"
-		"\"process\":{\"pid\":7,\"state\":\"live\"},"
-		"\"model\":{\"threads\":[],\"pools\":[],\"scopes\":[],\"tasks\":[]},"
-		"\"stacks\":["
-		" {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
-		"  {\"addr\":\"0x10\",\"func\":\"syscall\",\"file\":\"syscall.S\",\"line\":38},"
-		"  {\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":true},"
-		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170,\"inlined\":false}]},"
-		" {\"tid\":2,\"state\":\"WAITING\",\"frames\":["
-		"  {\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":true},"
-		"  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170}]},"
-		" {\"tid\":3,\"state\":\"TERMINATED\",\"exited\":true,\"frames\":[],"
-		"  \"error\":\"the thread exited during the capture\"}]}";
+	    "{\"ok\":true,\"source\":\"bpf\",\"events_during_capture\":5,"
+	    "\"process\":{\"pid\":7,\"state\":\"live\"},"
+	    "\"model\":{\"threads\":[],\"pools\":[],\"scopes\":[],\"tasks\":[]},"
+	    "\"stacks\":["
+	    " {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
+	    "  {\"addr\":\"0x10\",\"func\":\"syscall\",\"file\":\"syscall.S\",\"line\":38},"
+	    "  "
+	    "{\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":"
+	    "true},"
+	    "  "
+	    "{\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170,\"inlined\":"
+	    "false}]},"
+	    " {\"tid\":2,\"state\":\"WAITING\",\"frames\":["
+	    "  "
+	    "{\"addr\":\"0x20\",\"func\":\"join_close\",\"file\":\"d.c\",\"line\":80,\"inlined\":"
+	    "true},"
+	    "  {\"addr\":\"0x20\",\"func\":\"handle\",\"file\":\"d.c\",\"line\":170}]},"
+	    " {\"tid\":3,\"state\":\"TERMINATED\",\"exited\":true,\"frames\":[],"
+	    "  \"error\":\"the thread exited during the capture\"}]}";
 	json_t *d = build(reply);
 	/* The tree took 5 events in while the stacks were taken: said. */
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "threadDump"),
@@ -463,8 +495,9 @@ static void test_inlined_frames(void **state)
 	assert_int_equal(json_integer_value(json_array_get(inl, 0)), 0);
 	char *s = textdump_string(d, 0);
 	assert_non_null(strstr(s, "stacks from bpf, tree 5 events newer than the stacks\n"));
-	assert_non_null(strstr(s, "      at syscall (syscall.S:38)\n      at join_close (d.c:80) (inlined)\n"
-				  "      at handle (d.c:170)\n"));
+	assert_non_null(
+	    strstr(s, "      at syscall (syscall.S:38)\n      at join_close (d.c:80) (inlined)\n"
+		      "      at handle (d.c:170)\n"));
 	free(s);
 	json_decref(d);
 }
@@ -474,12 +507,13 @@ static void test_inlined_frames(void **state)
 static void test_inline_task(void **state)
 {
 	(void)state;
-	json_t *d = build("{\"model\":{\"threads\":[{\"tid\":7,\"task\":1,\"pool\":1},{\"tid\":6}],"
-			  "\"pools\":[{\"id\":1,\"name\":\"p\"}],"
-			  "\"scopes\":[{\"id\":1,\"name\":\"outer\",\"owner\":6,\"state\":\"open\"},"
-			  "{\"id\":2,\"name\":\"inner\",\"parent\":1,\"owner\":7,\"state\":\"joining\"}],"
-			  "\"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"running\",\"worker\":7},"
-			  "{\"id\":2,\"scope\":2,\"state\":\"running\",\"worker\":7}]}}");
+	json_t *d =
+	    build("{\"model\":{\"threads\":[{\"tid\":7,\"task\":1,\"pool\":1},{\"tid\":6}],"
+		  "\"pools\":[{\"id\":1,\"name\":\"p\"}],"
+		  "\"scopes\":[{\"id\":1,\"name\":\"outer\",\"owner\":6,\"state\":\"open\"},"
+		  "{\"id\":2,\"name\":\"inner\",\"parent\":1,\"owner\":7,\"state\":\"joining\"}],"
+		  "\"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"running\",\"worker\":7},"
+		  "{\"id\":2,\"scope\":2,\"state\":\"running\",\"worker\":7}]}}");
 	assert_int_equal(check_consistent(d), 2);
 	long long t[2];
 	/* 7 owns inner@2 and runs its task 2 while joining it: it stays with
@@ -493,7 +527,8 @@ static void test_inline_task(void **state)
 	const json_t *h = json_object_get(th, "runsWhileJoining");
 	assert_int_equal(json_integer_value(json_object_get(h, "id")), 2);
 	assert_string_equal(str(h, "container"), "inner@2");
-	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "ownerRunsTask")), 2);
+	assert_int_equal(
+	    json_integer_value(json_object_get(container(d, "inner@2"), "ownerRunsTask")), 2);
 	assert_int_equal(json_integer_value(json_object_get(container(d, "inner@2"), "owner")), 7);
 	char *text = textdump_string(d, 0);
 	assert_non_null(strstr(text, "joins inner@2, running its task 2 meanwhile"));
@@ -513,27 +548,33 @@ static void test_odd_input(void **state)
 	json_decref(n);
 
 	static const char *cases[] = {
-		"{}",
-		"{\"process\":7,\"model\":[],\"stacks\":{}}",
-		"{\"model\":{\"threads\":[1,\"x\",{\"tid\":\"9\"},{\"tid\":5},{\"tid\":5,\"name\":7}],"
-		" \"scopes\":[{\"id\":1,\"parent\":99,\"owner\":777},{\"id\":1,\"name\":\"dup\"},{\"name\":\"noid\"}],"
-		" \"tasks\":[{\"id\":1,\"scope\":42,\"worker\":5}],\"pools\":[{\"name\":\"p\"},{\"id\":2,\"name\":null}]},"
-		" \"stacks\":[{\"tid\":5,\"frames\":[7,{\"func\":null},\"raw\"]},{\"tid\":6,\"frames\":\"no\"}]}",
-		/* A parent cycle and a self-parent. */
-		"{\"model\":{\"scopes\":[{\"id\":7,\"parent\":8,\"name\":\"a\"},{\"id\":8,\"parent\":7,\"name\":\"b\"},"
-		" {\"id\":9,\"parent\":9,\"name\":\"self\"},{\"id\":10,\"parent\":8,\"name\":\"c\"}],"
-		" \"threads\":[{\"tid\":1,\"task\":3}],\"tasks\":[{\"id\":3,\"scope\":10,\"state\":\"running\"}]}}",
-		/* Names that collide with a pool's and with <root>. */
-		"{\"model\":{\"pools\":[{\"id\":1,\"name\":\"io\"}],"
-		" \"scopes\":[{\"id\":1,\"name\":\"pool:io\"},{\"id\":2,\"name\":\"<root>\"}]}}",
-		/* Enum values no schema allows become null. */
-		"{\"source\":\"gpu\",\"process\":{\"state\":\"zombie\",\"pid\":-4},\"model\":{"
-		" \"pools\":[{\"id\":1,\"queue\":\"lifo\",\"policy\":3}],"
-		" \"threads\":[{\"tid\":2,\"role\":\"king\",\"task\":1}],"
-		" \"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"sleeping\"}],"
-		" \"scopes\":[{\"id\":1,\"joiner\":\"weird\",\"state\":\"odd\",\"cancel_reason\":7,"
-		"  \"deadline_ms\":\"soon\",\"values\":{\"k\":1,\"v\":\"ok\"}}]},"
-		" \"stacks\":[{\"tid\":2,\"state\":\"BLOCKED\",\"frames\":[{\"func\":\"f\",\"file\":\"\",\"line\":\"x\"}]}]}",
+	    "{}",
+	    "{\"process\":7,\"model\":[],\"stacks\":{}}",
+	    "{\"model\":{\"threads\":[1,\"x\",{\"tid\":\"9\"},{\"tid\":5},{\"tid\":5,\"name\":7}],"
+	    " \"scopes\":[{\"id\":1,\"parent\":99,\"owner\":777},{\"id\":1,\"name\":\"dup\"},{"
+	    "\"name\":\"noid\"}],"
+	    " \"tasks\":[{\"id\":1,\"scope\":42,\"worker\":5}],\"pools\":[{\"name\":\"p\"},{\"id\":"
+	    "2,\"name\":null}]},"
+	    " \"stacks\":[{\"tid\":5,\"frames\":[7,{\"func\":null},\"raw\"]},{\"tid\":6,\"frames\":"
+	    "\"no\"}]}",
+	    /* A parent cycle and a self-parent. */
+	    "{\"model\":{\"scopes\":[{\"id\":7,\"parent\":8,\"name\":\"a\"},{\"id\":8,\"parent\":7,"
+	    "\"name\":\"b\"},"
+	    " {\"id\":9,\"parent\":9,\"name\":\"self\"},{\"id\":10,\"parent\":8,\"name\":\"c\"}],"
+	    " \"threads\":[{\"tid\":1,\"task\":3}],\"tasks\":[{\"id\":3,\"scope\":10,\"state\":"
+	    "\"running\"}]}}",
+	    /* Names that collide with a pool's and with <root>. */
+	    "{\"model\":{\"pools\":[{\"id\":1,\"name\":\"io\"}],"
+	    " \"scopes\":[{\"id\":1,\"name\":\"pool:io\"},{\"id\":2,\"name\":\"<root>\"}]}}",
+	    /* Enum values no schema allows become null. */
+	    "{\"source\":\"gpu\",\"process\":{\"state\":\"zombie\",\"pid\":-4},\"model\":{"
+	    " \"pools\":[{\"id\":1,\"queue\":\"lifo\",\"policy\":3}],"
+	    " \"threads\":[{\"tid\":2,\"role\":\"king\",\"task\":1}],"
+	    " \"tasks\":[{\"id\":1,\"scope\":1,\"state\":\"sleeping\"}],"
+	    " \"scopes\":[{\"id\":1,\"joiner\":\"weird\",\"state\":\"odd\",\"cancel_reason\":7,"
+	    "  \"deadline_ms\":\"soon\",\"values\":{\"k\":1,\"v\":\"ok\"}}]},"
+	    " \"stacks\":[{\"tid\":2,\"state\":\"BLOCKED\",\"frames\":[{\"func\":\"f\",\"file\":"
+	    "\"\",\"line\":\"x\"}]}]}",
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		json_t *d = build(cases[i]);
@@ -552,7 +593,8 @@ static void test_odd_input(void **state)
 	json_decref(d);
 	d = build(cases[2]);
 	/* Owner 777 is not in the dump: owner null, tid beside it. */
-	assert_int_equal(json_integer_value(json_object_get(container(d, "scope@1"), "ownerTid")), 777);
+	assert_int_equal(json_integer_value(json_object_get(container(d, "scope@1"), "ownerTid")),
+			 777);
 	json_decref(d);
 	/* Post-mortem: every thread of an exited process is TERMINATED, the
 	 * exited ones included. */
@@ -578,8 +620,8 @@ static void test_deep_and_long(void **state)
 	(void)state;
 	json_t *scopes = json_array();
 	for (int i = 1; i <= 20000; i++)
-		json_array_append_new(scopes, json_pack("{s:i,s:i,s:s}", "id", i, "parent", i - 1,
-							"name", "n"));
+		json_array_append_new(
+		    scopes, json_pack("{s:i,s:i,s:s}", "id", i, "parent", i - 1, "name", "n"));
 	char *big = malloc(5000);
 	memset(big, 'x', 4999);
 	big[4999] = 0;
@@ -587,7 +629,8 @@ static void test_deep_and_long(void **state)
 	memcpy(big + 1023, "\xc3\xa9", 2);
 	json_t *frames = json_array();
 	for (int i = 0; i < 2000; i++)
-		json_array_append_new(frames, json_pack("{s:s,s:s,s:i}", "func", big, "file", "f.c", "line", i));
+		json_array_append_new(
+		    frames, json_pack("{s:s,s:s,s:i}", "func", big, "file", "f.c", "line", i));
 	json_t *threads = json_pack("[{s:i,s:s,s:i}]", "tid", 1, "name", big, "task", 1);
 	json_t *tasks = json_pack("[{s:i,s:i,s:s}]", "id", 1, "scope", 20000, "state", "running");
 	json_t *stacks = json_pack("[{s:i,s:o}]", "tid", 1, "frames", frames);
@@ -627,7 +670,8 @@ static void mutate(json_t *j, unsigned *seed, int depth)
 	if (json_is_object(j)) {
 		const char *k;
 		json_t *v;
-		json_object_foreach(j, k, v) {
+		json_object_foreach(j, k, v)
+		{
 			if (i++ == pick) {
 				key = k;
 				child = v;
@@ -643,15 +687,33 @@ static void mutate(json_t *j, unsigned *seed, int depth)
 	}
 	json_t *repl;
 	switch (rand_r(seed) % 9) {
-	case 0: repl = json_null(); break;
-	case 1: repl = json_integer(rand_r(seed) % 12); break;
-	case 2: repl = json_integer(-1); break;
-	case 3: repl = json_string("closed"); break;
-	case 4: repl = json_array(); break;
-	case 5: repl = json_object(); break;
-	case 6: repl = json_real(1e300); break;
-	case 7: repl = json_true(); break;
-	default: repl = json_integer(3); break;
+	case 0:
+		repl = json_null();
+		break;
+	case 1:
+		repl = json_integer(rand_r(seed) % 12);
+		break;
+	case 2:
+		repl = json_integer(-1);
+		break;
+	case 3:
+		repl = json_string("closed");
+		break;
+	case 4:
+		repl = json_array();
+		break;
+	case 5:
+		repl = json_object();
+		break;
+	case 6:
+		repl = json_real(1e300);
+		break;
+	case 7:
+		repl = json_true();
+		break;
+	default:
+		repl = json_integer(3);
+		break;
 	}
 	if (key)
 		json_object_set_new(j, key, repl);
@@ -731,23 +793,30 @@ static void test_validate_saved(void **state)
 	assert_int_equal(run_validator(args), 0);
 
 	static const char *bad[] = {
-		/* a tid twice */
-		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
-		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
-		"\"threadCount\":2,\"threads\":[%s,%s]}]}}",
-		/* a count that lies */
-		"{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
-		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
-		"\"threadCount\":3,\"threads\":[%s]}]}}",
-		/* formatVersion 1 and a string pid */
-		"{\"threadDump\":{\"formatVersion\":1,\"processId\":\"1\",\"time\":\"2025-01-01T00:00:00.000Z\","
-		"\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
-		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,\"kind\":\"root\","
-		"\"threadCount\":1,\"threads\":[%s]}]}}",
+	    /* a tid twice */
+	    "{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00."
+	    "000Z\","
+	    "\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+	    "\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,"
+	    "\"kind\":\"root\","
+	    "\"threadCount\":2,\"threads\":[%s,%s]}]}}",
+	    /* a count that lies */
+	    "{\"threadDump\":{\"formatVersion\":2,\"processId\":1,\"time\":\"2025-01-01T00:00:00."
+	    "000Z\","
+	    "\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+	    "\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,"
+	    "\"kind\":\"root\","
+	    "\"threadCount\":3,\"threads\":[%s]}]}}",
+	    /* formatVersion 1 and a string pid */
+	    "{\"threadDump\":{\"formatVersion\":1,\"processId\":\"1\",\"time\":\"2025-01-01T00:00:"
+	    "00.000Z\","
+	    "\"runtimeVersion\":\"0.1.0\",\"complete\":true,\"eventsLost\":0,\"stackSource\":null,"
+	    "\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"owner\":null,"
+	    "\"kind\":\"root\","
+	    "\"threadCount\":1,\"threads\":[%s]}]}}",
 	};
-	const char *t = "{\"tid\":5,\"time\":\"2025-01-01T00:00:00.000Z\",\"name\":\"a\",\"state\":\"RUNNABLE\","
+	const char *t = "{\"tid\":5,\"time\":\"2025-01-01T00:00:00.000Z\",\"name\":\"a\",\"state\":"
+			"\"RUNNABLE\","
 			"\"stack\":[],\"task\":null,\"scopedValues\":{},\"blockedIn\":null}";
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		char path[128], doc[2048];
@@ -782,8 +851,8 @@ static void test_closed_chain(void **state)
 	(void)state;
 	json_t *scopes = json_array();
 	for (int i = 1; i <= 20000; i++)
-		json_array_append_new(scopes, json_pack("{s:i,s:i,s:s,s:s}", "id", i, "parent", i - 1,
-							"name", "c", "state",
+		json_array_append_new(scopes, json_pack("{s:i,s:i,s:s,s:s}", "id", i, "parent",
+							i - 1, "name", "c", "state",
 							i == 1 || i % 5000 ? "closed" : "open"));
 	json_t *r = json_pack("{s:{s:o}}", "model", "scopes", scopes);
 	char err[256];
@@ -803,7 +872,8 @@ static void test_iso_time(void **state)
 	(void)state;
 	char b[40];
 	assert_string_equal(jdkdump_iso_time(0, b, sizeof b), "1970-01-01T00:00:00.000Z");
-	assert_string_equal(jdkdump_iso_time(1764441605999.9, b, sizeof b), "2025-11-29T18:40:05.999Z");
+	assert_string_equal(jdkdump_iso_time(1764441605999.9, b, sizeof b),
+			    "2025-11-29T18:40:05.999Z");
 	assert_string_equal(jdkdump_iso_time(-5, b, sizeof b), "1970-01-01T00:00:00.000Z");
 	assert_string_equal(jdkdump_iso_time(1e300, b, sizeof b), "1970-01-01T00:00:00.000Z");
 }

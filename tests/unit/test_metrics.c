@@ -20,12 +20,12 @@
 
 #define MS 1000000ll
 
-static struct proto_str S(const char *s)
-{
+static struct proto_str S(const char *s) {
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static struct proto_msg ev(uint16_t type, int64_t ts)
+static struct proto_msg
+ev(uint16_t type, int64_t ts)
 {
 	struct proto_msg m;
 	memset(&m, 0, sizeof m);
@@ -45,9 +45,16 @@ static void pool_create(struct proc *p, uint64_t id, const char *name)
 	struct proto_msg m = ev(PROTO_EV_POOL_CREATE, 10);
 	m.pool_id = id;
 	m.name = S(name);
-	m.pool = (struct proto_pool){.core = 2, .max = 4, .size = 2, .active = 1, .largest = 3,
-				     .queue_kind = 1, .queue_capacity = 64, .queued = 5,
-				     .completed = 77, .rejected = 2};
+	m.pool = (struct proto_pool){.core = 2,
+				     .max = 4,
+				     .size = 2,
+				     .active = 1,
+				     .largest = 3,
+				     .queue_kind = 1,
+				     .queue_capacity = 64,
+				     .queued = 5,
+				     .completed = 77,
+				     .rejected = 2};
 	apply(p, m);
 }
 
@@ -243,7 +250,8 @@ static void test_pool_cap(void **state)
 	for (const char *s = t; (s = strstr(s, "\nexecutor_pool_size_threads{")); s++)
 		series++;
 	assert_int_equal(series, TALLY_POOLS);
-	has(t, "scoped_tasks_ended_total{pid=\"9\",pool=\"" TALLY_OTHER "\",state=\"success\"} 65\n");
+	has(t,
+	    "scoped_tasks_ended_total{pid=\"9\",pool=\"" TALLY_OTHER "\",state=\"success\"} 65\n");
 	promtool_accepts(t);
 	free(t);
 	daemon_free(d);
@@ -287,8 +295,8 @@ static void test_parse_addr(void **state)
 	assert_int_equal(metrics_parse_addr("[::1]:9", &sa, &len, err, sizeof err), 0);
 	assert_int_equal(sa.ss_family, AF_INET6);
 	assert_int_equal(ntohs(((struct sockaddr_in6 *)&sa)->sin6_port), 9);
-	static const char *const bad[] = {"", ":", "x", "-1", "65536", "1.2.3.4:", "::1:9",
-					  "1.2.3.4:9x", "[::1]9"};
+	static const char *const bad[] = {"",	      ":",     "x",	     "-1",    "65536",
+					  "1.2.3.4:", "::1:9", "1.2.3.4:9x", "[::1]9"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = 0;
 		if (metrics_parse_addr(bad[i], &sa, &len, err, sizeof err) == 0)
@@ -300,11 +308,11 @@ static void test_parse_addr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_counts_and_histograms),
-		cmocka_unit_test(test_hostile_names),
-		cmocka_unit_test(test_pool_cap),
-		cmocka_unit_test(test_pid_reused),
-		cmocka_unit_test(test_parse_addr),
+	    cmocka_unit_test(test_counts_and_histograms),
+	    cmocka_unit_test(test_hostile_names),
+	    cmocka_unit_test(test_pool_cap),
+	    cmocka_unit_test(test_pid_reused),
+	    cmocka_unit_test(test_parse_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,12 +30,12 @@ __attribute__((noinline)) int model_body_fetch_user(int n)
 
 #define SEC 1000000000ll
 
-static struct proto_str S(const char *s)
-{
+static struct proto_str S(const char *s) {
 	return (struct proto_str){s, (uint16_t)strlen(s)};
 }
 
-static struct proto_msg ev(uint16_t type)
+static struct proto_msg
+ev(uint16_t type)
 {
 	struct proto_msg m;
 	memset(&m, 0, sizeof m);
@@ -227,7 +227,8 @@ static void test_tree_and_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(s2, "parent")), 1);
 	assert_int_equal(json_integer_value(json_object_get(s2, "parent_task")), 10);
 	assert_string_equal(str_at(json_object_get(s2, "site"), "file"), "demo.c");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(s2, "site"), "line")), 42);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(s2, "site"), "line")),
+			 42);
 	/* ts 1000 ns after the reference: 1764441600000 ms and a microsecond. */
 	assert_true(json_real_value(json_object_get(s1, "opened_ms")) > 1764441599999.0 ||
 		    json_integer_value(json_object_get(s1, "opened_ms")) == 1764441600000);
@@ -326,8 +327,8 @@ static void test_snapshot_repair(void **state)
 	assert_true(m.repaired);
 	assert_int_equal(m.lost, 17);
 	assert_non_null(idmap_get(&m.ents[ENT_SCOPE], 1));
-	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));  /* live, not in the snapshot */
-	assert_null(idmap_get(&m.ents[ENT_TASK], 11));  /* live, not in the snapshot */
+	assert_null(idmap_get(&m.ents[ENT_SCOPE], 2));	   /* live, not in the snapshot */
+	assert_null(idmap_get(&m.ents[ENT_TASK], 11));	   /* live, not in the snapshot */
 	assert_non_null(idmap_get(&m.ents[ENT_TASK], 12)); /* ended: kept for retention */
 	assert_null(idmap_get(&m.ents[ENT_THREAD], 101));
 	model_free(&m);
@@ -642,8 +643,8 @@ static void test_delta(void **state)
 	build_tree(&m);
 	uint64_t g = m.gen;
 	struct proto_msg msgs[] = {
-		task(PROTO_EV_TASK_START, 11, 2, 0),
-		ev(PROTO_EV_POOL_CREATE),
+	    task(PROTO_EV_TASK_START, 11, 2, 0),
+	    ev(PROTO_EV_POOL_CREATE),
 	};
 	msgs[1].pool_id = 3;
 	msgs[1].name = S("io");
@@ -661,7 +662,7 @@ static void test_delta(void **state)
 	json_t *up = json_object_get(j, "upsert"), *rm = json_object_get(j, "remove");
 	assert_int_equal(json_array_size(json_object_get(up, "tasks")), 1);
 	assert_int_equal(json_integer_value(json_object_get(
-				 json_array_get(json_object_get(up, "tasks"), 0), "id")),
+			     json_array_get(json_object_get(up, "tasks"), 0), "id")),
 			 11);
 	assert_int_equal(json_array_size(json_object_get(up, "pools")), 1);
 	assert_int_equal(json_array_size(json_object_get(up, "scopes")), 0);
@@ -1018,8 +1019,7 @@ static void test_task_function(void **state)
 		assert_non_null(f); /* the member is always there */
 		assert_true(json_is_null(f));
 	}
-	assert_string_equal(str_at(entity(j, "threads", 99), "role"),
-			    "agent");
+	assert_string_equal(str_at(entity(j, "threads", 99), "role"), "agent");
 	json_decref(j);
 
 	struct symbolizer *sym = sym_new(0);
@@ -1079,14 +1079,29 @@ static void test_random_streams(void **state)
 {
 	(void)state;
 	static const uint16_t types[] = {
-		PROTO_SNAPSHOT_BEGIN, PROTO_SNAPSHOT_END,    PROTO_LOST,
-		PROTO_EV_THREAD_START, PROTO_EV_THREAD_EXIT, PROTO_EV_THREAD_NAME,
-		PROTO_EV_PROCESS_EXIT, PROTO_EV_SCOPE_OPEN,  PROTO_EV_JOIN_BEGIN,
-		PROTO_EV_JOIN_END,     PROTO_EV_SCOPE_CANCEL, PROTO_EV_SCOPE_CLOSE,
-		PROTO_EV_TASK_FORK,    PROTO_EV_TASK_START,  PROTO_EV_TASK_END,
-		PROTO_EV_VIOLATION,    PROTO_EV_VALUE_BIND,  PROTO_EV_POOL_CREATE,
-		PROTO_EV_POOL_STATS,   PROTO_EV_POOL_DESTROY, 0x01ff,
-		PROTO_SITE,            PROTO_SITE,
+	    PROTO_SNAPSHOT_BEGIN,
+	    PROTO_SNAPSHOT_END,
+	    PROTO_LOST,
+	    PROTO_EV_THREAD_START,
+	    PROTO_EV_THREAD_EXIT,
+	    PROTO_EV_THREAD_NAME,
+	    PROTO_EV_PROCESS_EXIT,
+	    PROTO_EV_SCOPE_OPEN,
+	    PROTO_EV_JOIN_BEGIN,
+	    PROTO_EV_JOIN_END,
+	    PROTO_EV_SCOPE_CANCEL,
+	    PROTO_EV_SCOPE_CLOSE,
+	    PROTO_EV_TASK_FORK,
+	    PROTO_EV_TASK_START,
+	    PROTO_EV_TASK_END,
+	    PROTO_EV_VIOLATION,
+	    PROTO_EV_VALUE_BIND,
+	    PROTO_EV_POOL_CREATE,
+	    PROTO_EV_POOL_STATS,
+	    PROTO_EV_POOL_DESTROY,
+	    0x01ff,
+	    PROTO_SITE,
+	    PROTO_SITE,
 	};
 	static const char *const strs[] = {"", "a", "x\"y\\z\n", "\x01\x7f", "name"};
 	srand(12345);
@@ -1096,7 +1111,8 @@ static void test_random_streams(void **state)
 		m.track_removals = round % 2;
 		m.lim.max_sites = 4; /* so that the cap is met too */
 		for (int i = 0; i < 5000; i++) {
-			struct proto_msg msg = ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
+			struct proto_msg msg =
+			    ev(types[rand() % (int)(sizeof types / sizeof types[0])]);
 			msg.flags = (uint16_t)(rand() % 2);
 			msg.tid = (uint32_t)(rand() % 8);
 			msg.scope = (uint64_t)(rand() % 40);
@@ -1149,29 +1165,29 @@ static void test_random_streams(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tree_and_json),
-		cmocka_unit_test(test_snapshot_end_live_only),
-		cmocka_unit_test(test_max_retained),
-		cmocka_unit_test(test_entity_reuse),
-		cmocka_unit_test(test_join_began),
-		cmocka_unit_test(test_idempotent),
-		cmocka_unit_test(test_out_of_order),
-		cmocka_unit_test(test_placeholder),
-		cmocka_unit_test(test_snapshot_repair),
-		cmocka_unit_test(test_snapshot_wrong_seq_ignored),
-		cmocka_unit_test(test_retention),
-		cmocka_unit_test(test_entity_cap),
-		cmocka_unit_test(test_string_and_value_caps),
-		cmocka_unit_test(test_site_define_and_redefine),
-		cmocka_unit_test(test_site_unknown),
-		cmocka_unit_test(test_site_cap),
-		cmocka_unit_test(test_site_snapshot),
-		cmocka_unit_test(test_delta),
-		cmocka_unit_test(test_thread_reuse_and_exit),
-		cmocka_unit_test(test_wire_round_trip),
-		cmocka_unit_test(test_random_streams),
-		cmocka_unit_test(test_task_function),
-		cmocka_unit_test(test_task_ran),
+	    cmocka_unit_test(test_tree_and_json),
+	    cmocka_unit_test(test_snapshot_end_live_only),
+	    cmocka_unit_test(test_max_retained),
+	    cmocka_unit_test(test_entity_reuse),
+	    cmocka_unit_test(test_join_began),
+	    cmocka_unit_test(test_idempotent),
+	    cmocka_unit_test(test_out_of_order),
+	    cmocka_unit_test(test_placeholder),
+	    cmocka_unit_test(test_snapshot_repair),
+	    cmocka_unit_test(test_snapshot_wrong_seq_ignored),
+	    cmocka_unit_test(test_retention),
+	    cmocka_unit_test(test_entity_cap),
+	    cmocka_unit_test(test_string_and_value_caps),
+	    cmocka_unit_test(test_site_define_and_redefine),
+	    cmocka_unit_test(test_site_unknown),
+	    cmocka_unit_test(test_site_cap),
+	    cmocka_unit_test(test_site_snapshot),
+	    cmocka_unit_test(test_delta),
+	    cmocka_unit_test(test_thread_reuse_and_exit),
+	    cmocka_unit_test(test_wire_round_trip),
+	    cmocka_unit_test(test_random_streams),
+	    cmocka_unit_test(test_task_function),
+	    cmocka_unit_test(test_task_ran),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

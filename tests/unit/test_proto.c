@@ -239,12 +239,30 @@ struct step {
 	uint64_t v;
 	const char *s;
 };
-#define U16(v) {S_U16, (v), NULL}
-#define U32(v) {S_U32, (v), NULL}
-#define U64(v) {S_U64, (v), NULL}
-#define STR(s) {S_STR, 0, (s)}
-#define RAW(s, n) {S_RAW, (n), (s)}
-#define END {S_END, 0, NULL}
+#define U16(v)                                                                                     \
+	{                                                                                          \
+		S_U16, (v), NULL                                                                   \
+	}
+#define U32(v)                                                                                     \
+	{                                                                                          \
+		S_U32, (v), NULL                                                                   \
+	}
+#define U64(v)                                                                                     \
+	{                                                                                          \
+		S_U64, (v), NULL                                                                   \
+	}
+#define STR(s)                                                                                     \
+	{                                                                                          \
+		S_STR, 0, (s)                                                                      \
+	}
+#define RAW(s, n)                                                                                  \
+	{                                                                                          \
+		S_RAW, (n), (s)                                                                    \
+	}
+#define END                                                                                        \
+	{                                                                                          \
+		S_END, 0, NULL                                                                     \
+	}
 
 /* How a spelled-out frame starts: the header alone, the header and the
  * common event fields, or a whole SCOPE_OPEN up to its strings. */
@@ -289,60 +307,72 @@ static void build_spelled(struct fb *f, const struct bad_case *c)
 	fb_done(f);
 }
 
-#define BUILT(what, fn, want) {what, want, fn, HDR, 0, {END}}
-#define SPELLED(what, want, start, type, ...) {what, want, NULL, start, type, {__VA_ARGS__}}
+#define BUILT(what, fn, want)                                                                      \
+	{                                                                                          \
+		what, want, fn, HDR, 0,                                                            \
+		{                                                                                  \
+			END                                                                        \
+		}                                                                                  \
+	}
+#define SPELLED(what, want, start, type, ...)                                                      \
+	{                                                                                          \
+		what, want, NULL, start, type,                                                     \
+		{                                                                                  \
+			__VA_ARGS__                                                                \
+		}                                                                                  \
+	}
 
 static const struct bad_case bad_cases[] = {
-	BUILT("len below the header size", bad_len_under_header, PROTO_ESHORT),
-	BUILT("len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG),
-	SPELLED("event with a header only", PROTO_ESHORT, HDR, PROTO_EV_SCOPE_OPEN, END),
-	SPELLED("fixed payload cut short", PROTO_ESHORT, COMMON, PROTO_EV_JOIN_END, U64(7),
-		U32(0) /* result needs 8 bytes */),
-	SPELLED("a string missing", PROTO_ESHORT, HDR, PROTO_SITE, U32(1), U32(7),
-		STR("file.c") /* func absent */),
-	SPELLED("SITE numbered 0", PROTO_EVALUE, HDR, PROTO_SITE, U32(0), U32(7), STR("file.c"),
-		STR("fn")),
-	SPELLED("SCOPE_OPEN with version 1's strings", PROTO_ELONG, SCOPE_OPEN, PROTO_EV_SCOPE_OPEN,
-		STR("name"), STR("file.c"), STR("fn")),
-	BUILT("string without its NUL", bad_unterminated, PROTO_ESTR),
-	BUILT("string with a NUL inside", bad_nul_inside, PROTO_ESTR),
-	BUILT("string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR),
-	SPELLED("string running past the frame", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME, U16(50),
-		RAW("short", 6)),
-	SPELLED("string length cut in half", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME,
-		RAW("\5", 1) /* half of the u16 */),
-	BUILT("ntids over PROTO_MAX_TIDS", bad_ntids_over_cap, PROTO_ECOUNT),
-	BUILT("ntids below the tids sent", bad_ntids_more_bytes, PROTO_ECOUNT),
-	BUILT("ntids above the tids sent", bad_ntids_fewer_bytes, PROTO_ECOUNT),
-	BUILT("max_frames over PROTO_MAX_FRAMES", bad_max_frames, PROTO_ECOUNT),
-	BUILT("nframes over PROTO_MAX_FRAMES", bad_nframes_over_cap, PROTO_ECOUNT),
-	BUILT("nframes not matching len", bad_nframes_mismatch, PROTO_ECOUNT),
-	BUILT("HELLO of the next version", bad_hello_version, PROTO_EVERSION),
-	BUILT("HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION),
-	BUILT("HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION),
-	BUILT("HELLO older than PROTO_VERSION_MIN", bad_hello_version_below_min, PROTO_EVERSION),
-	SPELLED("HELLO_ACK of another version", PROTO_EVERSION, HDR, PROTO_HELLO_ACK, U16(77), U16(0),
-		U32(0)),
-	SPELLED("type 0x0000", PROTO_ETYPE, HDR, 0x0000, END),
-	SPELLED("type 0x0300", PROTO_ETYPE, HDR, 0x0300, END),
-	SPELLED("type 0xffff", PROTO_ETYPE, HDR, 0xffff, U64(0)),
-	SPELLED("a byte left over", PROTO_ELONG, COMMON, PROTO_EV_JOIN_BEGIN, U64(5), RAW("!", 1)),
-	SPELLED("bytes left over after a string", PROTO_ELONG, COMMON, PROTO_EV_THREAD_NAME,
-		STR("worker-1"), U32(0)),
-	SPELLED("PROCESS_EXIT with how 3", PROTO_EVALUE, COMMON, PROTO_EV_PROCESS_EXIT, U32(3), U32(0)),
-	BUILT("TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT),
-	BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ELONG),
-	/* The two frames proto_decode reads without its layout walk. */
-	SPELLED("TASK_FORK with a byte more", PROTO_ELONG, COMMON, PROTO_EV_TASK_FORK, U64(1), U64(2),
-		U64(3), U32(1), U32(1), RAW("!", 1)),
-	SPELLED("TASK_FORK without its site", PROTO_ESHORT, COMMON, PROTO_EV_TASK_FORK, U64(1),
-		U64(2), U64(3), U32(1)),
-	SPELLED("TASK_RAN with a field more", PROTO_ELONG, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
-		U64(0), U32(2), U32(0), U64(9), U64(9)),
-	SPELLED("TASK_RAN without end_ts", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
-		U64(0), U32(2), U32(0)),
-	SPELLED("TASK_RAN with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1),
-		U64(2), U64(0), U32(2), U32(0), U32(9)),
+    BUILT("len below the header size", bad_len_under_header, PROTO_ESHORT),
+    BUILT("len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG),
+    SPELLED("event with a header only", PROTO_ESHORT, HDR, PROTO_EV_SCOPE_OPEN, END),
+    SPELLED("fixed payload cut short", PROTO_ESHORT, COMMON, PROTO_EV_JOIN_END, U64(7),
+	    U32(0) /* result needs 8 bytes */),
+    SPELLED("a string missing", PROTO_ESHORT, HDR, PROTO_SITE, U32(1), U32(7),
+	    STR("file.c") /* func absent */),
+    SPELLED("SITE numbered 0", PROTO_EVALUE, HDR, PROTO_SITE, U32(0), U32(7), STR("file.c"),
+	    STR("fn")),
+    SPELLED("SCOPE_OPEN with version 1's strings", PROTO_ELONG, SCOPE_OPEN, PROTO_EV_SCOPE_OPEN,
+	    STR("name"), STR("file.c"), STR("fn")),
+    BUILT("string without its NUL", bad_unterminated, PROTO_ESTR),
+    BUILT("string with a NUL inside", bad_nul_inside, PROTO_ESTR),
+    BUILT("string over PROTO_MAX_STR", bad_string_over_cap, PROTO_ESTR),
+    SPELLED("string running past the frame", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME, U16(50),
+	    RAW("short", 6)),
+    SPELLED("string length cut in half", PROTO_ESHORT, COMMON, PROTO_EV_THREAD_NAME,
+	    RAW("\5", 1) /* half of the u16 */),
+    BUILT("ntids over PROTO_MAX_TIDS", bad_ntids_over_cap, PROTO_ECOUNT),
+    BUILT("ntids below the tids sent", bad_ntids_more_bytes, PROTO_ECOUNT),
+    BUILT("ntids above the tids sent", bad_ntids_fewer_bytes, PROTO_ECOUNT),
+    BUILT("max_frames over PROTO_MAX_FRAMES", bad_max_frames, PROTO_ECOUNT),
+    BUILT("nframes over PROTO_MAX_FRAMES", bad_nframes_over_cap, PROTO_ECOUNT),
+    BUILT("nframes not matching len", bad_nframes_mismatch, PROTO_ECOUNT),
+    BUILT("HELLO of the next version", bad_hello_version, PROTO_EVERSION),
+    BUILT("HELLO of another version and layout", bad_hello_version_other_layout, PROTO_EVERSION),
+    BUILT("HELLO of version 0", bad_hello_version_zero, PROTO_EVERSION),
+    BUILT("HELLO older than PROTO_VERSION_MIN", bad_hello_version_below_min, PROTO_EVERSION),
+    SPELLED("HELLO_ACK of another version", PROTO_EVERSION, HDR, PROTO_HELLO_ACK, U16(77), U16(0),
+	    U32(0)),
+    SPELLED("type 0x0000", PROTO_ETYPE, HDR, 0x0000, END),
+    SPELLED("type 0x0300", PROTO_ETYPE, HDR, 0x0300, END),
+    SPELLED("type 0xffff", PROTO_ETYPE, HDR, 0xffff, U64(0)),
+    SPELLED("a byte left over", PROTO_ELONG, COMMON, PROTO_EV_JOIN_BEGIN, U64(5), RAW("!", 1)),
+    SPELLED("bytes left over after a string", PROTO_ELONG, COMMON, PROTO_EV_THREAD_NAME,
+	    STR("worker-1"), U32(0)),
+    SPELLED("PROCESS_EXIT with how 3", PROTO_EVALUE, COMMON, PROTO_EV_PROCESS_EXIT, U32(3), U32(0)),
+    BUILT("TASK_FORK without fn, no strings", bad_fork_without_fn, PROTO_ESHORT),
+    BUILT("TASK_FORK without fn, with strings", bad_fork_without_fn_strings, PROTO_ELONG),
+    /* The two frames proto_decode reads without its layout walk. */
+    SPELLED("TASK_FORK with a byte more", PROTO_ELONG, COMMON, PROTO_EV_TASK_FORK, U64(1), U64(2),
+	    U64(3), U32(1), U32(1), RAW("!", 1)),
+    SPELLED("TASK_FORK without its site", PROTO_ESHORT, COMMON, PROTO_EV_TASK_FORK, U64(1), U64(2),
+	    U64(3), U32(1)),
+    SPELLED("TASK_RAN with a field more", PROTO_ELONG, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
+	    U64(0), U32(2), U32(0), U64(9), U64(9)),
+    SPELLED("TASK_RAN without end_ts", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1), U64(2),
+	    U64(0), U32(2), U32(0)),
+    SPELLED("TASK_RAN with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1),
+	    U64(2), U64(0), U32(2), U32(0), U32(9)),
 };
 
 static void test_bad_frames(void **state)
@@ -360,8 +390,8 @@ static void test_bad_frames(void **state)
 			build_spelled(&f, &bad_cases[i]);
 		int rc = proto_decode(f.b, f.n, &m, &used);
 		if (rc != bad_cases[i].want)
-			fail_msg("case '%s': decode returned %d (%s), want %d (%s)", bad_cases[i].what,
-				 rc, proto_strerror(rc), bad_cases[i].want,
+			fail_msg("case '%s': decode returned %d (%s), want %d (%s)",
+				 bad_cases[i].what, rc, proto_strerror(rc), bad_cases[i].want,
 				 proto_strerror(bad_cases[i].want));
 		assert_string_not_equal(proto_strerror(rc), "unknown protocol error");
 	}
@@ -462,8 +492,8 @@ static void test_round_trip_every_type(void **state)
 		for (int cut = 0; cut < n; cut++) {
 			int rc = proto_decode(a, (size_t)cut, &d, &used);
 			if (rc != PROTO_EAGAIN)
-				fail_msg("%s cut to %d bytes: %s", proto_type_name(all_types[t]), cut,
-					 proto_strerror(rc));
+				fail_msg("%s cut to %d bytes: %s", proto_type_name(all_types[t]),
+					 cut, proto_strerror(rc));
 			assert_true(used > 0);
 			assert_true(used <= (size_t)n - (size_t)cut);
 		}

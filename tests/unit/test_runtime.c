@@ -479,8 +479,8 @@ static void snapshot_at_event(const struct sc_ev *ev)
 	};
 
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
-		struct lookup l = {rules[i].snap_kind, rules[i].tid ? ev->tid : ev->a,
-				   rules[i].tid, false};
+		struct lookup l = {rules[i].snap_kind, rules[i].tid ? ev->tid : ev->a, rules[i].tid,
+				   false};
 
 		if (rules[i].kind != ev->kind)
 			continue;
@@ -539,8 +539,8 @@ static void registry_changes_before_each_event(void **state)
 	for (int i = 0; i < 6; i++) {
 		if (atomic_load(&order_wrong[i]))
 			fail_msg("%d of %d snapshots taken at %s showed the subject %s",
-				 atomic_load(&order_wrong[i]), atomic_load(&order_checked[i]), names[i],
-				 i % 2 ? "still live" : "missing");
+				 atomic_load(&order_wrong[i]), atomic_load(&order_checked[i]),
+				 names[i], i % 2 ? "still live" : "missing");
 		assert_true(atomic_load(&order_checked[i]) > 0);
 	}
 }

@@ -78,7 +78,8 @@ static void test_options(void **state)
 	char err[512];
 	assert_int_equal(check("Thread.print", "-l -e", err, sizeof err), CLI_OK);
 	assert_int_equal(check("Thread.print", "-l -x", err, sizeof err), CLI_USAGE);
-	assert_non_null(strstr(err, "Thread.print: unknown option '-x'; usage: Thread.print [-l] [-e]"));
+	assert_non_null(
+	    strstr(err, "Thread.print: unknown option '-x'; usage: Thread.print [-l] [-e]"));
 	assert_int_equal(check("Thread.dump_to_file", "-overwrite -format=json f", err, sizeof err),
 			 CLI_OK);
 	/* "-" is the standard-output file, not an option. */
@@ -100,8 +101,9 @@ static void test_key_value(void **state)
 	assert_int_equal(check("Thread.print", "-l=yes", err, sizeof err), CLI_USAGE);
 	assert_non_null(strstr(err, "Thread.print: option '-l' is true or false, not 'yes'"));
 	assert_int_equal(check("Thread.print", "-lx", err, sizeof err), CLI_USAGE);
-	assert_int_equal(check("Thread.dump_to_file", "-overwrite=true -format=json f", err,
-			       sizeof err), CLI_OK);
+	assert_int_equal(
+	    check("Thread.dump_to_file", "-overwrite=true -format=json f", err, sizeof err),
+	    CLI_OK);
 
 	char a1[] = "-l=true", a2[] = "-e=false", a3[] = "-format=jstack";
 	char *argv[] = {a1, a2, a3};
@@ -149,19 +151,19 @@ static void test_jstack(void **state)
 
 	json_error_t je;
 	json_t *dump = json_loads(
-		"{\"threadDump\":{\"processId\":42,\"time\":\"2026-12-01T10:11:12.345Z\","
-		"\"runtimeVersion\":\"libscope 9\",\"processName\":\"demo\",\"stackSource\":\"signal\","
-		"\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"threads\":["
-		"{\"tid\":42,\"name\":\"main\",\"state\":\"WAITING\",\"blockedIn\":\"futex\","
-		"\"stack\":[\"scope_join (scope.c:5)\",\"main (m.c:9)\"]}]},"
-		"{\"container\":\"outer@1\",\"parent\":\"<root>\",\"kind\":\"scope\","
-		"\"joiner\":\"all_successful\",\"state\":\"joining\",\"owner\":42,\"threads\":["
-		"{\"tid\":43,\"name\":\"w-1\",\"state\":\"RUNNABLE\",\"stack\":[],"
-		"\"task\":{\"id\":7,\"function\":\"leaf\",\"state\":\"running\"}}]},"
-		"{\"container\":\"inner@2\",\"parent\":\"outer@1\",\"kind\":\"scope\",\"threads\":["
-		"{\"tid\":44,\"name\":\"w-2\",\"state\":\"TIMED_WAITING\",\"blockedIn\":\"sleep\","
-		"\"stack\":[\"0xdead\"]}]}]}}",
-		0, &je);
+	    "{\"threadDump\":{\"processId\":42,\"time\":\"2026-12-01T10:11:12.345Z\","
+	    "\"runtimeVersion\":\"libscope 9\",\"processName\":\"demo\",\"stackSource\":\"signal\","
+	    "\"threadContainers\":[{\"container\":\"<root>\",\"parent\":null,\"threads\":["
+	    "{\"tid\":42,\"name\":\"main\",\"state\":\"WAITING\",\"blockedIn\":\"futex\","
+	    "\"stack\":[\"scope_join (scope.c:5)\",\"main (m.c:9)\"]}]},"
+	    "{\"container\":\"outer@1\",\"parent\":\"<root>\",\"kind\":\"scope\","
+	    "\"joiner\":\"all_successful\",\"state\":\"joining\",\"owner\":42,\"threads\":["
+	    "{\"tid\":43,\"name\":\"w-1\",\"state\":\"RUNNABLE\",\"stack\":[],"
+	    "\"task\":{\"id\":7,\"function\":\"leaf\",\"state\":\"running\"}}]},"
+	    "{\"container\":\"inner@2\",\"parent\":\"outer@1\",\"kind\":\"scope\",\"threads\":["
+	    "{\"tid\":44,\"name\":\"w-2\",\"state\":\"TIMED_WAITING\",\"blockedIn\":\"sleep\","
+	    "\"stack\":[\"0xdead\"]}]}]}}",
+	    0, &je);
 	assert_non_null(dump);
 	char *s = jstackdump_string(dump, 0);
 	assert_non_null(s);
@@ -173,9 +175,10 @@ static void test_jstack(void **state)
 	assert_non_null(strstr(s, "\"w-1\" #43 prio=0 tid=0x2b nid=0x2b runnable\n"
 				  "   java.lang.Thread.State: RUNNABLE\n\n"
 				  "   Container: outer@1 in <root>\n   Task: 7 leaf() running"));
-	assert_non_null(strstr(s, "   java.lang.Thread.State: TIMED_WAITING (sleeping)\n"
-				  "\tat 0xdead(Unknown Source)\n\n   Container: inner@2 in outer@1 in "
-				  "<root>\n"));
+	assert_non_null(strstr(s,
+			       "   java.lang.Thread.State: TIMED_WAITING (sleeping)\n"
+			       "\tat 0xdead(Unknown Source)\n\n   Container: inner@2 in outer@1 in "
+			       "<root>\n"));
 	assert_non_null(strstr(s, "  outer@1 in <root>: scope, all_successful, joining, owner #42, "
 				  "1 thread\n"));
 	assert_null(strstr(s, "Locked ownable synchronizers"));
@@ -192,8 +195,8 @@ static void test_jstack(void **state)
 	json_decref(dump);
 
 	/* Any shape of input prints something and never crashes. */
-	json_t *odd = json_loads("{\"threadDump\":{\"threadContainers\":[1,{\"threads\":[2,{}]}]}}",
-				 0, &je);
+	json_t *odd =
+	    json_loads("{\"threadDump\":{\"threadContainers\":[1,{\"threads\":[2,{}]}]}}", 0, &je);
 	s = jstackdump_string(odd, JSTACKDUMP_LOCKS);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"\" #0 prio=0 tid=0x0 nid=0x0 unknown\n"));
@@ -222,7 +225,8 @@ static void test_help(void **state)
 	assert_non_null(strstr(out, "The following commands are available:\n"));
 	for (size_t i = 0; dcmd_table[i]; i++)
 		assert_non_null(strstr(out, dcmd_table[i]->name));
-	assert_non_null(strstr(out, "Syntax : Thread.dump_to_file [-overwrite] [-format=json|text|jstack] <file>"));
+	assert_non_null(strstr(
+	    out, "Syntax : Thread.dump_to_file [-overwrite] [-format=json|text|jstack] <file>"));
 	assert_non_null(strstr(out, "-overwrite"));
 	assert_non_null(strstr(out, "Impact: "));
 	assert_non_null(strstr(err, "unknown command 'Thread.dmp'; did you mean 'Thread.print'?"));
@@ -232,12 +236,9 @@ static void test_help(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_edit_distance),
-		cmocka_unit_test(test_lookup),
-		cmocka_unit_test(test_options),
-		cmocka_unit_test(test_help),
-		cmocka_unit_test(test_key_value),
-		cmocka_unit_test(test_jstack),
+	    cmocka_unit_test(test_edit_distance), cmocka_unit_test(test_lookup),
+	    cmocka_unit_test(test_options),	  cmocka_unit_test(test_help),
+	    cmocka_unit_test(test_key_value),	  cmocka_unit_test(test_jstack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,14 +25,14 @@ static const struct {
 	int sock_mode; /* -1: no socket, -2: a regular file in its place */
 	int want;
 } cases[] = {
-	{"private directory, private socket", 0700, 0600, 0},
-	{"readable directory", 0755, 0600, 0},
-	{"no socket yet", 0700, -1, 0},
-	{"directory others may write", 0777, 0600, -EPERM},
-	{"directory the group may write", 0770, 0600, -EPERM},
-	{"sticky shared directory", 01777, 0600, 0},
-	{"socket others may write", 0700, 0666, -EPERM},
-	{"a file where the socket goes", 0700, -2, -EPERM},
+    {"private directory, private socket", 0700, 0600, 0},
+    {"readable directory", 0755, 0600, 0},
+    {"no socket yet", 0700, -1, 0},
+    {"directory others may write", 0777, 0600, -EPERM},
+    {"directory the group may write", 0770, 0600, -EPERM},
+    {"sticky shared directory", 01777, 0600, 0},
+    {"socket others may write", 0700, 0666, -EPERM},
+    {"a file where the socket goes", 0700, -2, -EPERM},
 };
 
 static void test_socket_modes(void **state)
@@ -109,9 +109,9 @@ static void test_daemon_dir(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_socket_modes),
-		cmocka_unit_test(test_peer_is_us),
-		cmocka_unit_test(test_daemon_dir),
+	    cmocka_unit_test(test_socket_modes),
+	    cmocka_unit_test(test_peer_is_us),
+	    cmocka_unit_test(test_daemon_dir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

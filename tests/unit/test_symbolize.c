@@ -147,8 +147,8 @@ static void test_inline_chain(void **state)
 	struct sym_frame f[SYM_MAX_INLINE + 1];
 	bool found = false;
 	for (int pass = 0; pass < 2; pass++) { /* a miss, then the cache */
-		size_t n = sym_lookup_inline(s, pid, st, inline_ret, true, f, SYM_MAX_INLINE + 1,
-					     &found);
+		size_t n =
+		    sym_lookup_inline(s, pid, st, inline_ret, true, f, SYM_MAX_INLINE + 1, &found);
 		assert_true(found);
 		assert_int_equal(n, 2);
 		assert_true(f[0].inlined);

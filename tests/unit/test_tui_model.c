@@ -306,7 +306,8 @@ static void test_group(void **state)
 	for (int i = 0; i < 5; i++) {
 		size_t at = strlen(d);
 		snprintf(d + at, sizeof d - at,
-			 "%s{\"id\":%d,\"scope\":1,\"state\":\"running\",\"worker\":%d,\"func\":\"leaf\","
+			 "%s{\"id\":%d,\"scope\":1,\"state\":\"running\",\"worker\":%d,\"func\":"
+			 "\"leaf\","
 			 "\"site\":{\"file\":\"demo.c\",\"line\":70,\"func\":\"poll_peer\"}}",
 			 i ? "," : "", 20 + i, 200 + i);
 	}

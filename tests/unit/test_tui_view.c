@@ -156,12 +156,12 @@ static void test_uptime_runs(void **state)
 static void test_crash_shown(void **state)
 {
 	(void)state;
-	json_t *p = json_loads(
-	    "{\"pid\":4242,\"name\":\"demo\",\"state\":\"exited\",\"exit_signal\":11,"
-	    "\"crash\":{\"tid\":103,\"signal\":11,\"task\":12,\"scope\":2,\"frames\":["
-	    "{\"addr\":\"0x1\",\"func\":\"crash_here\",\"file\":\"c.c\",\"line\":5},"
-	    "{\"addr\":\"0x2\",\"func\":\"poll_peer\",\"file\":\"c.c\",\"line\":9}]}}",
-	    0, NULL);
+	json_t *p =
+	    json_loads("{\"pid\":4242,\"name\":\"demo\",\"state\":\"exited\",\"exit_signal\":11,"
+		       "\"crash\":{\"tid\":103,\"signal\":11,\"task\":12,\"scope\":2,\"frames\":["
+		       "{\"addr\":\"0x1\",\"func\":\"crash_here\",\"file\":\"c.c\",\"line\":5},"
+		       "{\"addr\":\"0x2\",\"func\":\"poll_peer\",\"file\":\"c.c\",\"line\":9}]}}",
+		       0, NULL);
 	tm_model_set_process(&a.model, p);
 	json_decref(p);
 	draw();
@@ -313,8 +313,8 @@ static void test_once(void **state)
 	assert_non_null(strstr(buf, "`-v pools (1)"));
 	assert_non_null(strstr(buf, "io size 4/4"));
 	assert_non_null(strstr(buf, "poll_peer")); /* task 12's body names its row */
-	assert_non_null(strstr(buf, "io-1"));      /* task 10's is unknown: its thread */
-	for (char *l = buf; *l;) { /* no padding at line ends */
+	assert_non_null(strstr(buf, "io-1"));	   /* task 10's is unknown: its thread */
+	for (char *l = buf; *l;) {		   /* no padding at line ends */
 		char *nl = strchr(l, '\n');
 		assert_non_null(nl);
 		assert_true(nl == l || nl[-1] != ' ');

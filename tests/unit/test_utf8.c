@@ -20,19 +20,19 @@ static const struct {
 	size_t len;
 	const char *kept;
 } cases[] = {
-	{"plain", 5, "plain"},
-	{"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
-	{"\xff", 1, R},
-	{"a\nb", 3, "a" R "b"},
-	{"\x1b[31mred", 8, R "[31mred"},
-	{"del\x7f", 4, "del" R},
-	{"c1\xc2\x9b", 4, "c1" R},                 /* CSI as C1 */
-	{"nbsp\xc2\xa0", 6, "nbsp\xc2\xa0"},       /* not a control */
-	{"over\xc0\xaf", 6, "over" R R},           /* overlong '/' */
-	{"sur\xed\xa0\x80", 6, "sur" R R R},       /* a surrogate */
-	{"big\xf4\x90\x80\x80", 7, "big" R R R R}, /* past U+10FFFF */
-	{"cut\xe2\x82", 5, "cut" R R},
-	{"nul\0x", 5, "nul" R "x"},
+    {"plain", 5, "plain"},
+    {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+    {"\xff", 1, R},
+    {"a\nb", 3, "a" R "b"},
+    {"\x1b[31mred", 8, R "[31mred"},
+    {"del\x7f", 4, "del" R},
+    {"c1\xc2\x9b", 4, "c1" R},		       /* CSI as C1 */
+    {"nbsp\xc2\xa0", 6, "nbsp\xc2\xa0"},       /* not a control */
+    {"over\xc0\xaf", 6, "over" R R},	       /* overlong '/' */
+    {"sur\xed\xa0\x80", 6, "sur" R R R},       /* a surrogate */
+    {"big\xf4\x90\x80\x80", 7, "big" R R R R}, /* past U+10FFFF */
+    {"cut\xe2\x82", 5, "cut" R R},
+    {"nul\0x", 5, "nul" R "x"},
 };
 
 static void test_clean(void **state)
@@ -79,8 +79,8 @@ static void test_json_writer(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_clean),
-		cmocka_unit_test(test_json_writer),
+	    cmocka_unit_test(test_clean),
+	    cmocka_unit_test(test_json_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
