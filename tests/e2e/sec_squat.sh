@@ -101,7 +101,10 @@ as_victim "$BIN/scopetop" --once >"$T/out" 2>&1
 check "scopetop --once fails (exit $?)" [ $? -ne 0 ]
 check "scopetop names the squatter" names_squatter
 sed 's/^/  scopetop: /' "$T/out"
-as_victim "$TOP/$BUILD/tests/helpers/daemon_tree" hold >"$T/prog.out" 2>&1 &
+# Not through the function: in the background it would run in a subshell,
+# and $! (what is killed below) would be that subshell, not the program.
+env -u XDG_RUNTIME_DIR -u SCOPED_SOCKET HOME=/ setpriv --reuid "$vuid" --regid "$(id -g "$V")" \
+	--clear-groups "$TOP/$BUILD/tests/helpers/daemon_tree" hold >"$T/prog.out" 2>&1 &
 prog=$!
 poll 100 grep -q ready "$T/prog.out" || echo "note: daemon_tree did not say ready"
 sleep 0.3 # the agent dials at once and retries every 50 ms at first
