@@ -61,7 +61,11 @@ def tcp_listeners(pid):
     """How many listening TCP sockets process pid holds."""
     inodes = set()
     for fd in os.listdir("/proc/%d/fd" % pid):
-        m = re.match(r"socket:\[(\d+)\]", os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except FileNotFoundError:
+            continue  # closed between the listing and the look: not a listener
+        m = re.match(r"socket:\[(\d+)\]", link)
         if m: inodes.add(m.group(1))
     n = 0
     for f in ("/proc/net/tcp", "/proc/net/tcp6"):
