@@ -129,7 +129,8 @@ int bpfs_ksyms_load(struct bpfs_ksyms **out, const char *path, char *err, size_t
 		bpfs_ksyms_free(ks);
 		return rc;
 	}
-	qsort(ks->syms, ks->n, sizeof(*ks->syms), ksym_cmp);
+	if (ks->n > 1)
+		qsort(ks->syms, ks->n, sizeof(*ks->syms), ksym_cmp);
 	*out = ks;
 	return 0;
 }

@@ -404,7 +404,8 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
 	}
 	if (!rc) {
-		qsort(c->t, c->n, sizeof(*c->t), tid_cmp);
+		if (c->n > 1)
+			qsort(c->t, c->n, sizeof(*c->t), tid_cmp);
 		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b,
 				    err, errlen);
 	}

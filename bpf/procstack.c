@@ -214,7 +214,8 @@ static int read_maps(struct procstack *ps, int procfd)
 		}
 		p = nl ? nl + 1 : end;
 	}
-	qsort(ps->stacks, ps->nstacks, sizeof(*ps->stacks), range_cmp);
+	if (ps->nstacks > 1) /* a kernel thread maps nothing, and NULL is no array */
+		qsort(ps->stacks, ps->nstacks, sizeof(*ps->stacks), range_cmp);
 	ps->key.exec_vm = exec;
 	ps->key.start_code = first;
 	return 0;
@@ -634,7 +635,8 @@ static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 		memcpy((*names)[(*n)++], de->d_name, strlen(de->d_name) + 1);
 	}
 	closedir(dir);
-	qsort(*names, *n, sizeof(**names), name_cmp);
+	if (*n > 1) /* qsort wants an array, and no entries may mean none */
+		qsort(*names, *n, sizeof(**names), name_cmp);
 	return 0;
 }
 
@@ -687,7 +689,8 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 		for (size_t i = 0; i < count; i += CHUNK)
 			capture_chunk(ps, taskfd, names + i, ps->t + i,
 				      count - i < CHUNK ? count - i : CHUNK);
-		qsort(ps->t, ps->n, sizeof(*ps->t), tid_cmp);
+		if (ps->n > 1)
+			qsort(ps->t, ps->n, sizeof(*ps->t), tid_cmp);
 		if (ps->nbusy > 0) {
 			bpfs_perf_sample(ps->busy, ps->nbusy, PERF_TIMEOUT_MS, on_sample, ps);
 			retry_running(ps, taskfd);

@@ -92,7 +92,8 @@ static struct ref *index_by(const jv *arr, const char *key, size_t *n)
 		if (jv_is_integer(id))
 			r[k++] = (struct ref){jv_integer(id), i, -(long)i};
 	}
-	qsort(r, k, sizeof *r, ref_cmp);
+	if (k > 1)
+		qsort(r, k, sizeof *r, ref_cmp);
 	for (size_t i = 0; i < k; i++)
 		if (!out || r[out - 1].id != r[i].id)
 			r[out++] = r[i];
@@ -369,14 +370,16 @@ static int index_people(struct builder *b)
 			b->worker_ref[b->nworker_ref++] =
 			    (struct ref){jv_integer(w), i, task_depth(b, t)};
 	}
-	qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
+	if (b->nworker_ref > 1)
+		qsort(b->worker_ref, b->nworker_ref, sizeof *b->worker_ref, ref_cmp);
 	for (size_t i = 0; i < b->nsi; i++) {
 		const jv *o = jv_get(b->si[i].j, "owner");
 		if (b->si[i].container >= 0 && jv_is_integer(o))
 			b->owner_ref[b->nowner_ref++] =
 			    (struct ref){jv_integer(o), i, b->si[i].depth};
 	}
-	qsort(b->owner_ref, b->nowner_ref, sizeof *b->owner_ref, ref_cmp);
+	if (b->nowner_ref > 1)
+		qsort(b->owner_ref, b->nowner_ref, sizeof *b->owner_ref, ref_cmp);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "../../daemon/log.h"
 #include "../../daemon/loop.h"
 #include "../../daemon/sock.h"
+#include "../../daemon/stacks.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -127,6 +128,10 @@ static void setup(void)
 
 	log_setup(LOG_LVL_ERROR, 0);
 	if (options_parse(&d.opt, 2, argv, err, sizeof err) != 0)
+		abort();
+	/* As main.c does: a daemon always has a stack source, which the dumps
+	 * of processes it does not hold (pid 1, or any pid on the host) use. */
+	if (stacks_open(&d.stacks, d.opt.stacks, err, sizeof err) < 0)
 		abort();
 	snprintf(dir, sizeof dir, "/tmp/scoped-fuzz-XXXXXX");
 	if (!mkdtemp(dir))
