@@ -206,6 +206,41 @@ static void test_task_times(void **state)
 	assert_false(tt.started);
 	assert_true(tt.queued == 500);
 	assert_true(tt.ran == 0 && tt.busy == 0);
+
+	/* The same as list columns (tokio-console's Busy, Sched, Idle). */
+	struct tr_row r = {.kind = TR_TASK, .ent = tm_task_get(&f->m, 30), .group_n = 1};
+	char cell[64], want[64];
+	rf_cell(&f->m, &r, RF_BUSY, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 800);
+	assert_string_equal(cell, want);
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 500);
+	assert_string_equal(cell, want);
+	rf_cell(&f->m, &r, RF_IDLE, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 2200);
+	assert_string_equal(cell, want);
+	r.ent = tm_task_get(&f->m, 31); /* queued: no busy or idle time yet */
+	rf_cell(&f->m, &r, RF_BUSY, 4500, false, cell, sizeof cell);
+	assert_string_equal(cell, "");
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 500);
+	assert_string_equal(cell, want);
+	r.group_n = 3; /* a group's row is no one task */
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	assert_string_equal(cell, "");
+	/* Wide enough, they show; at 80 columns they go first. */
+	struct rf_layout l;
+	char hdr[512];
+	rf_layout(&l, 220, false);
+	rf_header(&l, hdr, sizeof hdr);
+	assert_non_null(strstr(hdr, "BUSY"));
+	assert_non_null(strstr(hdr, "SCHED"));
+	assert_non_null(strstr(hdr, "IDLE"));
+	rf_layout(&l, 80, false);
+	rf_header(&l, hdr, sizeof hdr);
+	assert_null(strstr(hdr, "BUSY"));
+	assert_non_null(strstr(hdr, "SITE"));
+	assert_int_equal(rf_col_parse("busy"), RF_BUSY);
 }
 
 static void test_expand_collapse(void **state)
