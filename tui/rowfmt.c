@@ -36,13 +36,18 @@ struct coldef {
 };
 
 static const struct coldef cols[RF_NCOLS] = {
-    [RF_STATE] = {"STATE", 11, 99, false}, [RF_NAME] = {"NAME", 0, 99, false},
-    [RF_ID] = {"ID", 7, 7, true},	   [RF_AGE] = {"AGE", 7, 6, true},
-    [RF_JOINER] = {"JOINER", 6, 3, false}, [RF_DEADLINE] = {"DEADLN", 7, 5, true},
-    [RF_SITE] = {"SITE", 18, 4, false},	   [RF_WORKER] = {"WORKER", 7, 2, true},
+    [RF_STATE] = {"STATE", 11, 99, false},
+    [RF_NAME] = {"NAME", 0, 99, false},
+    [RF_ID] = {"ID", 7, 7, true},
+    [RF_AGE] = {"AGE", 7, 6, true},
+    [RF_JOINER] = {"JOINER", 6, 3, false},
+    [RF_DEADLINE] = {"DEADLN", 7, 5, true},
+    [RF_SITE] = {"SITE", 18, 4, false},
+    [RF_WORKER] = {"WORKER", 7, 2, true},
     /* Dropped first, together: the tree without them is what 80 columns
      * showed before they came. */
-    [RF_BUSY] = {"BUSY", 6, 1, true},	   [RF_SCHED] = {"SCHED", 6, 1, true},
+    [RF_BUSY] = {"BUSY", 6, 1, true},
+    [RF_SCHED] = {"SCHED", 6, 1, true},
     [RF_IDLE] = {"IDLE", 6, 1, true},
 };
 

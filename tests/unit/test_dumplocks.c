@@ -54,7 +54,8 @@ static const json_t *thread(const json_t *dump, long long tid)
 	for (size_t i = 0; i < json_array_size(cs); i++) {
 		const json_t *ts = json_object_get(json_array_get(cs, i), "threads");
 		for (size_t k = 0; k < json_array_size(ts); k++)
-			if (json_integer_value(json_object_get(json_array_get(ts, k), "tid")) == tid)
+			if (json_integer_value(json_object_get(json_array_get(ts, k), "tid")) ==
+			    tid)
 				return json_array_get(ts, k);
 	}
 	return NULL;
@@ -101,9 +102,10 @@ static void test_jstack_and_text(void **state)
 	char *j = jstackdump_string(d, JSTACKDUMP_LOCKS);
 	assert_non_null(j);
 	/* Under the frame that waits, the owner's name without '<' or '>'. */
-	assert_non_null(strstr(j, "\tat __lll_lock_wait(0x2)\n"
-				  "\t- waiting to lock <0x7f00> (a pthread_mutex_t) owned by tid 11 "
-				  "\"hol?d?er\"\n\tat work(w.c:9)\n"));
+	assert_non_null(strstr(j,
+			       "\tat __lll_lock_wait(0x2)\n"
+			       "\t- waiting to lock <0x7f00> (a pthread_mutex_t) owned by tid 11 "
+			       "\"hol?d?er\"\n\tat work(w.c:9)\n"));
 	assert_non_null(strstr(j, "   Locked ownable synchronizers:\n"
 				  "\t- <0x7f00> (a pthread_mutex_t)\n"));
 	free(j);
@@ -115,7 +117,8 @@ static void test_jstack_and_text(void **state)
 	free(j);
 	char *t = textdump_string(d, TEXTDUMP_LOCKS);
 	assert_non_null(t);
-	assert_non_null(strstr(t, "- waiting to lock <0x7f00> (a pthread_mutex_t) owned by tid 11"));
+	assert_non_null(
+	    strstr(t, "- waiting to lock <0x7f00> (a pthread_mutex_t) owned by tid 11"));
 	assert_non_null(strstr(t, "- holds <0x7f00> (a pthread_mutex_t)\n"));
 	free(t);
 	t = textdump_string(d, 0);
