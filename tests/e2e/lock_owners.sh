@@ -10,7 +10,8 @@
 # each with a waiter, and wait on a condition variable, a semaphore and a
 # futex word with a lock's value but no owner: none of those may show a
 # lock.  Every stack source that runs here: /proc, the agent's signals (the
-# instrumented helper), BPF when it loads.
+# instrumented helper), BPF when it loads; and scopetop's detail pane of the
+# waiting task (tmux).
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
@@ -114,6 +115,25 @@ stop_helper
 start_helper "$TASKS"
 poll 100 is_listed "$hpid" || fail "lock_tasks's agent did not connect"
 check instrumented proc
+# scopetop's detail pane of the waiting task says whose mutex it waits for.
+if command -v tmux >/dev/null; then
+	T="tmux -L lock-owners-$$ -f /dev/null"
+	$T new-session -d -s m -x 120 -y 40 \
+		"LANG=C.UTF-8 SCOPED_SOCKET=$SCOPED_SOCKET $BIN/scopetop $hpid; sleep 30"
+	sleep 1
+	$T send-keys -t m / t a s k _ w a i t e r Enter
+	sleep 0.5
+	$T send-keys -t m j j
+	pane() {
+		$T capture-pane -p -t m >"$D/screen"
+		grep -q "waiting to lock <$(val mutex)> owned by tid $(val holder) " "$D/screen"
+	}
+	poll 100 pane || { $T kill-server; fail "scopetop's pane lacks the owner: $(cat "$D/screen")"; }
+	$T kill-server
+	echo "scopetop: the waiting task's owner shown"
+else
+	echo "skip: the scopetop part (no tmux)"
+fi
 stop_helper
 scoped_stop
 

@@ -466,7 +466,11 @@ static void test_stacks(void **state)
 	    "[{\"tid\":101,\"state\":\"RUNNABLE\",\"frames\":[{\"addr\":\"0x1\",\"func\":\"fetch_"
 	    "user\","
 	    "\"file\":\"server.c\",\"line\":42},{\"addr\":\"0x7f00\",\"module\":\"/lib/libc.so.6\","
-	    "\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7]");
+	    "\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7,"
+	    "{\"tid\":102,\"state\":\"BLOCKED\",\"blocked_in\":\"mutex\",\"frames\":[],"
+	    " \"waiting_to_lock\":{\"addr\":\"0x7f10\",\"class\":\"pthread_mutex_t\",\"owner\":101,"
+	    " \"owner_name\":\"io-1\"}},"
+	    "{\"tid\":103,\"waiting_to_lock\":{\"addr\":\"0x7f10\",\"owner\":-5}}]");
 	tm_model_set_stacks(&f->m, st, NOW);
 	json_decref(st);
 	const struct tm_stack *s = tm_stack_get(&f->m, 101);
@@ -476,7 +480,18 @@ static void test_stacks(void **state)
 	assert_string_equal(s->frames[1], "0x7f00 (libc.so.6+0x99)");
 	assert_string_equal(s->frames[2], "0x5");
 	assert_string_equal(s->frames[3], "start");
-	assert_int_equal(f->m.stacks.n, 1);
+	assert_int_equal(s->lock_owner, 0);
+	/* The mutex a thread waits for, with its owner; a bad owner is none. */
+	s = tm_stack_get(&f->m, 102);
+	assert_non_null(s);
+	assert_int_equal(s->lock_owner, 101);
+	assert_string_equal(s->lock_addr, "0x7f10");
+	assert_string_equal(s->lock_owner_name, "io-1");
+	s = tm_stack_get(&f->m, 103);
+	assert_non_null(s);
+	assert_int_equal(s->lock_owner, 0);
+	assert_null(s->lock_addr);
+	assert_int_equal(f->m.stacks.n, 3);
 }
 
 static void test_row_text(void **state)
