@@ -233,7 +233,8 @@
 	X(EXPLICIT, 3, "explicit")   /* scope_cancel() */                               \
 	X(PARENT, 4, "parent")       /* an ancestor was cancelled */                    \
 	X(VIOLATION, 5, "violation") /* closed because of a structure violation */      \
-	X(CLOSE, 6, "close")         /* closed with subtasks still running */
+	X(CLOSE, 6, "close")         /* closed with subtasks still running */ \
+	X(SHUTDOWN, 7, "shutdown")   /* its pool's shutdown_now stopped a subtask of it */
 
 /* VIOLATION's kind. */
 #define PROTO_VIOLATIONS(X)                                                          \

@@ -225,6 +225,7 @@ int sc_wait(const struct sc_wait *w)
 		uint32_t seen = atomic_load(&t->seq);
 		bool woke;
 
+		sc_pool_stop_due(t);
 		if (w->done && w->done(w->arg))
 			return 0;
 		if (w->ctx && sc_check(w->ctx))
@@ -393,6 +394,7 @@ int scope_cancel(scope_t *s)
 
 int scope_cancelled(void)
 {
+	sc_pool_stop_due(sc_self_peek());
 	return sc_check(sc_context());
 }
 
@@ -458,6 +460,7 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		 * after it sees polling set and kicks the eventfd. */
 		atomic_store(&t->polling, 1);
 		atomic_store(&t->in_cancellable, s ? SC_CWAIT_WAKE : SC_CWAIT_NONE);
+		sc_pool_stop_due(t);
 		if (sc_check(s)) {
 			atomic_store(&t->polling, 0);
 			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);

@@ -329,12 +329,24 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *h
 {
 	scope_t *s = task->scope;
 
+	if (p->prio) {
+		/* A priority pool: its heap orders every fork (pool_prio.c). */
+		home = NULL;
+		if (sc_prio_push_locked(p, task))
+			goto queued;
+		task->hslot = SC_PRIO_NONE; /* no memory: the inject queue */
+	}
 	tq_append(home ? &home->deque : &p->inject, task);
+queued:
 	task->home = home;
 	task->gen = p->gen;
 	if (home)
 		p->ndeque++;
 	scope_list_fresh(p, s);
+	if (p->prio) {
+		sc_prio_scope_insert(s, task);
+		goto linked;
+	}
 	task->snext = NULL;
 	task->sprev = s->qtail;
 	if (s->qtail)
@@ -342,6 +354,7 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *h
 	else
 		s->qhead = task;
 	s->qtail = task;
+linked:
 	task->queued = true;
 	atomic_store_explicit(&p->queued, p->queued + 1, memory_order_release);
 	atomic_fetch_add_explicit(&p->submits, 1, memory_order_relaxed);
@@ -352,7 +365,10 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 	struct worker *home = task->home;
 	scope_t *s = task->scope;
 
-	tq_remove(home ? &home->deque : &p->inject, task);
+	if (p->prio && task->hslot != SC_PRIO_NONE)
+		sc_prio_remove_locked(p, task);
+	else
+		tq_remove(home ? &home->deque : &p->inject, task);
 	if (home)
 		p->ndeque--;
 	if (task->sprev)
@@ -376,6 +392,8 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
  * oldest of the inject queue.  Caller holds p->lock. */
 static scope_task_t *pick_locked(scope_pool_t *p, struct worker *w)
 {
+	if (p->prio && p->nheap)
+		return sc_prio_top(p);
 	if (w && w->deque.tail)
 		return w->deque.tail;
 	if (p->ndeque)
@@ -585,6 +603,7 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task, struct worker *ho
 		me.next = p->blocked;
 		p->blocked = &me;
 		pthread_mutex_unlock(&p->lock);
+		sc_pool_stop_due(t); /* after seen was read, as every wait */
 		rc = sc_check(task->scope);
 		if (!rc) {
 			sc_pool_lend(t, true);
@@ -670,8 +689,8 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 			rc = block_for_room(p, task, home, &wake);
 			break;
 		case SCOPE_POLICY_DISCARD_OLDEST:
-			victim = oldest_locked(p);
-			if (victim) {
+			victim = p->prio ? sc_prio_victim_locked(p, task) : oldest_locked(p);
+			if (victim && victim != task) {
 				dequeue_locked(p, victim);
 				enqueue_locked(p, task, home);
 				p->rejected++;

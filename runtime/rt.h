@@ -149,6 +149,12 @@ struct scope_task {
 	/* Handle-less: its end is done with it, the owner may reuse it. */
 	_Atomic bool ended;
 	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
+	/* A priority pool's order (pool_prio.c): the fork's priority, the
+	 * pool's fork count when first queued, and the slot in its heap
+	 * (SC_PRIO_NONE: not in it) while queued. */
+	int prio;
+	uint64_t pseq;
+	size_t hslot;
 };
 
 struct scope {
@@ -361,6 +367,15 @@ void sc_pool_worker_gone(struct sc_thread *t);
 /* The calling thread t is leaving: it gives back its deque slot (what is
  * still queued there moves to its pool's inject queue). */
 void sc_pool_dq_release(struct sc_thread *t);
+/* The calling thread t, a worker, after its pool's shutdown_now: cancels
+ * the scopes of the pool's subtasks it runs (reason SHUTDOWN).  Called by
+ * the runtime's waits and scope_cancelled, where a subtask notices. */
+void sc_pool_stop_check(struct sc_thread *t);
+static inline void sc_pool_stop_due(struct sc_thread *t)
+{
+	if (t && __builtin_expect(t->worker != NULL, 0))
+		sc_pool_stop_check(t);
+}
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

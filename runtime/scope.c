@@ -524,8 +524,9 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	end_on_owner(s, task);
 }
 
-int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
-		  int line, const char *func)
+/* scope_fork_at and scope_fork_with_at: prio is the options' priority. */
+static inline int fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, int prio,
+			  const char *file, int line, const char *func)
 {
 	struct sc_thread *t;
 	scope_task_t *task;
@@ -550,6 +551,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.line = line;
 	task->site.func = func;
 	task->keep = out != NULL;
+	task->prio = prio;
 	rc = tasks_append(t, s, task);
 	if (rc) {
 		task_free(t, task);
@@ -587,6 +589,19 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	if (rc < 0)
 		task_refuse(task, rc == -ECANCELED ? SC_TASK_UNAVAILABLE : SC_TASK_FAILED, rc);
 	return rc;
+}
+
+int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
+		  int line, const char *func)
+{
+	return fork_at(s, fn, arg, out, 0, file, line, func);
+}
+
+int scope_fork_with_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out,
+		       const struct scope_fork_options *opts, const char *file, int line,
+		       const char *func)
+{
+	return fork_at(s, fn, arg, out, opts ? opts->priority : 0, file, line, func);
 }
 
 void sc_task_finish(scope_task_t *task, int state, int err)
