@@ -194,6 +194,9 @@ struct scope {
 	 * eventfd (+1; 0: none) made readable on cancellation; this lock. */
 	struct sc_handler *handlers;
 	int cancel_efd;
+	/* Handlers armed now, and run by this scope's cancellation (this
+	 * lock), as SCOPE_HANDLERS tells the observer. */
+	unsigned nhandlers, handlers_ran;
 	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
 	 * the timer's lock's. */
 	bool dl_on;
@@ -324,6 +327,11 @@ void sc_cancel(scope_t *s, int reason);
 /* 0, or -ECANCELED when s (or an ancestor) is cancelled or past its
  * deadline; a passed deadline cancels its scope (reason TIMEOUT). */
 int sc_check(scope_t *s);
+
+/* SCOPE_HANDLERS with s's handler counts (s->lock held), through emit
+ * (NULL: sc_emit) as a snapshot's repeat when snapshot is 1. */
+void sc_emit_handlers(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+		      void *ctx);
 
 /* One runtime wait: until done(arg), the deadline, or cancellation of ctx. */
 struct sc_wait {

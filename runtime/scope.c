@@ -105,6 +105,24 @@ static void emit_task(int kind, scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
+/* SCOPE_FLAGS after the open of a scope opened with flags (a shield). */
+static void emit_flags(const scope_t *s, int snapshot, int64_t ts,
+		       void (*emit)(void *, const struct sc_ev *), void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_SCOPE_FLAGS);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.ts = ts;
+	ev.tid = s->owner_tid;
+	ev.a = s->id;
+	ev.u = s->flags;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
+}
+
 void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	struct sc_ev ev;
@@ -128,6 +146,11 @@ void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc
 		emit(ctx, &ev);
 	else
 		sc_emit(&ev);
+	if (s->flags)
+		emit_flags(s, snapshot, ev.ts, emit, ctx);
+	/* A snapshot's scope may carry handlers already (its lock is held). */
+	if (snapshot && (s->nhandlers || s->handlers_ran))
+		sc_emit_handlers(s, snapshot, emit, ctx);
 }
 
 static scope_t *scope_alloc(struct sc_thread *t)
