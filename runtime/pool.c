@@ -252,7 +252,7 @@ int scope_pool_destroy(scope_pool_t *p)
 	for (unsigned i = 0; i < SC_DQ_SLOTS; i++)
 		free(p->slots[i].ring);
 	free(p->slots);
-	free(p->heap);
+	free(p->heap.v);
 	free(p);
 	return 0;
 }
@@ -378,7 +378,7 @@ static void pools_after_fork(void)
 		 * generation tells them to start empty. */
 		p->inject.head = p->inject.tail = NULL;
 		p->ndeque = 0;
-		p->nheap = 0;
+		p->heap.n = 0;
 		p->lent = 0;
 		p->gen++;
 		atomic_store(&p->queued, 0);

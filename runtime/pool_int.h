@@ -110,8 +110,7 @@ struct scope_pool {
 	 * priority first, fork order among equals (pseq).  The inject queue
 	 * holds only what the heap had no memory for. */
 	bool prio;
-	scope_task_t **heap;
-	size_t nheap, heap_cap;
+	struct sc_theap heap;
 	uint64_t pseq;
 };
 
@@ -157,20 +156,20 @@ size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out);
 
 /* pool_prio.c: a priority pool's queue; the caller holds p->lock. */
 #define SC_PRIO_NONE ((size_t)-1)
-/* Puts task in p's heap; false (nothing done) when out of memory. */
-bool sc_prio_push_locked(scope_pool_t *p, scope_task_t *task);
-/* Takes task (in the heap) out of it. */
+/* Puts task in p's heap and its scope's; a heap that had no memory to
+ * grow leaves it out (its slot SC_PRIO_NONE): the inject queue and the
+ * scope's list still hold it. */
+void sc_prio_push_locked(scope_pool_t *p, scope_task_t *task);
+/* Takes task out of the heaps it is in. */
 void sc_prio_remove_locked(scope_pool_t *p, scope_task_t *task);
-/* The queued task that runs next, or NULL. */
-static inline scope_task_t *sc_prio_top(const scope_pool_t *p)
+/* The queued task that runs next (in p, or of scope s), or NULL. */
+static inline scope_task_t *sc_prio_top(const struct sc_theap *h)
 {
-	return p->nheap ? p->heap[0] : NULL;
+	return h->n ? h->v[0] : NULL;
 }
 /* DISCARD_OLDEST's victim when task cannot be queued: the queued task that
  * would run last (lowest priority, the oldest of those), or task itself
  * when it ranks below every queued one. */
 scope_task_t *sc_prio_victim_locked(scope_pool_t *p, scope_task_t *task);
-/* Links task into its scope's list of queued tasks, in run order. */
-void sc_prio_scope_insert(scope_t *s, scope_task_t *task);
 
 #endif /* SC_POOL_INT_H */

@@ -319,8 +319,10 @@ static void tq_remove(struct sc_tq *q, scope_task_t *task)
  * an earlier generation (a fork child dropped the parent's queue). */
 static void scope_list_fresh(scope_pool_t *p, scope_t *s)
 {
-	if (s->qhead && s->qhead->gen != p->gen)
+	if (s->qhead && s->qhead->gen != p->gen) {
 		s->qhead = s->qtail = NULL;
+		s->pq.n = 0;
+	}
 }
 
 /* Queues task in home's deque (a worker of p forked it) or in the inject
@@ -329,24 +331,14 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *h
 {
 	scope_t *s = task->scope;
 
-	if (p->prio) {
-		/* A priority pool: its heap orders every fork (pool_prio.c). */
-		home = NULL;
-		if (sc_prio_push_locked(p, task))
-			goto queued;
-		task->hslot = SC_PRIO_NONE; /* no memory: the inject queue */
-	}
+	if (p->prio)
+		home = NULL; /* its heaps order every fork (pool_prio.c) */
 	tq_append(home ? &home->deque : &p->inject, task);
-queued:
 	task->home = home;
 	task->gen = p->gen;
 	if (home)
 		p->ndeque++;
 	scope_list_fresh(p, s);
-	if (p->prio) {
-		sc_prio_scope_insert(s, task);
-		goto linked;
-	}
 	task->snext = NULL;
 	task->sprev = s->qtail;
 	if (s->qtail)
@@ -354,7 +346,8 @@ queued:
 	else
 		s->qhead = task;
 	s->qtail = task;
-linked:
+	if (p->prio)
+		sc_prio_push_locked(p, task);
 	task->queued = true;
 	atomic_store_explicit(&p->queued, p->queued + 1, memory_order_release);
 	atomic_fetch_add_explicit(&p->submits, 1, memory_order_relaxed);
@@ -365,10 +358,9 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 	struct worker *home = task->home;
 	scope_t *s = task->scope;
 
-	if (p->prio && task->hslot != SC_PRIO_NONE)
+	tq_remove(home ? &home->deque : &p->inject, task);
+	if (p->prio)
 		sc_prio_remove_locked(p, task);
-	else
-		tq_remove(home ? &home->deque : &p->inject, task);
 	if (home)
 		p->ndeque--;
 	if (task->sprev)
@@ -392,8 +384,8 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
  * oldest of the inject queue.  Caller holds p->lock. */
 static scope_task_t *pick_locked(scope_pool_t *p, struct worker *w)
 {
-	if (p->prio && p->nheap)
-		return sc_prio_top(p);
+	if (p->prio && p->heap.n)
+		return sc_prio_top(&p->heap);
 	if (w && w->deque.tail)
 		return w->deque.tail;
 	if (p->ndeque)
@@ -803,6 +795,9 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 		pthread_mutex_lock(&p->lock);
 		scope_list_fresh(p, s);
 		task = s->qhead;
+		/* A priority pool: the scope's most urgent (pool_prio.c). */
+		if (p->prio && s->pq.n)
+			task = sc_prio_top(&s->pq);
 		if (task)
 			dequeue_locked(p, task);
 		pthread_mutex_unlock(&p->lock);

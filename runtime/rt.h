@@ -104,6 +104,13 @@ enum sc_cwait {
 	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
+/* A binary heap of queued tasks (pool_prio.c): a priority pool's queue,
+ * and each scope's queued tasks in such a pool. */
+struct sc_theap {
+	scope_task_t **v;
+	size_t n, cap;
+};
+
 /* A cancellation handler, in the caller's scope_cancel_handler_t. */
 struct sc_handler {
 	struct sc_handler *next, *prev; /* in its scope's list, while armed */
@@ -150,11 +157,12 @@ struct scope_task {
 	_Atomic bool ended;
 	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
 	/* A priority pool's order (pool_prio.c): the fork's priority, the
-	 * pool's fork count when first queued, and the slot in its heap
-	 * (SC_PRIO_NONE: not in it) while queued. */
+	 * pool's count of queued tasks when first queued, and while queued
+	 * its slots in the pool's heap and in its scope's (SC_PRIO_NONE: not
+	 * in it). */
 	int prio;
 	uint64_t pseq;
-	size_t hslot;
+	size_t hslot[2];
 };
 
 struct scope {
@@ -235,6 +243,7 @@ struct scope {
 	 * consistent), so one of them sees the other. */
 	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
+	struct sc_theap pq; /* the same in a priority pool, in run order (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */

@@ -204,6 +204,10 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	/* A priority pool's heap of its queued tasks (empty by now). */
+	free(s->pq.v);
+	s->pq.v = NULL;
+	s->pq.n = s->pq.cap = 0;
 	if (s->cancel_efd) {
 		close(s->cancel_efd - 1);
 		s->cancel_efd = 0;

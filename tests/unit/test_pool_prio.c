@@ -361,6 +361,38 @@ static void shutdown_now_drains_heap(void **state)
 	test_watchdog(0);
 }
 
+/* A close with subtasks still queued takes them off both heaps: the pool
+ * queues nothing afterwards and runs what comes next in order. */
+static void close_reclaims_queued(void **state)
+{
+	struct scope_pool_stats st;
+	scope_pool_t *pool;
+	scope_t *a, *b;
+	(void)state;
+
+	test_watchdog(20);
+	pool = prio_pool(SCOPE_QUEUE_UNBOUNDED, 0);
+	a = occupy(pool);
+	b = open_watching(pool);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(fork_prio(b, i, i, NULL), 0);
+	(void)scope_close(b); /* no join: a structure violation, reclaimed all the same */
+	assert_int_equal(scope_pool_stats(pool, &st), 0);
+	assert_int_equal(st.queued, 0);
+	b = open_watching(pool);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fork_prio(b, i, 10 + i, NULL), 0);
+	atomic_store(&release, 1);
+	assert_int_equal(scope_join(b), 0);
+	static const int want[] = {12, 11, 10};
+	assert_order(want, 3);
+	assert_int_equal(scope_close(b), 0);
+	assert_int_equal(scope_join(a), 0);
+	assert_int_equal(scope_close(a), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+	test_watchdog(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +402,7 @@ int main(void)
 	    cmocka_unit_test(bounded_queue_policies),
 	    cmocka_unit_test(nested_joins_finish),
 	    cmocka_unit_test(shutdown_now_drains_heap),
+	    cmocka_unit_test(close_reclaims_queued),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
