@@ -394,6 +394,5 @@ static inline int64_t sc_event_time(void)
 		return 0;
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-bool sc_thread_is_agent(void);
 
 #endif /* SC_RT_H */

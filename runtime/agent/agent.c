@@ -856,6 +856,18 @@ static size_t ring_bytes_from_env(void)
 	return (size_t)kb * 1024;
 }
 
+/* SCOPED_BLOCK_US: microseconds a thread may wait for room in its full
+ * ring (0 to 1000000; unset or invalid: 0, never wait). */
+static int64_t block_ns_from_env(void)
+{
+	const char *s = getenv("SCOPED_BLOCK_US");
+	char *end;
+	long us = s ? strtol(s, &end, 10) : 0;
+	if (!s || *end || us < 0 || us > 1000000)
+		return 0;
+	return (int64_t)us * 1000;
+}
+
 static int start(const char *path, int keep_name)
 {
 	static int atfork_done;
@@ -870,6 +882,7 @@ static int start(const char *path, int keep_name)
 	rc = sc_rings_init(ring_bytes_from_env());
 	if (rc)
 		return rc;
+	sc_rings_block(block_ns_from_env());
 	sc_rings_keep(keep_violation);
 	(void)sc_stack_init(); /* without it stack requests time out; events still flow */
 	sc_exit_init();
