@@ -320,6 +320,9 @@ void advisor_tick(struct model *m, pid_t pid, int64_t now)
 		p->max = mp->cfg.max;
 		p->size = mp->cfg.size;
 		p->queued = q;
+		p->resource_limit =
+		    mp->resource_limit > UINT32_MAX ? UINT32_MAX : (uint32_t)mp->resource_limit;
+		snprintf(p->resource, sizeof p->resource, "%s", mp->resource ? mp->resource : "");
 		if (!w->samples)
 			w->queued_first = q;
 		w->samples++;

@@ -103,6 +103,10 @@ struct scope_pool {
 	_Atomic unsigned spinning; /* mirrors spinners for lock-free readers */
 	_Atomic unsigned nslots;   /* slots ever claimed (high-water mark) */
 	struct sc_dq *slots;	   /* SC_DQ_SLOTS of them */
+
+	/* scope_pool_set_resource_limit (pool lock); limit 0: none. */
+	char resource[SC_NAME_MAX];
+	unsigned resource_limit;
 };
 
 /* pool_work.c: the deques */
@@ -132,6 +136,9 @@ void sc_pool_dq_after_fork(scope_pool_t *p);
 /* pool.c */
 /* POOL_STATS on size changes (force) and at most ~10 per second otherwise. */
 void sc_pool_stats_event(scope_pool_t *p, bool force);
+/* pool_admin.c: POOL_LIMIT of p into a snapshot, when it has a limit. */
+void sc_pool_limit_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *),
+			    void *ctx);
 
 /* pool_work.c; the caller holds p->lock for the _locked ones. */
 /* Starts a worker whose first task is first (may be NULL); p->size already
