@@ -67,7 +67,11 @@ struct adv_pool {
 	bool have_rejected;
 	/* Its sizes at the last sample (kept after it is destroyed). */
 	uint32_t core, max, size;
-	uint64_t queued;
+	uint64_t queued; /* the larger of the pool's count and the estimate below */
+	/* Tasks forked and not ended (not below 0): a pool reports its queue
+	 * length when tasks end, so a pool where nothing ends would keep its
+	 * last count; this less one per worker is what is queued at least. */
+	uint64_t outstanding;
 	/* Its declared resource ceiling (scope_pool_set_resource_limit). */
 	uint32_t resource_limit;
 	char resource[ADV_NAME];

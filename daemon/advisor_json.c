@@ -25,7 +25,7 @@ void advisor_result(const struct model *m, const struct adv_pool *p, struct adv_
 	in.core = mp ? mp->cfg.core : p->core;
 	in.max = mp ? mp->cfg.max : p->max;
 	in.size = mp ? mp->cfg.size : p->size;
-	uint64_t q = mp ? mp->cfg.queued : p->queued;
+	uint64_t q = mp && mp->cfg.queued > p->queued ? mp->cfg.queued : p->queued;
 	in.queued = (uint32_t)(q > UINT32_MAX ? UINT32_MAX : q);
 	uint64_t lim = mp ? mp->resource_limit : p->resource_limit;
 	in.resource_limit = (uint32_t)(lim > UINT32_MAX ? UINT32_MAX : lim);
@@ -80,7 +80,7 @@ static void pool_json(const struct model *m, const struct adv_pool *p, struct jb
 	jb_key(b, "size");
 	jb_u64(b, mp ? mp->cfg.size : p->size);
 	jb_key(b, "queued");
-	jb_u64(b, mp ? mp->cfg.queued : p->queued);
+	jb_u64(b, mp && mp->cfg.queued > p->queued ? mp->cfg.queued : p->queued);
 	num(b, "span_s", r.span_s, false);
 	jb_key(b, "tasks_forked");
 	jb_u64(b, r.forked);

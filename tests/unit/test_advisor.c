@@ -445,6 +445,45 @@ static void test_resource_cap_through_model(void **state)
 	free(m);
 }
 
+/* A pool whose only worker is blocked: its POOL_STATS stop (they come with
+ * task ends) and its last queue length stays 1, but the forks that keep
+ * coming with nothing ending show the queue growing: stuck. */
+static void test_stuck_without_stats(void **state)
+{
+	(void)state;
+	struct fake f = {.cpu_share = 0, .rq_share = 0};
+	struct model *m = model_with_advisor(&f);
+	struct proto_msg e = ev(PROTO_EV_POOL_CREATE, 1, 1);
+	e.pool_id = 1;
+	e.name = S("jam");
+	e.pool = (struct proto_pool){.core = 1, .max = 1, .size = 1, .queued = 1};
+	apply(m, &e);
+	e = ev(PROTO_EV_SCOPE_OPEN, 1, 1);
+	e.scope = 1;
+	e.pool_id = 1;
+	e.name = S("s");
+	apply(m, &e);
+	uint64_t task = 1;
+	for (int64_t tick = 100 * MS; tick <= 2 * SEC; tick += 100 * MS) {
+		for (int i = 0; i < 2; i++, task++) {
+			e = ev(PROTO_EV_TASK_FORK, tick - 50 * MS, 1);
+			e.task = task;
+			e.scope = 1;
+			apply(m, &e);
+		}
+		f.now = tick;
+		advisor_tick(m, 4242, tick);
+	}
+	struct adv_result r;
+	advisor_result(m, &m->adv->pool[0], &r);
+	assert_true(r.queue_growing);
+	assert_int_equal(r.verdict, ADV_STARVATION);
+	assert_non_null(strstr(r.reason, "no task ended"));
+	assert_true(r.queued_max >= 30);
+	model_free(m);
+	free(m);
+}
+
 static void test_unreadable_threads(void **state)
 {
 	(void)state;
@@ -473,6 +512,7 @@ int main(void)
 	    cmocka_unit_test(test_measured_through_model),
 	    cmocka_unit_test(test_unreadable_threads),
 	    cmocka_unit_test(test_resource_cap),
+	    cmocka_unit_test(test_stuck_without_stats),
 	    cmocka_unit_test(test_resource_cap_through_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
