@@ -68,6 +68,7 @@ def pane(pid):
                        "the pool pane's advice")
         check('pool 1 "mix"' in s and "N = Ncpu x U x (1 + W/C)" in s and "queue wait p50" in s,
               "scopetop's pool pane shows W/C, queue wait, N and the advice")
+        check("resource ceiling: 5 db (one per task)" in s, "the pane names the resource ceiling")
     finally:
         subprocess.run(T + ["kill-server"], capture_output=True)
 
