@@ -212,6 +212,8 @@ static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32
 	ev.tid = s->owner_tid;
 	ev.a = s->id;
 	ev.u = u;
+	if (kind == SC_EV_SCOPE_CANCEL)
+		ev.b = (uint64_t)atomic_load(&s->cause);
 	sn->emit(sn->ctx, &ev);
 }
 
@@ -343,10 +345,10 @@ static void pin_roots(void *arg, struct sc_thread *t)
 {
 	struct pinned *roots = arg;
 
-	pthread_mutex_lock(&t->lock);
+	sc_spin_lock(&t->lock);
 	for (scope_t *s = t->roots; s && pin(roots, s); s = s->sib_next)
 		;
-	pthread_mutex_unlock(&t->lock);
+	sc_spin_unlock(&t->lock);
 }
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)

@@ -105,6 +105,24 @@ static void emit_task(int kind, scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
+/* SCOPE_FLAGS after the open of a scope opened with flags (a shield). */
+static void emit_flags(const scope_t *s, int snapshot, int64_t ts,
+		       void (*emit)(void *, const struct sc_ev *), void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_SCOPE_FLAGS);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.ts = ts;
+	ev.tid = s->owner_tid;
+	ev.a = s->id;
+	ev.u = s->flags;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
+}
+
 void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	struct sc_ev ev;
@@ -128,6 +146,11 @@ void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc
 		emit(ctx, &ev);
 	else
 		sc_emit(&ev);
+	if (s->flags)
+		emit_flags(s, snapshot, ev.ts, emit, ctx);
+	/* A snapshot's scope may carry handlers already (its lock is held). */
+	if (snapshot && (s->nhandlers || s->handlers_ran))
+		sc_emit_handlers(s, snapshot, emit, ctx);
 }
 
 static scope_t *scope_alloc(struct sc_thread *t)
@@ -181,6 +204,10 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	/* A priority pool's heap of its queued tasks (empty by now). */
+	free(s->pq.v);
+	s->pq.v = NULL;
+	s->pq.n = s->pq.cap = 0;
 	if (s->cancel_efd) {
 		close(s->cancel_efd - 1);
 		s->cancel_efd = 0;
@@ -285,45 +312,57 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 
 /* Links s under its parent (or among the owner's roots) so cancellation and
  * the snapshot reach it.  Fails when the parent was cancelled meanwhile. */
-static int scope_link(scope_t *s, struct sc_thread *t)
+static void sib_push(scope_t **head, scope_t *s)
 {
-	scope_t **head;
-	pthread_mutex_t *lock;
-
-	if (s->parent) {
-		lock = &s->parent->lock;
-		head = &s->parent->children;
-	} else {
-		lock = &t->lock;
-		head = &t->roots;
-	}
-	pthread_mutex_lock(lock);
-	if (s->parent && atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
-		pthread_mutex_unlock(lock);
-		return -ECANCELED;
-	}
 	s->sib_prev = NULL;
 	s->sib_next = *head;
 	if (*head)
 		(*head)->sib_prev = s;
 	*head = s;
-	pthread_mutex_unlock(lock);
-	return 0;
 }
 
-static void scope_unlink(scope_t *s)
+static void sib_remove(scope_t **head, scope_t *s)
 {
-	pthread_mutex_t *lock = s->parent ? &s->parent->lock : &s->owner->lock;
-	scope_t **head = s->parent ? &s->parent->children : &s->owner->roots;
-
-	pthread_mutex_lock(lock);
 	if (s->sib_prev)
 		s->sib_prev->sib_next = s->sib_next;
 	else
 		*head = s->sib_next;
 	if (s->sib_next)
 		s->sib_next->sib_prev = s->sib_prev;
-	pthread_mutex_unlock(lock);
+}
+
+/* A child scope goes on its parent's list (the parent's lock, which its
+ * cancellation takes too), a root on its thread's (a spin lock: only
+ * snapshots read it). */
+static int scope_link(scope_t *s, struct sc_thread *t)
+{
+	if (!s->parent) {
+		sc_spin_lock(&t->lock);
+		sib_push(&t->roots, s);
+		sc_spin_unlock(&t->lock);
+		return 0;
+	}
+	pthread_mutex_lock(&s->parent->lock);
+	if (atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
+		pthread_mutex_unlock(&s->parent->lock);
+		return -ECANCELED;
+	}
+	sib_push(&s->parent->children, s);
+	pthread_mutex_unlock(&s->parent->lock);
+	return 0;
+}
+
+static void scope_unlink(scope_t *s)
+{
+	if (!s->parent) {
+		sc_spin_lock(&s->owner->lock);
+		sib_remove(&s->owner->roots, s);
+		sc_spin_unlock(&s->owner->lock);
+		return;
+	}
+	pthread_mutex_lock(&s->parent->lock);
+	sib_remove(&s->parent->children, s);
+	pthread_mutex_unlock(&s->parent->lock);
 }
 
 /* A deadline of its own earlier than the inherited one goes to the timer,
@@ -524,8 +563,9 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	end_on_owner(s, task);
 }
 
-int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
-		  int line, const char *func)
+/* scope_fork_at and scope_fork_with_at: prio is the options' priority. */
+static inline int fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, int prio,
+			  const char *file, int line, const char *func)
 {
 	struct sc_thread *t;
 	scope_task_t *task;
@@ -550,6 +590,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.line = line;
 	task->site.func = func;
 	task->keep = out != NULL;
+	task->prio = prio;
 	rc = tasks_append(t, s, task);
 	if (rc) {
 		task_free(t, task);
@@ -587,6 +628,19 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	if (rc < 0)
 		task_refuse(task, rc == -ECANCELED ? SC_TASK_UNAVAILABLE : SC_TASK_FAILED, rc);
 	return rc;
+}
+
+int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
+		  int line, const char *func)
+{
+	return fork_at(s, fn, arg, out, 0, file, line, func);
+}
+
+int scope_fork_with_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out,
+		       const struct scope_fork_options *opts, const char *file, int line,
+		       const char *func)
+{
+	return fork_at(s, fn, arg, out, opts ? opts->priority : 0, file, line, func);
 }
 
 void sc_task_finish(scope_task_t *task, int state, int err)
