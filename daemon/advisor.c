@@ -71,8 +71,10 @@ void advisor_task_forked(struct model *m, const struct m_task *t)
 {
 	uint64_t id = task_pool_hinted(m, t);
 	struct adv_pool *p = id ? named_slot(m, id) : NULL;
-	if (p)
+	if (p) {
 		p->cur.forked++;
+		p->outstanding++;
+	}
 }
 
 /* task_pool(), through the last scope's hint.  A scope's pool never
@@ -105,6 +107,8 @@ void advisor_task_ended(struct model *m, const struct m_task *t)
 {
 	uint64_t id = task_pool_hinted(m, t);
 	struct adv_pool *p = id ? named_slot(m, id) : NULL;
+	if (p && p->outstanding)
+		p->outstanding--;
 	if (!p || t->started <= 0)
 		return; /* never ran: no wait or run to speak of */
 	p->cur.ended++;
@@ -316,10 +320,15 @@ void advisor_tick(struct model *m, pid_t pid, int64_t now)
 		if (!mp)
 			continue;
 		uint64_t q = mp->cfg.queued;
+		if (p->outstanding > mp->cfg.size && p->outstanding - mp->cfg.size > q)
+			q = p->outstanding - mp->cfg.size;
 		p->core = mp->cfg.core;
 		p->max = mp->cfg.max;
 		p->size = mp->cfg.size;
 		p->queued = q;
+		p->resource_limit =
+		    mp->resource_limit > UINT32_MAX ? UINT32_MAX : (uint32_t)mp->resource_limit;
+		snprintf(p->resource, sizeof p->resource, "%s", mp->resource ? mp->resource : "");
 		if (!w->samples)
 			w->queued_first = q;
 		w->samples++;

@@ -67,7 +67,14 @@ struct adv_pool {
 	bool have_rejected;
 	/* Its sizes at the last sample (kept after it is destroyed). */
 	uint32_t core, max, size;
-	uint64_t queued;
+	uint64_t queued; /* the larger of the pool's count and the estimate below */
+	/* Tasks forked and not ended (not below 0): a pool reports its queue
+	 * length when tasks end, so a pool where nothing ends would keep its
+	 * last count; this less one per worker is what is queued at least. */
+	uint64_t outstanding;
+	/* Its declared resource ceiling (scope_pool_set_resource_limit). */
+	uint32_t resource_limit;
+	char resource[ADV_NAME];
 	int64_t busy_ended; /* run time of the pool's tasks ended on its workers, total */
 	int64_t busy_at;    /* busy total at the last sample */
 	bool have_busy;
@@ -145,6 +152,10 @@ struct adv_input {
 	double target_util;	    /* U, 0 < U <= 1 */
 	int64_t proc_cpu_ns;	    /* the process's CPU time over the span; < 0 unknown */
 	uint32_t core, max, size, queued;
+	/* Each task holds one of resource_limit units of resource (0: none
+	 * declared): N never goes past it. */
+	uint32_t resource_limit;
+	const char *resource;
 };
 
 struct adv_result {
@@ -167,7 +178,8 @@ struct adv_result {
 	double n_formula;     /* Ncpu x U x (1 + W/C), bounded */
 	uint32_t recommended; /* threads to set the maximum to (0: none) */
 	bool queue_growing;   /* queued grew and nothing ended */
-	char reason[320];
+	bool capped;	      /* recommended was lowered to the resource limit */
+	char reason[512];
 };
 
 /* Estimates one pool. */

@@ -25,8 +25,11 @@ void advisor_result(const struct model *m, const struct adv_pool *p, struct adv_
 	in.core = mp ? mp->cfg.core : p->core;
 	in.max = mp ? mp->cfg.max : p->max;
 	in.size = mp ? mp->cfg.size : p->size;
-	uint64_t q = mp ? mp->cfg.queued : p->queued;
+	uint64_t q = mp && mp->cfg.queued > p->queued ? mp->cfg.queued : p->queued;
 	in.queued = (uint32_t)(q > UINT32_MAX ? UINT32_MAX : q);
+	uint64_t lim = mp ? mp->resource_limit : p->resource_limit;
+	in.resource_limit = (uint32_t)(lim > UINT32_MAX ? UINT32_MAX : lim);
+	in.resource = mp ? mp->resource : p->resource;
 	adv_estimate(&in, r);
 	/* Events lost make every count low: say so in the confidence. */
 	if (m->had_loss && strcmp(r->confidence, "none") != 0)
@@ -77,7 +80,7 @@ static void pool_json(const struct model *m, const struct adv_pool *p, struct jb
 	jb_key(b, "size");
 	jb_u64(b, mp ? mp->cfg.size : p->size);
 	jb_key(b, "queued");
-	jb_u64(b, mp ? mp->cfg.queued : p->queued);
+	jb_u64(b, mp && mp->cfg.queued > p->queued ? mp->cfg.queued : p->queued);
 	num(b, "span_s", r.span_s, false);
 	jb_key(b, "tasks_forked");
 	jb_u64(b, r.forked);
@@ -115,6 +118,20 @@ static void pool_json(const struct model *m, const struct adv_pool *p, struct jb
 		jb_u64(b, r.recommended);
 	else
 		jb_null(b);
+	jb_key(b, "resource");
+	uint64_t lim = mp ? mp->resource_limit : p->resource_limit;
+	if (lim) {
+		jb_obj(b);
+		jb_key(b, "name");
+		jb_str(b, mp ? mp->resource : p->resource);
+		jb_key(b, "limit");
+		jb_u64(b, lim);
+		jb_obj_end(b);
+	} else {
+		jb_null(b);
+	}
+	jb_key(b, "capped");
+	jb_bool(b, r.capped);
 	jb_key(b, "verdict");
 	jb_str(b, adv_verdict_name(r.verdict));
 	jb_key(b, "confidence");

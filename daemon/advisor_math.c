@@ -254,9 +254,8 @@ static uint32_t round_u32(double x)
 	return x >= 4294967295.0 ? UINT32_MAX : x < 1.5 ? 1 : (uint32_t)lround(x);
 }
 
-void adv_estimate(const struct adv_input *in, struct adv_result *r)
+static void estimate(const struct adv_input *in, struct adv_result *r)
 {
-	memset(r, 0, sizeof *r);
 	struct adv_win s;
 	merge(in, &s);
 	figures(in, &s, r);
@@ -364,4 +363,36 @@ void adv_estimate(const struct adv_input *in, struct adv_result *r)
 	r->verdict = ADV_LEAVE;
 	r->recommended = cur;
 	say(r, "the size is within 20%% of what the formula gives (%u), or the load needs it", n);
+}
+
+/* The declared resource ceiling: no advice past it, whatever the formula
+ * says, and the reason says which resource stopped it. */
+static void cap(const struct adv_input *in, struct adv_result *r)
+{
+	uint32_t lim = in->resource_limit;
+	if (!lim || !r->recommended || r->recommended <= lim)
+		return;
+	uint32_t cur = in->max ? in->max : in->size;
+	uint32_t wanted = r->recommended;
+	char was[sizeof r->reason];
+	memcpy(was, r->reason, sizeof was);
+	r->recommended = lim;
+	r->capped = true;
+	/* Growing stops at the limit; a pool already past it should come
+	 * down to it. */
+	if ((r->verdict == ADV_GROW || r->verdict == ADV_LEAVE) && cur > lim)
+		r->verdict = ADV_SHRINK;
+	else if (r->verdict == ADV_GROW && cur == lim)
+		r->verdict = ADV_LEAVE;
+	say(r,
+	    "capped by resource %s (%u): each task holds one while it runs, so more than %u "
+	    "threads would only wait for it; without the cap the advice is %u threads: %s",
+	    in->resource && *in->resource ? in->resource : "(unnamed)", lim, lim, wanted, was);
+}
+
+void adv_estimate(const struct adv_input *in, struct adv_result *r)
+{
+	memset(r, 0, sizeof *r);
+	estimate(in, r);
+	cap(in, r);
 }

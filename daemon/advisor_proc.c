@@ -61,27 +61,96 @@ int64_t adv_read_proc_cpu(void *ctx, pid_t pid)
 	return (int64_t)((ut + st) * (1000000000ULL / (unsigned long long)tck));
 }
 
-/* The quota of cgroup v2 directory dir in CPUs (cpu.max), the lowest of it
- * and its ancestors'; 0 when none is set. */
-static double cgroup_quota(const char *dir)
+/* The CPU quota of one cgroup directory: cgroup v2's cpu.max, or v1's
+ * cpu.cfs_quota_us over cpu.cfs_period_us; 0 when none is set. */
+static double quota_at(const char *root, const char *dir, bool v1)
 {
-	char path[4096], buf[128];
+	char file[4400], buf[128];
+	long long q, p;
+	if (!v1) {
+		snprintf(file, sizeof file, "%s%s/cpu.max", root, dir);
+		if (slurp(file, buf, sizeof buf) > 0 && sscanf(buf, "%lld %lld", &q, &p) == 2 &&
+		    q > 0 && p > 0)
+			return (double)q / (double)p;
+		return 0;
+	}
+	snprintf(file, sizeof file, "%s%s/cpu.cfs_quota_us", root, dir);
+	if (slurp(file, buf, sizeof buf) <= 0 || sscanf(buf, "%lld", &q) != 1 || q <= 0)
+		return 0;
+	snprintf(file, sizeof file, "%s%s/cpu.cfs_period_us", root, dir);
+	if (slurp(file, buf, sizeof buf) <= 0 || sscanf(buf, "%lld", &p) != 1 || p <= 0)
+		return 0;
+	return (double)q / (double)p;
+}
+
+/* The quota of cgroup directory dir under root in CPUs, the lowest of it
+ * and its ancestors'; 0 when none is set. */
+static double cgroup_quota(const char *root, const char *dir, bool v1)
+{
+	char path[4096];
 	double best = 0;
 	snprintf(path, sizeof path, "%s", dir);
 	for (int depth = 0; depth < 64; depth++) {
-		char file[4200];
-		snprintf(file, sizeof file, "/sys/fs/cgroup%s/cpu.max", path);
-		long long q, p;
-		if (slurp(file, buf, sizeof buf) > 0 && sscanf(buf, "%lld %lld", &q, &p) == 2 &&
-		    q > 0 && p > 0) {
-			double c = (double)q / (double)p;
-			if (best == 0 || c < best)
-				best = c;
-		}
+		double c = quota_at(root, path, v1);
+		if (c > 0 && (best == 0 || c < best))
+			best = c;
 		char *slash = strrchr(path, '/');
-		if (!slash || slash == path)
+		if (!slash || slash == path) {
+			if (path[0] && strcmp(path, "/") != 0) {
+				c = quota_at(root, "", v1);
+				if (c > 0 && (best == 0 || c < best))
+					best = c;
+			}
 			break;
+		}
 		*slash = 0;
+	}
+	return best;
+}
+
+/* Whether the controller list of a v1 line ("cpu,cpuacct") names cpu. */
+static bool names_cpu(const char *list, size_t len)
+{
+	for (size_t i = 0; i + 3 <= len; i++)
+		if ((i == 0 || list[i - 1] == ',') && memcmp(list + i, "cpu", 3) == 0 &&
+		    (i + 3 == len || list[i + 3] == ','))
+			return true;
+	return false;
+}
+
+/* The lowest quota of pid's cgroups, v2 and v1 (a hybrid host has both);
+ * which into *v1. */
+static double proc_quota(pid_t pid, bool *v1)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+	if (slurp(path, buf, sizeof buf) <= 0)
+		return 0;
+	double best = 0;
+	for (char *line = buf, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		/* "hierarchy-id:controllers:path" */
+		char *c1 = strchr(line, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		double q = 0;
+		bool is_v1 = false;
+		if (c2 == c1 + 1 && strncmp(line, "0:", 2) == 0) {
+			q = cgroup_quota("/sys/fs/cgroup", c2 + 1, false);
+		} else if (names_cpu(c1 + 1, (size_t)(c2 - c1 - 1))) {
+			static const char *const roots[] = {"/sys/fs/cgroup/cpu,cpuacct",
+							    "/sys/fs/cgroup/cpu"};
+			for (size_t r = 0; r < 2 && q == 0; r++)
+				q = cgroup_quota(roots[r], c2 + 1, true);
+			is_v1 = true;
+		}
+		if (q > 0 && (best == 0 || q < best)) {
+			best = q;
+			*v1 = is_v1;
+		}
 	}
 	return best;
 }
@@ -99,21 +168,11 @@ double adv_read_ncpu(void *ctx, pid_t pid, char *why, size_t len)
 		n = c > 0 ? (double)c : 1;
 		src = "online CPUs";
 	}
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-	double quota = 0;
-	if (slurp(path, buf, sizeof buf) > 0) {
-		/* The v2 line: "0::/path". */
-		char *line = strstr(buf, "0::");
-		if (line == buf || (line && line[-1] == '\n')) {
-			char *end = strchr(line, '\n');
-			if (end)
-				*end = 0;
-			quota = cgroup_quota(line + 3);
-		}
-	}
+	bool v1 = false;
+	double quota = proc_quota(pid, &v1);
 	if (quota > 0 && quota < n) {
-		snprintf(why, len, "cgroup cpu.max quota %.2f CPUs (affinity %.0f)", quota, n);
+		snprintf(why, len, "cgroup %s quota %.2f CPUs (affinity %.0f)",
+			 v1 ? "v1 cpu.cfs_quota_us" : "cpu.max", quota, n);
 		return quota;
 	}
 	snprintf(why, len, "%s: %.0f CPUs", src, n);

@@ -791,6 +791,20 @@ static int ev_pool_stats(struct model *m, const struct proto_msg *msg, int64_t n
 	return 0;
 }
 
+static int ev_pool_limit(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_pool *p;
+	GET(p, ENT_POOL, msg->pool_id);
+	const char *name = NULL;
+	int rc = msg->limit ? intern(m, &name, &msg->name) : 0;
+	if (rc)
+		return rc;
+	p->resource = msg->limit ? name : NULL;
+	p->resource_limit = msg->limit;
+	return 0;
+}
+
 static int ev_pool_destroy(struct model *m, const struct proto_msg *msg, int64_t now)
 {
 	(void)now;

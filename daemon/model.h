@@ -41,6 +41,8 @@ struct m_pool {
 	uint64_t id, gen;
 	char *name;
 	struct proto_pool cfg;
+	const char *resource; /* interned; POOL_LIMIT's, NULL: none declared */
+	uint64_t resource_limit;
 	uint32_t seen;
 	uint32_t live_at;
 	uint8_t flags;

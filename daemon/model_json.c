@@ -154,6 +154,13 @@ static void pool_json(struct jbuf *b, struct render *r, const void *ent)
 	jf_str(b, "policy", NAME(policies, c->policy));
 	jb_key(b, "keep_alive_ms");
 	jb_ms(b, c->keep_alive_ns);
+	if (p->resource_limit) {
+		jb_key(b, "resource");
+		jb_obj(b);
+		jf_str(b, "name", p->resource);
+		jf_u64(b, "limit", p->resource_limit);
+		jb_obj_end(b);
+	}
 	jb_obj_end(b);
 }
 

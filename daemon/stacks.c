@@ -4,6 +4,7 @@
 
 #include "../bpf/bpfstack.h"
 #include "../bpf/procstack.h"
+#include "advisor.h"
 #include "anyproc.h"
 #include "cmd.h"
 #include "jfield.h"
@@ -563,6 +564,11 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		proc_summary_json(b, r->proc, loop_now_ns());
 		jb_key(b, "model");
 		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		/* The pool advice of this moment, for the pool containers. */
+		if (r->proc->model.adv) {
+			jb_key(b, "advice");
+			advisor_render(&r->proc->model, NULL, b);
+		}
 		/* What the tree took in while the stacks were taken. */
 		if (r->captured)
 			jf_u64(b, "events_during_capture",

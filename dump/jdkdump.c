@@ -42,8 +42,9 @@ struct placed {
 struct builder {
 	const jv *reply, *process, *model;
 	const jv *threads, *pools, *scopes, *tasks, *stacks;
-	const jv *crash; /* process.crash, or NULL */
-	const jv *last;	 /* last_stacks.stacks of a post-mortem reply, or NULL */
+	const jv *crash;  /* process.crash, or NULL */
+	const jv *advice; /* the pool advice, or NULL */
+	const jv *last;	  /* last_stacks.stacks of a post-mortem reply, or NULL */
 	struct ref *last_ref;
 	size_t nlast_ref;
 	char now_iso[40];
@@ -177,6 +178,19 @@ static const char *cname(struct builder *b, long container)
 	return json_string_value(json_object_get(b->containers[container], "container"));
 }
 
+/* The advice for the pool of id (a few pools: a scan does). */
+static const jv *pool_advice(struct builder *b, const jv *id)
+{
+	const jv *pools = jj_array(b->advice, "pools");
+	for (size_t i = 0; jv_is_integer(id) && i < jv_size(pools); i++) {
+		const jv *a = jv_at(pools, i);
+		const jv *aid = jv_get(a, "id");
+		if (jv_is_object(a) && jv_is_integer(aid) && jv_integer(aid) == jv_integer(id))
+			return a;
+	}
+	return NULL;
+}
+
 static int add_pools(struct builder *b)
 {
 	size_t n = jv_size(b->pools);
@@ -195,6 +209,9 @@ static int add_pools(struct builder *b)
 		json_t *c = container_new(b, name, ROOT_NAME, "pool");
 		if (c)
 			jj_set(c, "pool", jj_pool_stats(p));
+		const jv *adv = pool_advice(b, jv_get(p, "id"));
+		if (c && adv)
+			jj_set(c, "advice", jj_pool_advice(adv, b->advice));
 		b->pool_container[i] = add_container(b, c);
 		if (b->pool_container[i] < 0)
 			return -1;
@@ -842,6 +859,7 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.stacks = jj_array(reply, "stacks");
 	b.crash = jv_is_object(jv_get(b.process, "crash")) ? jv_get(b.process, "crash") : NULL;
 	b.last = jj_array(jv_get(reply, "last_stacks"), "stacks");
+	b.advice = jv_is_object(jv_get(reply, "advice")) ? jv_get(reply, "advice") : NULL;
 
 	const jv *now = jv_get(b.model, "now_ms");
 	struct timespec ts;

@@ -475,6 +475,59 @@ json_t *jj_pool_stats(const jv *pool)
 	return p;
 }
 
+static json_t *num_or_null(const jv *obj, const char *key)
+{
+	const jv *v = jv_get(obj, key);
+	return jv_is_number(v) ? json_real(jv_number(v)) : json_null();
+}
+
+static json_t *bool_or_null(const jv *obj, const char *key)
+{
+	const jv *v = jv_get(obj, key);
+	return jv_is_true(v) ? json_true() : jv_is_false(v) ? json_false() : json_null();
+}
+
+json_t *jj_pool_advice(const jv *pool, const jv *advice)
+{
+	static const char *const verdicts[] = {"collecting", "idle",	  "leave",	"grow",
+					       "shrink",     "saturated", "starvation", NULL};
+	static const char *const confidences[] = {"none", "low", "medium", "high", NULL};
+	/* Dump member <- advise reply member, numbers. */
+	static const char *const nums[][2] = {
+	    {"waitComputeRatio", "wait_compute_ratio"},
+	    {"nFormula", "n_formula"},
+	    {"runMs", "run_ms"},
+	    {"cpuMs", "cpu_ms"},
+	    {"runnableMs", "runnable_ms"},
+	    {"waitMs", "wait_ms"},
+	    {"queueWaitP50Ms", "queue_wait_p50_ms"},
+	    {"queueWaitP99Ms", "queue_wait_p99_ms"},
+	    {"workerUtilization", "worker_utilization"},
+	    {"cpuUtilization", "cpu_utilization"},
+	    {"throughputPerSecond", "throughput_per_s"},
+	    {"arrivalPerSecond", "arrival_per_s"},
+	    {"joinBlockedShare", "join_blocked_share"},
+	    {"spanSeconds", "span_s"},
+	};
+	json_t *a = json_object();
+
+	jj_set(a, "verdict", jj_enum_or_null(pool, "verdict", verdicts));
+	jj_set(a, "recommended", jj_int_or_null(pool, "recommended"));
+	jj_set(a, "reason", jj_str_or_null(pool, "reason"));
+	jj_set(a, "confidence", jj_enum_or_null(pool, "confidence", confidences));
+	jj_set(a, "ncpu", num_or_null(advice, "ncpu"));
+	for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+		jj_set(a, nums[i][0], num_or_null(pool, nums[i][1]));
+	jj_set(a, "queueGrowing", bool_or_null(pool, "queue_growing"));
+	const jv *res = jv_get(pool, "resource");
+	jj_set(a, "resource",
+	       jv_is_object(res) ? json_pack("{s:o,s:o}", "name", jj_str_or_null(res, "name"),
+					     "limit", jj_int_or_null(res, "limit"))
+				 : json_null());
+	jj_set(a, "capped", bool_or_null(pool, "capped"));
+	return a;
+}
+
 /* Whether some string or key of v needs escaping. */
 static bool text_dirty(const json_t *v)
 {

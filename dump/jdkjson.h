@@ -105,4 +105,8 @@ json_t *jj_task(const jv *task);
 /* The statistics block of a model pool. */
 json_t *jj_pool_stats(const jv *pool);
 
+/* The advisor's figures and advice for a pool container, from one pool of
+ * a dump reply's advice (pool) and that advice (its ncpu). */
+json_t *jj_pool_advice(const jv *pool, const jv *advice);
+
 #endif

@@ -110,6 +110,24 @@ static void print_values(FILE *out, const json_t *values)
 	}
 }
 
+/* The advisor's word on a pool, after its figures: "; advice: grow to 10
+ * threads (W/C 4.1, N 10.2)". */
+static void pool_advice(FILE *out, const json_t *a)
+{
+	const char *verdict = jt_str(a, "verdict");
+	if (!verdict || !strcmp(verdict, "collecting") || !strcmp(verdict, "idle"))
+		return;
+	const json_t *rec = json_object_get(a, "recommended");
+	const json_t *wc = json_object_get(a, "waitComputeRatio");
+	const json_t *n = json_object_get(a, "nFormula");
+	fprintf(out, "; advice: %s", verdict);
+	if (json_is_integer(rec) && (!strcmp(verdict, "grow") || !strcmp(verdict, "shrink")))
+		fprintf(out, " to %lld threads", (long long)json_integer_value(rec));
+	if (json_is_number(wc) && json_is_number(n))
+		fprintf(out, " (W/C %.2g, N %.3g%s)", json_number_value(wc), json_number_value(n),
+			json_is_true(json_object_get(a, "capped")) ? ", capped by a resource" : "");
+}
+
 /* Where a parent's cancellation began, the shield over the scope, its
  * cancellation handlers: said only when there is something to say. */
 static void scope_cancel_text(FILE *out, const json_t *c)
@@ -164,6 +182,7 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 		}
 		fprintf(out, "  pool %s: %lld of max %lld threads, %lld active, %lld queued",
 			str_or(p, "name", "?"), v[0], v[1], v[2], v[3]);
+		pool_advice(out, json_object_get(c, "advice"));
 	}
 	fputc('\n', out);
 }

@@ -89,6 +89,14 @@ static void pool_text(FILE *out, const json_t *a, const json_t *p)
 			"  Formula: N = Ncpu x U x (1 + W/C) = %.3g x %.3g x (1 + %.3g) = %.1f\n",
 			num(a, "ncpu"), num(a, "target_utilization"), num(p, "wait_compute_ratio"),
 			num(p, "n_formula"));
+	const json_t *res = json_object_get(p, "resource");
+	if (json_is_object(res))
+		fprintf(out,
+			"  Resource ceiling (declared by the program): each task holds one of %.0f "
+			"'%s', so no more than %.0f threads are advised%s\n",
+			num(res, "limit"), s_or(res, "name", "?"), num(res, "limit"),
+			json_is_true(json_object_get(p, "capped")) ? " (the formula wants more)"
+								   : "");
 	fprintf(out, "  Advice: %s", verdict_say(jt_str(p, "verdict")));
 	if (json_is_integer(json_object_get(p, "recommended")) &&
 	    (jt_str_is(p, "verdict", "grow") || jt_str_is(p, "verdict", "shrink")))

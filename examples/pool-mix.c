@@ -3,7 +3,11 @@
  * I/O), forked onto a pool of a chosen size, for the pool advisor's tests
  * and its sweep (docs/advisor.md).
  *
- *   pool-mix [-w WAIT_MS] [-c COMPUTE_MS] [-n THREADS] [-s SECONDS] [-b BATCH] [-q]
+ *   pool-mix [-w WAIT_MS] [-c COMPUTE_MS] [-n THREADS] [-s SECONDS] [-b BATCH]
+ *            [-r RESOURCE:LIMIT] [-q]
+ *
+ * -r declares that each task holds one of LIMIT units of RESOURCE
+ * (scope_pool_set_resource_limit): the advisor's ceiling.
  *
  * Runs for SECONDS (0: until killed), then prints "tasks N seconds S
  * throughput T" (tasks ended per second).  Prints "ready POOL" once the
@@ -65,7 +69,9 @@ int main(int argc, char **argv)
 	unsigned threads = 2, batch = 0;
 	double seconds = 10;
 	bool quiet = false;
-	for (int o; (o = getopt(argc, argv, "w:c:n:s:b:q")) != -1;) {
+	char resource[64] = "";
+	unsigned limit = 0;
+	for (int o; (o = getopt(argc, argv, "w:c:n:s:b:r:q")) != -1;) {
 		switch (o) {
 		case 'w':
 			wait_ms = arg_num(optarg, "-w");
@@ -82,12 +88,25 @@ int main(int argc, char **argv)
 		case 'b':
 			batch = (unsigned)arg_num(optarg, "-b");
 			break;
+		case 'r': {
+			const char *colon = strrchr(optarg, ':');
+			if (!colon || colon == optarg ||
+			    (size_t)(colon - optarg) >= sizeof resource) {
+				fprintf(stderr, "pool-mix: -r wants RESOURCE:LIMIT, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			memcpy(resource, optarg, (size_t)(colon - optarg));
+			resource[colon - optarg] = 0;
+			limit = (unsigned)arg_num(colon + 1, "-r's LIMIT");
+			break;
+		}
 		case 'q':
 			quiet = true;
 			break;
 		default:
 			fprintf(stderr, "usage: pool-mix [-w WAIT_MS] [-c COMPUTE_MS] [-n THREADS] "
-					"[-s SECONDS] [-b BATCH] [-q]\n");
+					"[-s SECONDS] [-b BATCH] [-r RESOURCE:LIMIT] [-q]\n");
 			return 2;
 		}
 	}
@@ -104,6 +123,11 @@ int main(int argc, char **argv)
 	int rc = scope_pool_create(&pool, &pc);
 	if (rc) {
 		fprintf(stderr, "pool-mix: scope_pool_create: %s\n", scope_strerror(rc));
+		return 1;
+	}
+	if (limit && (rc = scope_pool_set_resource_limit(pool, resource, limit)) != 0) {
+		fprintf(stderr, "pool-mix: scope_pool_set_resource_limit: %s\n",
+			scope_strerror(rc));
 		return 1;
 	}
 	if (!quiet) {

@@ -530,6 +530,16 @@ SCOPE_API int scope_pool_prestart_core(scope_pool_t *pool);
 SCOPE_API int scope_pool_set_size(scope_pool_t *pool, unsigned core_size, unsigned max_size);
 SCOPE_API const char *scope_pool_name(const scope_pool_t *pool); /* borrowed */
 
+/* Declares that each task of the pool holds one unit of a limited resource
+ * while it runs, and that there are limit units (a connection pool of 20:
+ * "db connections", 20; memory: what is available divided by what a task
+ * needs).  The runtime does not enforce it: the daemon's pool advisor
+ * (docs/advisor.md) never advises more than limit threads, and says so.
+ * resource is copied (cut to 63 bytes); limit 0 clears the declaration.
+ * 0, or -EINVAL (NULL pool, no resource name with a limit). */
+SCOPE_API int scope_pool_set_resource_limit(scope_pool_t *pool, const char *resource,
+					    unsigned limit);
+
 /* The shared default pool (created on first use; borrowed, lives until
  * exit): Ncpu threads, an unbounded queue (fork never blocks), and a worker
  * parked in any runtime wait (join, close, sleep, fd wait) lends its place. */

@@ -80,6 +80,7 @@
 	X(EV_POOL_CREATE, pool_create, 0x0140, EVENT, NONE)            \
 	X(EV_POOL_STATS, pool_stats, 0x0141, EVENT, NONE)              \
 	X(EV_POOL_DESTROY, pool_destroy, 0x0142, EVENT, NONE)          \
+	X(EV_POOL_LIMIT, pool_limit, 0x0143, EVENT, NONE)              \
 	X(STACK_REQUEST, stack_request, 0x0200, STACK, TIDS)           \
 	X(STACK_REPLY, stack_reply, 0x0201, STACK, ADDRS)              \
 	X(STACK_DONE, stack_done, 0x0202, STACK, NONE)                 \
@@ -201,6 +202,10 @@
 #define PROTO_STRS_pool_stats(S)
 #define PROTO_FIELDS_pool_destroy(F) F(U64, pool_id, A)
 #define PROTO_STRS_pool_destroy(S)
+/* A resource each task of the pool holds one of while it runs, and how many
+ * there are (limit 0: none declared any more): the advisor's ceiling. */
+#define PROTO_FIELDS_pool_limit(F) F(U64, pool_id, A) F(U64, limit, B)
+#define PROTO_STRS_pool_limit(S) S(name, S1)
 
 /* STACK_REQUEST, daemon -> agent: then ntids x u32 tid (none: all threads). */
 #define PROTO_FIELDS_stack_request(F) \

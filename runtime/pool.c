@@ -457,6 +457,7 @@ void sc_pools_walk(void (*fn)(void *ctx, scope_pool_t *p), void *ctx)
 void sc_pool_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	pool_event_create(p, 1, emit, ctx);
+	sc_pool_limit_snapshot(p, emit, ctx);
 }
 
 const struct scope_pool_hooks *sc_pool_hooks(const scope_pool_t *p)

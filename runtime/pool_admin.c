@@ -3,6 +3,7 @@
  * termination, setters, and starting a core thread ahead of work. */
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <time.h>
@@ -107,6 +108,52 @@ int scope_pool_set_policy(scope_pool_t *p, scope_policy_t policy)
 		sc_wake(b->t);
 	pthread_mutex_unlock(&p->lock);
 	return 0;
+}
+
+static void limit_event(scope_pool_t *p, const char *resource, unsigned limit, int snapshot,
+			void (*emit)(void *, const struct sc_ev *), void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_POOL_LIMIT);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.a = p->id;
+	ev.b = limit;
+	ev.s1 = resource;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
+}
+
+int scope_pool_set_resource_limit(scope_pool_t *p, const char *resource, unsigned limit)
+{
+	char name[SC_NAME_MAX] = "";
+
+	if (!p || (limit && (!resource || !*resource)))
+		return -EINVAL;
+	if (limit)
+		memcpy(name, resource, strnlen(resource, sizeof name - 1));
+	pthread_mutex_lock(&p->lock);
+	memcpy(p->resource, name, sizeof name);
+	p->resource_limit = limit;
+	pthread_mutex_unlock(&p->lock);
+	if (sc_observed())
+		limit_event(p, name, limit, 0, NULL, NULL);
+	return 0;
+}
+
+void sc_pool_limit_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx)
+{
+	char name[SC_NAME_MAX];
+	unsigned limit;
+
+	pthread_mutex_lock(&p->lock);
+	memcpy(name, p->resource, sizeof name);
+	limit = p->resource_limit;
+	pthread_mutex_unlock(&p->lock);
+	if (limit)
+		limit_event(p, name, limit, 1, emit, ctx);
 }
 
 int scope_pool_prestart_core(scope_pool_t *p)

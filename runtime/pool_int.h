@@ -112,6 +112,10 @@ struct scope_pool {
 	bool prio;
 	struct sc_theap heap;
 	uint64_t pseq;
+
+	/* scope_pool_set_resource_limit (pool lock); limit 0: none. */
+	char resource[SC_NAME_MAX];
+	unsigned resource_limit;
 };
 
 /* pool_work.c: the deques */
@@ -141,6 +145,8 @@ void sc_pool_dq_after_fork(scope_pool_t *p);
 /* pool.c */
 /* POOL_STATS on size changes (force) and at most ~10 per second otherwise. */
 void sc_pool_stats_event(scope_pool_t *p, bool force);
+/* pool_admin.c: POOL_LIMIT of p into a snapshot, when it has a limit. */
+void sc_pool_limit_snapshot(scope_pool_t *p, void (*emit)(void *, const struct sc_ev *), void *ctx);
 
 /* pool_work.c; the caller holds p->lock for the _locked ones. */
 /* Starts a worker whose first task is first (may be NULL); p->size already

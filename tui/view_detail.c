@@ -348,6 +348,11 @@ static void advice_lines(struct lines *l, const struct app *a, int64_t id)
 	    jnum(p, "queue_wait_p99_ms"), spark);
 	if (jnum(p, "n_formula") >= 0)
 		add(l, TA_NORMAL, "  N = Ncpu x U x (1 + W/C) = %.1f", jnum(p, "n_formula"));
+	const json_t *res = json_object_get(p, "resource");
+	if (json_is_object(res))
+		add(l, TA_NORMAL, "  resource ceiling: %.0f %s (one per task)%s",
+		    jnum(res, "limit"), nz(json_string_value(json_object_get(res, "name"))),
+		    json_is_true(json_object_get(p, "capped")) ? ", caps the advice" : "");
 	bool warn = verdict && (!strcmp(verdict, "saturated") || !strcmp(verdict, "starvation") ||
 				json_is_true(json_object_get(p, "queue_growing")));
 	if (jnum(p, "recommended") > 0 && verdict &&

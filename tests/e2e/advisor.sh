@@ -2,8 +2,11 @@
 # advisor.sh - the pool advisor on real programs of known wait/compute mix
 # (examples/pool-mix): tasks that compute 1 ms and sleep 4 ms (W/C 4) on 2
 # threads, and tasks that only compute (W/C 0); the daemon's "advise" reply
-# (checked against the control schema), its W/C, formula and verdict, and
-# scopecmd Pool.advise as text, as JSON, for one pool, and its errors.
+# (checked against the control schema), its W/C, formula and verdict, the
+# declared resource ceiling (5 "db" per task) capping it, scopecmd
+# Pool.advise as text, as JSON, for one pool, and its errors, and the JSON
+# thread dump's pool container with the advice (checked against the dump
+# schema) and the text dump's pool line.
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is not installed"; exit 77; }
 exec python3 - <<'PY'
 import json, os, shutil, subprocess, sys, time
@@ -65,16 +68,45 @@ def pane(pid):
                        "the pool pane's advice")
         check('pool 1 "mix"' in s and "N = Ncpu x U x (1 + W/C)" in s and "queue wait p50" in s,
               "scopetop's pool pane shows W/C, queue wait, N and the advice")
+        check("resource ceiling: 5 db (one per task)" in s, "the pane names the resource ceiling")
     finally:
         subprocess.run(T + ["kill-server"], capture_output=True)
+
+
+def dump(pid):
+    """The JSON thread dump's pool container carries the advice; the text dump's pool line too."""
+    path = tmp + "/dump.json"
+    r = scopecmd(pid, "Thread.dump_to_file", "-format=json", path)
+    check(r.returncode == 0, "Thread.dump_to_file -format=json exits 0 (%s)" % r.stderr.strip())
+    v = subprocess.run([sys.executable, os.path.join(TOP, "tests/validate_dump.py"), "--pid", str(pid), path],
+                       capture_output=True, text=True, timeout=60)
+    check(v.returncode == 0, "the dump validates against the thread-dump schema (%s)" % (v.stdout + v.stderr).strip())
+    doc = json.load(open(path))
+    pools = [c for c in doc["threadDump"]["threadContainers"] if c.get("kind") == "pool"]
+    mixc = [c for c in pools if c["pool"]["name"] == "mix"]
+    check(len(mixc) == 1, "the dump has the pool container of mix")
+    a = mixc[0].get("advice")
+    check(a is not None and a["verdict"] in ("grow", "saturated", "leave") and a["recommended"] >= 1,
+          "the pool container carries the advice (%s)" % a)
+    lo = 1.5 if "san" in BUILD else 2.8
+    check(lo <= a["waitComputeRatio"] <= 5.5 and a["nFormula"] > 1 and a["ncpu"] >= 1,
+          "its W/C and N are the measured ones (%s, %s)" % (a["waitComputeRatio"], a["nFormula"]))
+    check(a["resource"] == {"name": "db", "limit": 5} and a["recommended"] <= 5,
+          "its advice names the resource ceiling and keeps under it")
+    check(isinstance(a["reason"], str) and a["confidence"] in ("low", "medium", "high"), "with a reason and a confidence")
+    t = scopecmd(pid, "Thread.print")
+    line = [l for l in t.stdout.splitlines() if "pool mix:" in l]
+    check(t.returncode == 0 and line and "; advice: " in line[0] and "W/C " in line[0],
+          "Thread.print's pool line ends with the advice (%s)" % (line[0] if line else t.stdout[:200]))
 
 
 def main():
     start_daemon()
     ctl = Ctl()
 
-    # W/C 4: 1 ms computing, 4 ms asleep per task; two threads.
-    p = mix("-w", "4", "-c", "1", "-n", "2")
+    # W/C 4: 1 ms computing, 4 ms asleep per task; two threads; each task
+    # holds one of 5 "db" (the formula's N, about 10, is past it).
+    p = mix("-w", "4", "-c", "1", "-n", "2", "-r", "db:5")
     r = measured(ctl, p.pid)
     a = r["advice"]
     check(a["enabled"] and a["ncpu"] >= 1, "the advice names the CPUs the process may use (%s)" % a["ncpu_source"])
@@ -104,8 +136,13 @@ def main():
         check(m["runnable_share"] >= 0.2 or (m["cpu_utilization"] or 0) >= 0.9,
               "saturated only with the CPUs busy (runnable %.2f, CPU %.2f)" % (m["runnable_share"], m["cpu_utilization"] or 0))
     else:
-        check(m["verdict"] == "grow" and m["recommended"] == max(1, int(m["n_formula"] + 0.5)),
-              "the advice is to grow to N (%s %s)" % (m["verdict"], m["recommended"]))
+        n = max(1, int(m["n_formula"] + 0.5))
+        check(m["verdict"] == "grow" and m["recommended"] == min(n, 5),
+              "the advice is to grow to N, at most the resource's 5 (%s %s)" % (m["verdict"], m["recommended"]))
+        if n > 5:
+            check(m["capped"] and "capped by resource db (5)" in m["reason"],
+                  "the reason says the resource capped it (%s)" % m["reason"])
+    check(m["resource"] == {"name": "db", "limit": 5}, "the advice names the declared resource (%s)" % m["resource"])
 
     # scopecmd Pool.advise: text that explains itself, JSON, one pool, errors.
     t = scopecmd(p.pid, "Pool.advise")
@@ -129,6 +166,7 @@ def main():
     doc = json.loads(rj.stdout)
     valid(REP_V, {"ok": True, "process": doc["process"], "advice": doc["advice"]}, "Runtime.info's advice")
     check(doc["advice"]["pools"][0]["name"] == "mix", "Runtime.info's JSON carries the advice")
+    dump(p.pid)
     pane(p.pid)
     p.kill(); p.wait()
 

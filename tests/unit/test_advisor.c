@@ -345,6 +345,145 @@ static void test_measured_through_model(void **state)
 	free(m);
 }
 
+/* The declared resource ceiling caps the advice and says why. */
+static void test_resource_cap(void **state)
+{
+	(void)state;
+	/* W/C 19 on 2 CPUs: the formula says 40; a connection pool of 20. */
+	struct adv_win w = window(8, 8, 1.0, 0.05, 0, 2000, 9, 20);
+	struct adv_input in = {.w = {NULL, &w},
+			       .ncpu = 2,
+			       .target_util = 1,
+			       .proc_cpu_ns = (int64_t)(8 * SEC * 0.2),
+			       .core = 8,
+			       .max = 8,
+			       .size = 8,
+			       .resource_limit = 20,
+			       .resource = "db"};
+	struct adv_result r;
+	adv_estimate(&in, &r);
+	near(r.n_formula, 40, 0.01, "N");
+	assert_int_equal(r.verdict, ADV_GROW);
+	assert_int_equal(r.recommended, 20);
+	assert_true(r.capped);
+	assert_non_null(strstr(r.reason, "capped by resource db (20)"));
+	assert_non_null(strstr(r.reason, "40 threads"));
+	/* Already at the limit: leave it. */
+	in.core = in.max = in.size = 20;
+	adv_estimate(&in, &r);
+	assert_int_equal(r.verdict, ADV_LEAVE);
+	assert_int_equal(r.recommended, 20);
+	assert_non_null(strstr(r.reason, "capped by resource db (20)"));
+	/* Past it: come down to it. */
+	in.core = in.max = in.size = 30;
+	adv_estimate(&in, &r);
+	assert_int_equal(r.verdict, ADV_SHRINK);
+	assert_int_equal(r.recommended, 20);
+	/* A limit above N changes nothing. */
+	in.core = in.max = in.size = 8;
+	in.resource_limit = 64;
+	adv_estimate(&in, &r);
+	assert_int_equal(r.verdict, ADV_GROW);
+	assert_int_equal(r.recommended, 40);
+	assert_false(r.capped);
+	assert_null(strstr(r.reason, "capped"));
+	/* No name: still capped, the reason says it was not named. */
+	in.resource_limit = 20;
+	in.resource = NULL;
+	adv_estimate(&in, &r);
+	assert_int_equal(r.recommended, 20);
+	assert_non_null(strstr(r.reason, "capped by resource (unnamed) (20)"));
+}
+
+/* POOL_LIMIT reaches the model, the advice and its JSON; limit 0 clears it. */
+static void test_resource_cap_through_model(void **state)
+{
+	(void)state;
+	struct fake f = {.cpu_share = 0.2, .rq_share = 0.02};
+	struct model *m = model_with_advisor(&f);
+	struct proto_msg e = ev(PROTO_EV_POOL_CREATE, 1, 1);
+	e.pool_id = 1;
+	e.name = S("io");
+	e.pool = (struct proto_pool){.core = 2, .max = 2, .size = 2};
+	apply(m, &e);
+	e = ev(PROTO_EV_POOL_LIMIT, 1, 1);
+	e.pool_id = 1;
+	e.limit = 6;
+	e.name = S("db connections");
+	apply(m, &e);
+	run_workload(m, &f);
+	struct adv_result r;
+	advisor_result(m, &m->adv->pool[0], &r);
+	/* W/C 3.9 on 2 CPUs would say 10. */
+	assert_int_equal(r.verdict, ADV_GROW);
+	assert_int_equal(r.recommended, 6);
+	assert_non_null(strstr(r.reason, "capped by resource db connections (6)"));
+	struct jbuf b;
+	jb_init(&b);
+	advisor_render(m, NULL, &b);
+	jb_raw(&b, "", 1);
+	assert_non_null(strstr(b.p, "\"resource\":{\"name\":\"db connections\",\"limit\":6}"));
+	assert_non_null(strstr(b.p, "\"capped\":true"));
+	jb_reset(&b);
+	struct clockref clk = {0, 0};
+	model_render(m, &clk, 0, &b);
+	jb_raw(&b, "", 1);
+	assert_non_null(strstr(b.p, "\"resource\":{\"name\":\"db connections\",\"limit\":6}"));
+	/* Cleared: the formula's 10 again. */
+	e = ev(PROTO_EV_POOL_LIMIT, 4 * SEC, 1);
+	e.pool_id = 1;
+	apply(m, &e);
+	advisor_result(m, &m->adv->pool[0], &r);
+	assert_int_equal(r.recommended, 10);
+	assert_false(r.capped);
+	jb_reset(&b);
+	advisor_render(m, NULL, &b);
+	jb_raw(&b, "", 1);
+	assert_non_null(strstr(b.p, "\"resource\":null"));
+	jb_free(&b);
+	model_free(m);
+	free(m);
+}
+
+/* A pool whose only worker is blocked: its POOL_STATS stop (they come with
+ * task ends) and its last queue length stays 1, but the forks that keep
+ * coming with nothing ending show the queue growing: stuck. */
+static void test_stuck_without_stats(void **state)
+{
+	(void)state;
+	struct fake f = {.cpu_share = 0, .rq_share = 0};
+	struct model *m = model_with_advisor(&f);
+	struct proto_msg e = ev(PROTO_EV_POOL_CREATE, 1, 1);
+	e.pool_id = 1;
+	e.name = S("jam");
+	e.pool = (struct proto_pool){.core = 1, .max = 1, .size = 1, .queued = 1};
+	apply(m, &e);
+	e = ev(PROTO_EV_SCOPE_OPEN, 1, 1);
+	e.scope = 1;
+	e.pool_id = 1;
+	e.name = S("s");
+	apply(m, &e);
+	uint64_t task = 1;
+	for (int64_t tick = 100 * MS; tick <= 2 * SEC; tick += 100 * MS) {
+		for (int i = 0; i < 2; i++, task++) {
+			e = ev(PROTO_EV_TASK_FORK, tick - 50 * MS, 1);
+			e.task = task;
+			e.scope = 1;
+			apply(m, &e);
+		}
+		f.now = tick;
+		advisor_tick(m, 4242, tick);
+	}
+	struct adv_result r;
+	advisor_result(m, &m->adv->pool[0], &r);
+	assert_true(r.queue_growing);
+	assert_int_equal(r.verdict, ADV_STARVATION);
+	assert_non_null(strstr(r.reason, "no task ended"));
+	assert_true(r.queued_max >= 30);
+	model_free(m);
+	free(m);
+}
+
 static void test_unreadable_threads(void **state)
 {
 	(void)state;
@@ -372,6 +511,9 @@ int main(void)
 	    cmocka_unit_test(test_starvation),
 	    cmocka_unit_test(test_measured_through_model),
 	    cmocka_unit_test(test_unreadable_threads),
+	    cmocka_unit_test(test_resource_cap),
+	    cmocka_unit_test(test_stuck_without_stats),
+	    cmocka_unit_test(test_resource_cap_through_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

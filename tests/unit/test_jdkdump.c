@@ -781,6 +781,60 @@ static int run_validator(const char *args)
 
 /* Runs last: every dump the other tests built validates, and the validator
  * rejects dumps that break the schema or the consistency rules. */
+/* The dump reply's pool advice lands in the pool's container (and the text
+ * dump's pool line); advice that is malformed or names no pool is left out. */
+static void test_pool_advice(void **state)
+{
+	(void)state;
+	static const char *reply =
+	    "{\"ok\":true,\"process\":{\"pid\":7,\"name\":\"p\",\"complete\":true},"
+	    "\"model\":{\"now_ms\":1764441605321,\"threads\":[],\"scopes\":[],\"tasks\":[],"
+	    " \"pools\":[{\"id\":1,\"name\":\"io\",\"core\":4,\"max\":4,\"size\":4},"
+	    "           {\"id\":2,\"name\":\"cpu\",\"core\":2,\"max\":2,\"size\":2}]},"
+	    "\"advice\":{\"enabled\":true,\"ncpu\":2,\"pools\":["
+	    " {\"id\":1,\"name\":\"io\",\"verdict\":\"grow\",\"recommended\":10,"
+	    "  \"confidence\":\"high\",\"reason\":\"because\",\"wait_compute_ratio\":4,"
+	    "  \"n_formula\":10,\"queue_wait_p50_ms\":9.5,\"queue_growing\":false,"
+	    "  \"resource\":{\"name\":\"db\",\"limit\":20},\"capped\":false},"
+	    " {\"id\":9,\"verdict\":\"shrink\"},"
+	    " {\"id\":2,\"verdict\":\"explode\",\"recommended\":\"many\",\"n_formula\":\"x\"},"
+	    " 17]}}";
+	json_t *d = build(reply);
+	const json_t *a = json_object_get(container(d, "pool:io@1"), "advice");
+	assert_non_null(a);
+	assert_string_equal(str(a, "verdict"), "grow");
+	assert_int_equal(json_integer_value(json_object_get(a, "recommended")), 10);
+	assert_true(json_number_value(json_object_get(a, "waitComputeRatio")) == 4);
+	assert_true(json_number_value(json_object_get(a, "queueWaitP50Ms")) == 9.5);
+	assert_true(json_number_value(json_object_get(a, "ncpu")) == 2);
+	assert_true(json_is_false(json_object_get(a, "queueGrowing")));
+	assert_string_equal(str(json_object_get(a, "resource"), "name"), "db");
+	/* Values outside what the schema allows become null. */
+	const json_t *b = json_object_get(container(d, "pool:cpu@2"), "advice");
+	assert_true(json_is_null(json_object_get(b, "verdict")));
+	assert_true(json_is_null(json_object_get(b, "recommended")));
+	assert_true(json_is_null(json_object_get(b, "nFormula")));
+	assert_true(json_is_null(json_object_get(b, "resource")));
+	char *t = textdump_string(d, 0);
+	assert_non_null(strstr(t, "pool io: 4 of max 4 threads, -1 active, -1 queued; advice: grow "
+				  "to 10 threads (W/C 4, N 10)\n"));
+	free(t);
+	json_decref(d);
+
+	/* No advice, or advice of the wrong type: containers without it. */
+	static const char *const odd[] = {"5", "{\"pools\":\"x\"}", "{\"pools\":[{\"id\":\"1\"}]}"};
+	for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+		char buf[1024];
+		snprintf(buf, sizeof buf,
+			 "{\"ok\":true,\"process\":{\"pid\":7},\"model\":{\"pools\":[{\"id\":1,"
+			 "\"name\":\"io\"}]},\"advice\":%s}",
+			 odd[i]);
+		d = build(buf);
+		assert_null(json_object_get(container(d, "pool:io@1"), "advice"));
+		json_decref(d);
+	}
+}
+
 static void test_validate_saved(void **state)
 {
 	(void)state;
@@ -915,7 +969,7 @@ int main(void)
 	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_closed_chain),
 	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
 	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
-	    cmocka_unit_test(test_validate_saved),
+	    cmocka_unit_test(test_pool_advice),	   cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
