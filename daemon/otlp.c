@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "otelid.h"
 #include "trace.h"
 
 #include <curl/curl.h>
@@ -45,6 +46,7 @@ struct otlp {
 	bool stop;		      /* under lock */
 	_Atomic bool stopping;	      /* read by curl's progress callback */
 	char url[1024];
+	uint8_t boot_id[16]; /* the host's, for the span ids (common/otelid.h) */
 };
 
 static struct otlp *the; /* --otlp is one per daemon */
@@ -195,8 +197,14 @@ static int64_t on_timer(struct loop *l, void *ctx)
 	(void)l;
 	struct otlp *o = ctx;
 	for (struct proc *p = o->d->procs; p; p = p->next) {
-		struct trace_resource r = {(int)p->pid,	       p->name,	    p->exe,
-					   p->runtime_version, p->clk.mono, p->clk.real};
+		struct trace_resource r = {
+		    (int)p->pid,
+		    p->name,
+		    p->exe,
+		    p->runtime_version,
+		    p->clk.mono,
+		    p->clk.real,
+		    otelid_process_key(o->boot_id, (uint32_t)p->pid, p->starttime)};
 		for (;;) {
 			struct jbuf b;
 			jb_init(&b);
@@ -233,6 +241,7 @@ int otlp_start(struct daemon *d)
 	o->d = d;
 	o->tail = &o->head;
 	snprintf(o->url, sizeof o->url, "%s", d->opt.otlp);
+	otelid_boot_id(o->boot_id);
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
 	int rc = pthread_create(&o->thread, NULL, sender, o);

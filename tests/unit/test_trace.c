@@ -76,7 +76,7 @@ static bool holds(const struct jbuf *b, const void *needle, size_t n)
 
 static uint64_t take(struct model *m, struct jbuf *b)
 {
-	struct trace_resource r = {42, "prog", "/bin/prog", "0.1.0", 0, 1000 * MS};
+	struct trace_resource r = {42, "prog", "/bin/prog", "0.1.0", 0, 1000 * MS, 77};
 	jb_init(b);
 	return trace_take(m, &r, b, 1 << 20);
 }

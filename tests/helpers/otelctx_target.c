@@ -1,0 +1,76 @@
+/* otelctx_target.c - tasks that stay running while a test reads their
+ * OpenTelemetry thread context from outside, as a profiler would
+ * (tests/unit/test_otelctx.c).  Two trees, one after the other:
+ *   "otel-req" binds traceparent TRACEPARENT and forks one task;
+ *   "otel-own" binds nothing and forks one task.
+ * For each the task prints "ready TID" and waits for a line on stdin; once
+ * it runs (on a pool worker, not on the main thread, which waits for it to
+ * start so that its join has nothing to help with) the main thread prints
+ * "fork TASK_ID SCOPE_ID LINE" (the fork's line) and joins; after the join
+ * it prints "joined" and waits for another line.  Then "done". */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "scope.h"
+
+#define TRACEPARENT "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static atomic_int started;
+
+static void wait_line(void)
+{
+	char line[64];
+
+	if (!fgets(line, sizeof line, stdin))
+		_exit(3); /* the test went away: nothing to wait for */
+}
+
+static int task_wait(void *arg, void **res)
+{
+	(void)arg, (void)res;
+	atomic_store(&started, 1);
+	printf("ready %ld\n", (long)syscall(SYS_gettid));
+	wait_line();
+	return 0;
+}
+
+static int tree(const char *name, const char *traceparent)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t;
+	scope_t *s;
+	int line, rc;
+
+	cfg.name = name;
+	rc = scope_open(&s, &cfg);
+	if (rc < 0)
+		return rc;
+	if (traceparent && (rc = scope_value_bind(s, "traceparent", traceparent)) < 0)
+		return rc;
+	atomic_store(&started, 0);
+	line = __LINE__ + 1;
+	rc = scope_fork(s, task_wait, NULL, &t);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < 20000 && !atomic_load(&started); i++)
+		scope_sleep(1000000);
+	printf("fork %llu %llu %d\n", (unsigned long long)scope_task_id(t),
+	       (unsigned long long)scope_id(s), line);
+	rc = scope_join(s);
+	scope_close(s);
+	printf("joined\n");
+	wait_line();
+	return rc;
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (tree("otel-req", TRACEPARENT) < 0 || tree("otel-own", NULL) < 0)
+		return 1;
+	printf("done\n");
+	return 0;
+}
