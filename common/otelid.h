@@ -86,16 +86,25 @@ static inline uint64_t otelid_span(uint64_t kind_key, uint64_t id)
 /* W3C Trace Context bytes: the most significant first, as the hex is. */
 static inline void otelid_bytes(uint8_t out[8], uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		out[i] = (uint8_t)(v >> (56 - 8 * i));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	memcpy(out, &v, 8);
 }
 
 /* The trace id of the tree whose root scope is root, when no traceparent
- * joined it to another trace. */
+ * joined it to another trace; hi and lo are the kind keys OTELID_TRACE_HI
+ * and OTELID_TRACE_LO. */
+static inline void otelid_trace_keyed(uint8_t out[16], uint64_t hi, uint64_t lo, uint64_t root)
+{
+	otelid_bytes(out, otelid_mix(hi ^ root));
+	otelid_bytes(out + 8, otelid_mix(lo ^ root));
+}
+
 static inline void otelid_trace(uint8_t out[16], uint64_t process_key, uint64_t root)
 {
-	otelid_bytes(out, otelid_mix(otelid_kind_key(process_key, OTELID_TRACE_HI) ^ root));
-	otelid_bytes(out + 8, otelid_mix(otelid_kind_key(process_key, OTELID_TRACE_LO) ^ root));
+	otelid_trace_keyed(out, otelid_kind_key(process_key, OTELID_TRACE_HI),
+			   otelid_kind_key(process_key, OTELID_TRACE_LO), root);
 }
 
 static inline int otelid_hexval(char c)

@@ -53,10 +53,10 @@ _Thread_local struct sc_otel_thread *sc_otel_mine __attribute__((tls_model("init
 static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The process the key and the mapping are for (0: none yet, or a fork
  * child's parent), and its key: written under proc_lock, the key before
- * the pid, so that a reader that sees the pid sees its key. */
+ * the pid, so that a reader that sees the pid sees its keys. */
 static _Atomic pid_t proc_pid;
-static _Atomic uint64_t proc_key;
-static pthread_key_t thread_key; /* frees a thread's record at its exit */
+static _Atomic uint64_t trace_hi, trace_lo; /* the key's kinds OTELID_TRACE_HI, _LO */
+static pthread_key_t thread_key;	    /* frees a thread's record at its exit */
 static bool thread_key_ok, env_read;
 
 /* ---- the process context (OTEP 4719) */
@@ -303,7 +303,8 @@ static void process_ready(void)
 	if (proc_stat_read(0, 0, &st) != 0)
 		st.starttime = 0;
 	key = otelid_process_key(boot, (uint32_t)pid, st.starttime);
-	atomic_store(&proc_key, key);
+	atomic_store(&trace_hi, otelid_kind_key(key, OTELID_TRACE_HI));
+	atomic_store(&trace_lo, otelid_kind_key(key, OTELID_TRACE_LO));
 	atomic_store(&sc_otel_task_key, otelid_kind_key(key, OTELID_TASK));
 	publish(pid);
 	atomic_store(&proc_pid, pid);
@@ -347,24 +348,28 @@ struct sc_otel_thread *sc_otel_thread_init(void)
 	return o;
 }
 
-/* Appends one attribute entry; a value longer than VALUE_MAX keeps its
- * tail (the end of a path says most), cut at a UTF-8 character's start. */
-static void attr_put(struct sc_otel_rec *r, unsigned key, const char *v)
-{
-	size_t n = strlen(v), at = r->attrs_data_size;
+/* Attribute entries being put together, written to the record at once. */
+struct attrs {
+	uint8_t b[SC_OTEL_ATTRS_MAX];
+	size_t n;
+};
 
+/* Appends one entry of n bytes; a value longer than VALUE_MAX keeps its
+ * tail (the end of a path says most), cut at a UTF-8 character's start. */
+static void attr_put(struct attrs *a, unsigned key, const char *v, size_t n)
+{
 	if (n > VALUE_MAX) {
 		v += n - VALUE_MAX;
 		n = VALUE_MAX;
 		while (n && ((unsigned char)*v & 0xc0) == 0x80)
 			v++, n--;
 	}
-	if (at + 2 + n > SC_OTEL_ATTRS_MAX)
+	if (a->n + 2 + n > sizeof a->b)
 		return;
-	r->attrs_data[at] = (uint8_t)key;
-	r->attrs_data[at + 1] = (uint8_t)n;
-	memcpy(r->attrs_data + at + 2, v, n);
-	r->attrs_data_size = (uint16_t)(at + 2 + n);
+	a->b[a->n] = (uint8_t)key;
+	a->b[a->n + 1] = (uint8_t)n;
+	memcpy(a->b + a->n + 2, v, n);
+	a->n += 2 + n;
 }
 
 /* The traceparent binding nearest to s (as scope_value_get() would find
@@ -388,7 +393,8 @@ void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
 	const scope_t *s = task->scope, *root = s;
 	const char *tp;
 	uint8_t parent[8], flags = 0;
-	char line[16];
+	char digits[12], *d = digits + sizeof digits;
+	struct attrs a;
 
 	if (!atomic_load(&proc_pid)) {
 		pthread_mutex_lock(&proc_lock);
@@ -404,21 +410,25 @@ void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
 			if (tp) /* an invalid binding: the tree's own trace */
 				while (root->parent)
 					root = root->parent;
-			otelid_trace(r->trace_id, atomic_load(&proc_key), root->id);
+			otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi),
+					   atomic_load(&trace_lo), root->id);
 			flags = 0;
 		}
 		r->trace_flags = flags;
 	}
-	r->attrs_data_size = 0;
-	attr_put(r, KEY_SCOPE, s->name);
+	a.n = 0;
+	attr_put(&a, KEY_SCOPE, s->name, strlen(s->name));
 	if (task->site.func)
-		attr_put(r, KEY_FUNC, task->site.func);
+		attr_put(&a, KEY_FUNC, task->site.func, strlen(task->site.func));
 	if (task->site.file)
-		attr_put(r, KEY_FILE, task->site.file);
+		attr_put(&a, KEY_FILE, task->site.file, strlen(task->site.file));
 	if (task->site.line > 0) {
-		snprintf(line, sizeof line, "%d", task->site.line);
-		attr_put(r, KEY_LINE, line);
+		for (unsigned v = (unsigned)task->site.line; v; v /= 10)
+			*--d = (char)('0' + v % 10);
+		attr_put(&a, KEY_LINE, d, (size_t)(digits + sizeof digits - d));
 	}
+	memcpy(r->attrs_data, a.b, a.n);
+	r->attrs_data_size = (uint16_t)a.n;
 	o->scope_id = s->id;
 	o->func = task->site.func;
 	o->file = task->site.file;

@@ -9,6 +9,7 @@
 
 #include "../../daemon/model.h"
 #include "../../daemon/trace.h"
+#include "otelid.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -166,12 +167,61 @@ static void test_budget(void **state)
 	assert_int_equal(trace_counted(TRACE_DROP_GONE) - gone0, 1);
 }
 
+/* The ids the export writes are the ones libscope writes into a running
+ * task's thread context (common/otelid.h, tests/unit/test_otelctx.c): a
+ * profiler's sample names the exported span. */
+static void test_ids_match_the_thread_context(void **state)
+{
+	(void)state;
+	struct model m;
+	struct jbuf b;
+	uint8_t id[16];
+	setup_model(&m, 1000);
+	tree(&m, 6, PROTO_TASK_FAILED, NULL);
+	assert_int_equal(take(&m, &b), 2);
+	otelid_trace(id, 77, 6); /* 77: take()'s process key */
+	assert_true(holds(&b, id, 16));
+	otelid_bytes(id, otelid_span(otelid_kind_key(77, OTELID_TASK), 600));
+	assert_true(holds(&b, id, 8));
+	otelid_bytes(id, otelid_span(otelid_kind_key(77, OTELID_SCOPE), 6));
+	assert_true(holds(&b, id, 8));
+	jb_free(&b);
+	model_free(&m);
+}
+
+/* Past --otlp-max-rate, whole trees are dropped and counted as such. */
+static void test_rate_budget(void **state)
+{
+	(void)state;
+	struct model m;
+	struct jbuf b;
+	struct trace_config c = {.on = true,
+				 .sample_permille = 1000,
+				 .max_spans = 1000,
+				 .max_spans_per_s = 5,
+				 .seed = 1};
+	trace_configure(&c);
+	struct model_limits lim = {.max_entities = 10000, .tally = true};
+	model_init(&m, &lim);
+	uint64_t rate0 = trace_counted(TRACE_DROP_RATE);
+	for (uint64_t i = 10; i < 20; i++) /* 10 trees of 2 spans; 5 spans a second */
+		tree(&m, i, PROTO_TASK_SUCCESS, NULL);
+	assert_int_equal(take(&m, &b), 4); /* two trees fit, the third does not */
+	jb_free(&b);
+	assert_int_equal(trace_counted(TRACE_DROP_RATE) - rate0, 16);
+	assert_int_equal(take(&m, &b), 0);
+	jb_free(&b);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kept_and_sampled),
 	    cmocka_unit_test(test_bad_traceparent),
 	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_ids_match_the_thread_context),
+	    cmocka_unit_test(test_rate_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
