@@ -7,7 +7,13 @@
  * it runs (on a pool worker, not on the main thread, which waits for it to
  * start so that its join has nothing to help with) the main thread prints
  * "fork TASK_ID SCOPE_ID LINE" (the fork's line) and joins; after the join
- * it prints "joined" and waits for another line.  Then "done". */
+ * it prints "joined" and waits for another line.  Then "done".
+ *
+ * With "nest": a task of "otel-outer", on a pool of one worker, opens
+ * "otel-inner" and forks a task there, which its join runs inline (the
+ * worker helps its own join): "fork OUTER_ID", "innerfork INNER_ID",
+ * "inner TID" from the inner task, which waits for a line; then "back TID"
+ * from the outer task once its join returned, which waits for a line. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,9 +72,71 @@ static int tree(const char *name, const char *traceparent)
 	return rc;
 }
 
-int main(void)
+static int task_inner(void *arg, void **res)
+{
+	(void)arg, (void)res;
+	printf("inner %ld\n", (long)syscall(SYS_gettid));
+	wait_line();
+	return 0;
+}
+
+static scope_pool_t *one;
+
+static int task_outer(void *arg, void **res)
+{
+	(void)arg, (void)res;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t;
+	scope_t *s;
+	int rc;
+
+	atomic_store(&started, 1);
+	cfg.name = "otel-inner";
+	cfg.pool = one;
+	if ((rc = scope_open(&s, &cfg)) < 0)
+		return rc;
+	if ((rc = scope_fork(s, task_inner, NULL, &t)) < 0)
+		return rc;
+	printf("innerfork %llu\n", (unsigned long long)scope_task_id(t));
+	rc = scope_join(s);
+	scope_close(s);
+	printf("back %ld\n", (long)syscall(SYS_gettid));
+	wait_line();
+	return rc;
+}
+
+static int nest(void)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_task_t *t;
+	scope_t *s;
+	int rc;
+
+	pc.name = "one";
+	pc.core_size = 1;
+	pc.max_size = 1;
+	if ((rc = scope_pool_create(&one, &pc)) < 0)
+		return rc;
+	cfg.name = "otel-outer";
+	cfg.pool = one;
+	if ((rc = scope_open(&s, &cfg)) < 0)
+		return rc;
+	if ((rc = scope_fork(s, task_outer, NULL, &t)) < 0)
+		return rc;
+	for (int i = 0; i < 20000 && !atomic_load(&started); i++)
+		scope_sleep(1000000);
+	printf("fork %llu\n", (unsigned long long)scope_task_id(t));
+	rc = scope_join(s);
+	scope_close(s);
+	return rc;
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && strcmp(argv[1], "nest") == 0)
+		return nest() < 0;
 	if (tree("otel-req", TRACEPARENT) < 0 || tree("otel-own", NULL) < 0)
 		return 1;
 	printf("done\n");

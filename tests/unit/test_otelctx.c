@@ -322,7 +322,7 @@ static void attr_of(const struct record *r, int k, char *out, size_t n)
 
 /* ---- the target */
 
-static void start_target(struct target *t)
+static void start_target_as(struct target *t, const char *mode)
 {
 	int in[2], out[2];
 	const char *top = getenv("TOP"), *build = getenv("BUILD");
@@ -343,7 +343,7 @@ static void start_target(struct target *t)
 		alarm(60); /* never outlives a broken test */
 		setenv("SCOPED_SOCKET", "/nonexistent/scoped.sock", 1);
 		setenv("OTEL_SERVICE_NAME", "otel-target", 1);
-		execl(path, path, (char *)NULL);
+		execl(path, path, mode, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -351,6 +351,11 @@ static void start_target(struct target *t)
 	t->in = in[1];
 	t->out = fdopen(out[0], "r");
 	assert_non_null(t->out);
+}
+
+static void start_target(struct target *t)
+{
+	start_target_as(t, NULL);
 }
 
 static void expect(struct target *t, const char *what, char *line, size_t n)
@@ -474,6 +479,83 @@ static void test_task_context_read_from_outside(void **state)
 		free(pc.keys[i]);
 }
 
+/* Reads the target's lines until one starting with word; returns the
+ * number after it. */
+static unsigned long long await_word(struct target *t, const char *word, unsigned long long *seen,
+				     const char *const *words, int nwords)
+{
+	char line[256];
+	for (int i = 0; i < nwords; i++)
+		if (strcmp(words[i], word) == 0 && seen[i])
+			return seen[i];
+	while (fgets(line, sizeof line, t->out)) {
+		char w[32];
+		unsigned long long v;
+		if (sscanf(line, "%31s %llu", w, &v) != 2)
+			continue;
+		for (int i = 0; i < nwords; i++)
+			if (strcmp(words[i], w) == 0)
+				seen[i] = v;
+		if (strcmp(w, word) == 0)
+			return v;
+	}
+	fail_msg("the target ended before '%s'", word);
+	return 0;
+}
+
+/* A task run inline by its worker while it helps a join from inside another
+ * task: the record is the inner task's, then the outer one's again. */
+static void test_nested_task_restores_outer(void **state)
+{
+	(void)state;
+#ifndef __x86_64__
+	skip();
+#endif
+	if (!can_trace()) {
+		print_message("skip: ptrace is not allowed here\n");
+		skip();
+	}
+	static const char *const words[] = {"fork", "innerfork", "inner", "back"};
+	unsigned long long seen[4] = {0};
+	struct target t;
+	struct record rec;
+	struct proc_stat st;
+	uint8_t boot[16], span[8];
+	char v[256];
+
+	start_target_as(&t, "nest");
+	pid_t tid_in = (pid_t)await_word(&t, "inner", seen, words, 4);
+	uint64_t id_in = await_word(&t, "innerfork", seen, words, 4);
+	uint64_t id_out = await_word(&t, "fork", seen, words, 4);
+	int64_t off = tls_offset(t.pid);
+	otelid_boot_id(boot);
+	assert_int_equal(proc_stat_read(t.pid, 0, &st), 0);
+	uint64_t key =
+	    otelid_kind_key(otelid_process_key(boot, (uint32_t)t.pid, st.starttime), OTELID_TASK);
+	read_thread(t.pid, tid_in, off, &rec);
+	assert_int_equal(rec.head[24], 1);
+	otelid_bytes(span, otelid_span(key, id_in));
+	assert_memory_equal(rec.head + 16, span, 8);
+	attr_of(&rec, 0, v, sizeof v);
+	assert_string_equal(v, "otel-inner");
+	assert_int_equal(write(t.in, "go\n", 3), 3);
+	pid_t tid_out = (pid_t)await_word(&t, "back", seen, words, 4);
+	/* One worker: the inner task ran inside the outer one's join. */
+	assert_int_equal(tid_out, tid_in);
+	read_thread(t.pid, tid_out, off, &rec);
+	assert_int_equal(rec.head[24], 1);
+	otelid_bytes(span, otelid_span(key, id_out));
+	assert_memory_equal(rec.head + 16, span, 8);
+	attr_of(&rec, 0, v, sizeof v);
+	assert_string_equal(v, "otel-outer");
+	assert_int_equal(write(t.in, "go\n", 3), 3);
+	int status;
+	assert_int_equal(waitpid(t.pid, &status, 0), t.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	fclose(t.out);
+	close(t.in);
+}
+
 /* SCOPE_OTEL_CONTEXT=0: no mapping, no record. */
 static void test_off_by_environment(void **state)
 {
@@ -500,6 +582,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_task_context_read_from_outside),
+	    cmocka_unit_test(test_nested_task_restores_outer),
 	    cmocka_unit_test(test_off_by_environment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
