@@ -9,11 +9,12 @@
  * "fork TASK_ID SCOPE_ID LINE" (the fork's line) and joins; after the join
  * it prints "joined" and waits for another line.  Then "done".
  *
- * With "nest": a task of "otel-outer", on a pool of one worker, opens
- * "otel-inner" and forks a task there, which its join runs inline (the
- * worker helps its own join): "fork OUTER_ID", "innerfork INNER_ID",
- * "inner TID" from the inner task, which waits for a line; then "back TID"
- * from the outer task once its join returned, which waits for a line. */
+ * With "nest": a task of "otel-outer", on a pool of one worker that runs
+ * what it cannot hand off in the forking thread (direct hand-off, caller
+ * runs), opens "otel-inner" and forks a task there, which its own thread
+ * runs inside that fork: "fork OUTER_ID" from the main thread, "inner TID"
+ * from the inner task, which waits for a line; then "innerfork INNER_ID"
+ * and "back TID" from the outer task, which waits for a line. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +117,8 @@ static int nest(void)
 	pc.name = "one";
 	pc.core_size = 1;
 	pc.max_size = 1;
+	pc.queue = SCOPE_QUEUE_DIRECT;
+	pc.policy = SCOPE_POLICY_CALLER_RUNS;
 	if ((rc = scope_pool_create(&one, &pc)) < 0)
 		return rc;
 	cfg.name = "otel-outer";
