@@ -280,8 +280,11 @@ static void after_fork_child(void)
 	/* A new pid: a new key, a new context; the surviving thread's record
 	 * holds ids of the parent's key. */
 	atomic_store(&proc_pid, 0);
-	if (sc_otel_mine)
+	if (sc_otel_mine) {
 		sc_otel_mine->scope_id = 0;
+		for (int i = 0; i < SC_OTEL_CACHE; i++)
+			sc_otel_mine->cache[i].scope_id = 0;
+	}
 }
 
 /* The key and the process context of this process (again after a fork).
@@ -368,7 +371,10 @@ static void attr_put(struct attrs *a, unsigned key, const char *v, size_t n)
 		return;
 	a->b[a->n] = (uint8_t)key;
 	a->b[a->n + 1] = (uint8_t)n;
-	memcpy(a->b + a->n + 2, v, n);
+	/* A loop, not memcpy: for these few bytes the compiler would inline a
+	 * rep movs, which costs more to start than the copy. */
+	for (size_t i = 0; i < n; i++)
+		a->b[a->n + 2 + i] = (uint8_t)v[i];
 	a->n += 2 + n;
 }
 
@@ -387,35 +393,35 @@ static const char *traceparent_of(const scope_t *s, const scope_t **root)
 	return NULL;
 }
 
-void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
+/* Builds c for task's scope and fork site; same is an entry already built
+ * for the scope (NULL: none), whose trace is taken as it is. */
+static void build(struct sc_otel_built *c, const scope_task_t *task,
+		  const struct sc_otel_built *same)
 {
-	struct sc_otel_rec *r = &o->rec;
 	const scope_t *s = task->scope, *root = s;
 	const char *tp;
 	uint8_t parent[8], flags = 0;
 	char digits[12], *d = digits + sizeof digits;
 	struct attrs a;
 
-	if (!atomic_load(&proc_pid)) {
-		pthread_mutex_lock(&proc_lock);
-		process_ready();
-		pthread_mutex_unlock(&proc_lock);
-	}
-	if (o->scope_id != s->id) {
+	if (same) {
+		memcpy(c->trace_id, same->trace_id, 16);
+		flags = same->trace_flags;
+	} else {
 		/* A traceparent joins the task to the caller's trace (its
 		 * flags too); without one the tree has a trace of its own, the
 		 * one the daemon exports it under. */
 		tp = traceparent_of(s, &root);
-		if (!tp || !otelid_traceparent(tp, r->trace_id, parent, &flags)) {
+		if (!tp || !otelid_traceparent(tp, c->trace_id, parent, &flags)) {
 			if (tp) /* an invalid binding: the tree's own trace */
 				while (root->parent)
 					root = root->parent;
-			otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi),
+			otelid_trace_keyed(c->trace_id, atomic_load(&trace_hi),
 					   atomic_load(&trace_lo), root->id);
 			flags = 0;
 		}
-		r->trace_flags = flags;
 	}
+	c->trace_flags = flags;
 	a.n = 0;
 	attr_put(&a, KEY_SCOPE, s->name, strlen(s->name));
 	if (task->site.func)
@@ -427,10 +433,46 @@ void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
 			*--d = (char)('0' + v % 10);
 		attr_put(&a, KEY_LINE, d, (size_t)(digits + sizeof digits - d));
 	}
-	memcpy(r->attrs_data, a.b, a.n);
-	r->attrs_data_size = (uint16_t)a.n;
-	o->scope_id = s->id;
-	o->func = task->site.func;
-	o->file = task->site.file;
-	o->line = task->site.line;
+	memcpy(c->attrs_data, a.b, a.n);
+	c->attrs_data_size = (uint16_t)a.n;
+	c->scope_id = s->id;
+	c->func = task->site.func;
+	c->file = task->site.file;
+	c->line = task->site.line;
+}
+
+void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
+{
+	struct sc_otel_rec *r = &o->rec;
+	const struct sc_otel_built *same = NULL;
+	struct sc_otel_built *c = NULL;
+	uint64_t id = task->scope->id;
+
+	if (!atomic_load(&proc_pid)) {
+		pthread_mutex_lock(&proc_lock);
+		process_ready();
+		pthread_mutex_unlock(&proc_lock);
+	}
+	for (int i = 0; i < SC_OTEL_CACHE && !c; i++) {
+		struct sc_otel_built *e = &o->cache[i];
+		if (e->scope_id != id)
+			continue;
+		if (e->func == task->site.func && e->line == task->site.line &&
+		    e->file == task->site.file)
+			c = e;
+		else
+			same = e;
+	}
+	if (!c) {
+		c = &o->cache[o->next++ % SC_OTEL_CACHE];
+		build(c, task, same);
+	}
+	memcpy(r->trace_id, c->trace_id, 16);
+	r->trace_flags = c->trace_flags;
+	memcpy(r->attrs_data, c->attrs_data, c->attrs_data_size);
+	r->attrs_data_size = c->attrs_data_size;
+	o->scope_id = id;
+	o->func = c->func;
+	o->file = c->file;
+	o->line = c->line;
 }

@@ -26,15 +26,32 @@ struct sc_otel_rec {
 	uint8_t attrs_data[SC_OTEL_ATTRS_MAX];
 } __attribute__((packed, aligned(8)));
 
+#define SC_OTEL_CACHE 4 /* scope and fork site pairs a thread keeps built */
+
+/* A record's trace and attributes, built for one scope and fork site. */
+struct sc_otel_built {
+	uint64_t scope_id; /* 0: empty */
+	const char *file, *func;
+	int line;
+	uint8_t trace_id[16];
+	uint8_t trace_flags;
+	uint16_t attrs_data_size;
+	uint8_t attrs_data[SC_OTEL_ATTRS_MAX];
+};
+
 /* A thread's record (otel_thread_ctx_v1 points at rec for the thread's
  * life: the valid flag, not the pointer, says whether a task runs) and
  * what it was last filled from, so that tasks of one scope and fork site
- * in a row rewrite only their span id. */
+ * in a row rewrite only their span id; and the last few pairs built, so
+ * that a worker going back and forth between scopes copies rather than
+ * builds. */
 struct sc_otel_thread {
 	struct sc_otel_rec rec;
 	uint64_t scope_id; /* 0: rec's trace and attributes are stale */
 	const char *file, *func;
 	int line;
+	struct sc_otel_built cache[SC_OTEL_CACHE];
+	unsigned next; /* the cache entry built next */
 };
 
 extern _Atomic bool sc_otel_on SC_HIDDEN;
