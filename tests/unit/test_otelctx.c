@@ -2,8 +2,10 @@
  * from another process the way a profiler reads them (OTEP 4947, OTEP
  * 4719): the OTEL_CTX mapping found in /proc/PID/maps and its protobuf
  * payload decoded; otel_thread_ctx_v1 found in the .dynsym of the library
- * that defines it, its TLS descriptor read from the live process, each
- * thread stopped (ptrace) and its record read at its thread pointer
+ * that defines it, what the loader resolved for its TLS relocation (a TLS
+ * descriptor, or the legacy module and offset pair a compiler without
+ * descriptors emits) read from the live process, each thread stopped
+ * (ptrace) and its record read through its thread pointer, or its DTV
  * (process_vm_readv).  The target is tests/helpers/otelctx_target. */
 
 #include <setjmp.h>
@@ -191,20 +193,63 @@ static int read_process_ctx(pid_t pid, struct process_ctx *pc)
 
 /* ---- the thread context (OTEP 4947) */
 
-/* Where otel_thread_ctx_v1 lives for every thread: the TLS descriptor's
- * argument, read from the process, is the variable's offset from the
- * thread pointer (static TLS, the case of a library loaded at start). */
-static int64_t tls_offset(pid_t pid)
+/* Where otel_thread_ctx_v1 lives in every thread: at a fixed offset from
+ * the thread pointer (static TLS: a library loaded at start), or at an
+ * offset in a module's block the thread's DTV points at (dynamic TLS). */
+struct tls_loc {
+	bool dynamic;
+	int64_t tpoff;		 /* static */
+	uint64_t module, offset; /* dynamic */
+};
+
+/* Reads what the loader resolved for the relocation rel of the module
+ * mapped at bias: a TLS descriptor (gcc's -mtls-dialect=gnu2), the
+ * traditional module and offset pair (the legacy general dynamic model,
+ * where the compiler has no TLS descriptors), or an initial-exec offset. */
+static bool tls_reloc(pid_t pid, uint64_t bias, const GElf_Rela *rel, struct tls_loc *loc)
+{
+	uint64_t w[2];
+
+	switch (GELF_R_TYPE(rel->r_info)) {
+	case R_X86_64_TLSDESC:
+		assert_int_equal(peek(pid, bias + rel->r_offset, w, 16), 0);
+		if ((int64_t)w[1] < 0 && (int64_t)w[1] > -(1 << 24)) {
+			loc->tpoff = (int64_t)w[1]; /* the static resolver's argument */
+			return true;
+		}
+		/* The dynamic resolver's: a tls_index {module, offset}. */
+		assert_int_equal(peek(pid, w[1], w, 16), 0);
+		loc->dynamic = true;
+		loc->module = w[0];
+		loc->offset = w[1];
+		return true;
+	case R_X86_64_DTPMOD64:
+		assert_int_equal(peek(pid, bias + rel->r_offset, w, 16), 0);
+		loc->dynamic = true;
+		loc->module = w[0];
+		loc->offset = w[1]; /* the DTPOFF64 slot that follows */
+		return true;
+	case R_X86_64_TPOFF64:
+		assert_int_equal(peek(pid, bias + rel->r_offset, w, 8), 0);
+		loc->tpoff = (int64_t)w[0];
+		return true;
+	default:
+		return false;
+	}
+}
+
+static struct tls_loc tls_locate(pid_t pid)
 {
 	char path[64], line[PATH_MAX + 128], file[PATH_MAX];
+	struct tls_loc loc = {0};
+	bool have = false;
 	FILE *f;
-	int64_t found = 0;
 
 	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
 	f = fopen(path, "r");
 	assert_non_null(f);
 	elf_version(EV_CURRENT);
-	while (!found && fgets(line, sizeof line, f)) {
+	while (!have && fgets(line, sizeof line, f)) {
 		uint64_t start, end, off;
 		file[0] = '\0';
 		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %s", &start, &end, &off, file) < 4 ||
@@ -235,42 +280,36 @@ static int64_t tls_offset(pid_t pid)
 						symidx = i;
 				}
 			}
-		/* Its TLS descriptor relocation, and the module's load bias. */
+		/* Its TLS relocation, and the module's load bias. */
 		if (symidx && elf_getphdrnum(e, &nph) == 0)
 			for (size_t i = 0; i < nph; i++)
 				if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
 				    ph.p_vaddr < load)
 					load = ph.p_vaddr & ~(uint64_t)0xfff;
 		scn = NULL;
-		while (symidx && (scn = elf_nextscn(e, scn)))
+		while (symidx && !have && (scn = elf_nextscn(e, scn)))
 			if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA) {
 				Elf_Data *d = elf_getdata(scn, NULL);
-				for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+				for (size_t i = 0; d && !have && i < sh.sh_size / sh.sh_entsize;
+				     i++) {
 					GElf_Rela rel;
-					uint64_t desc[2];
-					if (!gelf_getrela(d, (int)i, &rel) ||
-					    GELF_R_SYM(rel.r_info) != symidx ||
-					    GELF_R_TYPE(rel.r_info) != R_X86_64_TLSDESC)
-						continue;
-					assert_int_equal(peek(pid, start - load + rel.r_offset,
-							      desc, sizeof desc),
-							 0);
-					found = (int64_t)desc[1] + rel.r_addend;
+					if (gelf_getrela(d, (int)i, &rel) &&
+					    GELF_R_SYM(rel.r_info) == symidx)
+						have = tls_reloc(pid, start - load, &rel, &loc);
 				}
 			}
 		if (e)
 			elf_end(e);
 		close(fd);
-		if (symidx && !found) {
+		if (symidx && !have) {
 			fclose(f);
-			fail_msg("%s defines otel_thread_ctx_v1 but has no TLS descriptor for it",
+			fail_msg("%s defines otel_thread_ctx_v1 but no TLS relocation for it",
 				 file);
 		}
 	}
 	fclose(f);
-	/* Static TLS sits below the thread pointer on x86-64. */
-	assert_true(found < 0 && found > -(1 << 24));
-	return found;
+	assert_true(have);
+	return loc;
 }
 
 struct record {
@@ -282,10 +321,10 @@ struct record {
 
 /* Stops thread tid, reads its record through its thread pointer, lets it
  * go: a reader must only read a stopped thread's context. */
-static void read_thread(pid_t pid, pid_t tid, int64_t off, struct record *rec)
+static void read_thread(pid_t pid, pid_t tid, struct tls_loc loc, struct record *rec)
 {
 	struct user_regs_struct regs;
-	uint64_t ptr = 0;
+	uint64_t ptr = 0, at, dtv, block = 0;
 	int st;
 
 	memset(rec, 0, sizeof *rec);
@@ -293,7 +332,18 @@ static void read_thread(pid_t pid, pid_t tid, int64_t off, struct record *rec)
 	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0);
 	assert_int_equal(waitpid(tid, &st, __WALL), tid);
 	assert_int_equal(ptrace(PTRACE_GETREGS, tid, 0, &regs), 0);
-	assert_int_equal(peek(pid, regs.fs_base + (uint64_t)off, &ptr, 8), 0);
+	if (!loc.dynamic) {
+		at = regs.fs_base + (uint64_t)loc.tpoff;
+	} else {
+		/* glibc: the thread's DTV pointer is the TCB's second word, and
+		 * its entry per module the block's address (0 or -1 when the
+		 * thread has not touched the module's TLS yet). */
+		assert_int_equal(peek(pid, regs.fs_base + 8, &dtv, 8), 0);
+		assert_int_equal(peek(pid, dtv + 16 * loc.module, &block, 8), 0);
+		at = block && block != UINT64_MAX ? block + loc.offset : 0;
+	}
+	if (at)
+		assert_int_equal(peek(pid, at, &ptr, 8), 0);
 	if (ptr) {
 		rec->attached = true;
 		assert_int_equal(peek(pid, ptr, rec->head, 28), 0);
@@ -418,7 +468,7 @@ static void test_task_context_read_from_outside(void **state)
 	assert_string_equal(pc.keys[3], "code.line.number");
 
 	/* The running task's record: the traceparent's trace, its span. */
-	int64_t off = tls_offset(t.pid);
+	struct tls_loc off = tls_locate(t.pid);
 	otelid_boot_id(boot);
 	assert_int_equal(proc_stat_read(t.pid, 0, &st), 0);
 	uint64_t key = otelid_process_key(boot, (uint32_t)t.pid, st.starttime);
@@ -529,7 +579,7 @@ static void test_nested_task_restores_outer(void **state)
 	start_target_as(&t, "nest");
 	pid_t tid_in = (pid_t)await_word(&t, "inner", seen, words, 4);
 	uint64_t id_out = await_word(&t, "fork", seen, words, 4);
-	int64_t off = tls_offset(t.pid);
+	struct tls_loc off = tls_locate(t.pid);
 	otelid_boot_id(boot);
 	assert_int_equal(proc_stat_read(t.pid, 0, &st), 0);
 	uint64_t key =
