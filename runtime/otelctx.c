@@ -321,12 +321,12 @@ void sc_otel_enable(bool on)
 	pthread_mutex_unlock(&proc_lock);
 }
 
-struct sc_otel_thread *sc_otel_thread_init(void)
+/* Reads SCOPE_OTEL_CONTEXT once and, unless it says 0, makes the key and
+ * publishes the process context.  proc_lock held. */
+static void process_start(void)
 {
-	struct sc_otel_thread *o;
 	const char *env;
 
-	pthread_mutex_lock(&proc_lock);
 	if (!env_read) {
 		env_read = true;
 		env = getenv("SCOPE_OTEL_CONTEXT");
@@ -335,6 +335,23 @@ struct sc_otel_thread *sc_otel_thread_init(void)
 	}
 	if (atomic_load(&sc_otel_on))
 		process_ready();
+}
+
+/* OTEP 4947 has the SDK publish its reference data at process startup, so
+ * a profiler that meets the process finds it at once. */
+__attribute__((constructor)) static void otel_library_init(void)
+{
+	pthread_mutex_lock(&proc_lock);
+	process_start();
+	pthread_mutex_unlock(&proc_lock);
+}
+
+struct sc_otel_thread *sc_otel_thread_init(void)
+{
+	struct sc_otel_thread *o;
+
+	pthread_mutex_lock(&proc_lock);
+	process_start();
 	pthread_mutex_unlock(&proc_lock);
 	if (!atomic_load(&sc_otel_on) || !thread_key_ok)
 		return NULL;

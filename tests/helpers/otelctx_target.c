@@ -14,7 +14,9 @@
  * runs), opens "otel-inner" and forks a task there, which its own thread
  * runs inside that fork: "fork OUTER_ID" from the main thread, "inner TID"
  * from the inner task, which waits for a line; then "innerfork INNER_ID"
- * and "back TID" from the outer task, which waits for a line. */
+ * and "back TID" from the outer task, which waits for a line.
+ *
+ * With "idle": prints "up", runs no task, waits for a line. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,6 +142,11 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && strcmp(argv[1], "nest") == 0)
 		return nest() < 0;
+	if (argc > 1 && strcmp(argv[1], "idle") == 0) {
+		printf("up\n");
+		wait_line();
+		return 0;
+	}
 	if (tree("otel-req", TRACEPARENT) < 0 || tree("otel-own", NULL) < 0)
 		return 1;
 	printf("done\n");

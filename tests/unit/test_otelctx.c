@@ -610,6 +610,28 @@ static void test_nested_task_restores_outer(void **state)
 	close(t.in);
 }
 
+/* The process context is there from the start, before any task runs. */
+static void test_process_context_at_start(void **state)
+{
+	(void)state;
+	struct target t;
+	struct process_ctx pc;
+	char line[64];
+	int status;
+
+	start_target_as(&t, "idle");
+	expect(&t, "up", line, sizeof line);
+	assert_int_equal(read_process_ctx(t.pid, &pc), 0);
+	assert_string_equal(pc.schema, "tlsdesc_v1_dev");
+	assert_int_equal(write(t.in, "go\n", 3), 3);
+	assert_int_equal(waitpid(t.pid, &status, 0), t.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	fclose(t.out);
+	close(t.in);
+	for (int i = 0; i < pc.nkeys; i++)
+		free(pc.keys[i]);
+}
+
 /* SCOPE_OTEL_CONTEXT=0: no mapping, no record. */
 static void test_off_by_environment(void **state)
 {
@@ -637,6 +659,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_task_context_read_from_outside),
 	    cmocka_unit_test(test_nested_task_restores_outer),
+	    cmocka_unit_test(test_process_context_at_start),
 	    cmocka_unit_test(test_off_by_environment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
