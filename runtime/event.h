@@ -29,6 +29,7 @@
 #define SC_EVENT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto.h"
@@ -158,6 +159,8 @@ SC_HIDDEN void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *
  * role in THREAD_START and in snapshots, never interrupted by cancellation),
  * registering it first if the runtime does not know it yet. */
 SC_HIDDEN void sc_thread_mark_agent(void);
+/* Whether the calling thread is the agent's. */
+SC_HIDDEN bool sc_thread_is_agent(void);
 
 /* The agent thread leaves the registry before it ends (registry first, then
  * THREAD_EXIT), so that it can still send that event itself. */

@@ -343,10 +343,10 @@ static void pin_roots(void *arg, struct sc_thread *t)
 {
 	struct pinned *roots = arg;
 
-	pthread_mutex_lock(&t->lock);
+	sc_spin_lock(&t->lock);
 	for (scope_t *s = t->roots; s && pin(roots, s); s = s->sib_next)
 		;
-	pthread_mutex_unlock(&t->lock);
+	sc_spin_unlock(&t->lock);
 }
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)

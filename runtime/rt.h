@@ -4,6 +4,7 @@
 #define SC_RT_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,6 +36,11 @@ struct sc_frame {
 
 /* One thread the runtime knows.  Records are recycled, never freed, so a
  * late wake-up aimed at an exited thread lands on a harmless record. */
+/* A spin lock (sc_spin_lock below). */
+struct sc_spin {
+	_Atomic int held;
+};
+
 struct sc_thread {
 	struct sc_thread *next, *prev; /* registry list (thread.c's lock) */
 	struct sc_thread *free_next;
@@ -55,8 +61,8 @@ struct sc_thread {
 	_Atomic int in_cancellable; /* enum sc_cwait: how a canceller reaches it */
 	int evfd;
 
-	pthread_mutex_t lock; /* guards roots */
-	scope_t *roots;	      /* scopes this thread opened that have no parent */
+	struct sc_spin lock; /* guards roots */
+	scope_t *roots;	     /* scopes this thread opened that have no parent */
 
 	struct sc_frame frame;
 	scope_t *free_scopes; /* recycled scopes, so open+close skips malloc */
@@ -95,6 +101,28 @@ static inline void sc_cpu_relax(void)
 #else
 	__asm__ __volatile__("" ::: "memory");
 #endif
+}
+
+/* A lock for the few instructions of a list link: an exchange to take, a
+ * store to give back (a pthread mutex pair costs two atomic operations
+ * and two calls, and a scope's open and close took two pairs).  A holder
+ * descheduled on a busy machine is waited for with sched_yield. */
+static inline void sc_spin_lock(struct sc_spin *l)
+{
+	unsigned i = 0;
+
+	while (atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+		while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
+			if (++i % 64 == 0)
+				sched_yield();
+			else
+				sc_cpu_relax();
+		}
+}
+
+static inline void sc_spin_unlock(struct sc_spin *l)
+{
+	atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
 /* How a thread waits, as a canceller needs to know it. */
@@ -394,6 +422,5 @@ static inline int64_t sc_event_time(void)
 		return 0;
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-bool sc_thread_is_agent(void);
 
 #endif /* SC_RT_H */

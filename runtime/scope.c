@@ -286,45 +286,57 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 
 /* Links s under its parent (or among the owner's roots) so cancellation and
  * the snapshot reach it.  Fails when the parent was cancelled meanwhile. */
-static int scope_link(scope_t *s, struct sc_thread *t)
+static void sib_push(scope_t **head, scope_t *s)
 {
-	scope_t **head;
-	pthread_mutex_t *lock;
-
-	if (s->parent) {
-		lock = &s->parent->lock;
-		head = &s->parent->children;
-	} else {
-		lock = &t->lock;
-		head = &t->roots;
-	}
-	pthread_mutex_lock(lock);
-	if (s->parent && atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
-		pthread_mutex_unlock(lock);
-		return -ECANCELED;
-	}
 	s->sib_prev = NULL;
 	s->sib_next = *head;
 	if (*head)
 		(*head)->sib_prev = s;
 	*head = s;
-	pthread_mutex_unlock(lock);
-	return 0;
 }
 
-static void scope_unlink(scope_t *s)
+static void sib_remove(scope_t **head, scope_t *s)
 {
-	pthread_mutex_t *lock = s->parent ? &s->parent->lock : &s->owner->lock;
-	scope_t **head = s->parent ? &s->parent->children : &s->owner->roots;
-
-	pthread_mutex_lock(lock);
 	if (s->sib_prev)
 		s->sib_prev->sib_next = s->sib_next;
 	else
 		*head = s->sib_next;
 	if (s->sib_next)
 		s->sib_next->sib_prev = s->sib_prev;
-	pthread_mutex_unlock(lock);
+}
+
+/* A child scope goes on its parent's list (the parent's lock, which its
+ * cancellation takes too), a root on its thread's (a spin lock: only
+ * snapshots read it). */
+static int scope_link(scope_t *s, struct sc_thread *t)
+{
+	if (!s->parent) {
+		sc_spin_lock(&t->lock);
+		sib_push(&t->roots, s);
+		sc_spin_unlock(&t->lock);
+		return 0;
+	}
+	pthread_mutex_lock(&s->parent->lock);
+	if (atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
+		pthread_mutex_unlock(&s->parent->lock);
+		return -ECANCELED;
+	}
+	sib_push(&s->parent->children, s);
+	pthread_mutex_unlock(&s->parent->lock);
+	return 0;
+}
+
+static void scope_unlink(scope_t *s)
+{
+	if (!s->parent) {
+		sc_spin_lock(&s->owner->lock);
+		sib_remove(&s->owner->roots, s);
+		sc_spin_unlock(&s->owner->lock);
+		return;
+	}
+	pthread_mutex_lock(&s->parent->lock);
+	sib_remove(&s->parent->children, s);
+	pthread_mutex_unlock(&s->parent->lock);
 }
 
 /* A deadline of its own earlier than the inherited one goes to the timer,

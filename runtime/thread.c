@@ -45,7 +45,6 @@ static struct sc_thread *record_get(void)
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return NULL;
-		sc_mutex_init(&t->lock);
 		t->evfd = -1;
 	}
 	return t;
@@ -205,12 +204,12 @@ struct sc_thread *sc_threads_after_fork(void)
 		drop_evfd(t);
 		if (t == self)
 			continue;
-		sc_mutex_init(&t->lock);
+		atomic_store(&t->lock.held, 0); /* a parent's thread may have held it */
 	}
 	threads = self;
 	if (self) {
 		self->next = self->prev = NULL;
-		sc_mutex_init(&self->lock);
+		atomic_store(&self->lock.held, 0);
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		self->tid = sc_gettid();

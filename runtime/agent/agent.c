@@ -76,6 +76,7 @@ struct agent {
 	_Atomic int connected;
 	_Atomic uint64_t sessions, snapshots, events, lost, lost_msgs, stack_reqs, sheds;
 	_Atomic uint64_t sheds_stopped; /* of sheds: the daemon was seen stopped */
+	int64_t block_ns;		/* SCOPED_BLOCK_US, in ns */
 };
 
 static struct agent ag = {.fd = -1, .wake_fd = -1};
@@ -562,7 +563,12 @@ static void on_blocked(struct session *s)
 			stopped = peer_stopped(ag.peer);
 		}
 	}
-	if (!s->shedding && (stopped || now - s->blocked_since > SHED_MS * 1000000ll)) {
+	/* With SCOPED_BLOCK_US the program said how long its threads may wait
+	 * for the daemon: a swamped daemon is given that long too. */
+	int64_t shed_ns = SHED_MS * 1000000ll;
+	if (ag.block_ns > shed_ns)
+		shed_ns = ag.block_ns;
+	if (!s->shedding && (stopped || now - s->blocked_since > shed_ns)) {
 		/* A daemon that has not read for this long is stopped or
 		 * swamped: rather than fill megabytes of rings that it may
 		 * never read, threads now only count their events (a store to
@@ -856,6 +862,18 @@ static size_t ring_bytes_from_env(void)
 	return (size_t)kb * 1024;
 }
 
+/* SCOPED_BLOCK_US: microseconds a thread may wait for room in its full
+ * ring (0 to 1000000; unset or invalid: 0, never wait). */
+static int64_t block_ns_from_env(void)
+{
+	const char *s = getenv("SCOPED_BLOCK_US");
+	char *end;
+	long us = s ? strtol(s, &end, 10) : 0;
+	if (!s || *end || us < 0 || us > 1000000)
+		return 0;
+	return (int64_t)us * 1000;
+}
+
 static int start(const char *path, int keep_name)
 {
 	static int atfork_done;
@@ -870,6 +888,8 @@ static int start(const char *path, int keep_name)
 	rc = sc_rings_init(ring_bytes_from_env());
 	if (rc)
 		return rc;
+	ag.block_ns = block_ns_from_env();
+	sc_rings_block(ag.block_ns);
 	sc_rings_keep(keep_violation);
 	(void)sc_stack_init(); /* without it stack requests time out; events still flow */
 	sc_exit_init();

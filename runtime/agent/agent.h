@@ -133,6 +133,9 @@ SC_HIDDEN void sc_ring_observe(const struct sc_ev *ev);
 /* Sets the largest ring a thread may grow to (rounded up to a power of two)
  * and the thread-exit key; 0 or -errno. */
 SC_HIDDEN int sc_rings_init(size_t ring_bytes);
+/* How long a thread whose ring is full waits for room (SCOPED_BLOCK_US);
+ * 0, the default: never, the event is dropped and counted. */
+SC_HIDDEN void sc_rings_block(int64_t ns);
 /* Moves pending events with ts < horizon into out, merged by ts, until out
  * holds max_bytes.  Returns the number of events moved. */
 SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon);

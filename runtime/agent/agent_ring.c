@@ -3,10 +3,13 @@
  * agent thread), with no lock and no system call per event. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
+#include "scope.h"
 
 /* Records are whole frames padded to 8 bytes; a frame never wraps.  When
  * the room left before the end is too small, a pad record (type 0, len =
@@ -43,6 +46,8 @@ struct sc_ring {
 	struct sc_ring
 	    *_Atomic grown;	   /* the agent's replacement: larger, or after a calm smaller */
 	_Atomic uint64_t viol_end; /* head after the last VIOLATION written (0: none) */
+	bool congested;		   /* the producer's: a wait for room timed out, and the ring
+				    * has not been below half full since (no waiting then) */
 	/* The consumer's cache line, so the producer's stores do not bounce it. */
 	_Alignas(64) _Atomic uint64_t tail;
 	_Atomic int retired;   /* replaced or its thread exited: free once drained */
@@ -90,6 +95,7 @@ static struct sc_ring *_Atomic rings;
 #define RING_GROWTH 8u
 #define SHRINK_CALM 200u /* sc_rings_tune calls (x REAP_NS, agent.c: 10 s) */
 static size_t ring_max = 1024 * 1024;
+static int64_t block_ns; /* SCOPED_BLOCK_US: a full ring's wait for room (0: none) */
 static _Atomic size_t start_bytes = RING_START; /* a new thread's ring */
 static unsigned quiet_reaps;			/* agent's: reaps since the last growth */
 #define QUIET_REAPS 20				/* x REAP_NS (agent.c): back to RING_START */
@@ -129,6 +135,11 @@ static void ring_retire(void *p)
 		atomic_store_explicit(&g->retired, 1, memory_order_release);
 	}
 	atomic_store_explicit(&r->retired, 1, memory_order_release);
+}
+
+void sc_rings_block(int64_t ns)
+{
+	block_ns = ns > 0 ? ns : 0;
 }
 
 int sc_rings_init(size_t bytes)
@@ -254,9 +265,44 @@ static void keep_dropped(const struct sc_ev *ev)
 		fn(ev, 0);
 }
 
+/* With SCOPED_BLOCK_US set, a thread whose ring is full waits up to that
+ * long for the agent to drain it to `want` (the tail it needs), yielding its
+ * core, which on a busy machine is what the agent and the daemon need.  Not
+ * while the daemon stalls (the agent sheds: nobody drains), not on the
+ * agent's own thread, and not again after a wait in vain until the ring has
+ * been below half full (a thread holding a lock the agent's snapshot waits
+ * for must not wait at every event).  True when the room came. */
+static bool wait_for_room(struct sc_ring *r, uint64_t want)
+{
+	int64_t until = 0;
+
+	if (!block_ns || r->congested ||
+	    atomic_load_explicit(&streaming.state, memory_order_relaxed) != STREAM_WRITE ||
+	    sc_thread_is_agent())
+		return false;
+	sc_agent_nudge();
+	for (unsigned i = 1;; i++) {
+		sched_yield();
+		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (r->tail_cache >= want)
+			return true;
+		if ((i & 15) == 0) {
+			int64_t now = scope_now();
+			if (!until)
+				until = now + block_ns;
+			if (now >= until ||
+			    atomic_load_explicit(&streaming.state, memory_order_relaxed) !=
+				STREAM_WRITE) {
+				r->congested = true;
+				return false;
+			}
+		}
+	}
+}
+
 /* Room for a frame of n bytes in r: where to write it, and (*head) the
  * head to publish once it is written.  NULL, and the drop counted, when the
- * ring is full: the thread never waits for the agent. */
+ * ring is full (after the wait SCOPED_BLOCK_US allows, if any). */
 static uint8_t *ring_reserve(struct sc_ring *r, uint32_t n, uint64_t *next_head)
 {
 	uint64_t rec = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
@@ -266,11 +312,13 @@ static uint8_t *ring_reserve(struct sc_ring *r, uint32_t n, uint64_t *next_head)
 
 	if (head + need - r->tail_cache > size) {
 		r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
-		if (head + need - r->tail_cache > size) {
+		if (head + need - r->tail_cache > size && !wait_for_room(r, head + need - size)) {
 			count_drop(r);
 			return NULL;
 		}
 	}
+	if (r->congested && head - r->tail_cache <= size / 2)
+		r->congested = false;
 	/* Past half full with this frame (as far as this thread knows the
 	 * agent's progress): the agent is told now rather than at its next
 	 * period, which a burst on a slow core can outrun.  Once per crossing,

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -259,6 +260,78 @@ static void test_race_with_drain(void **state)
 	assert_int_equal(n + (sc_rings_dropped() - dropped0), rc.n);
 	sc_rings_reap(0);
 	free(ids);
+}
+
+/* With a block time (SCOPED_BLOCK_US), a producer far faster than a slow
+ * drain waits for room instead of dropping: every event arrives, in order. */
+static void test_block_loses_nothing(void **state)
+{
+	(void)state;
+	struct race rc = {.n = 200000};
+	uint64_t dropped0 = sc_rings_dropped();
+	uint64_t *ids = malloc(sizeof *ids * rc.n);
+	size_t n = 0;
+	pthread_t th;
+	sc_rings_block(5000000000ll); /* longer than any drain here takes */
+	assert_int_equal(pthread_create(&th, NULL, producer, &rc), 0);
+	struct sc_buf out = {.max = 64u << 20};
+	while (!atomic_load(&rc.done)) {
+		/* Small drains with pauses: the ring fills between them. */
+		(void)sc_rings_drain(&out, 4u << 10, INT64_MAX);
+		n = collect(&out, ids, n, rc.n);
+		out.len = 0;
+		usleep(200);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sc_rings_block(0);
+	sc_buf_free(&out);
+	n = drain_all(ids, n, rc.n);
+	assert_int_equal(sc_rings_dropped() - dropped0, 0);
+	assert_int_equal(n, rc.n);
+	expect_sequence(ids, n, 1);
+	sc_rings_reap(0);
+	free(ids);
+}
+
+/* Emits task ids 1..n, one by one, unless 5 s pass first (a thread that
+ * waits at every event would take minutes: this fails in seconds). */
+static void *fill_undrained(void *arg)
+{
+	uint64_t n = (uint64_t)(uintptr_t)arg;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t i = 1; i <= n; i++) {
+		emit_run(i, 1);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= 5)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+/* With nobody draining, a full ring waits once for at most the block time,
+ * then drops without waiting until it has been drained below half: a
+ * thread whose every event waited would take minutes here, not seconds. */
+static void test_block_gives_up_once(void **state)
+{
+	(void)state;
+	uint64_t dropped0 = sc_rings_dropped();
+	const uint64_t n = 40000; /* several times what a starting ring holds */
+	pthread_t th;
+	void *late;
+	sc_rings_block(20000000); /* 20 ms */
+	assert_int_equal(pthread_create(&th, NULL, fill_undrained, (void *)(uintptr_t)n), 0);
+	assert_int_equal(pthread_join(th, &late), 0);
+	sc_rings_block(0);
+	assert_null(late); /* 250 waits of 20 ms would have taken 5 s */
+	uint64_t dropped = sc_rings_dropped() - dropped0;
+	assert_true(dropped > 1000);
+	uint64_t *ids = malloc(sizeof *ids * n);
+	size_t got = drain_all(ids, 0, n);
+	assert_int_equal(got + dropped, n);
+	expect_sequence(ids, got, 1);
+	free(ids);
+	sc_rings_reap(0);
 }
 
 /* A grown ring whose thread has been calm long enough is swapped back for
@@ -738,6 +811,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_race_with_drain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_block_loses_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_block_gives_up_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_calm_ring_shrinks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sites_defined_once_before_use, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
