@@ -576,8 +576,31 @@ static int ev_scope_cancel(struct model *m, const struct proto_msg *msg, int64_t
 	if (m->tally && !(s->flags & EF_CANCELLED))
 		tally_scope_cancelled(m, s, msg->reason, msg->ts);
 	s->flags |= EF_CANCELLED;
-	if (!s->cancel_reason)
+	if (!s->cancel_reason) {
 		s->cancel_reason = (uint8_t)msg->reason;
+		s->cancel_cause = (uint8_t)msg->cause;
+	}
+	return 0;
+}
+
+static int ev_scope_flags(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	s->scope_flags = (uint8_t)msg->scope_flags;
+	return 0;
+}
+
+/* The latest counts win: each event carries both whole. */
+static int ev_scope_handlers(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	(void)now;
+	struct m_scope *s;
+	GET(s, ENT_SCOPE, msg->scope);
+	s->handlers = msg->armed;
+	if (msg->ran > s->handlers_ran)
+		s->handlers_ran = msg->ran;
 	return 0;
 }
 

@@ -63,6 +63,10 @@ struct m_scope {
 	uint32_t live_at;
 	uint16_t nvalues;
 	uint8_t joiner, cancel_reason, flags;
+	/* SCOPE_CANCEL's cause (0: not sent, an older agent), SCOPE_FLAGS'
+	 * bits, SCOPE_HANDLERS' counts. */
+	uint8_t cancel_cause, scope_flags;
+	uint32_t handlers, handlers_ran;
 };
 
 struct m_task {

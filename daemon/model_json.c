@@ -157,6 +157,62 @@ static void pool_json(struct jbuf *b, struct render *r, const void *ent)
 	jb_obj_end(b);
 }
 
+/* Ancestors a walk up the model's scopes follows at most (a peer's ids may
+ * loop). */
+#define MAX_WALK 4096
+
+/* Where s's cancellation began: s itself for any reason but PARENT, else
+ * the nearest ancestor cancelled for another reason (the cancellation
+ * flows down, and stops at a scope already cancelled); NULL when not
+ * cancelled or not in the model. */
+static const struct m_scope *cancel_origin(const struct model *m, const struct m_scope *s)
+{
+	for (int i = 0; s && s->cancel_reason && i < MAX_WALK; i++) {
+		if (s->cancel_reason != PROTO_CANCEL_PARENT)
+			return s;
+		s = s->parent ? idmap_get(&m->ents[ENT_SCOPE], s->parent) : NULL;
+	}
+	return NULL;
+}
+
+/* The nearest shield at or above s (what keeps ancestors' cancellation
+ * away from it), or NULL. */
+static const struct m_scope *shield_of(const struct model *m, const struct m_scope *s)
+{
+	for (int i = 0; s && i < MAX_WALK; i++) {
+		if (s->scope_flags & PROTO_SCOPE_SHIELD)
+			return s;
+		s = s->parent ? idmap_get(&m->ents[ENT_SCOPE], s->parent) : NULL;
+	}
+	return NULL;
+}
+
+/* The cancellation's cause, origin, the scope's flags and shield, and its
+ * handlers. */
+static void scope_cancel_json(struct jbuf *b, struct render *r, const struct m_scope *s)
+{
+	const struct m_scope *origin = cancel_origin(r->m, s), *shield = shield_of(r->m, s);
+	unsigned cause = s->cancel_cause;
+
+	/* An older agent sends no cause: the origin's reason is it. */
+	if (!cause && origin)
+		cause = origin->cancel_reason;
+	jf_str(b, "cancel_cause", s->cancel_reason ? NAME(cancel_reasons, cause) : NULL);
+	jf_id(b, "cancel_origin", origin ? origin->id : 0);
+	jb_key(b, "flags");
+	jb_arr(b);
+#define FLAG_NAME(N, v, json, pub)                                                                 \
+	if (s->scope_flags & (v))                                                                  \
+		jb_str(b, json);
+	PROTO_SCOPE_FLAGS(FLAG_NAME)
+#undef FLAG_NAME
+	jb_arr_end(b);
+	jf_id(b, "shielded_by", shield ? shield->id : 0);
+	time_ms(b, "shield_deadline_ms", r->clk, shield ? shield->deadline : 0);
+	jf_u64(b, "handlers", s->handlers);
+	jf_u64(b, "handlers_ran", s->handlers_ran);
+}
+
 static void scope_json(struct jbuf *b, struct render *r, const void *ent)
 {
 	const struct clockref *clk = r->clk;
@@ -175,6 +231,7 @@ static void scope_json(struct jbuf *b, struct render *r, const void *ent)
 	time_ms(b, "closed_ms", clk, s->closed);
 	time_ms(b, "join_began_ms", clk, s->join_began);
 	jf_str(b, "cancel_reason", NAME(cancel_reasons, s->cancel_reason));
+	scope_cancel_json(b, r, s);
 	jf_i64_if(b, "join_result", s->flags & EF_JOINED, s->join_result);
 	site(b, s->file, s->line, s->func);
 	jb_key(b, "values");

@@ -201,6 +201,35 @@ static int add_pools(struct builder *b)
 	return 0;
 }
 
+/* What a scope's cancellation came from, what shields it and what waits
+ * on it (extra members; null where an older daemon does not say). */
+static void scope_cancel_members(json_t *c, const jv *s)
+{
+	static const char *const flag_names[] = {"no_interrupt", "shield", NULL};
+	json_t *flags = json_array(), *shield = json_null(), *handlers = json_null();
+	const jv *fl = jj_array(s, "flags");
+
+	jj_set(c, "cancelCause", jj_enum_or_null(s, "cancel_cause", jj_cancel_reasons));
+	jj_set(c, "cancelOrigin", jj_id_or_null(s, "cancel_origin"));
+	for (size_t k = 0; flags && k < jv_size(fl); k++) {
+		const char *f = jv_string(jv_at(fl, k));
+		for (size_t j = 0; f && flag_names[j]; j++)
+			if (!strcmp(f, flag_names[j]))
+				jj_append(flags, json_string(flag_names[j]));
+	}
+	jj_set(c, "flags", flags);
+	if (jv_is_integer(jv_get(s, "shielded_by")) && (shield = json_object()) != NULL) {
+		jj_set(shield, "scopeId", jj_id_or_null(s, "shielded_by"));
+		jj_set(shield, "deadline", iso_or_null(jv_get(s, "shield_deadline_ms")));
+	}
+	jj_set(c, "shield", shield);
+	if (jv_is_integer(jv_get(s, "handlers")) && (handlers = json_object()) != NULL) {
+		jj_set(handlers, "armed", jj_int_or_null(s, "handlers"));
+		jj_set(handlers, "ran", jj_int_or_null(s, "handlers_ran"));
+	}
+	jj_set(c, "cancelHandlers", handlers);
+}
+
 static json_t *scope_container(struct builder *b, size_t i)
 {
 	const jv *s = b->si[i].j;
@@ -221,6 +250,7 @@ static json_t *scope_container(struct builder *b, size_t i)
 	jj_set(c, "joinBeganAt", iso_or_null(jv_get(s, "join_began_ms")));
 	jj_set(c, "openSite", jj_site(jv_get(s, "site")));
 	jj_set(c, "cancelReason", jj_enum_or_null(s, "cancel_reason", jj_cancel_reasons));
+	scope_cancel_members(c, s);
 	jj_set(c, "parentTask", jj_id_or_null(s, "parent_task"));
 	jj_set(c, "values", jj_values(jv_get(s, "values")));
 	return c;

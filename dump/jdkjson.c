@@ -19,7 +19,7 @@ const char *const jj_joiners[] = {"all_successful", "any_successful", "await_all
 				  "until",	    "custom",	      NULL};
 const char *const jj_scope_states[] = {"open", "joining", "joined", "cancelled", NULL};
 const char *const jj_cancel_reasons[] = {"joiner",    "timeout", "explicit", "parent",
-					 "violation", "close",	 NULL};
+					 "violation", "close",	 "shutdown", NULL};
 const char *const jj_task_states[] = {"forked",	   "running",	  "success", "failed",
 				      "cancelled", "unavailable", NULL};
 const char *const jj_roles[] = {"main", "worker", "agent", "other", NULL};

@@ -109,6 +109,30 @@ static void print_values(FILE *out, const json_t *values)
 	}
 }
 
+/* Where a parent's cancellation began, the shield over the scope, its
+ * cancellation handlers: said only when there is something to say. */
+static void scope_cancel_text(FILE *out, const json_t *c)
+{
+	const json_t *shield = json_object_get(c, "shield");
+	const json_t *h = json_object_get(c, "cancelHandlers");
+	char id[32];
+
+	if (jt_str_is(c, "cancelReason", "parent") && jt_str(c, "cancelCause"))
+		fprintf(out, " by %s at scope #%s", jt_str(c, "cancelCause"),
+			jt_id_text(json_object_get(c, "cancelOrigin"), id, sizeof id, "?"));
+	if (json_is_object(shield))
+		fprintf(out, ", shielded by scope #%s until %s",
+			jt_id_text(json_object_get(shield, "scopeId"), id, sizeof id, "?"),
+			str_or(shield, "deadline", "?"));
+	if (json_is_object(h)) {
+		json_int_t armed = json_integer_value(json_object_get(h, "armed"));
+		json_int_t ran = json_integer_value(json_object_get(h, "ran"));
+		if (armed || ran)
+			fprintf(out, ", cancel handlers %lld armed, %lld ran", (long long)armed,
+				(long long)ran);
+	}
+}
+
 static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 {
 	const json_t *owner = json_object_get(c, "owner");
@@ -120,6 +144,7 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 			fprintf(out, ", owner #%lld", (long long)json_integer_value(owner));
 		if (jt_str(c, "cancelReason"))
 			fprintf(out, ", cancelled (%s)", jt_str(c, "cancelReason"));
+		scope_cancel_text(out, c);
 		if (flags & TEXTDUMP_EXTENDED) {
 			fprintf(out, ", opened at %s by %s", str_or(c, "openedAt", "?"),
 				str_or(c, "openSite", "?"));

@@ -200,6 +200,33 @@ SCOPE_API int scope_fork_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t
 #define scope_fork(scope, fn, arg, out)                                                            \
 	scope_fork_at((scope), (fn), (arg), (out), __FILE__, __LINE__, __func__)
 
+/* Options of scope_fork_with(); zero-initialise (SCOPE_FORK_OPTIONS_INIT),
+ * then set what you need.  Every field is set by the caller and read once. */
+struct scope_fork_options {
+	/* In a pool created with priority_queue: a queued subtask with a higher
+	 * priority runs before one with a lower (any int; default 0), and
+	 * equal priorities run in fork order.  Other pools ignore it. */
+	int priority;
+};
+#ifdef __cplusplus
+#define SCOPE_FORK_OPTIONS_INIT                                                                    \
+	{                                                                                          \
+	}
+#else
+#define SCOPE_FORK_OPTIONS_INIT                                                                    \
+	{                                                                                          \
+		0                                                                                  \
+	}
+#endif
+
+/* scope_fork with options (opts may be NULL: scope_fork's defaults); the
+ * same ownership, results and errors as scope_fork_at. */
+SCOPE_API int scope_fork_with_at(scope_t *scope, scope_fn fn, void *arg, scope_task_t **out,
+				 const struct scope_fork_options *opts, const char *file, int line,
+				 const char *func);
+#define scope_fork_with(scope, fn, arg, out, opts)                                                 \
+	scope_fork_with_at((scope), (fn), (arg), (out), (opts), __FILE__, __LINE__, __func__)
+
 /* Waits as the joiner says.  An all-successful or await-all joiner runs its
  * scope's still-queued subtasks itself rather than wait, and then the
  * queued work its running subtasks forked (on a pool with an unbounded
@@ -251,6 +278,7 @@ typedef enum scope_cancel_reason {
 	SCOPE_CANCEL_PARENT = 4,    /* an ancestor was cancelled (see cause) */
 	SCOPE_CANCEL_VIOLATION = 5, /* closed for a structure violation */
 	SCOPE_CANCEL_CLOSE = 6,	    /* scope_close() with subtasks still running */
+	SCOPE_CANCEL_SHUTDOWN = 7,  /* scope_pool_shutdown_now() stopped a running subtask */
 } scope_cancel_reason_t;
 
 /* Whether scope (NULL: the calling context's innermost scope, the one a
@@ -415,6 +443,13 @@ struct scope_pool_config {
 	bool allow_core_timeout; /* core threads also exit after keep_alive */
 	bool prestart;		 /* start core_size threads now */
 	struct scope_pool_hooks hooks;
+	/* Queued subtasks run highest fork priority first (scope_fork_with's
+	 * priority), in fork order among equals: ThreadPoolExecutor over a
+	 * PriorityBlockingQueue.  With an unbounded or a bounded queue (the
+	 * saturation policies count as without it; DISCARD_OLDEST drops the
+	 * queued subtask that would run last, or the new fork when it ranks
+	 * below every queued one); -EINVAL with SCOPE_QUEUE_DIRECT. */
+	bool priority_queue;
 };
 #ifdef __cplusplus
 #define SCOPE_POOL_CONFIG_INIT                                                                     \

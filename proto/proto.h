@@ -64,6 +64,7 @@ enum proto_type { PROTO_MESSAGES(PROTO_TYPE_ENUM) };
 #define PROTO_E_JOINER(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_JOINER_, N, v)
 #define PROTO_E_QUEUE(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_QUEUE_, N, v)
 #define PROTO_E_POLICY(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_POLICY_, N, v)
+#define PROTO_E_SFLAG(N, v, s, pub) PROTO_VALUE_ENUM(PROTO_SCOPE_, N, v)
 enum proto_task_state { PROTO_TASK_STATES(PROTO_E_TASK) };
 enum proto_cancel_reason { PROTO_CANCEL_REASONS(PROTO_E_CANCEL) };
 enum proto_violation { PROTO_VIOLATIONS(PROTO_E_VIOL) };
@@ -73,6 +74,7 @@ enum proto_warning { PROTO_WARNINGS(PROTO_E_WARN) };
 enum proto_joiner { PROTO_JOINERS(PROTO_E_JOINER) };
 enum proto_queue_kind { PROTO_QUEUE_KINDS(PROTO_E_QUEUE) };
 enum proto_policy { PROTO_POLICIES(PROTO_E_POLICY) };
+enum proto_scope_flag { PROTO_SCOPE_FLAGS(PROTO_E_SFLAG) };
 
 /* The fixed payload of each message as a packed struct, struct
  * proto_wire_<name> (the common part first for events): its offsets and
@@ -167,6 +169,8 @@ struct proto_msg {
 	uint64_t scope, parent, parent_task, task, pool_id, fn;
 	int64_t deadline, result, error, end_ts;
 	uint32_t joiner, reason, state, role, kind, how;
+	/* SCOPE_CANCEL's cause, SCOPE_FLAGS', SCOPE_HANDLERS' counts */
+	uint32_t cause, scope_flags, armed, ran;
 	uint64_t subject, limit; /* WARNING */
 	int64_t amount;
 	int32_t line;

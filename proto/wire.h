@@ -68,6 +68,8 @@
 	X(EV_JOIN_END, join_end, 0x0112, EVENT, NONE)                  \
 	X(EV_SCOPE_CANCEL, scope_cancel, 0x0113, EVENT, NONE)          \
 	X(EV_SCOPE_CLOSE, scope_close, 0x0114, EVENT, NONE)            \
+	X(EV_SCOPE_FLAGS, scope_flags, 0x0115, EVENT, NONE)            \
+	X(EV_SCOPE_HANDLERS, scope_handlers, 0x0116, EVENT, NONE)      \
 	X(EV_TASK_FORK, task_fork, 0x0120, EVENT, NONE)                \
 	X(EV_TASK_START, task_start, 0x0121, EVENT, NONE)              \
 	X(EV_TASK_END, task_end, 0x0122, EVENT, NONE)                  \
@@ -144,12 +146,24 @@
 /* result: what scope_join returned. */
 #define PROTO_FIELDS_join_end(F) F(U64, scope, A) F(I64, result, I)
 #define PROTO_STRS_join_end(S)
-/* reason: enum proto_cancel_reason. */
-#define PROTO_FIELDS_scope_cancel(F) F(U64, scope, A) F(U32, reason, U) F(PAD32, reserved0, NA)
+/* reason: enum proto_cancel_reason; cause: where the cancellation began,
+ * the reason itself or, for PARENT, the ancestor's cause (a field that was
+ * reserved, so 0 from agents older than it: the daemon then takes the
+ * origin's reason). */
+#define PROTO_FIELDS_scope_cancel(F) F(U64, scope, A) F(U32, reason, U) F(U32, cause, B)
 #define PROTO_STRS_scope_cancel(S)
 /* result: what scope_close returned. */
 #define PROTO_FIELDS_scope_close(F) F(U64, scope, A) F(I64, result, I)
 #define PROTO_STRS_scope_close(S)
+/* After SCOPE_OPEN (and its snapshot repeat) of a scope opened with flags:
+ * scope_flags is a set of PROTO_SCOPE_FLAGS (a shield's cleanup deadline is
+ * the scope's deadline). */
+#define PROTO_FIELDS_scope_flags(F) F(U64, scope, A) F(U32, scope_flags, U) F(PAD32, reserved0, NA)
+#define PROTO_STRS_scope_flags(S)
+/* A scope's cancellation handlers changed: armed now, ran (by its
+ * cancellation) so far. */
+#define PROTO_FIELDS_scope_handlers(F) F(U64, scope, A) F(U32, armed, U) F(U32, ran, B)
+#define PROTO_STRS_scope_handlers(S)
 /* fn: the body's address in the target (0 unknown); state: the initial
  * enum proto_task_state; site: the fork site (0 none); tid: the forker. */
 #define PROTO_FIELDS_task_fork(F) \
@@ -233,7 +247,13 @@
 	X(EXPLICIT, 3, "explicit")   /* scope_cancel() */                               \
 	X(PARENT, 4, "parent")       /* an ancestor was cancelled */                    \
 	X(VIOLATION, 5, "violation") /* closed because of a structure violation */      \
-	X(CLOSE, 6, "close")         /* closed with subtasks still running */
+	X(CLOSE, 6, "close")         /* closed with subtasks still running */ \
+	X(SHUTDOWN, 7, "shutdown")   /* its pool's shutdown_now stopped a subtask of it */
+
+/* SCOPE_FLAGS' bits: scope.h's SCOPE_F_* values. */
+#define PROTO_SCOPE_FLAGS(X)                                                    \
+	X(NO_INTERRUPT, 0x1, "no_interrupt", SCOPE_F_NO_INTERRUPT)             \
+	X(SHIELD, 0x2, "shield", SCOPE_F_SHIELD)
 
 /* VIOLATION's kind. */
 #define PROTO_VIOLATIONS(X)                                                          \

@@ -123,6 +123,8 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 	if (s->cancel_efd)
 		(void)!eventfd_write(s->cancel_efd - 1, 1);
 	/* Taken off the scope: each runs once, after the locks are dropped. */
+	s->handlers_ran += s->nhandlers;
+	s->nhandlers = 0;
 	for (struct sc_handler *h = s->handlers, *n; h; h = n) {
 		n = h->next;
 		atomic_store(&h->state, H_RUNNING);
@@ -137,7 +139,10 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 		sc_ev_init(&ev, SC_EV_SCOPE_CANCEL);
 		ev.a = s->id;
 		ev.u = (uint32_t)reason;
+		ev.b = (uint64_t)cause;
 		sc_emit(&ev);
+		if (s->handlers_ran)
+			sc_emit_handlers(s, 0, NULL, NULL);
 	}
 	for (size_t i = 0; i < s->ntasks; i++) {
 		struct sc_thread *w = atomic_load(&s->tasks[i]->worker);
@@ -225,6 +230,7 @@ int sc_wait(const struct sc_wait *w)
 		uint32_t seen = atomic_load(&t->seq);
 		bool woke;
 
+		sc_pool_stop_due(t);
 		if (w->done && w->done(w->arg))
 			return 0;
 		if (w->ctx && sc_check(w->ctx))
@@ -261,6 +267,26 @@ int sc_wait(const struct sc_wait *w)
 			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);
 		}
 	}
+}
+
+#define SAME_FLAG(N, v, str, public)                                                               \
+	_Static_assert((unsigned)(public) == (v), "scope.h's flag differs from the wire's");
+PROTO_SCOPE_FLAGS(SAME_FLAG)
+
+void sc_emit_handlers(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+		      void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_SCOPE_HANDLERS);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.a = s->id;
+	ev.u = s->nhandlers;
+	ev.b = s->handlers_ran;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
 }
 
 #define SAME_REASON(N, v, str)                                                                     \
@@ -313,6 +339,9 @@ int scope_cancel_handler_add(scope_cancel_handler_t *ph, void (*fn)(void *ctx), 
 	(void)sc_check(s); /* a passed deadline cancels first */
 	pthread_mutex_lock(&s->lock);
 	if (atomic_load(&s->cancelled)) {
+		s->handlers_ran++;
+		if (sc_observed())
+			sc_emit_handlers(s, 0, NULL, NULL);
 		pthread_mutex_unlock(&s->lock);
 		atomic_store(&h->state, H_RUNNING);
 		fn(ctx);
@@ -325,6 +354,9 @@ int scope_cancel_handler_add(scope_cancel_handler_t *ph, void (*fn)(void *ctx), 
 	if (s->handlers)
 		s->handlers->prev = h;
 	s->handlers = h;
+	s->nhandlers++;
+	if (sc_observed())
+		sc_emit_handlers(s, 0, NULL, NULL);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -346,6 +378,9 @@ int scope_cancel_handler_remove(scope_cancel_handler_t *ph)
 		if (h->next)
 			h->next->prev = h->prev;
 		atomic_store(&h->state, H_REMOVED);
+		s->nhandlers--;
+		if (sc_observed())
+			sc_emit_handlers(s, 0, NULL, NULL);
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
@@ -393,6 +428,7 @@ int scope_cancel(scope_t *s)
 
 int scope_cancelled(void)
 {
+	sc_pool_stop_due(sc_self_peek());
 	return sc_check(sc_context());
 }
 
@@ -458,6 +494,7 @@ int scope_wait_fd(int fd, short events, int64_t deadline_ns)
 		 * after it sees polling set and kicks the eventfd. */
 		atomic_store(&t->polling, 1);
 		atomic_store(&t->in_cancellable, s ? SC_CWAIT_WAKE : SC_CWAIT_NONE);
+		sc_pool_stop_due(t);
 		if (sc_check(s)) {
 			atomic_store(&t->polling, 0);
 			atomic_store(&t->in_cancellable, SC_CWAIT_NONE);

@@ -212,6 +212,8 @@ static void snap_scope_event(struct snap *sn, const scope_t *s, int kind, uint32
 	ev.tid = s->owner_tid;
 	ev.a = s->id;
 	ev.u = u;
+	if (kind == SC_EV_SCOPE_CANCEL)
+		ev.b = (uint64_t)atomic_load(&s->cause);
 	sn->emit(sn->ctx, &ev);
 }
 

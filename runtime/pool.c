@@ -132,7 +132,8 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 		cfg = &defaults;
 	if ((unsigned)cfg->queue > SCOPE_QUEUE_DIRECT ||
 	    (unsigned)cfg->policy > SCOPE_POLICY_BLOCK || cfg->keep_alive_ns < 0 ||
-	    cfg->core_size > POOL_THREADS_MAX || cfg->max_size > POOL_THREADS_MAX)
+	    cfg->core_size > POOL_THREADS_MAX || cfg->max_size > POOL_THREADS_MAX ||
+	    (cfg->priority_queue && cfg->queue == SCOPE_QUEUE_DIRECT))
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -159,7 +160,10 @@ int scope_pool_create(scope_pool_t **out, const struct scope_pool_config *cfg)
 	p->id = atomic_fetch_add(&next_pool_id, 1);
 	/* Unbounded queues take the lock-free path; bounded ones and
 	 * hand-offs keep the queue their saturation policies count. */
-	p->fast = p->cfg.queue == SCOPE_QUEUE_UNBOUNDED;
+	p->fast = p->cfg.queue == SCOPE_QUEUE_UNBOUNDED && !cfg->priority_queue;
+	/* A priority pool orders every fork in one heap, so forks skip the
+	 * deques (pool_prio.c). */
+	p->prio = cfg->priority_queue;
 	sc_mutex_init(&p->lock);
 	pthread_cond_init(&p->gone, NULL);
 	sc_interrupt_install();
@@ -248,6 +252,7 @@ int scope_pool_destroy(scope_pool_t *p)
 	for (unsigned i = 0; i < SC_DQ_SLOTS; i++)
 		free(p->slots[i].ring);
 	free(p->slots);
+	free(p->heap.v);
 	free(p);
 	return 0;
 }
@@ -373,6 +378,7 @@ static void pools_after_fork(void)
 		 * generation tells them to start empty. */
 		p->inject.head = p->inject.tail = NULL;
 		p->ndeque = 0;
+		p->heap.n = 0;
 		p->lent = 0;
 		p->gen++;
 		atomic_store(&p->queued, 0);

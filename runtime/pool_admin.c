@@ -132,10 +132,28 @@ int scope_pool_prestart_core(scope_pool_t *p)
 	return rc;
 }
 
+void sc_pool_stop_check(struct sc_thread *t)
+{
+	scope_pool_t *p = t->pool;
+
+	if (!p || !atomic_load(&p->stop_now))
+		return;
+	/* Every subtask of p this thread runs (the innermost first, a helped
+	 * one inside the one it helps from): each is running here, so its
+	 * scope is open while this looks at it. */
+	for (scope_task_t *task = t->frame.task; task; task = task->run_saved.task)
+		if (task->pool == p)
+			sc_cancel(task->scope, SC_CANCEL_SHUTDOWN);
+}
+
+/* Wakes and interrupts a worker of the pool: a runtime wait it is in looks
+ * at stop_now (sc_pool_stop_check), a system call outside gets EINTR. */
 static void interrupt_worker(void *ctx, struct sc_thread *t)
 {
-	if (t->pool == ctx && t->role == SC_ROLE_WORKER)
+	if (t->pool == ctx && t->role == SC_ROLE_WORKER) {
+		sc_wake(t);
 		(void)syscall(SYS_tgkill, getpid(), t->tid, SC_SIG_INTERRUPT);
+	}
 }
 
 int scope_pool_shutdown_now(scope_pool_t *p)
@@ -149,6 +167,9 @@ int scope_pool_shutdown_now(scope_pool_t *p)
 	rc = scope_pool_shutdown(p);
 	if (rc)
 		return rc;
+	/* Before the wake-ups: a worker that reads its wake count before this
+	 * store sees it changed, and looks again. */
+	atomic_store(&p->stop_now, true);
 	sc_interrupt_install();
 	pthread_mutex_lock(&p->lock);
 	n = sc_pool_drain_locked(p, &queued);

@@ -98,11 +98,20 @@ struct scope_pool {
 	bool fast;
 	_Atomic bool fast_ok;
 	_Atomic bool down;	   /* shutdown, for lock-free readers */
+	_Atomic bool stop_now;	   /* shutdown_now: running subtasks are cancelled (pool_admin.c) */
 	_Atomic bool over;	   /* more workers than max: the next to look leaves */
 	_Atomic unsigned nidle;	   /* workers on the idle list */
 	_Atomic unsigned spinning; /* mirrors spinners for lock-free readers */
 	_Atomic unsigned nslots;   /* slots ever claimed (high-water mark) */
 	struct sc_dq *slots;	   /* SC_DQ_SLOTS of them */
+
+	/* A priority pool (cfg.priority_queue; pool_prio.c): every fork takes
+	 * the locked path, and its queue is a binary heap of tasks, highest
+	 * priority first, fork order among equals (pseq).  The inject queue
+	 * holds only what the heap had no memory for. */
+	bool prio;
+	struct sc_theap heap;
+	uint64_t pseq;
 };
 
 /* pool_work.c: the deques */
@@ -144,5 +153,23 @@ void sc_pool_wake_idle_locked(scope_pool_t *p);
 /* Takes every queued task off the pool (shutdown_now): *out chains them
  * through qnext; returns how many.  The caller ends them. */
 size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out);
+
+/* pool_prio.c: a priority pool's queue; the caller holds p->lock. */
+#define SC_PRIO_NONE ((size_t)-1)
+/* Puts task in p's heap and its scope's; a heap that had no memory to
+ * grow leaves it out (its slot SC_PRIO_NONE): the inject queue and the
+ * scope's list still hold it. */
+void sc_prio_push_locked(scope_pool_t *p, scope_task_t *task);
+/* Takes task out of the heaps it is in. */
+void sc_prio_remove_locked(scope_pool_t *p, scope_task_t *task);
+/* The queued task that runs next (in p, or of scope s), or NULL. */
+static inline scope_task_t *sc_prio_top(const struct sc_theap *h)
+{
+	return h->n ? h->v[0] : NULL;
+}
+/* DISCARD_OLDEST's victim when task cannot be queued: the queued task that
+ * would run last (lowest priority, the oldest of those), or task itself
+ * when it ranks below every queued one. */
+scope_task_t *sc_prio_victim_locked(scope_pool_t *p, scope_task_t *task);
 
 #endif /* SC_POOL_INT_H */

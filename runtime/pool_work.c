@@ -319,8 +319,10 @@ static void tq_remove(struct sc_tq *q, scope_task_t *task)
  * an earlier generation (a fork child dropped the parent's queue). */
 static void scope_list_fresh(scope_pool_t *p, scope_t *s)
 {
-	if (s->qhead && s->qhead->gen != p->gen)
+	if (s->qhead && s->qhead->gen != p->gen) {
 		s->qhead = s->qtail = NULL;
+		s->pq.n = 0;
+	}
 }
 
 /* Queues task in home's deque (a worker of p forked it) or in the inject
@@ -329,6 +331,8 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *h
 {
 	scope_t *s = task->scope;
 
+	if (p->prio)
+		home = NULL; /* its heaps order every fork (pool_prio.c) */
 	tq_append(home ? &home->deque : &p->inject, task);
 	task->home = home;
 	task->gen = p->gen;
@@ -342,6 +346,8 @@ static void enqueue_locked(scope_pool_t *p, scope_task_t *task, struct worker *h
 	else
 		s->qhead = task;
 	s->qtail = task;
+	if (p->prio)
+		sc_prio_push_locked(p, task);
 	task->queued = true;
 	atomic_store_explicit(&p->queued, p->queued + 1, memory_order_release);
 	atomic_fetch_add_explicit(&p->submits, 1, memory_order_relaxed);
@@ -353,6 +359,8 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
 	scope_t *s = task->scope;
 
 	tq_remove(home ? &home->deque : &p->inject, task);
+	if (p->prio)
+		sc_prio_remove_locked(p, task);
 	if (home)
 		p->ndeque--;
 	if (task->sprev)
@@ -376,6 +384,8 @@ static void dequeue_locked(scope_pool_t *p, scope_task_t *task)
  * oldest of the inject queue.  Caller holds p->lock. */
 static scope_task_t *pick_locked(scope_pool_t *p, struct worker *w)
 {
+	if (p->prio && p->heap.n)
+		return sc_prio_top(&p->heap);
 	if (w && w->deque.tail)
 		return w->deque.tail;
 	if (p->ndeque)
@@ -585,6 +595,7 @@ static int block_for_room(scope_pool_t *p, scope_task_t *task, struct worker *ho
 		me.next = p->blocked;
 		p->blocked = &me;
 		pthread_mutex_unlock(&p->lock);
+		sc_pool_stop_due(t); /* after seen was read, as every wait */
 		rc = sc_check(task->scope);
 		if (!rc) {
 			sc_pool_lend(t, true);
@@ -670,8 +681,8 @@ int sc_pool_submit(scope_pool_t *p, scope_task_t *task)
 			rc = block_for_room(p, task, home, &wake);
 			break;
 		case SCOPE_POLICY_DISCARD_OLDEST:
-			victim = oldest_locked(p);
-			if (victim) {
+			victim = p->prio ? sc_prio_victim_locked(p, task) : oldest_locked(p);
+			if (victim && victim != task) {
 				dequeue_locked(p, victim);
 				enqueue_locked(p, task, home);
 				p->rejected++;
@@ -784,6 +795,9 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 		pthread_mutex_lock(&p->lock);
 		scope_list_fresh(p, s);
 		task = s->qhead;
+		/* A priority pool: the scope's most urgent (pool_prio.c). */
+		if (p->prio && s->pq.n)
+			task = sc_prio_top(&s->pq);
 		if (task)
 			dequeue_locked(p, task);
 		pthread_mutex_unlock(&p->lock);

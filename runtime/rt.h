@@ -132,6 +132,13 @@ enum sc_cwait {
 	SC_CWAIT_WAKE = 2, /* in a runtime wait: wake it, no signal needed */
 };
 
+/* A binary heap of queued tasks (pool_prio.c): a priority pool's queue,
+ * and each scope's queued tasks in such a pool. */
+struct sc_theap {
+	scope_task_t **v;
+	size_t n, cap;
+};
+
 /* A cancellation handler, in the caller's scope_cancel_handler_t. */
 struct sc_handler {
 	struct sc_handler *next, *prev; /* in its scope's list, while armed */
@@ -177,6 +184,13 @@ struct scope_task {
 	/* Handle-less: its end is done with it, the owner may reuse it. */
 	_Atomic bool ended;
 	scope_task_t *dnext; /* in its scope's completion order (kept tasks) */
+	/* A priority pool's order (pool_prio.c): the fork's priority, the
+	 * pool's count of queued tasks when first queued, and while queued
+	 * its slots in the pool's heap and in its scope's (SC_PRIO_NONE: not
+	 * in it). */
+	int prio;
+	uint64_t pseq;
+	size_t hslot[2];
 };
 
 struct scope {
@@ -216,6 +230,9 @@ struct scope {
 	 * eventfd (+1; 0: none) made readable on cancellation; this lock. */
 	struct sc_handler *handlers;
 	int cancel_efd;
+	/* Handlers armed now, and run by this scope's cancellation (this
+	 * lock), as SCOPE_HANDLERS tells the observer. */
+	unsigned nhandlers, handlers_ran;
 	/* In the timer's heap (deadline.c): dl_on is the owner's, dl_slot
 	 * the timer's lock's. */
 	bool dl_on;
@@ -254,6 +271,7 @@ struct scope {
 	 * consistent), so one of them sees the other. */
 	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
+	struct sc_theap pq; /* the same in a priority pool, in run order (the pool's lock) */
 
 	scope_t *children;	      /* child scopes (this lock) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
@@ -347,6 +365,11 @@ void sc_cancel(scope_t *s, int reason);
  * deadline; a passed deadline cancels its scope (reason TIMEOUT). */
 int sc_check(scope_t *s);
 
+/* SCOPE_HANDLERS with s's handler counts (s->lock held), through emit
+ * (NULL: sc_emit) as a snapshot's repeat when snapshot is 1. */
+void sc_emit_handlers(const scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *),
+		      void *ctx);
+
 /* One runtime wait: until done(arg), the deadline, or cancellation of ctx. */
 struct sc_wait {
 	scope_t *ctx;		 /* cancellation context; NULL: not cancellable */
@@ -389,6 +412,15 @@ void sc_pool_worker_gone(struct sc_thread *t);
 /* The calling thread t is leaving: it gives back its deque slot (what is
  * still queued there moves to its pool's inject queue). */
 void sc_pool_dq_release(struct sc_thread *t);
+/* The calling thread t, a worker, after its pool's shutdown_now: cancels
+ * the scopes of the pool's subtasks it runs (reason SHUTDOWN).  Called by
+ * the runtime's waits and scope_cancelled, where a subtask notices. */
+void sc_pool_stop_check(struct sc_thread *t);
+static inline void sc_pool_stop_due(struct sc_thread *t)
+{
+	if (t && __builtin_expect(t->worker != NULL, 0))
+		sc_pool_stop_check(t);
+}
 /* Removes the scope's queued tasks from the pool; they end cancelled. */
 void sc_pool_reclaim(scope_pool_t *p, scope_t *s);
 void sc_pool_user(scope_pool_t *p, int delta);

@@ -106,6 +106,24 @@ static void emit_task(int kind, scope_task_t *task, int state, int err)
 	sc_emit(&ev);
 }
 
+/* SCOPE_FLAGS after the open of a scope opened with flags (a shield). */
+static void emit_flags(const scope_t *s, int snapshot, int64_t ts,
+		       void (*emit)(void *, const struct sc_ev *), void *ctx)
+{
+	struct sc_ev ev;
+
+	sc_ev_init(&ev, SC_EV_SCOPE_FLAGS);
+	ev.snapshot = (uint16_t)snapshot;
+	ev.ts = ts;
+	ev.tid = s->owner_tid;
+	ev.a = s->id;
+	ev.u = s->flags;
+	if (emit)
+		emit(ctx, &ev);
+	else
+		sc_emit(&ev);
+}
+
 void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc_ev *), void *ctx)
 {
 	struct sc_ev ev;
@@ -129,6 +147,11 @@ void sc_emit_open(scope_t *s, int snapshot, void (*emit)(void *, const struct sc
 		emit(ctx, &ev);
 	else
 		sc_emit(&ev);
+	if (s->flags)
+		emit_flags(s, snapshot, ev.ts, emit, ctx);
+	/* A snapshot's scope may carry handlers already (its lock is held). */
+	if (snapshot && (s->nhandlers || s->handlers_ran))
+		sc_emit_handlers(s, snapshot, emit, ctx);
 }
 
 static scope_t *scope_alloc(struct sc_thread *t)
@@ -182,6 +205,10 @@ static void task_free(struct sc_thread *t, scope_task_t *task)
 
 static void scope_free(struct sc_thread *t, scope_t *s)
 {
+	/* A priority pool's heap of its queued tasks (empty by now). */
+	free(s->pq.v);
+	s->pq.v = NULL;
+	s->pq.n = s->pq.cap = 0;
 	if (s->cancel_efd) {
 		close(s->cancel_efd - 1);
 		s->cancel_efd = 0;
@@ -537,8 +564,9 @@ static void task_refuse(scope_task_t *task, int state, int err)
 	end_on_owner(s, task);
 }
 
-int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
-		  int line, const char *func)
+/* scope_fork_at and scope_fork_with_at: prio is the options' priority. */
+static inline int fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, int prio,
+			  const char *file, int line, const char *func)
 {
 	struct sc_thread *t;
 	scope_task_t *task;
@@ -563,6 +591,7 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	task->site.line = line;
 	task->site.func = func;
 	task->keep = out != NULL;
+	task->prio = prio;
 	rc = tasks_append(t, s, task);
 	if (rc) {
 		task_free(t, task);
@@ -600,6 +629,19 @@ int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const 
 	if (rc < 0)
 		task_refuse(task, rc == -ECANCELED ? SC_TASK_UNAVAILABLE : SC_TASK_FAILED, rc);
 	return rc;
+}
+
+int scope_fork_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out, const char *file,
+		  int line, const char *func)
+{
+	return fork_at(s, fn, arg, out, 0, file, line, func);
+}
+
+int scope_fork_with_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out,
+		       const struct scope_fork_options *opts, const char *file, int line,
+		       const char *func)
+{
+	return fork_at(s, fn, arg, out, opts ? opts->priority : 0, file, line, func);
 }
 
 void sc_task_finish(scope_task_t *task, int state, int err)

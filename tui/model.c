@@ -98,6 +98,7 @@ static void scope_free(void *p)
 		return;
 	free(s->name);
 	free(s->cancel_reason);
+	free(s->cancel_cause);
 	free(s->join_result);
 	tm_site_free(&s->site);
 	for (int i = 0; i < s->nvalues; i++) {
@@ -195,6 +196,12 @@ static void *scope_parse(json_t *o)
 	s->joiner = name_index(joiners, NELEM(joiners), tm_jraw(o, "joiner"), JN_NONE);
 	s->state = name_index(scope_states, NELEM(scope_states), tm_jraw(o, "state"), SS_OPEN);
 	s->cancel_reason = tm_jstr(o, "cancel_reason");
+	s->cancel_cause = tm_jstr(o, "cancel_cause");
+	s->cancel_origin = tm_jint(o, "cancel_origin");
+	s->shielded_by = tm_jint(o, "shielded_by");
+	s->shield_deadline_ms = tm_jnum(o, "shield_deadline_ms");
+	s->handlers = tm_jint(o, "handlers");
+	s->handlers_ran = tm_jint(o, "handlers_ran");
 	s->join_result = tm_jtext(o, "join_result");
 	s->deadline_ms = tm_jnum(o, "deadline_ms");
 	s->opened_ms = tm_jnum(o, "opened_ms");

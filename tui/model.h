@@ -87,6 +87,11 @@ struct tm_scope {
 	int nvalues;
 	unsigned warn;
 	uint64_t gen; /* model gen of the last change */
+	/* Where a cancellation began (NULL, 0: not said), the shield over the
+	 * scope and its deadline (0: none), its cancellation handlers. */
+	char *cancel_cause;
+	int64_t cancel_origin, shielded_by, handlers, handlers_ran;
+	double shield_deadline_ms;
 };
 
 struct tm_task {

@@ -88,6 +88,30 @@ static void values(struct lines *l, const struct tm_model *m, const struct tm_sc
 	add(l, TA_NORMAL, "  scoped values: %s", nseen ? b : "none");
 }
 
+/* Where the scope's cancellation began, the shield over it, and its
+ * cancellation handlers, when any of them is there to show. */
+static void cancel_info(struct lines *l, const struct tm_scope *s, double now)
+{
+	char c[96] = "", sh[96] = "", h[64] = "", dur[32];
+	if (!s)
+		return;
+	if (s->cancel_cause && s->cancel_origin && s->cancel_origin != s->id)
+		snprintf(c, sizeof c, "  cancelled by: %s at scope #%lld", s->cancel_cause,
+			 (long long)s->cancel_origin);
+	if (s->shielded_by) {
+		if (s->shield_deadline_ms > 0)
+			ttx_duration(dur, sizeof dur, s->shield_deadline_ms - now);
+		snprintf(sh, sizeof sh, "  shielded by: scope #%lld%s%s", (long long)s->shielded_by,
+			 s->shield_deadline_ms > 0 ? ", cleanup deadline " : "",
+			 s->shield_deadline_ms > 0 ? dur : "");
+	}
+	if (s->handlers || s->handlers_ran)
+		snprintf(h, sizeof h, "  cancel handlers: %lld armed, %lld ran",
+			 (long long)s->handlers, (long long)s->handlers_ran);
+	if (c[0] || sh[0] || h[0])
+		add(l, TA_NORMAL, "%s%s%s", c, sh, h);
+}
+
 static void deadline(struct lines *l, const struct tm_model *m, const struct tm_scope *s,
 		     double now)
 {
@@ -102,6 +126,7 @@ static void deadline(struct lines *l, const struct tm_model *m, const struct tm_
 	(void)m;
 	add(l, TA_NORMAL, "  deadline: %s   cancel reason: %s   joiner: %s", d,
 	    s ? nz(s->cancel_reason) : "-", s && s->joiner ? tm_joiner_name(s->joiner) : "-");
+	cancel_info(l, s, now);
 }
 
 static void stack(struct lines *l, const struct app *a, int64_t tid, const char *who)

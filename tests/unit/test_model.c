@@ -1162,6 +1162,63 @@ static void test_random_streams(void **state)
 	}
 }
 
+/* The cancel's cause and origin, shields and handlers: with the cause on
+ * the wire, and from an agent older than it (cause 0), where the origin's
+ * reason stands in; a shield covers what is below it; handler counts
+ * follow the latest SCOPE_HANDLERS. */
+static void test_cancel_facts(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	struct proto_msg msgs[] = {
+	    scope_open(1, 0, "outer"),
+	    scope_open(2, 1, "cleanup"),
+	    scope_open(3, 2, "mid"),
+	    scope_open(4, 3, "inner"),
+	    scope_open(5, 3, "old"),
+	    scope_ev(PROTO_EV_SCOPE_FLAGS, 2),
+	    scope_ev(PROTO_EV_SCOPE_CANCEL, 3),
+	    scope_ev(PROTO_EV_SCOPE_CANCEL, 4),
+	    scope_ev(PROTO_EV_SCOPE_CANCEL, 5),
+	    scope_ev(PROTO_EV_SCOPE_HANDLERS, 4),
+	    scope_ev(PROTO_EV_SCOPE_HANDLERS, 2),
+	};
+	msgs[1].deadline = 7000000000ll; /* the shield's cleanup deadline */
+	msgs[5].scope_flags = PROTO_SCOPE_SHIELD;
+	msgs[6].reason = msgs[6].cause = PROTO_CANCEL_TIMEOUT;
+	msgs[7].reason = PROTO_CANCEL_PARENT;
+	msgs[7].cause = PROTO_CANCEL_TIMEOUT;
+	msgs[8].reason = PROTO_CANCEL_PARENT; /* an older agent: no cause */
+	msgs[9].ran = 1;
+	msgs[10].armed = 2;
+	apply_all(&m, msgs, sizeof msgs / sizeof msgs[0], 0);
+	json_t *j = render_json(&m);
+	json_t *outer = entity(j, "scopes", 1), *cleanup = entity(j, "scopes", 2);
+	json_t *mid = entity(j, "scopes", 3), *inner = entity(j, "scopes", 4);
+	json_t *old = entity(j, "scopes", 5);
+	assert_string_equal(str_at(inner, "cancel_reason"), "parent");
+	assert_string_equal(str_at(inner, "cancel_cause"), "timeout");
+	assert_int_equal(json_integer_value(json_object_get(inner, "cancel_origin")), 3);
+	assert_string_equal(str_at(old, "cancel_cause"), "timeout");
+	assert_int_equal(json_integer_value(json_object_get(old, "cancel_origin")), 3);
+	assert_string_equal(str_at(mid, "cancel_cause"), "timeout");
+	assert_int_equal(json_integer_value(json_object_get(mid, "cancel_origin")), 3);
+	assert_true(json_is_null(json_object_get(outer, "cancel_cause")));
+	assert_true(json_is_null(json_object_get(outer, "cancel_origin")));
+	assert_true(json_is_null(json_object_get(outer, "shielded_by")));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(cleanup, "flags"), 0)),
+			    "shield");
+	assert_int_equal(json_array_size(json_object_get(inner, "flags")), 0);
+	assert_int_equal(json_integer_value(json_object_get(inner, "shielded_by")), 2);
+	assert_int_equal(json_integer_value(json_object_get(cleanup, "shielded_by")), 2);
+	assert_true(json_is_number(json_object_get(inner, "shield_deadline_ms")));
+	assert_int_equal(json_integer_value(json_object_get(inner, "handlers")), 0);
+	assert_int_equal(json_integer_value(json_object_get(inner, "handlers_ran")), 1);
+	assert_int_equal(json_integer_value(json_object_get(cleanup, "handlers")), 2);
+	finish(&m, j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1170,6 +1227,7 @@ int main(void)
 	    cmocka_unit_test(test_max_retained),
 	    cmocka_unit_test(test_entity_reuse),
 	    cmocka_unit_test(test_join_began),
+	    cmocka_unit_test(test_cancel_facts),
 	    cmocka_unit_test(test_idempotent),
 	    cmocka_unit_test(test_out_of_order),
 	    cmocka_unit_test(test_placeholder),

@@ -2,6 +2,8 @@
  * ThreadPoolExecutor allows: shutdown and termination states, waiting for
  * termination, setters, prestarting a core thread, the submitted count. */
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -207,12 +209,93 @@ static void shutdown_now_takes_queued_and_interrupts(void **state)
 	test_watchdog(0);
 }
 
+static _Atomic int waiting, stop_rc[4];
+static int stop_pipe[2];
+
+static int long_wait(void *arg, void **result)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	int kind = (int)(intptr_t)arg, rc;
+	scope_t *s;
+
+	(void)result;
+	atomic_fetch_add(&waiting, 1);
+	switch (kind) {
+	case 0: /* a sleep */
+		rc = scope_sleep(60 * SEC);
+		break;
+	case 1: /* an fd that never becomes readable */
+		rc = scope_wait_fd(stop_pipe[0], POLLIN, 0);
+		break;
+	case 2: /* a join of a subtask (on the default pool) that sleeps */
+		rc = scope_open(&s, &cfg);
+		if (rc)
+			break;
+		(void)scope_fork(s, hold, NULL, NULL);
+		rc = scope_join(s);
+		(void)scope_close(s);
+		break;
+	default: /* busy, asking now and then, as CPU-bound code does */
+		while ((rc = scope_cancelled()) == 0)
+			sched_yield();
+		break;
+	}
+	atomic_store(&stop_rc[kind], rc);
+	return rc;
+}
+
+/* shutdown_now cancels the scopes of the subtasks running on the pool
+ * (reason "shutdown"): one in a runtime wait (sleep, fd wait, join)
+ * returns -ECANCELED at once, one that computes sees scope_cancelled()
+ * say so.  The watchdog (far below the 60 s waits) is what fails a wait
+ * that is not ended. */
+static void shutdown_now_cancels_running(void **state)
+{
+	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	scope_cancel_reason_t cause;
+	scope_pool_t *pool;
+	scope_t *s;
+	(void)state;
+
+	test_watchdog(20);
+	atomic_store(&release, 0);
+	atomic_store(&waiting, 0);
+	assert_int_equal(pipe(stop_pipe), 0);
+	pc.core_size = pc.max_size = 4;
+	assert_int_equal(scope_pool_create(&pool, &pc), 0);
+	cfg.pool = pool;
+	cfg.joiner = SCOPE_JOIN_AWAIT_ALL;
+	assert_int_equal(scope_open(&s, &cfg), 0);
+	for (int k = 0; k < 4; k++) {
+		atomic_store(&stop_rc[k], 1);
+		assert_int_equal(scope_fork(s, long_wait, (void *)(intptr_t)k, NULL), 0);
+	}
+	while (atomic_load(&waiting) < 4)
+		usleep(200);
+	assert_int_equal(scope_pool_shutdown_now(pool), 0);
+	assert_int_equal(scope_join(s), -ECANCELED);
+	assert_int_equal(scope_cancel_reason(s, &cause), SCOPE_CANCEL_SHUTDOWN);
+	assert_int_equal(cause, SCOPE_CANCEL_SHUTDOWN);
+	assert_string_equal(scope_cancel_reason_name(SCOPE_CANCEL_SHUTDOWN), "shutdown");
+	/* Close waits for every subtask: each has returned by then. */
+	assert_int_equal(scope_close(s), 0);
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(atomic_load(&stop_rc[k]), -ECANCELED);
+	assert_int_equal(scope_pool_await_termination(pool, 10 * SEC), 0);
+	assert_int_equal(scope_pool_destroy(pool), 0);
+	close(stop_pipe[0]);
+	close(stop_pipe[1]);
+	test_watchdog(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(states_and_await_termination),
 	    cmocka_unit_test(setters_and_prestart),
 	    cmocka_unit_test(shutdown_now_takes_queued_and_interrupts),
+	    cmocka_unit_test(shutdown_now_cancels_running),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,8 @@ static const char *const model_json =
     "\"state\":\"open\",\"opened_ms\":1764441600000,\"values\":{\"request_id\":\"r-17\"},"
     "\"site\":{\"file\":\"demo.c\",\"line\":30,\"func\":\"main\"}},"
     "{\"id\":2,\"name\":\"handle\",\"parent\":1,\"parent_task\":11,\"owner\":102,"
-    "\"joiner\":\"await_all\",\"state\":\"joining\",\"opened_ms\":1764441603000}],"
+    "\"joiner\":\"await_all\",\"state\":\"joining\",\"opened_ms\":1764441603000,"
+    "\"shielded_by\":2,\"shield_deadline_ms\":1764441665000,\"handlers\":1}],"
     "\"tasks\":[{\"id\":10,\"scope\":1,\"state\":\"running\",\"worker\":101,"
     "\"site\":{\"file\":\"demo.c\",\"line\":40,\"func\":\"main\"},\"started_ms\":1764441601000},"
     "{\"id\":11,\"scope\":1,\"state\":\"running\",\"worker\":102,"
@@ -281,6 +282,9 @@ static void test_detail(void **state)
 	assert_true(screen_has("at poll_peer (demo.c:77)"));
 	assert_true(screen_has("parent chain: handle#2 < server#1 < <root>"));
 	assert_true(screen_has("request_id=r-17 (from server)"));
+	/* The shield over the scope, with its deadline, and its handler. */
+	assert_true(screen_has("shielded by: scope #2, cleanup deadline 1m00s"));
+	assert_true(screen_has("cancel handlers: 1 armed, 0 ran"));
 	assert_true(screen_has("~ blocked") || screen_has("blocked (running)"));
 	key(27);
 	assert_int_equal(a.view, V_TREE);

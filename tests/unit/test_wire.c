@@ -141,8 +141,9 @@ struct named {
 };
 static const struct named task_states[] = {{0, "forked"}, {1, "running"},   {2, "success"},
 					   {3, "failed"}, {4, "cancelled"}, {5, "unavailable"}};
-static const struct named cancel_reasons[] = {{1, "joiner"}, {2, "timeout"},   {3, "explicit"},
-					      {4, "parent"}, {5, "violation"}, {6, "close"}};
+static const struct named cancel_reasons[] = {{1, "joiner"},  {2, "timeout"},	{3, "explicit"},
+					      {4, "parent"},  {5, "violation"}, {6, "close"},
+					      {7, "shutdown"}};
 static const struct named violations[] = {{1, "not_owner"},	  {2, "double_join"},
 					  {3, "fork_after_join"}, {4, "inner_open"},
 					  {5, "thread_exit"},	  {6, "no_join"}};
