@@ -321,6 +321,12 @@ int main(int argc, char **argv)
 			met = false;
 		}
 	}
+	/* A target whose peer did not run was not met: it was not measured. */
+	for (int r = TBB; r < NR; r++)
+		if (!have[r]) {
+			printf("no %s figures: its targets were not measured\n", runtime_name[r]);
+			met = false;
+		}
 	printf("targets: %s\n", met ? "all met" : "NOT all met");
 	return 0;
 }

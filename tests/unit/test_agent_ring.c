@@ -235,6 +235,30 @@ static void *producer(void *arg)
 	return NULL;
 }
 
+/* Runs a producer of rc->n events against drains of `chunk` bytes with
+ * `pause_us` between them, then drains what is left: the task ids that came
+ * out, in order (*got of them; the caller frees them). */
+static uint64_t *race(struct race *rc, uint32_t chunk, unsigned pause_us, size_t *got)
+{
+	uint64_t *ids = malloc(sizeof *ids * rc->n);
+	size_t n = 0;
+	pthread_t th;
+	assert_non_null(ids);
+	assert_int_equal(pthread_create(&th, NULL, producer, rc), 0);
+	struct sc_buf out = {.max = 64u << 20};
+	while (!atomic_load(&rc->done)) {
+		(void)sc_rings_drain(&out, chunk, INT64_MAX);
+		n = collect(&out, ids, n, rc->n);
+		out.len = 0;
+		if (pause_us)
+			usleep(pause_us);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sc_buf_free(&out);
+	*got = drain_all(ids, n, rc->n);
+	return ids;
+}
+
 /* A producer racing the drain (and its ring's growth): what comes out is in
  * order, and every event is either delivered or counted as dropped. */
 static void test_race_with_drain(void **state)
@@ -242,19 +266,8 @@ static void test_race_with_drain(void **state)
 	(void)state;
 	struct race rc = {.n = 300000};
 	uint64_t dropped0 = sc_rings_dropped();
-	uint64_t *ids = malloc(sizeof *ids * rc.n);
-	size_t n = 0;
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, producer, &rc), 0);
-	struct sc_buf out = {.max = 64u << 20};
-	while (!atomic_load(&rc.done)) {
-		(void)sc_rings_drain(&out, 64u << 10, INT64_MAX);
-		n = collect(&out, ids, n, rc.n);
-		out.len = 0;
-	}
-	assert_int_equal(pthread_join(th, NULL), 0);
-	sc_buf_free(&out);
-	n = drain_all(ids, n, rc.n);
+	size_t n;
+	uint64_t *ids = race(&rc, 64u << 10, 0, &n);
 	for (size_t i = 1; i < n; i++)
 		assert_true(ids[i] > ids[i - 1]);
 	assert_int_equal(n + (sc_rings_dropped() - dropped0), rc.n);
@@ -263,29 +276,17 @@ static void test_race_with_drain(void **state)
 }
 
 /* With a block time (SCOPED_BLOCK_US), a producer far faster than a slow
- * drain waits for room instead of dropping: every event arrives, in order. */
+ * drain (small drains with pauses: the ring fills between them) waits for
+ * room instead of dropping: every event arrives, in order. */
 static void test_block_loses_nothing(void **state)
 {
 	(void)state;
 	struct race rc = {.n = 200000};
 	uint64_t dropped0 = sc_rings_dropped();
-	uint64_t *ids = malloc(sizeof *ids * rc.n);
-	size_t n = 0;
-	pthread_t th;
+	size_t n;
 	sc_rings_block(5000000000ll); /* longer than any drain here takes */
-	assert_int_equal(pthread_create(&th, NULL, producer, &rc), 0);
-	struct sc_buf out = {.max = 64u << 20};
-	while (!atomic_load(&rc.done)) {
-		/* Small drains with pauses: the ring fills between them. */
-		(void)sc_rings_drain(&out, 4u << 10, INT64_MAX);
-		n = collect(&out, ids, n, rc.n);
-		out.len = 0;
-		usleep(200);
-	}
-	assert_int_equal(pthread_join(th, NULL), 0);
+	uint64_t *ids = race(&rc, 4u << 10, 200, &n);
 	sc_rings_block(0);
-	sc_buf_free(&out);
-	n = drain_all(ids, n, rc.n);
 	assert_int_equal(sc_rings_dropped() - dropped0, 0);
 	assert_int_equal(n, rc.n);
 	expect_sequence(ids, n, 1);
