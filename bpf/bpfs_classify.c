@@ -100,6 +100,8 @@ static const struct {
 /* glibc's low-level lock sleeps with the futex word at 2 ("locked, with
  * waiters"): that is what tells a mutex wait from a condition wait. */
 #define GLIBC_LLL_CONTENDED 2
+#define FUTEX_WAITERS_BIT 0x80000000u
+#define FUTEX_TID_BITS 0x3fffffffu
 
 /* Task state bits (include/linux/sched.h), in the order /proc reports them. */
 static const struct {
@@ -176,6 +178,37 @@ static bool is_lock_wait(const struct stk_rec *r)
 	       cmd == FUTEX_LOCK_PI_OP || cmd == FUTEX_LOCK_PI2_OP;
 }
 
+/* Records the futex a thread sleeps on when the wait has a lock's shape:
+ * glibc's contended lock word (2), a PI lock, or a robust mutex's word
+ * (the owner's tid with FUTEX_WAITERS).  Condition variables and
+ * semaphores wait for other values (glibc 2.36: 0) and are left out. */
+static void lock_wait(const struct stk_rec *r, struct bpfstack_thread *t)
+{
+	uint64_t cmd = r->args[1] & FUTEX_CMD_MASK;
+	uint32_t val = (uint32_t)r->args[2];
+
+	t->lock_addr = 0;
+	t->lock_how = BPFSTACK_LOCK_NONE;
+	if (r->syscall_nr != SYS_FUTEX || !r->args[0])
+		return;
+	if (cmd == FUTEX_LOCK_PI_OP || cmd == FUTEX_LOCK_PI2_OP)
+		t->lock_how = BPFSTACK_LOCK_PI;
+	else if (cmd == FUTEX_WAIT_OP && val == GLIBC_LLL_CONTENDED)
+		t->lock_how = BPFSTACK_LOCK_LLL;
+	else if (cmd == FUTEX_WAIT_OP && (val & FUTEX_WAITERS_BIT) && (val & FUTEX_TID_BITS))
+		t->lock_how = BPFSTACK_LOCK_ROBUST;
+	if (t->lock_how != BPFSTACK_LOCK_NONE)
+		t->lock_addr = r->args[0];
+}
+
+void bpfs_lock_wait(const struct stk_rec *r, struct bpfstack_thread *t)
+{
+	if (t->sched_state == 'R' || t->on_cpu || t->sched_state == 'Z' || t->sched_state == 'X')
+		t->lock_addr = 0, t->lock_how = BPFSTACK_LOCK_NONE;
+	else
+		lock_wait(r, t);
+}
+
 /* Whether the syscall the thread sleeps in has a timeout; false when the
  * syscall is not one that waits. */
 static bool is_timed(const struct stk_rec *r)
@@ -206,6 +239,8 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 	bool in_syscall;
 
 	t->blocked_in = NULL;
+	t->lock_addr = 0;
+	t->lock_how = BPFSTACK_LOCK_NONE;
 	if (t->sched_state == 'Z' || t->sched_state == 'X') {
 		t->jstate = "TERMINATED";
 		return;
@@ -221,6 +256,8 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
 		t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
 	/* A fault leaves an error code where a syscall leaves its number. */
 	in_syscall = !t->blocked_in || strcmp(t->blocked_in, "page_fault") != 0;
+	if (in_syscall)
+		lock_wait(r, t);
 	if (in_syscall && t->blocked_in && strcmp(t->blocked_in, "futex") == 0 && is_lock_wait(r)) {
 		t->blocked_in = "mutex";
 		t->jstate = "BLOCKED";
@@ -262,6 +299,8 @@ static const char *blocked_in_from_syscall(int64_t nr)
 void bpfs_classify_syscall(const struct stk_rec *r, struct bpfstack_thread *t)
 {
 	t->blocked_in = NULL;
+	t->lock_addr = 0;
+	t->lock_how = BPFSTACK_LOCK_NONE;
 	if (t->sched_state == 'Z' || t->sched_state == 'X') {
 		t->jstate = "TERMINATED";
 		return;
@@ -272,6 +311,7 @@ void bpfs_classify_syscall(const struct stk_rec *r, struct bpfstack_thread *t)
 		return;
 	}
 	t->blocked_in = blocked_in_from_syscall(r->syscall_nr);
+	lock_wait(r, t);
 	if (is_lock_wait(r)) {
 		t->blocked_in = "mutex";
 		t->jstate = "BLOCKED";

@@ -48,6 +48,10 @@ void bpfs_classify(const struct bpfs_ksyms *ks, struct bpfs_kcache *kc, const st
  * kernel stack. */
 void bpfs_classify_syscall(const struct stk_rec *r, struct bpfstack_thread *t);
 
+/* Only t->lock_addr and t->lock_how, from the syscall and its arguments
+ * (t->sched_state and t->on_cpu set). */
+void bpfs_lock_wait(const struct stk_rec *r, struct bpfstack_thread *t);
+
 /* ---- iterator passes (bpfs_iter.c) -------------------------------------- */
 
 struct stacks_bpf;

@@ -35,6 +35,19 @@ struct bpfstack_thread {
 	const char *blocked_in; /* static: "futex", "poll", "epoll", "read", "sleep", ... or NULL */
 	const char
 	    *jstate; /* static JDK state: "RUNNABLE", "WAITING", "TIMED_WAITING", "BLOCKED" */
+	/* A thread asleep in a futex wait that may be a lock's: the futex
+	 * word's address in the target and how it waits (BPFSTACK_LOCK_*);
+	 * whether it is a pthread mutex, and whose, is for the reader of the
+	 * target's memory to decide (daemon/locks.c). */
+	uint64_t lock_addr;
+	int lock_how;
+};
+
+enum {
+	BPFSTACK_LOCK_NONE,
+	BPFSTACK_LOCK_LLL,    /* FUTEX_WAIT for the value 2: glibc's lock, contended */
+	BPFSTACK_LOCK_PI,     /* FUTEX_LOCK_PI(2): the word holds the owner's tid */
+	BPFSTACK_LOCK_ROBUST, /* FUTEX_WAIT for owner tid | FUTEX_WAITERS */
 };
 
 /* Loads and verifies the BPF programs.  *out is new (bpfstack_close()).

@@ -271,6 +271,29 @@ static int parse_syscall(const char *line, struct stk_rec *r)
 	return SLOT_BLOCKED;
 }
 
+int procstack_lock_wait(pid_t pid, uint32_t tid, uint64_t *addr, int *how)
+{
+	char path[64], line[160];
+	struct stk_rec rec;
+	struct bpfstack_thread t;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/syscall", (int)pid, (unsigned)tid);
+	n = read_at(AT_FDCWD, path, line, sizeof(line));
+	if (n < 0)
+		return (int)n;
+	memset(&rec, 0, sizeof(rec));
+	if (parse_syscall(line, &rec) != SLOT_BLOCKED)
+		return 0;
+	/* The file names a syscall only while the thread sleeps in it. */
+	t.sched_state = 'S';
+	t.on_cpu = false;
+	bpfs_lock_wait(&rec, &t);
+	*addr = t.lock_addr;
+	*how = t.lock_how;
+	return t.lock_how != BPFSTACK_LOCK_NONE;
+}
+
 /* Name and scheduler state from /proc/PID/task/TID/stat. */
 static int read_stat(int taskfd, const char *tid, struct bpfstack_thread *t)
 {

@@ -28,4 +28,11 @@ void procstack_close(struct procstack *ps);
 int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		      char *err, size_t errlen);
 
+/* The futex thread tid of pid sleeps on, when the wait has a lock's shape
+ * (see bpfstack_thread.lock_how), from /proc/PID/task/TID/syscall alone: for
+ * threads whose stacks came from another source (signal mode).  Returns 1
+ * with *addr and *how set, 0 when the thread runs or waits for something
+ * else, or a negative errno (-EACCES: the ptrace rules refuse it). */
+int procstack_lock_wait(pid_t pid, uint32_t tid, uint64_t *addr, int *how);
+
 #endif /* PROCSTACK_H */

@@ -113,6 +113,14 @@ struct stack_thread {
 	int64_t pause_ns;
 	uint16_t nframes;
 	uint64_t *frames; /* top first */
+	/* The lock it waits for (daemon/locks.c): the futex word's address
+	 * and how it waits (BPFSTACK_LOCK_*), then, once its owner is known
+	 * from the target's memory, the owner's tid and what the lock is. */
+	uint64_t lock_addr;
+	int lock_how;
+	uint32_t lock_owner;	/* 0: not known to be a held lock */
+	const char *lock_class; /* static: "pthread_mutex_t", "PI futex" */
+	char lock_owner_comm[16];
 };
 
 /* One stacks or dump request in flight. */

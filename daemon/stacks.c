@@ -7,6 +7,7 @@
 #include "anyproc.h"
 #include "cmd.h"
 #include "jfield.h"
+#include "locks.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -128,6 +129,8 @@ static void take_threads(struct stack_req *r, const struct bpfstack_thread *th, 
 		t->blocked_in = th[i].blocked_in;
 		t->approximate = th[i].approximate;
 		t->approximate_why = th[i].approximate ? th[i].approximate_why : NULL;
+		t->lock_addr = th[i].lock_addr;
+		t->lock_how = th[i].lock_how;
 		t->frames = nf ? malloc(nf * sizeof *t->frames) : NULL;
 		if (t->frames) {
 			memcpy(t->frames, th[i].frames, nf * sizeof *t->frames);
@@ -146,6 +149,7 @@ static int bpf_capture(struct daemon *d, struct stack_req *r, char *err, size_t 
 		return rc;
 	take_threads(r, th, n);
 	free(th);
+	locks_resolve(r->proc->pid, r->threads, r->nthreads, false);
 	r->capture_ns = loop_now_ns() - t0;
 	return 1;
 }
@@ -164,6 +168,7 @@ static int proc_capture(struct daemon *d, struct stack_req *r, char *err, size_t
 		return rc;
 	take_threads(r, th, n);
 	free(th);
+	locks_resolve(r->proc->pid, r->threads, r->nthreads, false);
 	r->capture_ns = loop_now_ns() - t0;
 	return 1;
 }
@@ -287,6 +292,15 @@ static const char *thread_name(const struct proc *p, const struct stack_thread *
 	if (t && t->name)
 		return t->name;
 	return st->comm[0] ? st->comm : NULL;
+}
+
+/* The name of the thread that owns the lock st waits for. */
+static const char *lock_owner_name(const struct proc *p, const struct stack_thread *st)
+{
+	const struct m_thread *t = idmap_get(&p->model.ents[ENT_THREAD], st->lock_owner);
+	if (t && t->name)
+		return t->name;
+	return st->lock_owner_comm[0] ? st->lock_owner_comm : NULL;
 }
 
 static void frame_json(struct jbuf *b, uint64_t addr, const struct sym_frame *f)
@@ -461,6 +475,8 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 {
 	const struct proc *p = r->proc;
 	struct shared sh = {0};
+	struct locks_index locks;
+	locks_index_build(&locks, r->threads, r->nthreads); /* empty when out of memory */
 	if (r->share_stacks && r->nthreads) {
 		sh.cap = 2 * r->nthreads + 1;
 		sh.slot = calloc(sh.cap, sizeof *sh.slot); /* NULL: every stack in full */
@@ -492,6 +508,8 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_bool(b, t->approximate);
 		if (t->approximate_why)
 			jf_str(b, "approximate_why", t->approximate_why);
+		locks_waiting_json(b, t, lock_owner_name(p, t));
+		locks_held_json(b, &locks, t);
 		const struct stack_thread *same = shared_find(&sh, t);
 		if (same) {
 			jf_u64(b, "same_stack_as", same->tid);
@@ -504,6 +522,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_obj_end(b);
 	}
 	free(sh.slot);
+	locks_index_free(&locks);
 	if (r->captured)
 		missed_json(b, r);
 	jb_arr_end(b);
@@ -569,6 +588,12 @@ static void finish(struct daemon *d, struct stack_req *r)
 	unlink_req(d, r);
 	metrics_stack_done(d, r, true);
 	struct client *c = r->client;
+	/* The agent's replies say nothing of syscalls, nor name the threads
+	 * the runtime does not know: /proc does. */
+	locks_resolve(r->proc->pid, r->threads, r->nthreads, true);
+	for (size_t i = 0; i < r->nthreads; i++)
+		if (!thread_name(r->proc, &r->threads[i]))
+			locks_thread_comm(r->proc->pid, r->threads[i].tid, r->threads[i].comm);
 	if (c)
 		write_reply(d, c, r);
 	keep_last(r);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dumplocks.h"
 #include "jdkjson.h"
 
 #define ROOT_NAME "<root>"
@@ -599,6 +600,7 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	}
 	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
 	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
+	dumplocks_add(th, st);
 	if (jv_is_true(jv_get(st, "approximate"))) {
 		jj_set(th, "approximate", json_true());
 		if (jj_str(st, "approximate_why"))

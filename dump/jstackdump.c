@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dumplocks.h"
 #include "jdkdump.h"
 #include "jdkjson.h"
 
@@ -175,10 +176,12 @@ static void chain(FILE *out, const json_t *cs, const char *parent)
  * a scope is owned by the one thread that opened it and must close it, as a
  * ReentrantLock by the thread that locked it.  Its id stands for the
  * address HotSpot prints. */
-static void owned_scopes(FILE *out, const json_t *cs, long long tid)
+static void owned_scopes(FILE *out, const json_t *cs, const json_t *t, long long tid)
 {
-	size_t n = 0;
 	fprintf(out, "\n   Locked ownable synchronizers:\n");
+	/* The pthread mutexes it holds that others wait for, as HotSpot lists
+	 * a ReentrantLock: where analysers find who blocks whom. */
+	size_t n = (size_t)dumplocks_held_lines(out, t, "\t- ", "");
 	for (size_t i = 0; i < json_array_size(cs); i++) {
 		const json_t *c = json_array_get(cs, i);
 		const json_t *owner = json_object_get(c, "owner");
@@ -210,11 +213,18 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 	fprintf(out, "   java.lang.Thread.State: %s%s%s%s\n", state, detail ? " (" : "",
 		detail ? detail : "", detail ? ")" : "");
 	const json_t *stack = jt_array(t, "stack");
+	bool lock_said = false;
 	for (size_t i = 0; i < json_array_size(stack); i++) {
 		const char *f = json_string_value(json_array_get(stack, i));
-		if (f)
-			fprintf(out, "\tat %s\n", jstackdump_frame(f, frame, sizeof frame));
+		if (!f)
+			continue;
+		fprintf(out, "\tat %s\n", jstackdump_frame(f, frame, sizeof frame));
+		/* HotSpot's place for it: under the frame that waits. */
+		if (!lock_said)
+			lock_said = dumplocks_waiting_line(out, t, "\t- ");
 	}
+	if (!lock_said)
+		dumplocks_waiting_line(out, t, "\t- ");
 	fprintf(out, "\n   Container: %s", str_or(c, "container", "?"));
 	chain(out, cs, jt_str(c, "parent"));
 	fputc('\n', out);
@@ -230,7 +240,7 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 	if (jt_str(t, "stackError"))
 		fprintf(out, "   Stack missing: %s\n", jt_str(t, "stackError"));
 	if (flags & JSTACKDUMP_LOCKS)
-		owned_scopes(out, cs, tid);
+		owned_scopes(out, cs, t, tid);
 }
 
 static int write_safe(FILE *out, const json_t *dump, unsigned flags);

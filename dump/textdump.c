@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dumplocks.h"
 #include "jdkjson.h"
 
 #define INDENT 2
@@ -209,6 +210,11 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 	if (flags & TEXTDUMP_LOCKS) {
 		if (jt_str(t, "blockedIn"))
 			fprintf(out, "%*s  - blocked in %s\n", ind, "", jt_str(t, "blockedIn"));
+		char pre[64];
+		snprintf(pre, sizeof pre, "%*s  - ", ind < 40 ? ind : 40, "");
+		dumplocks_waiting_line(out, t, pre);
+		snprintf(pre, sizeof pre, "%*s  - holds ", ind < 40 ? ind : 40, "");
+		dumplocks_held_lines(out, t, pre, "");
 		if (jt_str(t, "stackError"))
 			fprintf(out, "%*s  - stack missing: %s\n", ind, "",
 				jt_str(t, "stackError"));

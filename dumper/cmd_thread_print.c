@@ -60,14 +60,16 @@ const struct dcmd dcmd_thread_print = {
     .usage = "[-l] [-e] [-format=text|jstack]",
     .summary = "Print every thread with its stack, inside its scope containers.",
     .help = "Options:\n"
-	    "  -l  also print what each thread is blocked in (futex, poll, ...) and why a\n"
-	    "      stack is missing (BOOLEAN, false)\n"
+	    "  -l  also print the pthread mutex each thread waits to lock and its owner,\n"
+	    "      the mutexes it holds, what it is blocked in (futex, poll, ...) and why\n"
+	    "      a stack is missing (BOOLEAN, false)\n"
 	    "  -e  also print each thread's task (id, state, fork site, fork time) and\n"
 	    "      scoped values, and each scope's open site and values (BOOLEAN, false)\n"
 	    "  -format  text: scoped's layout, threads inside their scope containers;\n"
 	    "      jstack (or hotspot): HotSpot's jstack layout, which thread-dump\n"
 	    "      analysers read, the containers listed before the threads; with -l each\n"
-	    "      thread's \"Locked ownable synchronizers\" are the scopes it owns\n"
+	    "      thread's \"Locked ownable synchronizers\" are the mutexes it holds\n"
+	    "      and the scopes it owns\n"
 	    "      (STRING, text)\n"
 	    "Flags take jcmd's <key>=<value> form too: -l=true, -e=false.\n",
     .impact = "Low: every thread's stack is captured once (BPF: no stop at all; signal\n"

@@ -179,7 +179,7 @@ static void act_threads(struct app *a)
 	scr_invalidate(&a->scr);
 }
 
-/* Keys 1..6 show or hide the optional columns, in the order they appear. */
+/* Keys 1..9 show or hide the optional columns, in the order they appear. */
 static void toggle_col(struct app *a, int col)
 {
 	a->o.hide_cols ^= 1u << col;
@@ -210,6 +210,18 @@ static void act_col_site(struct app *a)
 static void act_col_worker(struct app *a)
 {
 	toggle_col(a, RF_WORKER);
+}
+static void act_col_busy(struct app *a)
+{
+	toggle_col(a, RF_BUSY);
+}
+static void act_col_sched(struct app *a)
+{
+	toggle_col(a, RF_SCHED);
+}
+static void act_col_idle(struct app *a)
+{
+	toggle_col(a, RF_IDLE);
 }
 
 /* n and N: the next (previous) row that matches the filter itself. */
@@ -336,12 +348,16 @@ static const struct binding table[] = {
     {'s', "s", VT, act_sort, "sort: fork order, age, name, state"},
     {'g', "g", VT, act_group, "group identical subtasks and stacks (xN)"},
     {'f', "f", VT, act_hide_ended, "hide or show finished subtasks and scopes"},
-    {'1', "1..6", VT, act_col_id, "show or hide the columns ID, AGE, JOINER, DEADLN, SITE, WORKER"},
+    {'1', "1..9", VT, act_col_id,
+     "show or hide the columns ID, AGE, JOINER, DEADLN, SITE, WORKER, BUSY, SCHED, IDLE"},
     {'2', NULL, VT, act_col_age, NULL},
     {'3', NULL, VT, act_col_joiner, NULL},
     {'4', NULL, VT, act_col_deadline, NULL},
     {'5', NULL, VT, act_col_site, NULL},
     {'6', NULL, VT, act_col_worker, NULL},
+    {'7', NULL, VT, act_col_busy, NULL},
+    {'8', NULL, VT, act_col_sched, NULL},
+    {'9', NULL, VT, act_col_idle, NULL},
     {'t', "t", VT | VD | VR, act_threads,
      "thread view: every thread (also those running no task), its role, pool, state, "
      "task and top frame; t again for the tree"},

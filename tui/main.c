@@ -58,8 +58,8 @@ static const struct optdef opts[] = {
     {"dump-dir", O_DUMPDIR, 1, "DIR", "where d writes dumps (default: the current directory)", 0,
      0},
     {"columns", O_COLUMNS, 1, "LIST",
-     "the optional columns to show, comma-separated, of id,age,joiner,deadline,site,worker "
-     "(default all that fit; keys 1..6 toggle them)",
+     "the optional columns to show, comma-separated, of id,age,joiner,deadline,site,worker,"
+     "busy,sched,idle (default all that fit; keys 1..9 toggle them)",
      0, 0},
     {"help", O_HELP, 0, NULL, "this help", 0, 0},
     {"version", O_VERSION, 0, NULL, "print the version", 0, 0},
@@ -107,7 +107,7 @@ static int parse_columns(const char *list, unsigned *hide)
 		if (c < 0) {
 			fprintf(stderr,
 				"scopetop: --columns: no column '%s'; the columns are id, age, "
-				"joiner, deadline, site, worker\n",
+				"joiner, deadline, site, worker, busy, sched, idle\n",
 				t);
 			return -1;
 		}

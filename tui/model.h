@@ -108,6 +108,10 @@ struct tm_task {
 struct tm_stack {
 	int64_t tid;
 	char *state, *blocked_in, *error;
+	/* The mutex it waits to lock and the tid of the thread that owns it
+	 * (the daemon's "waiting_to_lock"); NULL and 0 when none is known. */
+	char *lock_addr, *lock_owner_name;
+	int64_t lock_owner;
 	char **frames; /* "func (file:line)" or "0xaddr module+off" */
 	int nframes;
 	uint64_t hash; /* of the frames, for grouping identical stacks */

@@ -15,6 +15,8 @@ void tm_stack_free(void *p)
 	free(s->state);
 	free(s->blocked_in);
 	free(s->error);
+	free(s->lock_addr);
+	free(s->lock_owner_name);
 	for (int i = 0; i < s->nframes; i++)
 		free(s->frames[i]);
 	free(s->frames);
@@ -66,6 +68,12 @@ struct tm_stack *tm_stack_parse(json_t *o, double now)
 	s->state = tm_jstr(o, "state");
 	s->blocked_in = tm_jstr(o, "blocked_in");
 	s->error = tm_jtext(o, "error");
+	json_t *w = json_object_get(o, "waiting_to_lock");
+	int64_t owner = tm_jint(w, "owner");
+	if (owner > 0 && owner <= 0x7fffffff && (s->lock_addr = tm_jstr(w, "addr"))) {
+		s->lock_owner = owner;
+		s->lock_owner_name = tm_jstr(w, "owner_name");
+	}
 	s->fetched_ms = now;
 	json_t *fr = json_object_get(o, "frames");
 	size_t n = json_is_array(fr) ? json_array_size(fr) : 0;

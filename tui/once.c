@@ -101,6 +101,7 @@ int once_list(FILE *out, json_t *procs, bool ascii)
 static const char *const cell_keys[RF_NCOLS] = {
     [RF_STATE] = "state",   [RF_NAME] = "name",		[RF_ID] = "id",	    [RF_AGE] = "age",
     [RF_JOINER] = "joiner", [RF_DEADLINE] = "deadline", [RF_SITE] = "site", [RF_WORKER] = "worker",
+    [RF_BUSY] = "busy",	    [RF_SCHED] = "sched",	[RF_IDLE] = "idle",
 };
 
 static const char *const kind_names[] = {

@@ -36,10 +36,19 @@ struct coldef {
 };
 
 static const struct coldef cols[RF_NCOLS] = {
-    [RF_STATE] = {"STATE", 11, 99, false}, [RF_NAME] = {"NAME", 0, 99, false},
-    [RF_ID] = {"ID", 7, 6, true},	   [RF_AGE] = {"AGE", 7, 5, true},
-    [RF_JOINER] = {"JOINER", 6, 2, false}, [RF_DEADLINE] = {"DEADLN", 7, 4, true},
-    [RF_SITE] = {"SITE", 18, 3, false},	   [RF_WORKER] = {"WORKER", 7, 1, true},
+    [RF_STATE] = {"STATE", 11, 99, false},
+    [RF_NAME] = {"NAME", 0, 99, false},
+    [RF_ID] = {"ID", 7, 7, true},
+    [RF_AGE] = {"AGE", 7, 6, true},
+    [RF_JOINER] = {"JOINER", 6, 3, false},
+    [RF_DEADLINE] = {"DEADLN", 7, 5, true},
+    [RF_SITE] = {"SITE", 18, 4, false},
+    [RF_WORKER] = {"WORKER", 7, 2, true},
+    /* Dropped first, together: the tree without them is what 80 columns
+     * showed before they came. */
+    [RF_BUSY] = {"BUSY", 6, 1, true},
+    [RF_SCHED] = {"SCHED", 6, 1, true},
+    [RF_IDLE] = {"IDLE", 6, 1, true},
 };
 
 #define NAME_MIN 22
@@ -298,6 +307,22 @@ void rf_cell(const struct tm_model *m, const struct tr_row *r, int col, double n
 		int64_t tid = s ? s->owner : t ? t->worker : 0;
 		if (tid)
 			snprintf(out, len, "%lld", (long long)tid);
+		break;
+	}
+	case RF_BUSY:
+	case RF_SCHED:
+	case RF_IDLE: {
+		/* A group's row stands for several subtasks: no one's time. */
+		if (!t || r->group_n > 1)
+			break;
+		struct rf_times tt;
+		rf_task_times(m, t, now, &tt);
+		if (col == RF_SCHED && t->forked_ms > 0)
+			ttx_duration(out, len, tt.queued);
+		else if (col == RF_BUSY && tt.started)
+			ttx_duration(out, len, tt.busy);
+		else if (col == RF_IDLE && tt.started)
+			ttx_duration(out, len, tt.joining);
 		break;
 	}
 	}

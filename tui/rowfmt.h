@@ -1,5 +1,5 @@
 /* rowfmt.h - turns tree rows into text columns (state glyph, name, id, age,
- * joiner, deadline, fork site, worker), shared by the live view, --once and
+ * joiner, deadline, fork site, worker, busy/sched/idle time), shared by the live view, --once and
  * the benchmark so all three show the same thing. */
 #ifndef TUI_ROWFMT_H
 #define TUI_ROWFMT_H
@@ -19,6 +19,9 @@ enum rf_col {
 	RF_DEADLINE,
 	RF_SITE,
 	RF_WORKER,
+	RF_BUSY,  /* a subtask's time running, its joins left out (tokio-console's Busy) */
+	RF_SCHED, /* forked to started, waiting for a thread (Sched) */
+	RF_IDLE,  /* in the joins of the scopes its body opened (Idle) */
 	RF_NCOLS
 };
 

@@ -147,6 +147,10 @@ static void stack(struct lines *l, const struct app *a, int64_t tid, const char 
 	add(l, TA_TITLE, "stack of %s %lld \"%s\" %s%s%s (%s ago)", who, (long long)tid,
 	    thread_name(m, tid), nz(st->state), st->blocked_in ? " in " : "",
 	    st->blocked_in ? st->blocked_in : "", age);
+	if (st->lock_owner)
+		add(l, TA_WARN, "  waiting to lock <%s> owned by tid %lld \"%s\"", st->lock_addr,
+		    (long long)st->lock_owner,
+		    st->lock_owner_name ? st->lock_owner_name : thread_name(m, st->lock_owner));
 	if (st->error)
 		add(l, TA_WARN, "  stack error: %s", st->error);
 	for (int i = 0; i < st->nframes; i++)

@@ -6,6 +6,10 @@ jstack / `jcmd Thread.print` text layout, as thread-dump analysers read it:
        java.lang.Thread.State: STATE [(detail)]
     <TAB>at method(location)
     <TAB>- locked <0x..> (a Class)
+    <TAB>- waiting to lock <0x..> (a Class)
+    ...
+       Locked ownable synchronizers:
+    <TAB>- <0x..> (a Class)
 
 VM-internal threads of a real JVM have no "#N" and no prio=.  Modes:
 
@@ -14,6 +18,12 @@ VM-internal threads of a real JVM have no "#N" and no prio=.  Modes:
   --plain DUMP.json DUMP.txt       scopecmd's text form names each thread's
                                    Thread.State on its line (JDK 25's layout)
   --real JCMD.txt                  the reader reads a real JVM's dump
+  --locks DUMP.jstack WAITER HOLDER ADDR
+                                   the thread with tid WAITER waits to lock
+                                   ADDR, which the thread with tid HOLDER
+                                   holds (a "- locked" line or its
+                                   ownable synchronizers), as analysers
+                                   link a blocked thread to its blocker
 """
 import json
 import re
@@ -25,6 +35,11 @@ THREAD = re.compile(
     r' nid=(?P<nid>0x[0-9a-f]+) (?P<activity>[^\[]*?)\s*(?:\[0x[0-9a-f]+\])?$')
 STATE = re.compile(r'^   java\.lang\.Thread\.State: (?P<state>[A-Z_]+)(?: \((?P<detail>[^)]+)\))?$')
 FRAME = re.compile(r'^\tat (?P<method>[^\s(]+)\((?P<where>[^()]*)\)$')
+# The lock lines analysers look for (IntelliJ's parser's patterns, as
+# prefixes: what follows the ">" is free).
+WAITING = re.compile(r'^\t- (?:waiting (?:on|to lock)|parking to wait for ) <(0x[0-9a-f]+)>')
+LOCKED = re.compile(r'^\t- locked <(0x[0-9a-f]+)>')
+OWNABLE = re.compile(r'^\t- <(0x[0-9a-f]+)> \(a .+\)$')
 STATES = {"NEW", "RUNNABLE", "BLOCKED", "WAITING", "TIMED_WAITING", "TERMINATED"}
 
 
@@ -36,7 +51,8 @@ def parse(text):
         m = THREAD.match(line)
         if m:
             cur = {"name": m["name"], "num": m["num"], "nid": int(m["nid"], 16),
-                   "state": None, "detail": None, "frames": [], "activity": m["activity"]}
+                   "state": None, "detail": None, "frames": [], "activity": m["activity"],
+                   "waits": [], "holds": [], "in_ownable": False}
             threads.append(cur)
             expect_state = True
             continue
@@ -46,6 +62,15 @@ def parse(text):
             if s:
                 cur["state"], cur["detail"] = s["state"], s["detail"]
                 continue
+        if cur is not None:
+            if line == "   Locked ownable synchronizers:":
+                cur["in_ownable"] = True
+                continue
+            w, lk, ow = WAITING.match(line), LOCKED.match(line), OWNABLE.match(line)
+            if w:
+                cur["waits"].append(w[1])
+            elif lk or (ow and cur["in_ownable"]):
+                cur["holds"].append((lk or ow)[1])
         f = FRAME.match(line)
         if f and cur is not None:
             cur["frames"].append("%s(%s)" % (f["method"], f["where"]))
@@ -149,8 +174,23 @@ def real(path):
     return ""
 
 
+def locks(path, waiter, holder, addr):
+    with open(path) as f:
+        got = {t["nid"]: t for t in parse(f.read())}
+    w, h = got.get(int(waiter)), got.get(int(holder))
+    if w is None or h is None:
+        return "waiter %s or holder %s not in the dump" % (waiter, holder)
+    if w["waits"] != [addr]:
+        return "thread %s waits for %r, not [%s]" % (waiter, w["waits"], addr)
+    holders = [t["nid"] for t in got.values() if addr in t["holds"]]
+    if holders != [int(holder)]:
+        return "%s is held by %r, not [%s]" % (addr, holders, holder)
+    return ""
+
+
 def main(argv):
-    modes = {"--compare": (compare, 2), "--plain": (plain, 2), "--real": (real, 1)}
+    modes = {"--compare": (compare, 2), "--plain": (plain, 2), "--real": (real, 1),
+             "--locks": (locks, 4)}
     if len(argv) < 2 or argv[1] not in modes or len(argv) != 2 + modes[argv[1]][1]:
         print(__doc__, file=sys.stderr)
         return 2

@@ -121,13 +121,26 @@ $PY "$TOP/tests/e2e/jstack_parse.py" --plain "$D/json.out" "$D/txt.out" || bad "
 # The parser itself must read a real JVM's jcmd output, or it proves nothing.
 if command -v java >/dev/null && command -v jcmd >/dev/null; then
 	mkdir "$D/j"
+	# main holds o and sleeps; "waiter" blocks on o.
 	printf '%s\n' 'public class Idle { public static void main(String[] a) throws Exception {' \
-		'Object o = new Object(); synchronized (o) { Thread.sleep(60000); } } }' >"$D/j/Idle.java"
+		'Object o = new Object(); synchronized (o) {' \
+		'Thread t = new Thread(() -> { synchronized (o) { } }, "waiter");' \
+		't.setDaemon(true); t.start(); Thread.sleep(60000); } } }' >"$D/j/Idle.java"
 	java -Xshare:auto -XX:TieredStopAtLevel=1 "$D/j/Idle.java" &
 	jpid=$!
-	jok() { jcmd $jpid Thread.print >"$D/j/real" 2>/dev/null && grep -q 'Idle.main' "$D/j/real"; }
+	jok() {
+		jcmd $jpid Thread.print >"$D/j/real" 2>/dev/null && grep -q 'Idle.main' "$D/j/real" &&
+			grep -q 'waiting to lock' "$D/j/real"
+	}
+	# A thread's nid, in decimal.
+	jnid() { printf '%d' "$(awk -v n="\"$1\" " 'index($0, n) == 1 { sub(/.* nid=/, ""); sub(/ .*/, ""); print; exit }' "$D/j/real")"; }
 	if poll 400 jok; then
 		$PY "$TOP/tests/e2e/jstack_parse.py" --real "$D/j/real" || bad "the parser does not read a real jcmd dump"
+		# The lock lines it reads in ours are HotSpot's: it links the JVM's
+		# blocked thread to the monitor's holder the same way.
+		a=$(sed -n 's/^\t- waiting to lock <\(0x[0-9a-f]*\)>.*/\1/p' "$D/j/real" | head -1)
+		$PY "$TOP/tests/e2e/jstack_parse.py" --locks "$D/j/real" "$(jnid waiter)" "$(jnid main)" "$a" ||
+			bad "the parser does not link a real JVM's blocked thread to the monitor's owner"
 	else
 		bad "no jcmd dump of the JVM within 20 s"
 	fi

@@ -2,7 +2,8 @@
 # scopetop_tmux.sh - runs scopetop for real inside tmux against a private
 # scoped and tests/helpers/tui_tree (a known tree): rows named by their
 # bodies, collapse/expand, filter (by site and by body), the detail pane's
-# symbolized stack, grouping, the dump key, resize,
+# symbolized stack, grouping, the dump key, column choice (and the
+# busy/sched/idle columns), resize,
 # the exited state, q and SIGTERM restoring the terminal, colours and
 # NO_COLOR, and --once.
 set -u
@@ -156,7 +157,19 @@ $T send-keys -t "$S" Escape
 $T send-keys -t "$S" 5
 wait_for "column SITE hidden" 30 || fail "5 did not hide SITE"
 gone "AGE JOINER +DEADLN SITE" || fail "SITE is still shown"
-$T send-keys -t "$S" 5
+# The room SITE left takes the time columns (tokio-console's Busy, Sched,
+# Idle): a subtask has its busy and queued time, one joining its scope
+# (tui_handle) idle time; 7 hides BUSY again.
+D_RE='[0-9.]+(ms|s)|[0-9]+m[0-9]+s'
+wait_for "WORKER +BUSY +SCHED +IDLE" 30 || fail "no BUSY SCHED IDLE columns once SITE is hidden"
+wait_for "tui_fetch_user .* ($D_RE) +($D_RE) +($D_RE) *\$" 30 ||
+	fail "the fetch subtask's row has no busy, sched and idle time"
+wait_for "joining .*tui_handle .* ($D_RE) +($D_RE) +[0-9.]+s *\$" 30 ||
+	fail "the joining tui_handle has no idle time in seconds"
+$T send-keys -t "$S" 7
+wait_for "column BUSY hidden" 30 || fail "7 did not hide BUSY"
+gone "WORKER +BUSY" || fail "BUSY is still shown"
+$T send-keys -t "$S" 7 5
 wait_for "DEADLN SITE" 30 || fail "5 did not show SITE again"
 
 # t: every thread, also those running no task, with its state and top frame.

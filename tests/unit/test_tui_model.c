@@ -206,6 +206,41 @@ static void test_task_times(void **state)
 	assert_false(tt.started);
 	assert_true(tt.queued == 500);
 	assert_true(tt.ran == 0 && tt.busy == 0);
+
+	/* The same as list columns (tokio-console's Busy, Sched, Idle). */
+	struct tr_row r = {.kind = TR_TASK, .ent = tm_task_get(&f->m, 30), .group_n = 1};
+	char cell[64], want[64];
+	rf_cell(&f->m, &r, RF_BUSY, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 800);
+	assert_string_equal(cell, want);
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 500);
+	assert_string_equal(cell, want);
+	rf_cell(&f->m, &r, RF_IDLE, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 2200);
+	assert_string_equal(cell, want);
+	r.ent = tm_task_get(&f->m, 31); /* queued: no busy or idle time yet */
+	rf_cell(&f->m, &r, RF_BUSY, 4500, false, cell, sizeof cell);
+	assert_string_equal(cell, "");
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	ttx_duration(want, sizeof want, 500);
+	assert_string_equal(cell, want);
+	r.group_n = 3; /* a group's row is no one task */
+	rf_cell(&f->m, &r, RF_SCHED, 4500, false, cell, sizeof cell);
+	assert_string_equal(cell, "");
+	/* Wide enough, they show; at 80 columns they go first. */
+	struct rf_layout l;
+	char hdr[512];
+	rf_layout(&l, 220, false);
+	rf_header(&l, hdr, sizeof hdr);
+	assert_non_null(strstr(hdr, "BUSY"));
+	assert_non_null(strstr(hdr, "SCHED"));
+	assert_non_null(strstr(hdr, "IDLE"));
+	rf_layout(&l, 80, false);
+	rf_header(&l, hdr, sizeof hdr);
+	assert_null(strstr(hdr, "BUSY"));
+	assert_non_null(strstr(hdr, "SITE"));
+	assert_int_equal(rf_col_parse("busy"), RF_BUSY);
 }
 
 static void test_expand_collapse(void **state)
@@ -431,7 +466,11 @@ static void test_stacks(void **state)
 	    "[{\"tid\":101,\"state\":\"RUNNABLE\",\"frames\":[{\"addr\":\"0x1\",\"func\":\"fetch_"
 	    "user\","
 	    "\"file\":\"server.c\",\"line\":42},{\"addr\":\"0x7f00\",\"module\":\"/lib/libc.so.6\","
-	    "\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7]");
+	    "\"offset\":\"0x99\"},{\"addr\":\"0x5\"},{\"func\":\"start\"}]},{\"tid\":-3},7,"
+	    "{\"tid\":102,\"state\":\"BLOCKED\",\"blocked_in\":\"mutex\",\"frames\":[],"
+	    " \"waiting_to_lock\":{\"addr\":\"0x7f10\",\"class\":\"pthread_mutex_t\",\"owner\":101,"
+	    " \"owner_name\":\"io-1\"}},"
+	    "{\"tid\":103,\"waiting_to_lock\":{\"addr\":\"0x7f10\",\"owner\":-5}}]");
 	tm_model_set_stacks(&f->m, st, NOW);
 	json_decref(st);
 	const struct tm_stack *s = tm_stack_get(&f->m, 101);
@@ -441,7 +480,18 @@ static void test_stacks(void **state)
 	assert_string_equal(s->frames[1], "0x7f00 (libc.so.6+0x99)");
 	assert_string_equal(s->frames[2], "0x5");
 	assert_string_equal(s->frames[3], "start");
-	assert_int_equal(f->m.stacks.n, 1);
+	assert_int_equal(s->lock_owner, 0);
+	/* The mutex a thread waits for, with its owner; a bad owner is none. */
+	s = tm_stack_get(&f->m, 102);
+	assert_non_null(s);
+	assert_int_equal(s->lock_owner, 101);
+	assert_string_equal(s->lock_addr, "0x7f10");
+	assert_string_equal(s->lock_owner_name, "io-1");
+	s = tm_stack_get(&f->m, 103);
+	assert_non_null(s);
+	assert_int_equal(s->lock_owner, 0);
+	assert_null(s->lock_addr);
+	assert_int_equal(f->m.stacks.n, 3);
 }
 
 static void test_row_text(void **state)
