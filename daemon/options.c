@@ -12,6 +12,8 @@ enum opt_kind { OPT_FLAG, OPT_LONG, OPT_STR, OPT_CHOICE };
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const stack_modes[] = {"auto", "bpf", "signal", "proc", NULL};
+static const char *const otlp_protocols[] = {"http/protobuf", "http/json", NULL};
+static const char *const otlp_compressions[] = {"none", "gzip", NULL};
 
 struct opt_def {
 	const char *name;
@@ -76,6 +78,14 @@ static const struct opt_def table[] = {
      "spans held for export at once, every process together; past it spans are dropped"},
     {"otlp-max-rate", 0, OPT_LONG, OFF(otlp_max_rate), "N", 1, 100000000, 20000, NULL,
      "spans exported per second at most; whole trees past it are dropped"},
+    {"otlp-protocol", 0, OPT_CHOICE, OFF(otlp_protocol), "PROTOCOL", 0, 1, OTLP_PROTOBUF,
+     otlp_protocols, "http/protobuf or http/json (OTEL_EXPORTER_OTLP_PROTOCOL's names)"},
+    {"otlp-compression", 0, OPT_CHOICE, OFF(otlp_compression), "KIND", 0, 1, OTLP_NONE,
+     otlp_compressions, "none or gzip (the request body, with Content-Encoding: gzip)"},
+    {"otlp-headers", 0, OPT_STR, OFF(otlp_headers), "K=V,...", 0, 0, 0, NULL,
+     "extra HTTP headers for the collector, as OTEL_EXPORTER_OTLP_HEADERS writes them "
+     "(comma-separated, percent-encoded); default: that variable's value, so that a "
+     "secret stays out of the command line"},
 };
 
 #define NOPTS (sizeof table / sizeof table[0])

@@ -5,6 +5,8 @@
 #include <stdio.h>
 
 enum stacks_mode { STACKS_AUTO = 0, STACKS_BPF = 1, STACKS_SIGNAL = 2, STACKS_PROC = 3 };
+enum otlp_protocol { OTLP_PROTOBUF = 0, OTLP_JSON = 1 };
+enum otlp_compression { OTLP_NONE = 0, OTLP_GZIP = 1 };
 
 struct options {
 	int help, version, foreground, syslog;
@@ -26,6 +28,9 @@ struct options {
 	long otlp_sample;	  /* trees that went well exported, per 1000 */
 	long otlp_max_spans;	  /* spans held for export at once */
 	long otlp_max_rate;	  /* spans exported per second */
+	int otlp_protocol;	  /* enum otlp_protocol */
+	int otlp_compression;	  /* enum otlp_compression */
+	const char *otlp_headers; /* "k=v,..." from argv, or NULL: the environment's */
 };
 
 /* Fills opt with the defaults, then parses argv.  Returns 0, or -1 with a

@@ -1,11 +1,15 @@
 /* otlp.c - --otlp: ready scope trees leave the event loop as OTLP/HTTP
- * protobuf requests for a sender thread (libcurl), which retries with
- * backoff.  The loop never waits for it: past a bounded queue, requests are
- * dropped and counted. */
+ * protobuf requests for a sender thread (libcurl), which rewrites them as
+ * OTLP/JSON and gzips them when told to, adds the configured headers, and
+ * retries with backoff.  The loop never waits for it: past a bounded queue,
+ * requests are dropped and counted. */
 #include "otlp.h"
 
+#include "jbuf.h"
 #include "log.h"
 #include "loop.h"
+#include "otelid.h"
+#include "otlp_json.h"
 #include "trace.h"
 
 #include <curl/curl.h>
@@ -17,6 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <zlib.h>
 
 #define TAKE_MS 200	       /* how often ready trees are collected */
 #define MAX_REQUEST (1u << 20) /* bytes of spans per request, about */
@@ -25,6 +30,8 @@
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 8000
 #define REQUEST_TIMEOUT_MS 10000
+#define MAX_HEADERS 32
+#define MAX_HEADER 4096 /* bytes of one name and value, decoded */
 
 struct request {
 	struct request *next;
@@ -45,13 +52,117 @@ struct otlp {
 	bool stop;		      /* under lock */
 	_Atomic bool stopping;	      /* read by curl's progress callback */
 	char url[1024];
+	uint8_t boot_id[16];	    /* the host's, for the span ids (common/otelid.h) */
+	int protocol, compression;  /* enum otlp_protocol, enum otlp_compression */
+	struct curl_slist *headers; /* Content-Type, Content-Encoding, the user's */
 };
 
 static struct otlp *the; /* --otlp is one per daemon */
 
+/* The headers spec names: --otlp-headers, else the OpenTelemetry SDKs'
+ * variables. */
+static const char *headers_spec(const struct options *opt, const char **from)
+{
+	const char *v;
+	*from = "--otlp-headers";
+	if (opt->otlp_headers)
+		return opt->otlp_headers;
+	*from = "OTEL_EXPORTER_OTLP_TRACES_HEADERS";
+	if ((v = getenv(*from)) && *v)
+		return v;
+	*from = "OTEL_EXPORTER_OTLP_HEADERS";
+	return getenv(*from);
+}
+
+static int hexdigit(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+/* Percent-decodes s[0..n) into out (cap bytes); -1 on a bad escape, a
+ * control byte (CR, LF: a header injected) or no room. */
+static int pct_decode(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i];
+		if (c == '%') {
+			if (i + 2 >= n || hexdigit(s[i + 1]) < 0 || hexdigit(s[i + 2]) < 0)
+				return -1;
+			c = hexdigit(s[i + 1]) << 4 | hexdigit(s[i + 2]);
+			i += 2;
+		}
+		if (c < 0x20 || c == 0x7f || o + 1 >= cap)
+			return -1;
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	return (int)o;
+}
+
+/* Parses "k1=v1,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS's format: W3C Baggage
+ * without properties, percent-encoded) into "K: V" header lines appended to
+ * *list (NULL: only checked).  0, or -1 with the reason in err. */
+static int headers_parse(const char *spec, const char *from, struct curl_slist **list, char *err,
+			 size_t errlen)
+{
+	static const char token[] = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	char key[MAX_HEADER], val[MAX_HEADER], line[2 * MAX_HEADER + 4];
+	int count = 0;
+	for (const char *p = spec; p && *p;) {
+		const char *end = strchr(p, ','), *eq;
+		if (!end)
+			end = p + strlen(p);
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		const char *last = end;
+		while (last > p && (last[-1] == ' ' || last[-1] == '\t'))
+			last--;
+		if (p == last) { /* an empty member, as "a=1,,b=2" */
+			p = *end ? end + 1 : end;
+			continue;
+		}
+		eq = memchr(p, '=', (size_t)(last - p));
+		size_t klen = eq ? (size_t)(eq - p) : 0;
+		while (klen && (p[klen - 1] == ' ' || p[klen - 1] == '\t'))
+			klen--;
+		const char *v = eq ? eq + 1 : NULL;
+		while (v && v < last && (*v == ' ' || *v == '\t'))
+			v++;
+		if (!eq || klen == 0 || pct_decode(p, klen, key, sizeof key) < 0 ||
+		    strspn(key, token) != strlen(key) ||
+		    pct_decode(v, (size_t)(last - v), val, sizeof val) < 0) {
+			snprintf(err, errlen,
+				 "%s: '%.*s' is not a header as name=value (the name a token, the "
+				 "value percent-encoded, no control characters)",
+				 from, (int)(last - p > 80 ? 80 : last - p), p);
+			return -1;
+		}
+		if (++count > MAX_HEADERS) {
+			snprintf(err, errlen, "%s: more than %d headers", from, MAX_HEADERS);
+			return -1;
+		}
+		if (list) {
+			snprintf(line, sizeof line, "%s: %s", key, val);
+			struct curl_slist *l = curl_slist_append(*list, line);
+			if (!l) {
+				snprintf(err, errlen, "%s: out of memory", from);
+				return -1;
+			}
+			*list = l;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 int otlp_check(const struct options *opt, char *err, size_t errlen)
 {
-	const char *u = opt->otlp;
+	const char *u = opt->otlp, *from = NULL;
 	if (!u)
 		return 0;
 	if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
@@ -62,7 +173,8 @@ int otlp_check(const struct options *opt, char *err, size_t errlen)
 			 u);
 		return -1;
 	}
-	return 0;
+	const char *spec = headers_spec(opt, &from);
+	return headers_parse(spec, from, NULL, err, errlen);
 }
 
 static int progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t e)
@@ -125,14 +237,65 @@ static void send_one(struct otlp *o, CURL *c, struct request *r)
 	}
 }
 
+/* gzip (RFC 1952) of in[0..n) into a new buffer; NULL when memory ran out. */
+static char *gzip(const char *in, size_t n, size_t *outlen)
+{
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return NULL;
+	uLong cap = deflateBound(&z, (uLong)n);
+	char *out = malloc(cap);
+	if (out) {
+		z.next_in = (Bytef *)(uintptr_t)in;
+		z.avail_in = (uInt)n;
+		z.next_out = (Bytef *)out;
+		z.avail_out = (uInt)cap;
+		if (deflate(&z, Z_FINISH) == Z_STREAM_END) {
+			*outlen = z.total_out;
+		} else {
+			free(out);
+			out = NULL;
+		}
+	}
+	deflateEnd(&z);
+	return out;
+}
+
+/* Turns r's protobuf body into what goes on the wire: OTLP/JSON and gzip
+ * when configured.  false when memory ran out (r is then dropped). */
+static bool encode(const struct otlp *o, struct request *r)
+{
+	if (o->protocol == OTLP_JSON) {
+		struct jbuf j;
+		jb_init(&j);
+		if (otlp_json_request(r->body, r->len, &j) < 0) {
+			jb_free(&j);
+			return false;
+		}
+		free(r->body);
+		r->body = j.p; /* j's buffer goes with the request */
+		r->len = j.len;
+	}
+	if (o->compression == OTLP_GZIP) {
+		size_t n;
+		char *z = gzip(r->body, r->len, &n);
+		if (!z)
+			return false;
+		free(r->body);
+		r->body = z;
+		r->len = n;
+	}
+	return true;
+}
+
 static void *sender(void *arg)
 {
 	struct otlp *o = arg;
 	CURL *c = curl_easy_init();
-	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
 	if (c) {
 		curl_easy_setopt(c, CURLOPT_URL, o->url);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->headers);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)REQUEST_TIMEOUT_MS);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -155,14 +318,13 @@ static void *sender(void *arg)
 			o->tail = &o->head;
 		o->queued--;
 		pthread_mutex_unlock(&o->lock);
-		if (c)
+		if (c && encode(o, r))
 			send_one(o, c, r);
 		else
 			trace_count(TRACE_DROP_FAILED, r->spans);
 		free(r->body);
 		free(r);
 	}
-	curl_slist_free_all(h);
 	if (c)
 		curl_easy_cleanup(c);
 	return NULL;
@@ -195,8 +357,14 @@ static int64_t on_timer(struct loop *l, void *ctx)
 	(void)l;
 	struct otlp *o = ctx;
 	for (struct proc *p = o->d->procs; p; p = p->next) {
-		struct trace_resource r = {(int)p->pid,	       p->name,	    p->exe,
-					   p->runtime_version, p->clk.mono, p->clk.real};
+		struct trace_resource r = {
+		    (int)p->pid,
+		    p->name,
+		    p->exe,
+		    p->runtime_version,
+		    p->clk.mono,
+		    p->clk.real,
+		    otelid_process_key(o->boot_id, (uint32_t)p->pid, p->starttime)};
 		for (;;) {
 			struct jbuf b;
 			jb_init(&b);
@@ -233,10 +401,32 @@ int otlp_start(struct daemon *d)
 	o->d = d;
 	o->tail = &o->head;
 	snprintf(o->url, sizeof o->url, "%s", d->opt.otlp);
+	otelid_boot_id(o->boot_id);
+	o->protocol = d->opt.otlp_protocol;
+	o->compression = d->opt.otlp_compression;
+	const char *from, *spec = headers_spec(&d->opt, &from);
+	char err[256];
+	o->headers = curl_slist_append(NULL, o->protocol == OTLP_JSON
+						 ? "Content-Type: application/json"
+						 : "Content-Type: application/x-protobuf");
+	if (o->headers && o->compression == OTLP_GZIP &&
+	    !curl_slist_append(o->headers, "Content-Encoding: gzip")) {
+		curl_slist_free_all(o->headers);
+		o->headers = NULL;
+	}
+	if (!o->headers || headers_parse(spec, from, &o->headers, err, sizeof err) < 0) {
+		int bad = o->headers ? -EINVAL : -ENOMEM;
+		if (o->headers)
+			log_error("%s", err); /* the environment changed since otlp_check() */
+		curl_slist_free_all(o->headers);
+		free(o);
+		return bad;
+	}
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
 	int rc = pthread_create(&o->thread, NULL, sender, o);
 	if (rc) {
+		curl_slist_free_all(o->headers);
 		free(o);
 		return -rc;
 	}
@@ -245,9 +435,10 @@ int otlp_start(struct daemon *d)
 	o->timer = id > 0 ? id : 0;
 	the = o;
 	trace_configure(&c);
-	log_info("exporting scope trees to %s (OTLP/HTTP protobuf; %ld per mille of the trees "
+	log_info("exporting scope trees to %s (OTLP/HTTP %s%s; %ld per mille of the trees "
 		 "that went well)",
-		 o->url, d->opt.otlp_sample);
+		 o->url, o->protocol == OTLP_JSON ? "JSON" : "protobuf",
+		 o->compression == OTLP_GZIP ? ", gzip" : "", d->opt.otlp_sample);
 	return id < 0 ? (int)id : 0;
 }
 
@@ -273,6 +464,7 @@ void otlp_stop(struct daemon *d)
 	}
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->cond);
+	curl_slist_free_all(o->headers);
 	curl_global_cleanup();
 	free(o);
 	the = NULL;

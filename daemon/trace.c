@@ -5,6 +5,7 @@
 #include "daemon.h"
 #include "loop.h"
 #include "model.h"
+#include "otelid.h"
 #include "pb.h"
 #include "tally.h"
 
@@ -51,7 +52,7 @@ uint64_t trace_counted(enum trace_outcome o)
 	return atomic_load_explicit(&counted[o], memory_order_relaxed);
 }
 
-enum { SPAN_SCOPE = 1, SPAN_TASK = 2 };
+enum { SPAN_SCOPE = OTELID_SCOPE, SPAN_TASK = OTELID_TASK };
 
 struct span {
 	uint64_t id, parent; /* model ids; parent's kind in parent_kind (0: none) */
@@ -186,38 +187,6 @@ static struct span *span_add(struct tree *tr)
 	return s;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Reads n bytes from 2n lowercase hex digits; false when they are not, or
- * are all zero (an invalid id). */
-static bool hex_bytes(const char *s, uint8_t *out, size_t n)
-{
-	uint8_t any = 0;
-	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return false;
-		out[i] = (uint8_t)(hi << 4 | lo);
-		any |= out[i];
-	}
-	return any != 0;
-}
-
-/* W3C Trace Context traceparent, version 00 (or a later one read as 00):
- * "vv-<32 hex trace id>-<16 hex parent id>-<2 hex flags>". */
-static bool parse_traceparent(const char *v, uint8_t trace_id[16], uint8_t parent[8])
-{
-	size_t len = strlen(v);
-	if (len < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || hexval(v[0]) < 0 ||
-	    hexval(v[1]) < 0 || (v[0] == 'f' && v[1] == 'f') || (len > 55 && v[55] != '-') ||
-	    (v[0] == '0' && v[1] == '0' && len != 55) || hexval(v[53]) < 0 || hexval(v[54]) < 0)
-		return false;
-	return hex_bytes(v + 3, trace_id, 16) && hex_bytes(v + 36, parent, 8);
-}
-
 void trace_scope_cancelled(struct model *m, const struct m_scope *s, uint32_t reason, int64_t ts)
 {
 	struct tree *tr = cfg.on ? tree_get(m, root_of(m, s->id)) : NULL;
@@ -315,29 +284,19 @@ void trace_scope_closed(struct model *m, const struct m_scope *s)
 		tr->keep = true; /* late */
 	for (size_t i = 0; i < s->nvalues && (!tr->joined || s->id == root); i++)
 		if (strcmp(s->values[i].key, "traceparent") == 0 && s->values[i].value)
-			tr->joined =
-			    parse_traceparent(s->values[i].value, tr->trace_id, tr->parent_span);
+			tr->joined = otelid_traceparent(s->values[i].value, tr->trace_id,
+							tr->parent_span, NULL);
 	if (s->id == root)
 		root_closed(m, tr);
 }
 
 /* ---- writing */
 
-static uint64_t mix(uint64_t x)
+/* The span id of a scope or task: the one libscope writes into the thread
+ * context of the task while it runs (common/otelid.h). */
+static void span_id(uint8_t out[8], const struct trace_resource *r, uint8_t kind, uint64_t id)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void span_id(uint8_t out[8], int pid, uint8_t kind, uint64_t id)
-{
-	uint64_t h = mix(cfg.seed ^ mix((uint64_t)pid << 8 | kind) ^ mix(id));
-	if (!h)
-		h = 1;
-	for (int i = 0; i < 8; i++)
-		out[i] = (uint8_t)(h >> (56 - 8 * i));
+	otelid_bytes(out, otelid_span(otelid_kind_key(r->key, kind), id));
 }
 
 static void attr_str(struct jbuf *b, unsigned field, const char *key, const char *v)
@@ -397,10 +356,10 @@ static void write_span(struct jbuf *b, const struct trace_resource *r, const str
 	int64_t off = r->real - r->mono;
 	size_t at = pb_begin(b);
 	pb_bytes(b, 1, trace_id, 16);
-	span_id(id, r->pid, sp->kind, sp->id);
+	span_id(id, r, sp->kind, sp->id);
 	pb_bytes(b, 2, id, 8);
 	if (sp->parent_kind) {
-		span_id(parent, r->pid, sp->parent_kind, sp->parent);
+		span_id(parent, r, sp->parent_kind, sp->parent);
 		pb_bytes(b, 4, parent, 8);
 	} else if (tr->joined) {
 		pb_bytes(b, 4, tr->parent_span, 8);
@@ -514,8 +473,7 @@ uint64_t trace_take(struct model *m, const struct trace_resource *r, struct jbuf
 		if (tr->joined) {
 			memcpy(trace_id, tr->trace_id, 16);
 		} else {
-			span_id(trace_id, r->pid, 3, tr->id);
-			span_id(trace_id + 8, r->pid, 4, r->mono ^ tr->id);
+			otelid_trace(trace_id, r->key, tr->id);
 		}
 		for (uint32_t i = 0; i < tr->n; i++)
 			write_span(b, r, tr, trace_id, &tr->spans[i]);

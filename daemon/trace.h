@@ -21,7 +21,7 @@ struct trace_config {
 	unsigned sample_permille; /* of the trees that went well, kept per 1000 */
 	uint64_t max_spans;	  /* held at once, every process together */
 	uint64_t max_spans_per_s; /* exported per second */
-	uint64_t seed;		  /* makes ids unguessable across daemon runs */
+	uint64_t seed;		  /* the sample: which fine trees are kept */
 };
 void trace_configure(const struct trace_config *c);
 bool trace_on(void);
@@ -57,6 +57,7 @@ struct trace_resource {
 	int pid;
 	const char *name, *exe, *runtime_version;
 	int64_t mono, real; /* the same instant on the agent's two clocks */
+	uint64_t key;	    /* otelid_process_key(): the span ids' */
 };
 
 /* Encodes the trees of m that are ready (root closed, kept) into b as one

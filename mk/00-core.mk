@@ -35,3 +35,9 @@ BPF_USER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call part_srcs,bpf))
 PROTO_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(PROTO_SRCS))
 COMMON_SRCS := $(wildcard common/*.c)
 COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRCS))
+
+# OTEP 4947 advises the TLS descriptor dialect for otel_thread_ctx_v1 (what
+# the profilers that read it expect of a shared library); where the compiler
+# has no such flag the default dialect is one they read too.
+TLSDESC_FLAG := $(shell $(CC) -mtls-dialect=gnu2 -fPIC -x c -c /dev/null -o /dev/null 2>/dev/null && echo -mtls-dialect=gnu2)
+$(BUILD)/obj/runtime/otelctx.o: CFLAGS_runtime += $(TLSDESC_FLAG)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "joiner.h"
+#include "otelctx.h"
 #include "rt.h"
 
 #define SC_FREE_SCOPES 16  /* recycled scopes kept per thread */
@@ -729,12 +730,14 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	task->run_active = active;
 	t->frame.top = NULL;
 	t->frame.task = task;
+	sc_otel_enter(task);
 	if (hooks && hooks->before)
 		hooks->before(hooks->ctx, task);
 	rc = task->fn(task->arg, &result);
 	/* A task that returns with scopes open would leave them ownerless. */
 	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
 	t->frame = saved;
+	sc_otel_leave(saved.task);
 	task->result = result;
 	/* A failure once the scope is cancelled, or past its deadline (which
 	 * this check fires), is the cancellation's doing, not the task's. */

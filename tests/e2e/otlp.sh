@@ -30,8 +30,8 @@ TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
 
 
-def receiver(mode):
-    out = tmp + "/otlp-%s.jsonl" % mode
+def receiver(mode, name=None):
+    out = tmp + "/otlp-%s.jsonl" % (name or mode)
     p = subprocess.Popen(["node", RECEIVER, os.environ["MODULES"], out, mode], stdout=subprocess.PIPE,
                          stderr=open(tmp + "/receiver.log", "a"))
     children.append(p)
@@ -138,6 +138,44 @@ def main():
     check(m["sampled_out"] == 40 and m["dropped_failed"] == 0,
           "/metrics counts 8 spans exported, 40 sampled out (%s)" % m)
     load.stdin.close(); load.wait(5)
+
+    # OTLP/JSON, gzipped, with headers from OTEL_EXPORTER_OTLP_HEADERS (a
+    # secret stays off the command line): the same trees arrive.
+    out = subprocess.run([SCOPED, "--foreground", "--socket", tmp + "/bad/agent.sock", "--otlp",
+                          "http://127.0.0.1:1/v1/traces", "--otlp-headers", "x=a%0d%0aEvil: 1"],
+                         capture_output=True, text=True, timeout=20)
+    check(out.returncode == 1 and "--otlp-headers" in out.stderr,
+          "a header value that would inject a header line is refused")
+    _, port, got = receiver("ok", "json")
+    os.environ["OTEL_EXPORTER_OTLP_HEADERS"] = "authorization=Bearer%20s3cret, x-tenant=blue"
+    jsock = tmp + "/json/agent.sock"
+    d = start_daemon("--stacks=signal", "--otlp", "http://127.0.0.1:%d/v1/traces" % port, "--otlp-sample", "0",
+                     "--otlp-protocol", "http/json", "--otlp-compression", "gzip", sock=jsock)
+    del os.environ["OTEL_EXPORTER_OTLP_HEADERS"]
+    check("s3cret" not in " ".join(open("/proc/%d/cmdline" % d.pid).read().split("\0")),
+          "the header's secret is not on scoped's command line")
+    load, pid, c = run_load(jsock)
+    spans = wait_until(lambda: (lambda s: s if len(s) >= 8 else None)(spans_in(got)), 10,
+                       "the kept trees as OTLP/JSON")
+    time.sleep(0.5)
+    spans = spans_in(got)
+    reqs = [json.loads(l) for l in open(got)]
+    want = {"content-encoding": "gzip", "authorization": "Bearer s3cret", "x-tenant": "blue"}
+    check(reqs and all(r.get("_format") == "json" and r.get("_headers") == want for r in reqs),
+          "OTLP/JSON requests, gzipped, with the configured headers (%s)" %
+          [(r.get("_format"), r.get("_headers")) for r in reqs])
+    check(sorted(x["name"] for x in spans) == names, "the same trees arrive as OTLP/JSON")
+    req = [x for x in spans if x["name"] == "request"][0]
+    by_id = {x["spanId"]: x for x in spans}
+    tree = [x for x in spans if x["traceId"] == TRACE_ID]
+    check(req["parentSpanId"] == PARENT and len(tree) == 5 and
+          all(x is req or x.get("parentSpanId") in by_id for x in tree) and
+          req["attrs"]["scoped.scope.joiner"] == "await_all" and
+          int(req["startTimeUnixNano"]) <= int(req["endTimeUnixNano"]),
+          "in JSON too: the joined trace, every parent, attributes, times")
+    load.stdin.close(); load.wait(5)
+    d.terminate()
+    check(d.wait(15) == 0, "scoped stops cleanly after the JSON export")
 
     # A receiver that answers slowly, and one that is not there: the loop
     # goes on, the model is whole.

@@ -9,6 +9,12 @@
 
 #include "../../daemon/model.h"
 #include "../../daemon/trace.h"
+#include "../../daemon/options.h"
+#include "../../daemon/otlp.h"
+#include "../../daemon/otlp_json.h"
+#include "otelid.h"
+
+#include <jansson.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +82,7 @@ static bool holds(const struct jbuf *b, const void *needle, size_t n)
 
 static uint64_t take(struct model *m, struct jbuf *b)
 {
-	struct trace_resource r = {42, "prog", "/bin/prog", "0.1.0", 0, 1000 * MS};
+	struct trace_resource r = {42, "prog", "/bin/prog", "0.1.0", 0, 1000 * MS, 77};
 	jb_init(b);
 	return trace_take(m, &r, b, 1 << 20);
 }
@@ -166,12 +172,157 @@ static void test_budget(void **state)
 	assert_int_equal(trace_counted(TRACE_DROP_GONE) - gone0, 1);
 }
 
+/* The ids the export writes are the ones libscope writes into a running
+ * task's thread context (common/otelid.h, tests/unit/test_otelctx.c): a
+ * profiler's sample names the exported span. */
+static void test_ids_match_the_thread_context(void **state)
+{
+	(void)state;
+	struct model m;
+	struct jbuf b;
+	uint8_t id[16];
+	setup_model(&m, 1000);
+	tree(&m, 6, PROTO_TASK_FAILED, NULL);
+	assert_int_equal(take(&m, &b), 2);
+	otelid_trace(id, 77, 6); /* 77: take()'s process key */
+	assert_true(holds(&b, id, 16));
+	otelid_bytes(id, otelid_span(otelid_kind_key(77, OTELID_TASK), 600));
+	assert_true(holds(&b, id, 8));
+	otelid_bytes(id, otelid_span(otelid_kind_key(77, OTELID_SCOPE), 6));
+	assert_true(holds(&b, id, 8));
+	jb_free(&b);
+	model_free(&m);
+}
+
+/* Past --otlp-max-rate, whole trees are dropped and counted as such. */
+static void test_rate_budget(void **state)
+{
+	(void)state;
+	struct model m;
+	struct jbuf b;
+	struct trace_config c = {.on = true,
+				 .sample_permille = 1000,
+				 .max_spans = 1000,
+				 .max_spans_per_s = 5,
+				 .seed = 1};
+	trace_configure(&c);
+	struct model_limits lim = {.max_entities = 10000, .tally = true};
+	model_init(&m, &lim);
+	uint64_t rate0 = trace_counted(TRACE_DROP_RATE);
+	for (uint64_t i = 10; i < 20; i++) /* 10 trees of 2 spans; 5 spans a second */
+		tree(&m, i, PROTO_TASK_SUCCESS, NULL);
+	assert_int_equal(take(&m, &b), 4); /* two trees fit, the third does not */
+	jb_free(&b);
+	assert_int_equal(trace_counted(TRACE_DROP_RATE) - rate0, 16);
+	assert_int_equal(take(&m, &b), 0);
+	jb_free(&b);
+	model_free(&m);
+}
+
+/* --otlp-protocol http/json: the same request as OTLP/JSON, ids in hex,
+ * 64-bit times as strings, enums as numbers; nothing that does not parse. */
+static void test_json(void **state)
+{
+	(void)state;
+	struct model m;
+	struct jbuf b, j;
+	setup_model(&m, 1000);
+	tree(&m, 7, PROTO_TASK_FAILED, "00-" TRACE_HEX "-b7ad6b7169203331-01");
+	assert_int_equal(take(&m, &b), 2);
+	jb_init(&j);
+	assert_int_equal(otlp_json_request(b.p, b.len, &j), 0);
+	json_error_t err;
+	json_t *root = json_loadb(j.p, j.len, 0, &err);
+	if (!root)
+		fail_msg("not JSON: %s: %.*s", err.text, (int)j.len, j.p);
+	json_t *rs = json_array_get(json_object_get(root, "resourceSpans"), 0);
+	json_t *attrs = json_object_get(json_object_get(rs, "resource"), "attributes");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(attrs, 0), "key")),
+			    "service.name");
+	json_t *ss = json_array_get(json_object_get(rs, "scopeSpans"), 0);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(ss, "scope"), "name")), "scoped");
+	json_t *spans = json_object_get(ss, "spans");
+	assert_int_equal(json_array_size(spans), 2);
+	json_t *task = json_array_get(spans, 0), *scope = json_array_get(spans, 1);
+	assert_string_equal(json_string_value(json_object_get(task, "traceId")), TRACE_HEX);
+	assert_string_equal(json_string_value(json_object_get(scope, "parentSpanId")),
+			    "b7ad6b7169203331");
+	assert_int_equal(strlen(json_string_value(json_object_get(task, "spanId"))), 16);
+	assert_string_equal(json_string_value(json_object_get(task, "parentSpanId")),
+			    json_string_value(json_object_get(scope, "spanId")));
+	assert_int_equal(json_integer_value(json_object_get(task, "kind")), 1);
+	assert_string_equal(json_string_value(json_object_get(task, "name")), "task");
+	assert_true(json_is_string(json_object_get(task, "startTimeUnixNano")));
+	json_t *st = json_object_get(task, "status");
+	assert_int_equal(json_integer_value(json_object_get(st, "code")), 2);
+	bool error_attr = false;
+	json_t *a;
+	size_t i;
+	json_array_foreach(json_object_get(task, "attributes"), i, a)
+	{
+		if (strcmp(json_string_value(json_object_get(a, "key")), "scoped.task.error") ==
+		    0) {
+			json_t *v = json_object_get(json_object_get(a, "value"), "intValue");
+			assert_string_equal(json_string_value(v), "-5");
+			error_attr = true;
+		}
+	}
+	assert_true(error_attr);
+	json_decref(root);
+	jb_free(&j);
+	/* Bytes that are not the request do not pass. */
+	static const uint8_t bad[][6] = {{0x0a, 0x05, 0x0a}, {0x0a, 0x02, 0x12, 0x7f}, {0x08}};
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		jb_init(&j);
+		assert_int_equal(otlp_json_request(bad[k], sizeof bad[k], &j), -1);
+		jb_free(&j);
+	}
+	jb_free(&b);
+	model_free(&m);
+}
+
+/* --otlp-headers: OTEL_EXPORTER_OTLP_HEADERS's format, and nothing that
+ * could inject a header line. */
+static void test_headers(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+	    "authorization=Bearer%20abc",
+	    " x-tenant = a , api-key=k%3Dv ,",
+	    "",
+	};
+	static const char *const bad[] = {
+	    "novalue", "=v", "bad key=v", "k=v%0d%0aX-Evil: 1", "k=%zz", "k=%4", "k:x=v",
+	};
+	struct options opt;
+	char err[512];
+	memset(&opt, 0, sizeof opt);
+	opt.otlp = "http://127.0.0.1:4318/v1/traces";
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		opt.otlp_headers = good[i];
+		if (otlp_check(&opt, err, sizeof err) != 0)
+			fail_msg("'%s' refused: %s", good[i], err);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		opt.otlp_headers = bad[i];
+		if (otlp_check(&opt, err, sizeof err) == 0)
+			fail_msg("'%s' accepted", bad[i]);
+		if (!strstr(err, "--otlp-headers"))
+			fail_msg("'%s': %s", bad[i], err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kept_and_sampled),
 	    cmocka_unit_test(test_bad_traceparent),
 	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_ids_match_the_thread_context),
+	    cmocka_unit_test(test_rate_budget),
+	    cmocka_unit_test(test_json),
+	    cmocka_unit_test(test_headers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
