@@ -125,6 +125,30 @@ static inline void sc_spin_unlock(struct sc_spin *l)
 	atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* Zeroes n bytes (a multiple of 8) at p, 16-byte stores four at a time.
+ * memset() of a task or a scope compiles to rep stos, whose start-up costs
+ * more than the few hundred bytes it clears; the empty asm keeps the
+ * compiler from turning this loop back into memset. */
+static inline void sc_zero(void *p, size_t n)
+{
+	typedef uint64_t v2 __attribute__((vector_size(16), aligned(8), may_alias));
+	v2 *q = p, z = {0, 0};
+
+	for (size_t i = 0; i + 4 <= n / 16; i += 4) {
+		q[i] = z;
+		q[i + 1] = z;
+		q[i + 2] = z;
+		q[i + 3] = z;
+		__asm__ __volatile__("" : : "r"(q) : "memory");
+	}
+	for (size_t i = n / 16 / 4 * 4; i < n / 16; i++)
+		q[i] = z;
+	if (n & 8) {
+		typedef uint64_t u64a __attribute__((may_alias));
+		*(u64a *)((char *)p + n - 8) = 0;
+	}
+}
+
 /* How a thread waits, as a canceller needs to know it. */
 enum sc_cwait {
 	SC_CWAIT_NONE = 0, /* running, or in an uncancellable wait: wake and signal */
@@ -273,7 +297,8 @@ struct scope {
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 	struct sc_theap pq; /* the same in a priority pool, in run order (the pool's lock) */
 
-	scope_t *children;	      /* child scopes (this lock) */
+	struct sc_spin kids;	      /* guards children (taken after lock where both are) */
+	scope_t *children;	      /* child scopes (kids) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
 	/* A snapshot walking below this scope holds a pin instead of its lock;
 	 * close waits for the pins before freeing.  Pins are taken only while

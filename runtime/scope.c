@@ -179,6 +179,8 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	return s;
 }
 
+_Static_assert(sizeof(scope_task_t) % 8 == 0 && sizeof(scope_t) % 8 == 0, "sc_zero's unit");
+
 /* A zeroed task handle, from the owner's recycled ones when it has some. */
 static scope_task_t *task_alloc(struct sc_thread *t)
 {
@@ -188,7 +190,7 @@ static scope_task_t *task_alloc(struct sc_thread *t)
 		return calloc(1, sizeof(*task));
 	t->free_tasks = task->qnext;
 	t->ntfree--;
-	memset(task, 0, sizeof(*task));
+	sc_zero(task, sizeof(*task));
 	return task;
 }
 
@@ -274,7 +276,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	scope_task_t **tasks = s->tasks, **anon = s->anon;
 	size_t cap = s->cap, anon_cap = s->anon_cap;
 
-	memset(s, 0, sizeof(*s));
+	sc_zero(s, sizeof(*s));
 	s->lock = lock;
 	s->tasks = tasks; /* a recycled scope's arrays, reused */
 	s->cap = cap;
@@ -332,9 +334,10 @@ static void sib_remove(scope_t **head, scope_t *s)
 		s->sib_next->sib_prev = s->sib_prev;
 }
 
-/* A child scope goes on its parent's list (the parent's lock, which its
- * cancellation takes too), a root on its thread's (a spin lock: only
- * snapshots read it). */
+/* A child scope goes on its parent's list, a root on its thread's, each
+ * under a spin lock (a pthread mutex pair costs twice as much, and an open
+ * and a close took two): the parent's cancellation and snapshots walk the
+ * children under it. */
 static int scope_link(scope_t *s, struct sc_thread *t)
 {
 	if (!s->parent) {
@@ -343,13 +346,15 @@ static int scope_link(scope_t *s, struct sc_thread *t)
 		sc_spin_unlock(&t->lock);
 		return 0;
 	}
-	pthread_mutex_lock(&s->parent->lock);
+	/* A canceller flags the parent before it walks the children under
+	 * this lock: either it finds s, or s sees the flag. */
+	sc_spin_lock(&s->parent->kids);
 	if (atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
-		pthread_mutex_unlock(&s->parent->lock);
+		sc_spin_unlock(&s->parent->kids);
 		return -ECANCELED;
 	}
 	sib_push(&s->parent->children, s);
-	pthread_mutex_unlock(&s->parent->lock);
+	sc_spin_unlock(&s->parent->kids);
 	return 0;
 }
 
@@ -361,9 +366,9 @@ static void scope_unlink(scope_t *s)
 		sc_spin_unlock(&s->owner->lock);
 		return;
 	}
-	pthread_mutex_lock(&s->parent->lock);
+	sc_spin_lock(&s->parent->kids);
 	sib_remove(&s->parent->children, s);
-	pthread_mutex_unlock(&s->parent->lock);
+	sc_spin_unlock(&s->parent->kids);
 }
 
 /* A deadline of its own earlier than the inherited one goes to the timer,
@@ -946,6 +951,7 @@ static void after_fork(scope_t *s, struct sc_thread *t, int depth)
 	s->owner_tid = t->tid;
 	/* Held, maybe, by a worker or the agent thread that stayed behind. */
 	sc_mutex_init(&s->lock);
+	atomic_store(&s->kids.held, 0);
 	atomic_store(&s->pins, 0);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		after_fork(c, t, depth + 1);
@@ -966,6 +972,7 @@ scope_t *sc_scopes_after_fork(struct sc_thread *t)
 		return NULL;
 	/* Nobody else here can hold its lock: t alone came along. */
 	sc_mutex_init(&s->lock);
+	atomic_store(&s->kids.held, 0);
 	atomic_store(&s->pins, 0);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		after_fork(c, t, 0);
