@@ -323,8 +323,31 @@ static inline void sc_thread_altstack_due(struct sc_thread *t)
 	if (__builtin_expect(atomic_load_explicit(&t->alt_want, memory_order_acquire), 0))
 		sc_thread_altstack_late(t);
 }
-struct sc_thread *sc_self(void);
-struct sc_thread *sc_self_peek(void);
+/* The calling thread's record (NULL: not registered yet).  Initial-exec:
+ * every structural call reads it, inline. */
+extern _Thread_local struct sc_thread *sc_self_tls SC_HIDDEN
+    __attribute__((tls_model("initial-exec")));
+struct sc_thread *sc_self_register(void);
+/* The calling thread's record, registered on first use (NULL: no memory). */
+static inline struct sc_thread *sc_self(void)
+{
+	struct sc_thread *t = sc_self_tls;
+
+	if (__builtin_expect(t != NULL, 1)) {
+		sc_thread_altstack_due(t);
+		return t;
+	}
+	return sc_self_register();
+}
+/* The same, NULL for a thread the runtime has not seen. */
+static inline struct sc_thread *sc_self_peek(void)
+{
+	struct sc_thread *t = sc_self_tls;
+
+	if (t)
+		sc_thread_altstack_due(t);
+	return t;
+}
 struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);
 void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);
