@@ -737,7 +737,8 @@ void sc_pool_task_done(scope_pool_t *p, bool active)
 static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 {
 	sc_task_run(task, p, active);
-	sc_pool_stats_event(p, false);
+	if (sc_observed())
+		sc_pool_stats_event(p, false);
 }
 
 /* A task of the subtree of s, taken from the deque of a worker that runs

@@ -78,7 +78,19 @@ static void emit_scope(int kind, const scope_t *s, int64_t result)
 	sc_emit(&ev);
 }
 
-static void emit_task(int kind, scope_task_t *task, int state, int err)
+static void emit_task_slow(int kind, scope_task_t *task, int state, int err);
+
+/* A task's event, and its times kept for snapshots: a load and a branch
+ * when nobody observes. */
+static inline void emit_task(int kind, scope_task_t *task, int state, int err)
+{
+	if (__builtin_expect(
+		!sc_observed() && !atomic_load_explicit(&sc_keep_times, memory_order_relaxed), 1))
+		return;
+	emit_task_slow(kind, task, state, err);
+}
+
+static void emit_task_slow(int kind, scope_task_t *task, int state, int err)
 {
 	struct sc_ev ev;
 	int64_t ts = 0;
