@@ -268,9 +268,10 @@ struct scope {
 	_Atomic bool joining;
 	_Atomic int64_t join_ts; /* when the join began (sc_event_time()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
-	/* Forked, not ended: written under lock, read without it by the
-	 * joiner's done check. */
-	_Atomic size_t pending;
+	/* Tasks appended (the owner's, a plain store: only it forks) and
+	 * tasks ended (an atomic add by whichever thread ends one; the last
+	 * end adds under lock): the joiner is done when they are equal. */
+	_Atomic size_t forked, ended;
 	/* Forks with a handle, in fork order, and handle-less forks (live, or
 	 * ended and not yet reused), each appended by the owner without the
 	 * lock (a release store of the count after the slot); the arrays move
@@ -290,8 +291,8 @@ struct scope {
 	size_t ntaken;
 	bool wake_each; /* the owner waits in scope_next: wake it per end */
 	scope_task_t *failure, *winner;
-	/* The owner while it waits for tasks: set before it looks at pending,
-	 * read by the last task's end after its decrement (both sequentially
+	/* The owner while it waits for tasks: set before it looks at ended,
+	 * read by the last task's end after its add (both sequentially
 	 * consistent), so one of them sees the other. */
 	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */

@@ -531,7 +531,10 @@ static int array_append(struct sc_thread *t, scope_t *s, scope_task_t ***v, _Ato
 		pthread_mutex_unlock(&s->lock);
 	}
 	(*v)[k] = task;
-	atomic_fetch_add(&s->pending, 1);
+	/* Before the push that hands the task over, which orders it. */
+	atomic_store_explicit(&s->forked,
+			      atomic_load_explicit(&s->forked, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	atomic_store_explicit(n, k + 1, memory_order_release);
 	return 0;
 }
@@ -561,12 +564,12 @@ static void end_on_owner(scope_t *s, scope_task_t *task)
 	if (task->keep) {
 		pthread_mutex_lock(&s->lock);
 		task_done_locked(s, task);
-		s->pending--;
+		atomic_fetch_add(&s->ended, 1);
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
 	task_ended(s, task);
-	atomic_fetch_sub(&s->pending, 1);
+	atomic_fetch_add(&s->ended, 1);
 }
 
 /* Ends a task that never reached a worker without the joiner seeing it:
@@ -661,6 +664,14 @@ int scope_fork_with_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out,
 	return fork_at(s, fn, arg, out, opts ? opts->priority : 0, file, line, func);
 }
 
+/* Counts one more end of a task of s; true when it was the last forked. */
+static bool end_add(scope_t *s)
+{
+	size_t e = atomic_fetch_add(&s->ended, 1) + 1;
+
+	return e == atomic_load_explicit(&s->forked, memory_order_relaxed);
+}
+
 void sc_task_finish(scope_task_t *task, int state, int err)
 {
 	scope_t *s = task->scope;
@@ -684,7 +695,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 			atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
 		pthread_mutex_lock(&s->lock);
 		task_done_locked(s, task);
-		waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+		waiter = end_add(s) || s->wake_each ? s->waiter : NULL;
 		pthread_mutex_unlock(&s->lock);
 		if (waiter && waiter != sc_self_peek())
 			sc_wake(waiter);
@@ -696,21 +707,26 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	 * Any but the last end is a decrement and nothing else (the scope is
 	 * alive while this task counts); the last takes the lock, so the
 	 * owner, who frees the scope once it sees none left, waits for it. */
-	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
-	while (n > 1 && !atomic_compare_exchange_weak_explicit(
-			    &s->pending, &n, n - 1, memory_order_acq_rel, memory_order_relaxed))
-		;
-	if (n > 1)
-		return;
+	size_t n = atomic_load_explicit(&s->ended, memory_order_acquire);
+	for (;;) {
+		/* Read after the ends counted in n, so it counts their forks:
+		 * a fork added meanwhile only makes this end look last. */
+		size_t f = atomic_load_explicit(&s->forked, memory_order_relaxed);
+		if (n + 1 >= f)
+			break;
+		if (atomic_compare_exchange_weak_explicit(
+			&s->ended, &n, n + 1, memory_order_acq_rel, memory_order_acquire))
+			return;
+	}
 	/* Run by its owner's thread (a helping joiner, caller-runs): the
 	 * scope cannot go while this runs, and the owner looks again. */
 	if (s->owner == sc_self_peek()) {
-		atomic_fetch_sub(&s->pending, 1);
+		atomic_fetch_add(&s->ended, 1);
 		return;
 	}
 	atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
-	waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+	waiter = end_add(s) || s->wake_each ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
 	/* After the unlock the scope may be gone; the thread record is not.
 	 * A joiner that ran the task itself looks again without being told. */
@@ -771,14 +787,15 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	sc_task_finish(task, state, rc);
 }
 
-/* Lock-free: a task's end stores its state and results before its
- * decrement of pending (under the scope's lock, whose release orders them),
- * and this acquire load sees them once it sees the decrement. */
+/* Lock-free: a task's end stores its state and results before its add to
+ * ended (a release), and this acquire load sees them once it sees the add.
+ * Only the owner asks, and only it adds to forked. */
 static bool all_done(void *arg)
 {
 	scope_t *s = arg;
 
-	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+	return atomic_load_explicit(&s->ended, memory_order_acquire) ==
+	       atomic_load_explicit(&s->forked, memory_order_relaxed);
 }
 
 void sc_tasks_abandon(struct sc_thread *t)
