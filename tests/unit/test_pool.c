@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "scope.h"
+#include "test_util.h"
 
 #define SEC 1000000000LL
 #define MS 1000000LL
@@ -661,10 +662,7 @@ int main(int argc, char **argv)
 	};
 
 	/* Thread counts and names here are the runtime's alone: no agent. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
