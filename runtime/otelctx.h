@@ -144,8 +144,8 @@ static inline void sc_otel_write(struct sc_otel_thread *o, const scope_task_t *t
 		if (!(s = sc_otel_fill(o, task, i)))
 			return;
 	}
+	/* otelid_span(), whose zero case the key's top bit rules out. */
 	span = atomic_load_explicit(&sc_otel_task_key, memory_order_relaxed) ^ task->id;
-	span = span ? span : task->id; /* otelid_span() */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	span = __builtin_bswap64(span); /* W3C byte order: most significant first */
 #endif
