@@ -24,20 +24,27 @@
 
 static scope_t scope_r[ROTATE_MAX];
 static scope_task_t task_r[ROTATE_MAX];
-static unsigned rotate_n; /* scopes taken in turn: a power of 2 */
 
 /* One start and end of a task, as sc_task_run does them, for a task of
- * the i-th scope of rotate_n taken in turn (rotate_n 1: always the same
- * scope and fork site, as a worker running one fan-out). */
-static void switch_rotate(uint64_t i)
-{
-	scope_task_t *t = &task_r[i & (rotate_n - 1)];
-
-	t->id = i;
-	sc_otel_enter(t);
-	__asm__ __volatile__("" ::: "memory"); /* the task's code */
-	sc_otel_leave(NULL);
-}
+ * the i-th scope of n taken in turn (n 1: always the same scope and fork
+ * site, as a worker running one fan-out); one function per n, so that
+ * each is as plain as the code around sc_task_run's. */
+#define SWITCH_N(n)                                                                                \
+	static void switch_##n(uint64_t i)                                                         \
+	{                                                                                          \
+		scope_task_t *t = &task_r[i & ((n)-1)];                                            \
+                                                                                                   \
+		t->id = i;                                                                         \
+		sc_otel_enter(t);                                                                  \
+		__asm__ __volatile__("" ::: "memory"); /* the task's code */                       \
+		sc_otel_leave(NULL);                                                               \
+	}
+SWITCH_N(1)
+SWITCH_N(2)
+SWITCH_N(8)
+SWITCH_N(16)
+SWITCH_N(64)
+SWITCH_N(256)
 
 /* The same for the first task of a new scope every time: what the first
  * thread to run a task of a scope pays once (it builds the trace and
@@ -127,16 +134,17 @@ static void print_row(const char *what, struct row r)
 /* The switching patterns measured, each against the target. */
 static const struct pattern {
 	const char *what;
+	void (*op)(uint64_t);
 	unsigned scopes; /* 0: a new scope every task */
 	int n;		 /* calls per batch */
 } patterns[] = {
-    {"task start+end, same scope and site", 1, SWITCHES},
-    {"task start+end, 2 scopes alternating", 2, SWITCHES},
-    {"task start+end, 8 scopes in turn", 8, SWITCHES},
-    {"task start+end, 16 scopes in turn", 16, SWITCHES},
-    {"task start+end, 64 scopes in turn", 64, SWITCHES},
-    {"task start+end, 256 scopes in turn (> slots)", 256, SWITCHES / 10},
-    {"first task of a new scope (once per scope)", 0, SWITCHES / 40},
+    {"task start+end, same scope and site", switch_1, 1, SWITCHES},
+    {"task start+end, 2 scopes alternating", switch_2, 2, SWITCHES},
+    {"task start+end, 8 scopes in turn", switch_8, 8, SWITCHES},
+    {"task start+end, 16 scopes in turn", switch_16, 16, SWITCHES},
+    {"task start+end, 64 scopes in turn", switch_64, 64, SWITCHES},
+    {"task start+end, 256 scopes in turn (> slots)", switch_256, 256, SWITCHES / 10},
+    {"first task of a new scope (once per scope)", switch_fresh, 0, SWITCHES / 40},
 };
 #define NPATTERNS (sizeof patterns / sizeof patterns[0])
 
@@ -158,14 +166,11 @@ int main(int argc, char **argv)
 					   .site = {"bench/bench_otelctx.c", "rotate", 42}};
 	}
 
-	rotate_n = 1;
-	batch(switch_rotate, 1000, true); /* the thread's record, the process context */
+	batch(switch_1, 1000, true); /* the thread's record, the process context */
 	for (size_t p = 0; p < NPATTERNS; p++) {
-		void (*op)(uint64_t) = patterns[p].scopes ? switch_rotate : switch_fresh;
-		rotate_n = patterns[p].scopes;
 		for (int i = 0; i < BATCHES; i++) {
-			on[i] = batch(op, patterns[p].n, true);
-			off[i] = batch(op, patterns[p].n, false);
+			on[i] = batch(patterns[p].op, patterns[p].n, true);
+			off[i] = batch(patterns[p].op, patterns[p].n, false);
 		}
 		rows[p] = summarize(on, off, BATCHES);
 	}
