@@ -3,7 +3,9 @@
  * (tests/unit/test_otelctx.c).  Two trees, one after the other:
  *   "otel-req" binds traceparent TRACEPARENT and forks one task;
  *   "otel-own" binds nothing and forks one task.
- * For each the task prints "ready TID" and waits for a line on stdin; once
+ * For each the task prints "ready TID TRACEPARENT" (the one it would send
+ * on to another process, made from its own thread context) and waits for
+ * a line on stdin; once
  * it runs (on a pool worker, not on the main thread, which waits for it to
  * start so that its join has nothing to help with) the main thread prints
  * "fork TASK_ID SCOPE_ID LINE" (the fork's line) and joins; after the join
@@ -48,11 +50,39 @@ static void wait_line(void)
 		_exit(3); /* the test went away: nothing to wait for */
 }
 
+/* The head of OTEP 4947's record, as a program reads its own thread's. */
+struct otel_rec_head {
+	uint8_t trace_id[16], span_id[8], valid, trace_flags;
+};
+extern _Thread_local struct otel_rec_head *otel_thread_ctx_v1;
+
+/* The traceparent a task sends on to another process (NULL: none): its
+ * own thread context, as the running task's trace, span and flags. */
+static const char *outgoing_traceparent(char out[56])
+{
+	const struct otel_rec_head *r = otel_thread_ctx_v1;
+	int n;
+
+	if (!r || r->valid != 1)
+		return NULL;
+	n = sprintf(out, "00-");
+	for (int i = 0; i < 16; i++)
+		n += sprintf(out + n, "%02x", r->trace_id[i]);
+	n += sprintf(out + n, "-");
+	for (int i = 0; i < 8; i++)
+		n += sprintf(out + n, "%02x", r->span_id[i]);
+	sprintf(out + n, "-%02x", r->trace_flags);
+	return out;
+}
+
 static int task_wait(void *arg, void **res)
 {
+	char tp[56];
+	const char *out = outgoing_traceparent(tp);
+
 	(void)arg, (void)res;
 	atomic_store(&started, 1);
-	printf("ready %ld\n", (long)syscall(SYS_gettid));
+	printf("ready %ld %s\n", (long)syscall(SYS_gettid), out ? out : "-");
 	wait_line();
 	return 0;
 }

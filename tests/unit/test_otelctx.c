@@ -449,15 +449,15 @@ static void test_task_context_read_from_outside(void **state)
 	struct process_ctx pc;
 	struct record rec;
 	struct proc_stat st;
-	char line[256], v[256], want[64];
+	char line[256], line_ready[256], v[256], want[64];
 	unsigned long long task_id, scope_id;
 	int fork_line;
 	long tid;
 	uint8_t boot[16], trace[16], span[8];
 
 	start_target(&t);
-	expect(&t, "ready ", line, sizeof line);
-	tid = strtol(line + 6, NULL, 10);
+	expect(&t, "ready ", line_ready, sizeof line_ready);
+	tid = strtol(line_ready + 6, NULL, 10);
 	expect(&t, "fork ", line, sizeof line);
 	assert_int_equal(sscanf(line, "fork %llu %llu %d", &task_id, &scope_id, &fork_line), 3);
 	assert_true(tid != t.pid); /* a worker runs it */
@@ -472,6 +472,11 @@ static void test_task_context_read_from_outside(void **state)
 	assert_string_equal(pc.keys[2], "code.file.path");
 	assert_string_equal(pc.keys[3], "code.line.number");
 
+	/* What the task would send on to another process: the caller's
+	 * trace, its own span as the parent, the caller's flags. */
+	char want_tp[64], got_tp[64];
+	assert_int_equal(sscanf(line_ready, "ready %*d %63s", got_tp), 1);
+
 	/* The running task's record: the traceparent's trace, its span. */
 	struct tls_loc off = tls_locate(t.pid);
 	otelid_boot_id(boot);
@@ -485,6 +490,9 @@ static void test_task_context_read_from_outside(void **state)
 	assert_memory_equal(rec.head, trace, 16);
 	otelid_bytes(span, otelid_span(otelid_kind_key(key, OTELID_TASK), task_id));
 	assert_memory_equal(rec.head + 16, span, 8);
+	snprintf(want_tp, sizeof want_tp, "00-%s-%016llx-01", TRACE_HEX,
+		 (unsigned long long)otelid_span(otelid_kind_key(key, OTELID_TASK), task_id));
+	assert_string_equal(got_tp, want_tp);
 	attr_of(&rec, 0, v, sizeof v);
 	assert_string_equal(v, "otel-req");
 	attr_of(&rec, 1, v, sizeof v);
