@@ -492,8 +492,12 @@ static const struct sc_otel_built *scope_built(const scope_task_t *task, struct 
 void sc_otel_scope_free(scope_t *s)
 {
 	/* The scope's tasks have all ended: nothing races with this. */
-	free(atomic_load_explicit(&s->otel, memory_order_acquire));
-	atomic_store_explicit(&s->otel, NULL, memory_order_relaxed);
+	struct sc_otel_built *b = atomic_load_explicit(&s->otel, memory_order_acquire);
+
+	if (b) {
+		free(b);
+		atomic_store_explicit(&s->otel, NULL, memory_order_relaxed);
+	}
 }
 
 struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task, unsigned i)
