@@ -319,6 +319,9 @@ struct scope {
 	 * it once before the scope goes, so that end is out of it. */
 	_Atomic bool remote_end;
 	struct sc_value *_Atomic values;
+	/* Its OpenTelemetry thread context's trace and attributes, built by
+	 * the first task to run (otelctx.c), freed with the scope. */
+	struct sc_otel_built *_Atomic otel;
 	scope_t *free_next;
 };
 

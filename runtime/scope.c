@@ -239,6 +239,7 @@ static void scope_free(struct sc_thread *t, scope_t *s)
 		n = v->next;
 		free(v);
 	}
+	sc_otel_scope_free(s);
 	if (t->nfree < SC_FREE_SCOPES) {
 		/* Kept with its task array, unless a fan-out grew it large. */
 		if (s->cap > 1024) {
