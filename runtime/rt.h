@@ -224,7 +224,8 @@ struct scope {
 	 * so that the scopes of a recursion share one record per thread: the
 	 * name's hash, and the id of the scope whose trace the tasks carry
 	 * (the nearest with a traceparent binding, else the root; inherited
-	 * at open, set again below a scope that binds one). */
+	 * at open, set again below a scope that binds one, with
+	 * SC_TRACE_SRC_BOUND then). */
 	uint64_t name_key;
 	_Atomic uint64_t trace_src;
 	struct sc_thread *owner;
@@ -335,6 +336,9 @@ static inline uint64_t sc_name_key(const char *name, size_t n)
 	return h;
 }
 #define SC_NAME_KEY_DEFAULT 0xc1074ffbe7efe44bull /* sc_name_key("scope", 5) */
+
+/* A trace_src naming a scope that binds a traceparent (not a root). */
+#define SC_TRACE_SRC_BOUND (1ull << 63)
 
 /* scope.c: s binds a traceparent; its tasks, and those below it that
  * inherited their trace from above it, now carry s's trace. */

@@ -391,11 +391,12 @@ static void trace_src_set(scope_t *s, uint64_t src, uint64_t old, int depth)
 void sc_trace_src_bound(scope_t *s)
 {
 	uint64_t old = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
+	uint64_t src = s->id | SC_TRACE_SRC_BOUND;
 
 	/* Its owner's call: the scopes below that took the old source from
 	 * it (nested ones its owner opened, and theirs) take the new one. */
-	if (old != s->id)
-		trace_src_set(s, s->id, old, 0);
+	if (old != src)
+		trace_src_set(s, src, old, 0);
 }
 
 static void scope_unlink(scope_t *s)
