@@ -322,6 +322,10 @@ int main(int argc, char **argv)
 		}
 	}
 	/* A target whose peer did not run was not met: it was not measured. */
+	if (!have[LOSSLESS]) {
+		printf("no %s figures: its target was not measured\n", runtime_name[LOSSLESS]);
+		met = false;
+	}
 	for (int r = TBB; r < NR; r++)
 		if (!have[r]) {
 			printf("no %s figures: its targets were not measured\n", runtime_name[r]);
