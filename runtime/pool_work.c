@@ -742,11 +742,16 @@ static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 }
 
 /* Sets the base of deque d (which must be empty, or the base is wrong
- * for what is in it) and says it changed. */
+ * for what is in it) and says it changed.  Only d's owner writes either,
+ * before any push under the new base; a thief that takes such a push has
+ * synchronized with it (the push's release), so its second look at the
+ * generation sees the change: release stores are enough. */
 static void base_set(struct sc_dq *d, scope_t *s)
 {
-	atomic_store(&d->base_scope, s);
-	atomic_fetch_add(&d->base_gen, 1);
+	uint64_t gen = atomic_load_explicit(&d->base_gen, memory_order_relaxed);
+
+	atomic_store_explicit(&d->base_scope, s, memory_order_release);
+	atomic_store_explicit(&d->base_gen, gen + 1, memory_order_release);
 }
 
 /* A task of the subtree of s, taken from the deque of a thread that runs a
@@ -764,14 +769,14 @@ static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
 		struct sc_dq *d = &p->slots[i];
 		bool lost = false;
 		scope_task_t *x;
-		uint64_t gen = atomic_load(&d->base_gen);
+		uint64_t gen = atomic_load_explicit(&d->base_gen, memory_order_acquire);
 
-		if (d == mine || atomic_load(&d->base_scope) != s)
+		if (d == mine || atomic_load_explicit(&d->base_scope, memory_order_acquire) != s)
 			continue;
 		x = dq_steal(d, &lost);
 		if (!x)
 			continue;
-		if (atomic_load(&d->base_gen) == gen)
+		if (atomic_load_explicit(&d->base_gen, memory_order_acquire) == gen)
 			return x;
 		pthread_mutex_lock(&p->lock);
 		enqueue_locked(p, x, NULL);
