@@ -17,6 +17,8 @@
 void jj_set(json_t *obj, const char *key, json_t *value);
 void jj_append(json_t *arr, json_t *value);
 bool jj_failed_take(void);
+/* Records a failure as a failed add would. */
+void jj_fail(void);
 
 /* Member key of obj when it is a string, else NULL.  obj may be anything. */
 const char *jj_str(const jv *obj, const char *key);
@@ -90,17 +92,22 @@ json_t *jj_values(const jv *values);
  * thread that exited during the capture), NULL when the entry gives none. */
 const char *jj_thread_state(const jv *stack);
 
-/* The frames of a stack entry as JDK frame strings, top first, at most max:
- * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr".
- * cache (an object, or NULL) maps addresses already formatted in this dump
- * to their strings: one address and its place in that address's inline
- * chain mean one frame within a process.  When inlined is not NULL it gets
- * a new array of the positions (in the returned array) of frames inlined
- * into the frame after them. */
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined);
+struct jw;
 
-/* {"id","state","function","forkSite","forkedAt","startedAt"} of a model task. */
-json_t *jj_task(const jv *task);
+/* Writes member key: the frames of a stack entry as JDK frame strings, top
+ * first, at most max: "func (file:line)", "func (module+0xoff)",
+ * "func (0xaddr)", "0xaddr".  cache (an object, or NULL) maps addresses
+ * already formatted in this dump to their strings: one address and its
+ * place in that address's inline chain mean one frame within a process.
+ * With inlined_key, member inlined_key follows when any frame is inlined
+ * into the frame after it: the positions of those frames. */
+void jj_write_stack(struct jw *w, const char *key, const char *inlined_key, const jv *stack,
+		    size_t max, json_t *cache);
+
+/* Writes {"id","state","function","forkSite","forkedAt","startedAt"} of a
+ * model task, then "crashed": true when crashed, then "container" when
+ * container is not NULL. */
+void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container);
 
 /* The statistics block of a model pool. */
 json_t *jj_pool_stats(const jv *pool);
