@@ -36,6 +36,16 @@ struct {
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
+/* Per tid, the counters of the last record sent: a thread whose counters
+ * have not moved since has not run, so its stacks are those of that record
+ * and copying them again can be skipped (stk_cfg.reuse). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct stk_last);
+} last SEC(".maps");
+
 /* Task state field was renamed in 5.14; keep older kernels readable. */
 struct task_struct___pre514 {
 	long state;
@@ -137,6 +147,20 @@ int capture(struct bpf_iter__task *ctx)
 		emit_mark(seq, t, STK_MARK_SENT);
 		return 0;
 	}
+	__u32 tid = t->pid;
+	struct stk_last now = {
+	    .nvcsw = t->nvcsw,
+	    .nivcsw = t->nivcsw,
+	    .start_ns = BPF_CORE_READ(t, start_time),
+	};
+	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu)) {
+		struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
+		if (l && l->nvcsw == now.nvcsw && l->nivcsw == now.nivcsw &&
+		    l->start_ns == now.start_ns) {
+			emit_mark(seq, t, STK_MARK_SAME);
+			return 0;
+		}
+	}
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
@@ -171,9 +195,15 @@ int capture(struct bpf_iter__task *ctx)
 	size = sizeof(s->rec) + s->rec.ustack_len;
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&records, s, size, 0))
+	if (bpf_ringbuf_output(&records, s, size, 0)) {
 		emit_mark(seq, t, STK_MARK_DROPPED);
-	else
-		emit_mark(seq, t, STK_MARK_SENT);
+		return 0;
+	}
+	/* Counters as the record has them: a thread that ran since gets a
+	 * record again next time. */
+	now.nvcsw = s->rec.nvcsw;
+	now.nivcsw = s->rec.nivcsw;
+	bpf_map_update_elem(&last, &tid, &now, BPF_ANY);
+	emit_mark(seq, t, STK_MARK_SENT);
 	return 0;
 }
