@@ -134,16 +134,24 @@ static long lookup(const struct ref *r, size_t n, const jv *id)
 
 char *jdkdump_iso_time(double ms, char *buf, size_t len)
 {
+	/* A dump's times fall in few seconds: the date and time of the last
+	 * second formatted are kept (per thread, as builds are). */
+	static _Thread_local time_t last_secs = -1;
+	static _Thread_local char last[80];
 	/* Years 1970..9999 keep the format fixed-width and valid ISO-8601. */
 	if (!isfinite(ms) || ms < 0 || ms > 253402300799999.0)
 		ms = 0;
 	time_t secs = (time_t)(ms / 1000);
 	int millis = (int)(ms - (double)secs * 1000);
 	millis = millis < 0 ? 0 : millis > 999 ? 999 : millis;
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+	if (secs != last_secs) {
+		struct tm tm;
+		gmtime_r(&secs, &tm);
+		snprintf(last, sizeof last, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		last_secs = secs;
+	}
+	snprintf(buf, len, "%s.%03dZ", last, millis);
 	return buf;
 }
 

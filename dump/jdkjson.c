@@ -409,7 +409,17 @@ static const json_t *frame_at(const jv *f, const char *addr, unsigned chain, jso
 	char key[96];
 	*own = NULL;
 	if (addr) {
-		snprintf(key, sizeof key, "%.64s/%u", addr, chain);
+		/* "addr/chain", the address cut at 64 bytes. */
+		size_t n = strnlen(addr, 64);
+		memcpy(key, addr, n);
+		key[n++] = '/';
+		char digits[12], *d = digits + sizeof digits;
+		unsigned c = chain;
+		do
+			*--d = (char)('0' + c % 10);
+		while (c /= 10);
+		memcpy(key + n, d, (size_t)(digits + sizeof digits - d));
+		key[n + (size_t)(digits + sizeof digits - d)] = '\0';
 		const json_t *hit = cache ? json_object_get(cache, key) : NULL;
 		if (hit)
 			return hit;

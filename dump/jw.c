@@ -245,9 +245,14 @@ void jw_int(struct jw *w, int64_t v)
 	if (w->tree) {
 		tree_add(w, json_integer((json_int_t)v));
 	} else {
-		char b[24];
-		int n = snprintf(b, sizeof b, "%lld", (long long)v);
-		put(w, b, (size_t)n);
+		char b[24], *e = b + sizeof b, *d = e;
+		uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+		do
+			*--d = (char)('0' + u % 10);
+		while (u /= 10);
+		if (v < 0)
+			*--d = '-';
+		put(w, d, (size_t)(e - d));
 	}
 	w->key = NULL;
 }
