@@ -635,3 +635,35 @@ json_t *jj_text_safe(const json_t *v)
 {
 	return text_dirty(v) ? text_copy(v) : json_incref((json_t *)v);
 }
+
+const char *jt_str_or(const json_t *obj, const char *key, const char *def)
+{
+	const char *s = jt_str(obj, key);
+	return s ? s : def;
+}
+
+int jj_render(FILE *out, const json_t *dump, unsigned flags, jj_render_fn *render)
+{
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe = jj_text_safe(dump);
+	if (!safe)
+		return -ENOMEM;
+	int rc = render(out, safe, flags);
+	json_decref(safe);
+	return rc;
+}
+
+char *jj_render_string(const json_t *dump, unsigned flags, jj_render_fn *render)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	int rc = jj_render(f, dump, flags, render);
+	if (fclose(f) != 0 || rc < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/jv.h"
 
@@ -75,6 +76,22 @@ json_t *jj_string_or_null(const char *s);
 const char *jj_signal_name(long long sig);
 /* "SEGV_MAPERR" for (SIGSEGV, 1) and so on; NULL when not known. */
 const char *jj_si_code_name(long long sig, long long code);
+
+/* Member key of obj when it is a string, else def. */
+const char *jt_str_or(const json_t *obj, const char *key, const char *def);
+
+/* A text renderer of a whole dump (textdump, jstackdump): writes dump,
+ * whose strings are already safe for a terminal, to out.  Returns 0 or a
+ * negative errno. */
+typedef int jj_render_fn(FILE *out, const json_t *dump, unsigned flags);
+
+/* Runs render on dump (borrowed) with every string a target named made
+ * safe for a terminal (jj_text_safe).  Returns what render returns, or
+ * -ENOMEM. */
+int jj_render(FILE *out, const json_t *dump, unsigned flags, jj_render_fn *render);
+
+/* The same into a new string (free()), or NULL when it failed. */
+char *jj_render_string(const json_t *dump, unsigned flags, jj_render_fn *render);
 
 /* v (borrowed) ready for a text renderer: a new reference to v itself when
  * no string or key in it holds a control character or ill-formed UTF-8,
