@@ -129,6 +129,14 @@ static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
 	bpf_seq_write(seq, &m, sizeof(m));
 }
 
+static bool same_comm(const char *a, const char *b)
+{
+	for (int i = 0; i < STK_COMM_LEN; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
 SEC("iter.s/task")
 int capture(struct bpf_iter__task *ctx)
 {
@@ -153,10 +161,11 @@ int capture(struct bpf_iter__task *ctx)
 	    .nivcsw = t->nivcsw,
 	    .start_ns = BPF_CORE_READ(t, start_time),
 	};
+	bpf_probe_read_kernel_str(now.comm, sizeof(now.comm), t->comm);
 	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu)) {
 		struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
 		if (l && l->nvcsw == now.nvcsw && l->nivcsw == now.nivcsw &&
-		    l->start_ns == now.start_ns) {
+		    l->start_ns == now.start_ns && same_comm(l->comm, now.comm)) {
 			emit_mark(seq, t, STK_MARK_SAME);
 			return 0;
 		}
@@ -203,6 +212,7 @@ int capture(struct bpf_iter__task *ctx)
 	 * record again next time. */
 	now.nvcsw = s->rec.nvcsw;
 	now.nivcsw = s->rec.nivcsw;
+	__builtin_memcpy(now.comm, s->rec.comm, sizeof(now.comm));
 	bpf_map_update_elem(&last, &tid, &now, BPF_ANY);
 	emit_mark(seq, t, STK_MARK_SENT);
 	return 0;
