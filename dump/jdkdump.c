@@ -989,6 +989,9 @@ char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen)
 	struct jw w;
 	jw_init(&w, false);
 	char *out = NULL;
+	/* A thread takes about a kilobyte and a half of text: the buffer is
+	 * sized once for all of them (and 64 KiB for the rest). */
+	(void)jw_reserve(&w, jv_size(jv_get(reply, "stacks")) * 1536 + (64u << 10));
 	if (build(reply, &w, err, errlen) && jw_text(&w, len)) {
 		out = w.buf; /* the text is handed over whole */
 		w.buf = NULL;

@@ -44,6 +44,11 @@ static bool reserve(struct jw *w, size_t n)
 	return true;
 }
 
+bool jw_reserve(struct jw *w, size_t len)
+{
+	return w->tree || reserve(w, len);
+}
+
 static void put(struct jw *w, const char *s, size_t n)
 {
 	if (reserve(w, n)) {

@@ -30,6 +30,9 @@ struct jw {
 
 /* Starts w as a text writer or a tree writer; jw_fini() frees what it holds. */
 void jw_init(struct jw *w, bool tree);
+/* Text writers: room for about len bytes before any is written (the text
+ * then grows without copies); false when memory ran out. */
+bool jw_reserve(struct jw *w, size_t len);
 void jw_fini(struct jw *w);
 
 /* The text written (owned by w; NUL-terminated, with a final newline added
