@@ -41,7 +41,7 @@ struct {
  * and copying them again can be skipped (stk_cfg.reuse). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384); /* past it, the least recent go: captured anew */
 	__type(key, __u32);
 	__type(value, struct stk_last);
 } last SEC(".maps");
