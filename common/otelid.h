@@ -67,10 +67,12 @@ static inline uint64_t otelid_process_key(const uint8_t boot[16], uint32_t pid,
 			  otelid_mix(start_ticks + 1));
 }
 
-/* The key of one kind of id in a process. */
+/* The key of one kind of id in a process.  Its top bit is set, so that
+ * key ^ id is never 0 for an id below 2^63 (what the runtime's ids are):
+ * the hot path needs no test for it. */
 static inline uint64_t otelid_kind_key(uint64_t process_key, enum otelid_kind kind)
 {
-	return otelid_mix(process_key ^ otelid_mix(kind));
+	return otelid_mix(process_key ^ otelid_mix(kind)) | 1ull << 63;
 }
 
 /* A scope's or task's span id as a number (never 0 for an id >= 1): the

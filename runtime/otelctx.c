@@ -1,12 +1,14 @@
 /* otelctx.c - OpenTelemetry's context for profilers outside the process: the
- * thread context of OTEP 4947 (the exported TLS pointer otel_thread_ctx_v1 at
- * one record per thread, rewritten when the thread starts and ends a task)
- * and the process context of OTEP 4719 (a mapping named OTEL_CTX whose
- * protobuf payload names the record's schema and attribute keys). */
+ * thread context of OTEP 4947 (the exported TLS pointer otel_thread_ctx_v1,
+ * moved between a thread's records, one per scope and fork site it runs
+ * tasks of, when it starts and ends a task) and the process context of
+ * OTEP 4719 (a mapping named OTEL_CTX whose protobuf payload names the
+ * record's schema and attribute keys). */
 #include "otelctx.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,22 +271,22 @@ static void thread_gone(void *arg)
 {
 	struct sc_otel_thread *o = arg;
 
-	otel_thread_ctx_v1 = NULL;
-	SC_OTEL_FENCE();
+	sc_otel_point(o->tls, NULL);
 	sc_otel_mine = NULL;
+	for (int i = 0; i < SC_OTEL_SLOTS; i++)
+		free(o->slot[i]);
 	free(o);
 }
 
 static void after_fork_child(void)
 {
-	/* A new pid: a new key, a new context; the surviving thread's record
-	 * holds ids of the parent's key. */
+	/* A new pid: a new key, a new context; the surviving thread's records
+	 * hold ids of the parent's key (scopes' built blocks say whose they
+	 * are: sc_otel_fill rebuilds them). */
 	atomic_store(&proc_pid, 0);
-	if (sc_otel_mine) {
-		sc_otel_mine->scope_id = 0;
-		for (int i = 0; i < SC_OTEL_CACHE; i++)
-			sc_otel_mine->cache[i].scope_id = 0;
-	}
+	if (sc_otel_mine)
+		for (int i = 0; i < SC_OTEL_SLOTS; i++)
+			sc_otel_mine->key[i].src = 0;
 }
 
 /* The key and the process context of this process (again after a fork).
@@ -355,16 +357,18 @@ struct sc_otel_thread *sc_otel_thread_init(void)
 	pthread_mutex_unlock(&proc_lock);
 	if (!atomic_load(&sc_otel_on) || !thread_key_ok)
 		return NULL;
-	o = calloc(1, sizeof(*o));
+	o = aligned_alloc(_Alignof(struct sc_otel_thread), sizeof(*o));
 	if (!o)
 		return NULL;
+	memset(o, 0, sizeof(*o));
 	if (pthread_setspecific(thread_key, o) != 0) {
 		free(o);
 		return NULL;
 	}
+	/* Its address is the thread's for the thread's life: taken once, so
+	 * that a task switch does not go through the TLS descriptor. */
+	o->tls = &otel_thread_ctx_v1;
 	sc_otel_mine = o;
-	otel_thread_ctx_v1 = &o->rec;
-	SC_OTEL_FENCE();
 	return o;
 }
 
@@ -410,8 +414,10 @@ static const char *traceparent_of(const scope_t *s, const scope_t **root)
 	return NULL;
 }
 
-/* Builds c for task's scope and fork site; same is an entry already built
- * for the scope (NULL: none), whose trace is taken as it is. */
+/* Builds the trace and attributes of task's scope and fork site into c
+ * (room for SC_OTEL_ATTRS_MAX bytes of attributes); same, when not NULL,
+ * was built for the scope at another site, and its trace is taken as it
+ * is. */
 static void build(struct sc_otel_built *c, const scope_task_t *task,
 		  const struct sc_otel_built *same)
 {
@@ -452,44 +458,117 @@ static void build(struct sc_otel_built *c, const scope_task_t *task,
 	}
 	memcpy(c->attrs_data, a.b, a.n);
 	c->attrs_data_size = (uint16_t)a.n;
-	c->scope_id = s->id;
+	c->pid = atomic_load(&proc_pid);
+	c->src = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
 	c->func = task->site.func;
 	c->file = task->site.file;
 	c->line = task->site.line;
 }
 
-void sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task)
+/* The block task's scope keeps built (made, and hung off the scope, by
+ * the first thread to need it; a thread that loses the race frees its
+ * own); NULL when memory ran out. */
+static const struct sc_otel_built *scope_built(const scope_task_t *task, struct sc_otel_built *tmp)
 {
-	struct sc_otel_rec *r = &o->rec;
-	const struct sc_otel_built *same = NULL;
-	struct sc_otel_built *c = NULL;
-	uint64_t id = task->scope->id;
+	scope_t *s = task->scope;
+	struct sc_otel_built *b = atomic_load_explicit(&s->otel, memory_order_acquire), *mine;
+
+	if (b && b->pid == atomic_load(&proc_pid))
+		return b;
+	if (b) /* a fork child's: the parent's key made it */
+		return NULL;
+	build(tmp, task, NULL);
+	mine = malloc(sizeof(*mine) + tmp->attrs_data_size);
+	if (!mine)
+		return NULL;
+	memcpy(mine, tmp, sizeof(*mine) + tmp->attrs_data_size);
+	if (!atomic_compare_exchange_strong_explicit(&s->otel, &b, mine, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		free(mine);
+		return b->pid == tmp->pid ? b : NULL;
+	}
+	return mine;
+}
+
+void sc_otel_scope_free(scope_t *s)
+{
+	/* The scope's tasks have all ended: nothing races with this. */
+	struct sc_otel_built *b = atomic_load_explicit(&s->otel, memory_order_acquire);
+
+	if (b) {
+		free(b);
+		atomic_store_explicit(&s->otel, NULL, memory_order_relaxed);
+	}
+}
+
+struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task, unsigned i)
+{
+	struct sc_otel_slot *slot = o->slot[i];
+	struct sc_otel_key *k = &o->key[i];
+	union {
+		struct sc_otel_built b;
+		uint8_t room[sizeof(struct sc_otel_built) + SC_OTEL_ATTRS_MAX];
+	} tmp;
+	const struct sc_otel_built *b;
+	struct sc_otel_rec *r;
 
 	if (!atomic_load(&proc_pid)) {
 		pthread_mutex_lock(&proc_lock);
 		process_ready();
 		pthread_mutex_unlock(&proc_lock);
 	}
-	for (int i = 0; i < SC_OTEL_CACHE && !c; i++) {
-		struct sc_otel_built *e = &o->cache[i];
-		if (e->scope_id != id)
-			continue;
-		if (e->func == task->site.func && e->line == task->site.line &&
-		    e->file == task->site.file)
-			c = e;
-		else
-			same = e;
+	/* The same scope name and fork site in another tree without a
+	 * traceparent (a new root scope per request, say): only its trace
+	 * differs, and that is two mixes of the root's id away. */
+	uint64_t src = atomic_load_explicit(&task->scope->trace_src, memory_order_relaxed);
+	if (slot && k->src && !(src & SC_TRACE_SRC_BOUND) && k->name == task->scope->name_key &&
+	    k->func == task->site.func && k->line == task->site.line &&
+	    k->file == task->site.file) {
+		r = sc_otel_slot_rec(slot);
+		otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi), atomic_load(&trace_lo),
+				   src);
+		r->trace_flags = 0;
+		k->src = src;
+		return slot;
 	}
-	if (!c) {
-		c = &o->cache[o->next++ % SC_OTEL_CACHE];
-		build(c, task, same);
+	b = scope_built(task, &tmp.b);
+	if (b && b->src != src) {
+		/* A traceparent bound above the scope after its block was
+		 * built (a nested scope its owner opened first): built anew
+		 * each time, which only such a scope pays. */
+		build(&tmp.b, task, NULL);
+		b = &tmp.b;
+	} else if (!b || b->func != task->site.func || b->line != task->site.line ||
+		   b->file != task->site.file) {
+		/* Another fork site of the scope (or no block): its
+		 * attributes, and the scope's trace when there is one. */
+		build(&tmp.b, task, b);
+		b = &tmp.b;
 	}
-	memcpy(r->trace_id, c->trace_id, 16);
-	r->trace_flags = c->trace_flags;
-	memcpy(r->attrs_data, c->attrs_data, c->attrs_data_size);
-	r->attrs_data_size = c->attrs_data_size;
-	o->scope_id = id;
-	o->func = c->func;
-	o->file = c->file;
-	o->line = c->line;
+	k->src = 0; /* until filled */
+	if (!slot || slot->cap < b->attrs_data_size) {
+		/* Room for what a few more bytes of another pair need, so a
+		 * slot is seldom made again. */
+		size_t cap = b->attrs_data_size + 32u < SC_OTEL_ATTRS_MAX ? b->attrs_data_size + 32u
+									  : SC_OTEL_ATTRS_MAX;
+		struct sc_otel_slot *n =
+		    malloc(sizeof(*n) + offsetof(struct sc_otel_rec, attrs_data) + cap);
+		if (!n)
+			return NULL;
+		free(slot);
+		slot = o->slot[i] = n;
+		slot->cap = (uint16_t)cap;
+		sc_otel_slot_rec(slot)->valid = 1; /* for good: the pointer says when it counts */
+	}
+	r = sc_otel_slot_rec(slot);
+	memcpy(r->trace_id, b->trace_id, 16);
+	r->trace_flags = b->trace_flags;
+	memcpy(r->attrs_data, b->attrs_data, b->attrs_data_size);
+	r->attrs_data_size = b->attrs_data_size;
+	k->src = src;
+	k->name = task->scope->name_key;
+	k->func = task->site.func;
+	k->file = task->site.file;
+	k->line = task->site.line;
+	return slot;
 }

@@ -18,7 +18,9 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "otelid.h"
+#include "scope.h"
 #include "procstat.h"
 
 #define TRACE_HEX "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -314,6 +317,7 @@ static struct tls_loc tls_locate(pid_t pid)
 
 struct record {
 	bool attached; /* the pointer was not NULL */
+	uint64_t ptr;
 	uint8_t head[28];
 	uint8_t attrs[640];
 	uint16_t nattrs;
@@ -328,7 +332,9 @@ static void read_thread(pid_t pid, pid_t tid, struct tls_loc loc, struct record 
 	int st;
 
 	memset(rec, 0, sizeof *rec);
-	assert_int_equal(ptrace(PTRACE_SEIZE, tid, 0, 0), 0);
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0)
+		fail_msg("ptrace(PTRACE_SEIZE) of thread %d of %d: %s", (int)tid, (int)pid,
+			 strerror(errno));
 	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0);
 	assert_int_equal(waitpid(tid, &st, __WALL), tid);
 	assert_int_equal(ptrace(PTRACE_GETREGS, tid, 0, &regs), 0);
@@ -344,6 +350,7 @@ static void read_thread(pid_t pid, pid_t tid, struct tls_loc loc, struct record 
 	}
 	if (at)
 		assert_int_equal(peek(pid, at, &ptr, 8), 0);
+	rec->ptr = ptr;
 	if (ptr) {
 		rec->attached = true;
 		assert_int_equal(peek(pid, ptr, rec->head, 28), 0);
@@ -444,15 +451,15 @@ static void test_task_context_read_from_outside(void **state)
 	struct process_ctx pc;
 	struct record rec;
 	struct proc_stat st;
-	char line[256], v[256], want[64];
+	char line[256], line_ready[256], v[256], want[64];
 	unsigned long long task_id, scope_id;
 	int fork_line;
 	long tid;
 	uint8_t boot[16], trace[16], span[8];
 
 	start_target(&t);
-	expect(&t, "ready ", line, sizeof line);
-	tid = strtol(line + 6, NULL, 10);
+	expect(&t, "ready ", line_ready, sizeof line_ready);
+	tid = strtol(line_ready + 6, NULL, 10);
 	expect(&t, "fork ", line, sizeof line);
 	assert_int_equal(sscanf(line, "fork %llu %llu %d", &task_id, &scope_id, &fork_line), 3);
 	assert_true(tid != t.pid); /* a worker runs it */
@@ -467,6 +474,11 @@ static void test_task_context_read_from_outside(void **state)
 	assert_string_equal(pc.keys[2], "code.file.path");
 	assert_string_equal(pc.keys[3], "code.line.number");
 
+	/* What the task would send on to another process: the caller's
+	 * trace, its own span as the parent, the caller's flags. */
+	char want_tp[64], got_tp[64];
+	assert_int_equal(sscanf(line_ready, "ready %*d %63s", got_tp), 1);
+
 	/* The running task's record: the traceparent's trace, its span. */
 	struct tls_loc off = tls_locate(t.pid);
 	otelid_boot_id(boot);
@@ -480,6 +492,9 @@ static void test_task_context_read_from_outside(void **state)
 	assert_memory_equal(rec.head, trace, 16);
 	otelid_bytes(span, otelid_span(otelid_kind_key(key, OTELID_TASK), task_id));
 	assert_memory_equal(rec.head + 16, span, 8);
+	snprintf(want_tp, sizeof want_tp, "00-%s-%016llx-01", TRACE_HEX,
+		 (unsigned long long)otelid_span(otelid_kind_key(key, OTELID_TASK), task_id));
+	assert_string_equal(got_tp, want_tp);
 	attr_of(&rec, 0, v, sizeof v);
 	assert_string_equal(v, "otel-req");
 	attr_of(&rec, 1, v, sizeof v);
@@ -494,12 +509,12 @@ static void test_task_context_read_from_outside(void **state)
 	read_thread(t.pid, t.pid, off, &rec);
 	assert_false(rec.attached);
 
-	/* The task ended: its worker's record says so. */
+	/* The task ended: its worker's pointer is NULL (libscope swaps the
+	 * pointer; a record once shown stays valid). */
 	assert_int_equal(write(t.in, "go\n", 3), 3);
 	expect(&t, "joined", line, sizeof line);
 	read_thread(t.pid, (pid_t)tid, off, &rec);
-	assert_true(rec.attached);
-	assert_int_equal(rec.head[24], 0);
+	assert_false(rec.attached);
 
 	/* A tree without traceparent: the trace the daemon exports it under. */
 	assert_int_equal(write(t.in, "go\n", 3), 3);
@@ -610,6 +625,175 @@ static void test_nested_task_restores_outer(void **state)
 	close(t.in);
 }
 
+/* The target's lines, read by a thread of their own while the test
+ * samples (a target blocked on a full pipe would stop switching). */
+struct lines {
+	pthread_mutex_t lock;
+	FILE *in;
+	char **v;
+	size_t n, cap;
+	bool eof;
+};
+
+static void *lines_read(void *arg)
+{
+	struct lines *l = arg;
+	char buf[256];
+
+	while (fgets(buf, sizeof buf, l->in)) {
+		char *dup = strdup(buf);
+		assert_non_null(dup);
+		pthread_mutex_lock(&l->lock);
+		if (l->n == l->cap) {
+			l->cap = l->cap ? l->cap * 2 : 256;
+			l->v = realloc(l->v, l->cap * sizeof *l->v);
+			assert_non_null(l->v);
+		}
+		l->v[l->n++] = dup;
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_lock(&l->lock);
+	l->eof = true;
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+/* Waits (at most 30 s) for a line starting with word; returns it. */
+static const char *lines_await(struct lines *l, const char *word)
+{
+	for (int tries = 0; tries < 30000; tries++) {
+		const char *hit = NULL;
+		bool eof;
+		pthread_mutex_lock(&l->lock);
+		for (size_t i = 0; i < l->n && !hit; i++)
+			if (strncmp(l->v[i], word, strlen(word)) == 0)
+				hit = l->v[i];
+		eof = l->eof;
+		pthread_mutex_unlock(&l->lock);
+		if (hit)
+			return hit;
+		if (eof)
+			break;
+		usleep(1000);
+	}
+	fail_msg("the target never said '%s'", word);
+	return NULL;
+}
+
+#define SW_SCOPES 3
+#define SW_SAMPLES 300
+
+/* A worker running tasks of several scopes in turn: otel_thread_ctx_v1
+ * moves from record to record, and every record a reader finds while the
+ * thread is stopped, at any instant, is whole: valid, one scope's trace id,
+ * name and fork line, and the span of a task of that very scope. */
+static void test_switching_scopes(void **state)
+{
+	(void)state;
+#ifndef __x86_64__
+	skip();
+#endif
+	if (!can_trace()) {
+		print_message("skip: ptrace is not allowed here\n");
+		skip();
+	}
+	struct target t;
+	struct lines l = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct record *rec = calloc(SW_SAMPLES, sizeof *rec);
+	struct proc_stat st;
+	uint8_t boot[16], trace[SW_SCOPES][16];
+	int lines[SW_SCOPES], attached = 0, nptr = 0, seen[SW_SCOPES] = {0};
+	uint64_t ptrs[SW_SAMPLES];
+	pthread_t reader;
+	char hex[40];
+
+	assert_non_null(rec);
+	start_target_as(&t, "switch");
+	l.in = t.out;
+	assert_int_equal(pthread_create(&reader, NULL, lines_read, &l), 0);
+	pid_t worker = (pid_t)strtol(lines_await(&l, "worker ") + 7, NULL, 10);
+	assert_true(worker > 0 && worker != t.pid);
+	for (int j = 0; j < SW_SCOPES; j++) {
+		char want[32];
+		snprintf(want, sizeof want, "line %d ", j);
+		lines[j] = atoi(lines_await(&l, want) + strlen(want));
+		snprintf(hex, sizeof hex, "%032x", 0x5100 + j);
+		assert_true(otelid_hex(hex, trace[j], 16));
+	}
+	struct tls_loc off = tls_locate(t.pid);
+	otelid_boot_id(boot);
+	assert_int_equal(proc_stat_read(t.pid, 0, &st), 0);
+	uint64_t key =
+	    otelid_kind_key(otelid_process_key(boot, (uint32_t)t.pid, st.starttime), OTELID_TASK);
+
+	/* Spread over many rounds, so that the thread's slots are reused by
+	 * other scopes too. */
+	for (int i = 0; i < SW_SAMPLES; i++) {
+		read_thread(t.pid, worker, off, &rec[i]);
+		usleep(500);
+	}
+	assert_int_equal(write(t.in, "stop\n", 5), 5);
+	assert_int_equal(pthread_join(reader, NULL), 0);
+	int status;
+	assert_int_equal(waitpid(t.pid, &status, 0), t.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(l.n > 0 && strncmp(l.v[l.n - 1], "done", 4) == 0);
+
+	for (int i = 0; i < SW_SAMPLES; i++) {
+		struct record *r = &rec[i];
+		char v[256], want[32];
+		int j, n = 0;
+		uint64_t span, id;
+		bool found = false;
+
+		if (!r->attached)
+			continue; /* between two tasks */
+		attached++;
+		for (n = 0; n < nptr && ptrs[n] != r->ptr; n++)
+			;
+		if (n == nptr)
+			ptrs[nptr++] = r->ptr;
+		assert_int_equal(r->head[24], 1); /* valid */
+		assert_int_equal(r->head[25], 1); /* the traceparents' flags */
+		attr_of(r, 0, v, sizeof v);
+		assert_int_equal(sscanf(v, "sw-%d", &j), 1);
+		assert_true(j >= 0 && j < SW_SCOPES);
+		seen[j]++;
+		assert_memory_equal(r->head, trace[j], 16);
+		attr_of(r, 1, v, sizeof v);
+		assert_string_equal(v, "sw_fork");
+		attr_of(r, 3, v, sizeof v);
+		snprintf(want, sizeof want, "%d", lines[j]);
+		assert_string_equal(v, want);
+		/* The span is that of a task of scope j. */
+		span = 0;
+		for (int b = 0; b < 8; b++)
+			span = span << 8 | r->head[16 + b];
+		id = span ^ key;
+		snprintf(want, sizeof want, "t %d ", j);
+		for (size_t k = 0; k < l.n && !found; k++)
+			if (strncmp(l.v[k], want, strlen(want)) == 0) {
+				uint64_t tid = strtoull(l.v[k] + strlen(want), NULL, 10);
+				found = otelid_span(key, tid) == span;
+			}
+		if (!found)
+			fail_msg("sample %d: span %016llx (task %llu) is no task of sw-%d", i,
+				 (unsigned long long)span, (unsigned long long)id, j);
+	}
+	/* The worker ran tasks nearly all the time: most samples caught one,
+	 * and the pointer moved between the scopes' records. */
+	print_message("%d of %d samples in a task; %d records; by scope %d %d %d; %zu tasks\n",
+		      attached, SW_SAMPLES, nptr, seen[0], seen[1], seen[2], l.n);
+	assert_true(attached >= SW_SAMPLES / 10);
+	assert_true(nptr >= 2);
+	for (size_t k = 0; k < l.n; k++)
+		free(l.v[k]);
+	free(l.v);
+	free(rec);
+	fclose(t.out);
+	close(t.in);
+}
+
 /* The process context is there from the start, before any task runs. */
 static void test_process_context_at_start(void **state)
 {
@@ -654,13 +838,100 @@ static void test_off_by_environment(void **state)
 	close(t.in);
 }
 
+/* ---- Which record a task gets: in this process, read from inside ---- */
+
+extern __thread struct otel_rec_head {
+	uint8_t trace_id[16];
+} * otel_thread_ctx_v1;
+
+struct seen_trace {
+	uint8_t trace[16];
+	bool attached;
+	_Atomic bool done;
+};
+
+/* A task that copies the trace id its thread context shows. */
+static int copy_trace(void *arg, void **result)
+{
+	struct seen_trace *t = arg;
+
+	(void)result;
+	t->attached = otel_thread_ctx_v1 != NULL;
+	if (t->attached)
+		memcpy(t->trace, otel_thread_ctx_v1->trace_id, 16);
+	atomic_store(&t->done, true);
+	return 0;
+}
+
+static void fork_and_see(scope_t *s, struct seen_trace *t)
+{
+	assert_int_equal(scope_fork(s, copy_trace, t, NULL), 0);
+}
+
+/* Root scopes of one name forking from one site, one after another (a
+ * request each): each task shows its own tree's trace, the same for the
+ * tasks of one tree, though they share the thread's record. */
+static void test_new_roots_keep_their_traces(void **state)
+{
+	struct seen_trace t[4][2] = {0};
+	(void)state;
+
+	for (int i = 0; i < 4; i++) {
+		scope_t *s;
+		assert_int_equal(scope_open(&s, NULL), 0);
+		for (int k = 0; k < 2; k++)
+			fork_and_see(s, &t[i][k]);
+		assert_int_equal(scope_join(s), 0);
+		assert_int_equal(scope_close(s), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_true(t[i][0].attached && t[i][1].attached);
+		assert_memory_equal(t[i][0].trace, t[i][1].trace, 16);
+		for (int j = 0; j < i; j++)
+			assert_memory_not_equal(t[i][0].trace, t[j][0].trace, 16);
+	}
+}
+
+/* A traceparent bound on a scope after a nested scope was opened below it
+ * (both its owner's) reaches the nested scope's later tasks, as
+ * scope_value_get() from them would find it. */
+static void test_traceparent_bound_after_nested_open(void **state)
+{
+	static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	struct seen_trace before = {0}, after = {0}, own = {0};
+	uint8_t want[16];
+	scope_t *p, *c;
+	(void)state;
+
+	assert_true(otelid_hex(tp + 3, want, 16));
+	assert_int_equal(scope_open(&p, NULL), 0);
+	assert_int_equal(scope_open(&c, NULL), 0);
+	fork_and_see(c, &before);
+	while (!atomic_load(&before.done)) /* it ran before the binding */
+		usleep(100);
+	assert_int_equal(scope_value_bind(p, "traceparent", tp), 0);
+	fork_and_see(c, &after);
+	assert_int_equal(scope_join(c), 0);
+	assert_int_equal(scope_close(c), 0);
+	fork_and_see(p, &own);
+	assert_int_equal(scope_join(p), 0);
+	assert_int_equal(scope_close(p), 0);
+	assert_true(before.attached && after.attached && own.attached);
+	assert_memory_not_equal(before.trace, want, 16);
+	assert_memory_equal(after.trace, want, 16);
+	assert_memory_equal(own.trace, want, 16);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_task_context_read_from_outside),
 	    cmocka_unit_test(test_nested_task_restores_outer),
+	    cmocka_unit_test(test_switching_scopes),
 	    cmocka_unit_test(test_process_context_at_start),
 	    cmocka_unit_test(test_off_by_environment),
+	    cmocka_unit_test(test_new_roots_keep_their_traces),
+	    cmocka_unit_test(test_traceparent_bound_after_nested_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
