@@ -92,7 +92,7 @@ struct stk_cfg {
 struct stk_last {
 	__u64 nvcsw;
 	__u64 nivcsw;
-	__u64 start_ns; /* the task's start time: a reused tid is another task */
+	__u64 start_ns;		 /* the task's start time: a reused tid is another task */
 	char comm[STK_COMM_LEN]; /* another thread may rename it meanwhile */
 };
 
