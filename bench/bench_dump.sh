@@ -6,6 +6,9 @@
 # longest per-thread pause.  The daemon runs twice: with its default stack
 # source (auto: BPF when it loads) and forced to signal mode.  Fails when
 # scopecmd with the default source is not at least 10x faster than eu-stack.
+# Also where a dump goes (the capture the dump reports, the daemon's reply
+# alone on its control socket, CPU of the daemon and of scopecmd), the cold
+# first dump against the warm ones, and the issue's targets, met or not.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
@@ -85,20 +88,54 @@ rc=0
 printf '\n%-40s %10s %6s %16s %12s\n' "tool" "median ms" "runs" "vs scopecmd" "max pause"
 for mode in auto signal; do
 	start_daemon $mode || continue
-	# One run first, not counted: the daemon's symbol cache and the page
-	# cache warm up, as they did for eu-stack's ptrace check above.
-	"$BIN/scopecmd" --no-start $hpid Thread.dump_to_file -overwrite -format=json "$D/dump.json" >/dev/null
-	n=0
-	: >"$D/times"
-	while [ $n -lt "$RUNS" ]; do
-		t0=$(now_ns)
-		"$BIN/scopecmd" --no-start $hpid Thread.dump_to_file -overwrite -format=json "$D/dump.json" >/dev/null ||
-			{ echo "scopecmd failed"; rc=1; break; }
-		echo "$(now_ns) $t0" | awk '{printf "%.2f\n", ($1-$2)/1e6}' >>"$D/times"
-		n=$((n + 1))
-	done
-	med=$(median <"$D/times")
-	echo "  scopecmd ($mode) runs, ms: $(sort -n "$D/times" | tr '\n' ' ')" >>"$D/detail"
+	# The first run is the cold one (the daemon's symbol cache, the page
+	# cache; for BPF, nothing to reuse yet), not counted in the median.
+	# Each run: wall time, the daemon's CPU (its schedstat), scopecmd's
+	# CPU (rusage) and the capture the dump reports; then the daemon's own
+	# reply alone, timed on the control socket.
+	$PY - "$BIN/scopecmd" "$hpid" "$dpid" "$RUNS" "$D/dump.json" "$(control_sock)" >"$D/runs-$mode" <<'PYEOF' ||
+import json, os, re, socket, statistics, subprocess, sys, time
+scopecmd, pid, dpid, runs, path, ctl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+def oncpu(p):
+	return int(open("/proc/%d/schedstat" % p).read().split()[0])
+def dump():
+	c0, t0 = oncpu(dpid), time.perf_counter()
+	p = subprocess.Popen([scopecmd, "--no-start", str(pid), "Thread.dump_to_file", "-overwrite",
+			      "-format=json", path], stdout=subprocess.DEVNULL)
+	_, st, ru = os.wait4(p.pid, 0)
+	ms = (time.perf_counter() - t0) * 1e3
+	if st:
+		sys.exit(1)
+	m = re.search(rb'"captureNs": (\d+)', open(path, "rb").read())
+	return ms, (oncpu(dpid) - c0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1e3, int(m.group(1)) / 1e6 if m else -1
+def reply():
+	s = socket.socket(socket.AF_UNIX)
+	s.connect(ctl)
+	t0 = time.perf_counter()
+	s.sendall(b'{"cmd":"dump","pid":%d,"id":1,"share_stacks":true}\n' % pid)
+	buf = b""
+	while not buf.endswith(b"\n"):
+		b = s.recv(1 << 20)
+		if not b:
+			break
+		buf += b
+	s.close()
+	return (time.perf_counter() - t0) * 1e3
+cold = dump()
+warm = [dump() for _ in range(runs)]
+med = lambda i: statistics.median(x[i] for x in warm)
+rep = statistics.median(reply() for _ in range(runs))
+print("%.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f" % (med(0), min(x[0] for x in warm), max(x[0] for x in warm),
+      cold[0], med(3), rep, med(1), med(2), cold[3]))
+print("runs, ms: " + " ".join("%.2f" % x[0] for x in sorted(warm)))
+PYEOF
+		{ echo "scopecmd failed"; rc=1; scoped_stop; continue; }
+	set -- $(head -1 "$D/runs-$mode")
+	med=$1
+	echo "  scopecmd ($mode) $(tail -1 "$D/runs-$mode")" >>"$D/detail"
+	echo "  scopecmd ($mode): warm $1 ms [$2-$3], cold (first) $4 ms; capture $5 ms warm, $9 ms cold (captureNs);" \
+		"the daemon's reply alone $6 ms; CPU per warm dump: daemon $7 ms + scopecmd $8 ms" >>"$D/breakdown"
+	eval "cap_$mode=$5"
 	pause=$($PY -c '
 import json, sys
 td = json.load(open(sys.argv[1]))["threadDump"]
@@ -108,7 +145,7 @@ print("%s %d %s" % ("%.1f us" % (p / 1e3) if p is not None else "n/a", n, td.get
 ' "$D/dump.json")
 	set -- $pause
 	printf '%-40s %10s %6s %16s %12s\n' "scopecmd ($mode: $4, $3 threads)" "$med" "$RUNS" "-" "$1 $2"
-	eval "med_$mode=$med"
+	eval "med_$mode=$med src_$mode=$4"
 	scoped_stop
 done
 for peer in eu gdb; do
@@ -134,5 +171,18 @@ if [ -n "$eu_ms" ]; then
 		fi
 	done
 fi
+echo
+echo "where a dump goes (medians of $RUNS warm runs; the first run is the cold one):"
+cat "$D/breakdown"
 [ -f "$D/detail" ] && cat "$D/detail"
+# The issue's targets for 1,000 threads, said as met or not (informative:
+# the host's load moves wall times; the 10x check above is the gate).
+if [ -n "${med_auto:-}" ]; then
+	verdict() { echo "$1 $2" | awk '{print ($1 <= $2) ? "met" : "NOT MET"}'; }
+	capmax=$([ "${src_auto:-}" = bpf ] && echo 2 || echo 5)
+	echo "targets (stacks=auto, ${src_auto:-?}): end to end <= 10 ms: $(verdict "$med_auto" 10);" \
+		"warm dump <= 3 ms: $(verdict "$med_auto" 3); capture <= $capmax ms: $(verdict "$cap_auto" "$capmax")" \
+		"(${cap_auto} ms); >= 60x eu-stack: $([ -n "$eu_ms" ] && echo "$eu_ms $med_auto" |
+			awk '{print ($1 / $2 >= 60) ? "met" : "NOT MET"}' || echo "n/a (no eu-stack)")"
+fi
 exit $rc

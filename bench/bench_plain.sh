@@ -8,7 +8,10 @@
 # it loads).  Also: where a dump's time goes (the capture the daemon reports,
 # the daemon's whole reply measured on its control socket, the rest in
 # scopecmd), a warm dump against the first, and one dump of a process with
-# 10,000 threads (each thread once, the cost per thread).
+# 10,000 threads (each thread once, the cost per thread).  eu-stack stops
+# and resumes every thread between the rounds, so each round's capture is a
+# full one (no thread is unchanged since the last); the reply measured
+# after the rounds is a warm one.
 # BENCH_THREADS (1000), BENCH_RUNS (9), BENCH_BIG (10000; 0 skips it).
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -173,7 +176,7 @@ for m in modes:
 	rms = med([x[0] for x in reply])
 	cap = med(capture[m])
 	print("%s: capture %.2f ms median (the daemon's captureNs); the daemon's whole dump reply %.2f ms "
-	      "(%d KB, capture + symbols + JSON + socket); scopecmd's share (start, parse, rebuild, write) "
+	      "(%d KB, capture + symbols + JSON + socket); scopecmd's share (start, read, write) "
 	      "%.2f ms; first dump %.2f ms cold, %.2f warm; %d threads without a stack, %d approximate"
 	      % (m, cap, rms, reply[0][2] // 1024, med(times[m]) - rms, cold[m], med(times[m]), nostack, approx))
 	print("  %s target: end to end <= 10 ms: %s; capture <= %s ms: %s; warm dump <= 3 ms: %s" % (

@@ -20,6 +20,8 @@
 #define MAX_THREADS 32768
 /* How long on-CPU threads get to show up in a perf sample, in all. */
 #define PERF_TIMEOUT_MS 10
+/* Threads of the last capture kept for the next one (about 1.4 KiB each). */
+#define MAX_KEPT 10240
 
 /* The capture in progress: threads are unwound as their records arrive. */
 struct capture {
@@ -35,6 +37,7 @@ struct capture {
 	struct stk_mark *dropped;
 	size_t ndropped, dropped_cap;
 	int dropped_nomem;
+	int stale; /* a thread the iterator skipped is not in prev: pass again */
 	int truncated;
 	int bad_records;
 	int nomem;
@@ -47,7 +50,13 @@ struct bpfstack {
 	struct bpfs_unwinder *unw;
 	struct bpfs_kcache kcache;
 	struct capture cur;
-	size_t last_n;	      /* threads in the last capture: the next one's first guess */
+	size_t last_n; /* threads in the last capture: the next one's first guess */
+	/* The last capture's result, sorted by tid: threads that have not
+	 * run since keep their entries, and the iterator copies nothing of
+	 * them (stk_cfg.reuse). */
+	pid_t prev_pid;
+	struct bpfstack_thread *prev;
+	size_t nprev;
 	pthread_mutex_t lock; /* one pass at a time: the BPF side has one scratch slot */
 };
 
@@ -284,12 +293,39 @@ static int on_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static int tid_cmp(const void *a, const void *b);
+
+/* A thread that has not run since the last capture: its entry from there,
+ * when that was a whole one of the same counters. */
+static void reuse_thread(struct bpfstack *b, const struct stk_mark *m)
+{
+	struct bpfstack_thread key = {.tid = m->tid}, *p, *t;
+
+	p = bsearch(&key, b->prev, b->nprev, sizeof(key), tid_cmp);
+	if (!p || p->error || p->on_cpu || p->nvcsw != m->nvcsw || p->nivcsw != m->nivcsw) {
+		b->cur.stale = 1;
+		return;
+	}
+	t = new_thread(&b->cur);
+	if (!t)
+		return;
+	*t = *p;
+	t->on_cpu = false;
+	t->ran_during_capture = false;
+	t->reused = true;
+}
+
 /* Full pass: a thread whose record found the ring buffer full still gets
- * an entry (added after the pass), marked as missing its stack. */
+ * an entry (added after the pass), marked as missing its stack; one the
+ * iterator skipped as unchanged takes its last entry. */
 static void on_full_mark(void *ctx, const struct stk_mark *m)
 {
 	struct capture *c = &((struct bpfstack *)ctx)->cur;
 
+	if (m->status == STK_MARK_SAME) {
+		reuse_thread(ctx, m);
+		return;
+	}
 	if (m->status != STK_MARK_DROPPED || c->ndropped >= MAX_THREADS)
 		return;
 	if (c->ndropped == c->dropped_cap) {
@@ -369,6 +405,25 @@ static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *u
 	}
 }
 
+/* Keeps a copy of a capture's result for the next capture of pid.  The
+ * iterator forgets the threads whose entries cannot be reused (no stack,
+ * or taken on a CPU), so that they get a record again. */
+static void keep(struct bpfstack *b, pid_t pid, const struct bpfstack_thread *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].error || t[i].on_cpu)
+			bpf_map__delete_elem(b->skel->maps.last, &t[i].tid, sizeof(t[i].tid), 0);
+	free(b->prev);
+	b->prev = NULL;
+	b->nprev = 0;
+	b->prev_pid = 0;
+	if (n > MAX_KEPT || !(b->prev = malloc(n * sizeof(*t))))
+		return;
+	memcpy(b->prev, t, n * sizeof(*t));
+	b->nprev = n;
+	b->prev_pid = pid;
+}
+
 int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		     char *err, size_t errlen)
 {
@@ -389,7 +444,18 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	 * during this one. */
 	if (b->last_n > 0 && (c->t = malloc((b->last_n + 16) * sizeof(*c->t))))
 		c->cap = b->last_n + 16;
+	/* Unchanged threads are taken from the last capture of the same
+	 * process; when one of them is not there after all (that capture
+	 * failed, or dropped it), the pass is made again copying everything. */
+	b->skel->bss->cfg.reuse = b->prev_pid == pid && b->nprev;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
+	if (!rc && c->stale) {
+		c->n = c->ndropped = 0;
+		c->stale = 0;
+		b->skel->bss->cfg.reuse = 0;
+		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err,
+				    errlen);
+	}
 	add_dropped(c);
 	if (!rc && (c->nomem || c->dropped_nomem)) {
 		rc = -ENOMEM;
@@ -423,6 +489,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		*threads = c->t;
 		*n = c->n;
 		b->last_n = c->n;
+		keep(b, pid, c->t, c->n);
 		c->t = NULL;
 	}
 	free(c->t);
@@ -446,6 +513,7 @@ void bpfstack_close(struct bpfstack *b)
 	stacks_bpf__destroy(b->skel);
 	bpfs_unwinder_free(b->unw);
 	bpfs_ksyms_free(b->ks);
+	free(b->prev);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
 }

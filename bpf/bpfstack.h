@@ -24,6 +24,7 @@ struct bpfstack_thread {
 	bool on_cpu;		 /* was running on a CPU at capture */
 	bool ran_during_capture; /* context-switch counters moved during capture */
 	bool approximate;	 /* user stack as of its last kernel entry */
+	bool reused; /* not run since the last capture of this process: that entry, unchanged */
 	uint64_t nvcsw, nivcsw;
 	int error;		     /* 0, or negative errno: this thread's stack is missing */
 	const char *error_why;	     /* static: why, in words, when error is set (or NULL) */

@@ -28,6 +28,8 @@
 #define WINDOW (2 * STK_PAGE_SIZE)
 /* How long threads running on a CPU get to show up in a perf sample. */
 #define PERF_TIMEOUT_MS 10
+/* Threads of the last capture kept for the next one (about 1.4 KiB each). */
+#define MAX_KEPT 10240
 
 struct range {
 	uint64_t start, end;
@@ -51,7 +53,7 @@ struct slot {
 	struct stk_rec rec; /* registers and syscall from it */
 };
 
-enum { SLOT_NONE, SLOT_BLOCKED, SLOT_RUNNING };
+enum { SLOT_NONE, SLOT_BLOCKED, SLOT_RUNNING, SLOT_REUSED };
 
 struct procstack {
 	struct bpfs_unwinder *unw;
@@ -66,6 +68,15 @@ struct procstack {
 	pid_t memo_pid;
 	uint64_t memo_space; /* the address space the memo is of */
 	size_t memo_hits, memo_used;
+	/* The last capture's result, sorted by tid, and whose it is (pid and
+	 * start time): a thread whose name, state and switch counters are
+	 * those of its entry there has not run since, and keeps that entry
+	 * without a read of its registers or stack. */
+	struct bpfstack_thread *prev;
+	size_t nprev;
+	pid_t prev_pid;
+	unsigned long long prev_start, start;
+	size_t reused;
 	/* The capture in progress. */
 	pid_t pid;
 	struct stk_rec key; /* the address space's identity */
@@ -98,6 +109,7 @@ void procstack_close(struct procstack *ps)
 	for (size_t i = 0; i < ps->memo_cap; i++)
 		free(ps->memo[i].frames);
 	free(ps->memo);
+	free(ps->prev);
 	free(ps->win);
 	free(ps->maps);
 	free(ps->stacks);
@@ -294,28 +306,84 @@ int procstack_lock_wait(pid_t pid, uint32_t tid, uint64_t *addr, int *how)
 	return t.lock_how != BPFSTACK_LOCK_NONE;
 }
 
-/* Name and scheduler state from /proc/PID/task/TID/stat. */
-static int read_stat(int taskfd, const char *tid, struct bpfstack_thread *t)
+/* The value of the "key:\t" line of a /proc status file, or NULL. */
+static const char *status_field(const char *buf, const char *key)
 {
-	char path[48], buf[512];
-	const char *open_paren, *close_paren;
+	size_t k = strlen(key);
+	for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, k) && p[k] == ':' && p[k + 1] == '\t')
+			return p + k + 2;
+	return NULL;
+}
+
+/* Name, scheduler state and context-switch counters from
+ * /proc/PID/task/TID/status (one read: the counters tell whether the
+ * thread ran since the last capture). */
+static int read_status(int taskfd, const char *tid, struct bpfstack_thread *t)
+{
+	char path[48], buf[4096];
+	const char *name, *state, *vol, *invol;
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/stat", tid);
+	snprintf(path, sizeof(path), "%s/status", tid);
 	n = read_at(taskfd, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
-	open_paren = strchr(buf, '(');
-	close_paren = strrchr(buf, ')');
-	if (!open_paren || !close_paren || close_paren < open_paren || close_paren[1] != ' ')
+	name = status_field(buf, "Name");
+	state = status_field(buf, "State");
+	vol = status_field(buf, "voluntary_ctxt_switches");
+	invol = status_field(buf, "nonvoluntary_ctxt_switches");
+	if (!name || !state || !vol || !invol)
 		return -EINVAL;
-	n = close_paren - open_paren - 1;
-	if (n > (ssize_t)sizeof(t->comm) - 1)
-		n = sizeof(t->comm) - 1;
-	memcpy(t->comm, open_paren + 1, (size_t)n);
-	t->comm[n] = '\0';
-	t->sched_state = close_paren[2];
+	/* The kernel writes a newline in a name as "\n" and a backslash as
+	 * "\\" here. */
+	size_t o = 0;
+	for (const char *c = name; *c && *c != '\n' && o < sizeof(t->comm) - 1; c++) {
+		if (*c == '\\' && (c[1] == 'n' || c[1] == '\\'))
+			t->comm[o++] = *++c == 'n' ? '\n' : '\\';
+		else
+			t->comm[o++] = *c;
+	}
+	t->comm[o] = '\0';
+	t->sched_state = *state;
+	t->nvcsw = strtoull(vol, NULL, 10);
+	t->nivcsw = strtoull(invol, NULL, 10);
 	return 0;
+}
+
+/* The start time of the process (field 22 of /proc/PID/stat), 0 when it
+ * cannot be read: with the pid it names one process. */
+static unsigned long long proc_start(int procfd)
+{
+	char buf[1024];
+	const char *p;
+	ssize_t n = read_at(procfd, "stat", buf, sizeof(buf));
+
+	if (n < 0 || !(p = strrchr(buf, ')')))
+		return 0;
+	/* Fields 3 .. 21 before it. */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static int tid_cmp(const void *a, const void *b);
+
+/* The last capture's entry for t, when t has not run since: the same
+ * process, and the same name, state and switch counters. */
+static const struct bpfstack_thread *unchanged(const struct procstack *ps,
+					       const struct bpfstack_thread *t)
+{
+	struct bpfstack_thread key = {.tid = t->tid};
+	const struct bpfstack_thread *p;
+
+	if (ps->prev_pid != ps->pid || !ps->start || ps->prev_start != ps->start)
+		return NULL;
+	p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
+	if (!p || p->error || p->on_cpu || p->nvcsw != t->nvcsw || p->nivcsw != t->nivcsw ||
+	    p->sched_state != t->sched_state || strcmp(p->comm, t->comm) != 0)
+		return NULL;
+	return p;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -468,10 +536,19 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 		memset(&s->rec, 0, sizeof(s->rec));
 		s->state = SLOT_NONE;
 		t[i].tid = (uint32_t)strtoul(tids[i], NULL, 10);
-		if (read_stat(taskfd, tids[i], &t[i]) < 0) {
+		s->fd = -1;
+		if (read_status(taskfd, tids[i], &t[i]) < 0) {
 			fail_thread(&t[i], -ESRCH, "the thread exited during the capture");
 			t[i].sched_state = 'X';
-			s->fd = -1;
+			continue;
+		}
+		const struct bpfstack_thread *same = unchanged(ps, &t[i]);
+		if (same) {
+			t[i] = *same;
+			t[i].reused = true;
+			t[i].ran_during_capture = false;
+			s->state = SLOT_REUSED;
+			ps->reused++;
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s/syscall", tids[i]);
@@ -548,7 +625,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 				ps->memo_used += m->tid == 0;
 				*m = (struct unw_memo){t[i].tid, key, (uint16_t)t[i].nframes, copy};
 			}
-		} else if (t[i].sched_state != 'X') {
+		} else if (t[i].sched_state != 'X' && s->state != SLOT_REUSED) {
 			bpfs_classify_syscall(&s->rec, &t[i]);
 		}
 		if (s->fd >= 0)
@@ -663,6 +740,22 @@ static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 	return 0;
 }
 
+/* Keeps a copy of a capture's result for the next capture of the same
+ * process. */
+static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n)
+{
+	free(ps->prev);
+	ps->prev = NULL;
+	ps->nprev = 0;
+	ps->prev_pid = 0;
+	if (n > MAX_KEPT || !ps->start || !(ps->prev = malloc(n * sizeof(*t))))
+		return;
+	memcpy(ps->prev, t, n * sizeof(*t));
+	ps->nprev = n;
+	ps->prev_pid = ps->pid;
+	ps->prev_start = ps->start;
+}
+
 int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		      char *err, size_t errlen)
 {
@@ -701,6 +794,8 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	ps->pid = pid;
 	ps->key.leader_start_ns = 0;
 	ps->nbusy = 0;
+	ps->reused = 0;
+	ps->start = rc == 0 ? proc_start(procfd) : 0;
 	ps->t = rc == 0 ? calloc(count ? count : 1, sizeof(*ps->t)) : NULL;
 	if (rc == 0 && !ps->t) {
 		snprintf(err, errlen, "out of memory for %zu threads", count);
@@ -730,6 +825,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 			free(ps->t);
 			rc = -EPERM;
 		} else {
+			keep(ps, ps->t, ps->n);
 			*threads = ps->t;
 			*n = ps->n;
 			if (truncated)

@@ -36,6 +36,16 @@ struct {
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
+/* Per tid, the counters of the last record sent: a thread whose counters
+ * have not moved since has not run, so its stacks are those of that record
+ * and copying them again can be skipped (stk_cfg.reuse). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384); /* past it, the least recent go: captured anew */
+	__type(key, __u32);
+	__type(value, struct stk_last);
+} last SEC(".maps");
+
 /* Task state field was renamed in 5.14; keep older kernels readable. */
 struct task_struct___pre514 {
 	long state;
@@ -119,6 +129,14 @@ static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
 	bpf_seq_write(seq, &m, sizeof(m));
 }
 
+static bool same_comm(const char *a, const char *b)
+{
+	for (int i = 0; i < STK_COMM_LEN; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
 SEC("iter.s/task")
 int capture(struct bpf_iter__task *ctx)
 {
@@ -136,6 +154,21 @@ int capture(struct bpf_iter__task *ctx)
 	if (cfg.mode == STK_MODE_COUNTERS) {
 		emit_mark(seq, t, STK_MARK_SENT);
 		return 0;
+	}
+	__u32 tid = t->pid;
+	struct stk_last now = {
+	    .nvcsw = t->nvcsw,
+	    .nivcsw = t->nivcsw,
+	    .start_ns = BPF_CORE_READ(t, start_time),
+	};
+	bpf_probe_read_kernel_str(now.comm, sizeof(now.comm), t->comm);
+	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu)) {
+		struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
+		if (l && l->nvcsw == now.nvcsw && l->nivcsw == now.nivcsw &&
+		    l->start_ns == now.start_ns && same_comm(l->comm, now.comm)) {
+			emit_mark(seq, t, STK_MARK_SAME);
+			return 0;
+		}
 	}
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
@@ -171,9 +204,16 @@ int capture(struct bpf_iter__task *ctx)
 	size = sizeof(s->rec) + s->rec.ustack_len;
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&records, s, size, 0))
+	if (bpf_ringbuf_output(&records, s, size, 0)) {
 		emit_mark(seq, t, STK_MARK_DROPPED);
-	else
-		emit_mark(seq, t, STK_MARK_SENT);
+		return 0;
+	}
+	/* Counters as the record has them: a thread that ran since gets a
+	 * record again next time. */
+	now.nvcsw = s->rec.nvcsw;
+	now.nivcsw = s->rec.nivcsw;
+	__builtin_memcpy(now.comm, s->rec.comm, sizeof(now.comm));
+	bpf_map_update_elem(&last, &tid, &now, BPF_ANY);
+	emit_mark(seq, t, STK_MARK_SENT);
 	return 0;
 }

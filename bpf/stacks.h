@@ -31,6 +31,7 @@
 /* stk_mark.status */
 #define STK_MARK_SENT 0	   /* the stk_rec is in the ring buffer */
 #define STK_MARK_DROPPED 1 /* the ring buffer was full: no stk_rec */
+#define STK_MARK_SAME 2	   /* not run since its last record: none sent (stk_cfg.reuse) */
 
 /* One per target thread, written to the iterator's seq file in both modes:
  * it paces the reads (one read = a bounded batch of records) and gives the
@@ -80,7 +81,19 @@ struct stk_cfg {
 	__u32 tgid;	  /* global pid of the target */
 	__u32 mode;	  /* STK_MODE_* */
 	__u32 check_tgid; /* the kernel is not filtering by pid (before 6.1) */
-	__u32 pad;
+	/* Full mode: a thread that has not run since its last record was
+	 * sent (same switch counters, same task, off CPU) gets a
+	 * STK_MARK_SAME mark and no record; user space keeps that record's
+	 * result.  0: every thread gets a record. */
+	__u32 reuse;
+};
+
+/* What the iterator remembers of the last record it sent for a thread. */
+struct stk_last {
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 start_ns;		 /* the task's start time: a reused tid is another task */
+	char comm[STK_COMM_LEN]; /* another thread may rename it meanwhile */
 };
 
 #endif /* BPF_STACKS_H */

@@ -454,9 +454,13 @@ const jv *jv_get(const jv *obj, const char *key)
 {
 	if (!jv_is_object(obj))
 		return NULL;
-	for (size_t i = obj->n; i-- > 0;)
-		if (strcmp(obj->items[i]->key, key) == 0)
+	/* The first byte settles most misses without a call (dumps look up
+	 * members of thousands of objects). */
+	for (size_t i = obj->n; i-- > 0;) {
+		const char *k = obj->items[i]->key;
+		if (k[0] == key[0] && strcmp(k, key) == 0)
 			return obj->items[i];
+	}
 	return NULL;
 }
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void reqs_proc_ended(struct daemon *d, struct proc *p);
@@ -556,6 +557,19 @@ static void last_stacks_json(struct daemon *d, struct jbuf *b, const struct proc
 }
 
 /* Writes the reply: the stacks, and for a dump the tree of this same moment. */
+/* A reply larger than the socket's buffer goes out in pieces, each waiting
+ * for the client to read and for the daemon to run again (on a busy host,
+ * milliseconds each): the buffer is raised to hold it whole, up to 4 MiB
+ * (the kernel caps it at net.core.wmem_max). */
+static void room_for_reply(struct client *c)
+{
+	int want = c->out.len > (4u << 20) ? 4 << 20 : (int)c->out.len, have = 0;
+	socklen_t len = sizeof have;
+	if (want > (128 << 10) && getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &have, &len) == 0 &&
+	    have < want)
+		setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 static void write_reply(struct daemon *d, struct client *c, const struct stack_req *r)
 {
 	struct jbuf *b = reply_begin(c, r->req_id);
@@ -577,6 +591,7 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 			last_stacks_json(d, b, r->proc);
 	}
 	stacks_json(d, b, r);
+	room_for_reply(c);
 	reply_end(c);
 }
 

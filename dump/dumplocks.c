@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jdkjson.h"
+#include "jw.h"
 
 /* What one thread's lists may hold in the dump. */
 #define MAX_HELD 64
@@ -37,38 +38,43 @@ static const char *lock_class(const jv *o)
 	return NULL;
 }
 
-void dumplocks_add(json_t *th, const jv *st)
+void dumplocks_write(struct jw *w, const jv *st)
 {
-	const jv *w = jv_get(st, "waiting_to_lock");
-	if (lock_addr(w) && lock_class(w) && is_tid(jv_get(w, "owner"))) {
-		json_t *o = json_object();
-		jj_set(o, "lock", json_string(lock_addr(w)));
-		jj_set(o, "class", json_string(lock_class(w)));
-		jj_set(o, "ownerTid", json_integer(jv_integer(jv_get(w, "owner"))));
-		jj_set(o, "ownerName", jj_str_or_null(w, "owner_name"));
-		jj_set(th, "waitingToLock", o);
+	const jv *wl = jv_get(st, "waiting_to_lock");
+	if (lock_addr(wl) && lock_class(wl) && is_tid(jv_get(wl, "owner"))) {
+		jw_key(w, "waitingToLock");
+		jw_obj(w);
+		jw_kstr(w, "lock", lock_addr(wl));
+		jw_kstr(w, "class", lock_class(wl));
+		jw_kint(w, "ownerTid", jv_integer(jv_get(wl, "owner")));
+		jw_kjson_new(w, "ownerName", jj_str_or_null(wl, "owner_name"));
+		jw_end(w);
 	}
 	const jv *held = jj_array(st, "locks_held");
-	json_t *arr = NULL;
+	bool any = false;
 	for (size_t i = 0; i < jv_size(held) && i < MAX_HELD; i++) {
 		const jv *h = jv_at(held, i);
 		if (!lock_addr(h) || !lock_class(h))
 			continue;
-		json_t *ws = json_array();
+		if (!any) {
+			jw_key(w, "locksHeld");
+			jw_arr(w);
+			any = true;
+		}
+		jw_obj(w);
+		jw_kstr(w, "lock", lock_addr(h));
+		jw_kstr(w, "class", lock_class(h));
+		jw_key(w, "waiters");
+		jw_arr(w);
 		const jv *wv = jj_array(h, "waiters");
 		for (size_t k = 0; k < jv_size(wv) && k < MAX_WAITERS; k++)
 			if (is_tid(jv_at(wv, k)))
-				jj_append(ws, json_integer(jv_integer(jv_at(wv, k))));
-		json_t *o = json_object();
-		jj_set(o, "lock", json_string(lock_addr(h)));
-		jj_set(o, "class", json_string(lock_class(h)));
-		jj_set(o, "waiters", ws);
-		if (!arr)
-			arr = json_array();
-		jj_append(arr, o);
+				jw_int(w, jv_integer(jv_at(wv, k)));
+		jw_end(w);
+		jw_end(w);
 	}
-	if (arr)
-		jj_set(th, "locksHeld", arr);
+	if (any)
+		jw_end(w);
 }
 
 int dumplocks_waiting_line(FILE *out, const json_t *t, const char *prefix)

@@ -10,11 +10,13 @@
 
 #include "../common/jv.h"
 
-/* Sets th's "waitingToLock" {"lock", "class", "ownerTid", "ownerName"} and
- * "locksHeld" [{"lock", "class", "waiters"}] from the stack entry st (the
- * daemon's "waiting_to_lock" and "locks_held"), each only when st has it
- * in a valid shape. */
-void dumplocks_add(json_t *th, const jv *st);
+struct jw;
+
+/* Writes a thread's members "waitingToLock" {"lock", "class", "ownerTid",
+ * "ownerName"} and "locksHeld" [{"lock", "class", "waiters"}] from the
+ * stack entry st (the daemon's "waiting_to_lock" and "locks_held"), each
+ * only when st has it in a valid shape. */
+void dumplocks_write(struct jw *w, const jv *st);
 
 /* "waiting to lock <0x7f…> (a pthread_mutex_t) owned by tid 42 "name"" for
  * dump thread t, or nothing (returns 0) when it waits for no known lock.

@@ -12,6 +12,7 @@
 
 #include "dumplocks.h"
 #include "jdkjson.h"
+#include "jw.h"
 
 #define ROOT_NAME "<root>"
 
@@ -33,10 +34,23 @@ struct scope_info {
 	long depth;
 };
 
+/* A thread placed in its container, with what rendering it needs. */
 struct placed {
 	size_t container;
 	json_int_t tid;
-	json_t *thread;
+	const jv *t;	   /* its model entry, or NULL */
+	const jv *st;	   /* its stack entry (or the crash's), or NULL */
+	const jv *task;	   /* the task it runs, or NULL */
+	const jv *helping; /* the subtask it runs while joining its own scope */
+	long joins;	   /* that scope (si[]), or -1 */
+	long ctx;	   /* the scope whose values it sees (si[]), or -1 */
+	bool crashed, gone;
+};
+
+/* The tids placed: open addressing, for "each thread once" and owners. */
+struct tidset {
+	json_int_t *k; /* -1: free */
+	size_t cap, n;
 };
 
 struct builder {
@@ -60,9 +74,9 @@ struct builder {
 	size_t ncont;
 	struct placed *placed;
 	size_t nplaced, capplaced;
-	json_t *names;	/* container names in use */
-	json_t *tids;	/* tids placed */
-	json_t *frames; /* frame strings by address */
+	json_t *names;	    /* container names in use */
+	struct tidset tids; /* tids placed */
+	json_t *frames;	    /* frame strings by address */
 };
 
 static int ref_cmp(const void *a, const void *b)
@@ -120,16 +134,24 @@ static long lookup(const struct ref *r, size_t n, const jv *id)
 
 char *jdkdump_iso_time(double ms, char *buf, size_t len)
 {
+	/* A dump's times fall in few seconds: the date and time of the last
+	 * second formatted are kept (per thread, as builds are). */
+	static _Thread_local time_t last_secs = -1;
+	static _Thread_local char last[80];
 	/* Years 1970..9999 keep the format fixed-width and valid ISO-8601. */
 	if (!isfinite(ms) || ms < 0 || ms > 253402300799999.0)
 		ms = 0;
 	time_t secs = (time_t)(ms / 1000);
 	int millis = (int)(ms - (double)secs * 1000);
 	millis = millis < 0 ? 0 : millis > 999 ? 999 : millis;
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+	if (secs != last_secs) {
+		struct tm tm;
+		gmtime_r(&secs, &tm);
+		snprintf(last, sizeof last, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		last_secs = secs;
+	}
+	snprintf(buf, len, "%s.%03dZ", last, millis);
 	return buf;
 }
 
@@ -463,31 +485,58 @@ static const jv *task_of(struct builder *b, const jv *t, json_int_t tid)
 	return named;
 }
 
-static int place(struct builder *b, size_t container, json_int_t tid, json_t *thread)
+static int place(struct builder *b, const struct placed *p)
 {
-	if (!thread)
-		return -1;
 	if (b->nplaced == b->capplaced) {
 		size_t ncap = b->capplaced ? b->capplaced * 2 : 64;
 		struct placed *np = realloc(b->placed, ncap * sizeof *np);
-		if (!np) {
-			json_decref(thread);
+		if (!np)
 			return -1;
-		}
 		b->placed = np;
 		b->capplaced = ncap;
 	}
-	b->placed[b->nplaced++] = (struct placed){container, tid, thread};
+	b->placed[b->nplaced++] = *p;
 	return 0;
 }
 
+static size_t tid_slot(const struct tidset *s, json_int_t tid)
+{
+	size_t i = (size_t)((uint64_t)tid * 0x9e3779b97f4a7c15u >> 20) & (s->cap - 1);
+	while (s->k[i] != -1 && s->k[i] != tid)
+		i = (i + 1) & (s->cap - 1);
+	return i;
+}
+
+static bool tid_known(const struct tidset *s, json_int_t tid)
+{
+	return s->cap && s->k[tid_slot(s, tid)] == tid;
+}
+
+/* Whether tid was placed already; if not, remembers it (false also when
+ * memory ran out: then the build fails through jj_failed_take()). */
 static bool tid_seen(struct builder *b, json_int_t tid)
 {
-	char key[32];
-	snprintf(key, sizeof key, "%lld", (long long)tid);
-	if (json_object_get(b->tids, key))
+	struct tidset *s = &b->tids;
+	if (tid_known(s, tid))
 		return true;
-	jj_set(b->tids, key, json_true());
+	if (2 * (s->n + 1) > s->cap) {
+		size_t ncap = s->cap ? 2 * s->cap : 1024;
+		json_int_t *nk = malloc(ncap * sizeof *nk), *old = s->k;
+		if (!nk) {
+			jj_fail();
+			return true;
+		}
+		memset(nk, 0xff, ncap * sizeof *nk);
+		size_t ocap = s->cap;
+		s->k = nk;
+		s->cap = ncap;
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i] != -1)
+				s->k[tid_slot(s, old[i])] = old[i];
+		free(old);
+	}
+	s->k[tid_slot(s, tid)] = tid;
+	s->n++;
 	return false;
 }
 
@@ -568,69 +617,84 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	long owned = find(b->owner_ref, b->nowner_ref, tid);
 	if (owned >= 0)
 		ctx = owned;
-
-	const char *name = jj_str(t, "name") ? jj_str(t, "name") : jj_str(st, "name");
-	json_t *th = json_object();
-	if (!th)
-		return -1;
-	jj_set(th, "tid", json_integer(tid));
-	jj_set(th, "time", json_string(b->now_iso));
-	jj_set(th, "name", jj_string_new(name));
 	/* A thread gone with its process (post-mortem) or on its own has no
 	 * stack, and the JDK has a state for it. */
 	bool gone = (!st || crashed) &&
 		    (jj_str_is(t, "state", "exited") || jj_str_is(b->process, "state", "exited"));
-	const char *state = gone ? "TERMINATED" : jj_thread_state(st);
-	/* Only JDK states: what we do not know goes beside, not into it. */
-	jj_set(th, "state", json_string(state ? state : "RUNNABLE"));
-	if (!state)
-		jj_set(th, "stateKnown", json_false());
-	if (jv_is_true(jv_get(st, "exited")))
-		jj_set(th, "exitedDuringCapture", json_true());
-	json_t *inlined = NULL;
-	jj_set(th, "stack", jj_stack(shared_stack(b, st), JDKDUMP_MAX_FRAMES, b->frames, &inlined));
-	/* Beside the JDK's strings: which frames are inlined into the next. */
-	if (json_array_size(inlined))
-		jj_set(th, "inlinedFrames", inlined);
-	else
-		json_decref(inlined);
-	jj_set(th, "role", jj_enum_or_null(t, "role", jj_roles));
-	json_t *tj = task ? jj_task(task) : json_null();
-	if (task && crashed)
-		jj_set(tj, "crashed", json_true());
-	jj_set(th, "task", tj);
-	if (crashed)
-		jj_set(th, "crashed", json_true());
-	/* Gone: its stack as the last capture before the end found it. */
-	long lk = gone && !crashed ? find(b->last_ref, b->nlast_ref, tid) : -1;
-	if (lk >= 0)
-		jj_set(th, "lastStack",
-		       jj_stack(jv_at(b->last, (size_t)lk), JDKDUMP_MAX_FRAMES, b->frames, NULL));
-	if (helping) {
-		const char *jc = cname(b, b->si[joins].container);
-		json_t *h = jj_task(helping);
-		jj_set(h, "container", json_string(jc));
-		jj_set(th, "joins", json_string(jc));
-		jj_set(th, "runsWhileJoining", h);
+	if (helping)
 		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
 		       jj_id_or_null(helping, "id"));
+	struct placed p = {container, tid, t, st, task, helping, joins, ctx, crashed, gone};
+	return place(b, &p);
+}
+
+/* Writes the JDK thread object of a placed thread. */
+static void write_thread(struct builder *b, struct jw *w, const struct placed *p)
+{
+	const jv *t = p->t, *st = p->st;
+	const char *name = jj_str(t, "name") ? jj_str(t, "name") : jj_str(st, "name");
+	jw_obj(w);
+	jw_kint(w, "tid", p->tid);
+	jw_kstr(w, "time", b->now_iso);
+	jw_key(w, "name");
+	jw_text_str(w, name);
+	const char *state = p->gone ? "TERMINATED" : jj_thread_state(st);
+	/* Only JDK states: what we do not know goes beside, not into it. */
+	jw_kstr(w, "state", state ? state : "RUNNABLE");
+	if (!state) {
+		jw_key(w, "stateKnown");
+		jw_bool(w, false);
 	}
-	jj_set(th, "scopedValues", ctx >= 0 ? values_in(b, ctx) : json_object());
-	jj_set(th, "blockedIn", jj_str_or_null(st, "blocked_in"));
-	dumplocks_add(th, st);
+	if (jv_is_true(jv_get(st, "exited"))) {
+		jw_key(w, "exitedDuringCapture");
+		jw_bool(w, true);
+	}
+	/* Beside the JDK's strings: which frames are inlined into the next. */
+	jj_write_stack(w, "stack", "inlinedFrames", shared_stack(b, st), JDKDUMP_MAX_FRAMES,
+		       b->frames);
+	jw_kjson_new(w, "role", jj_enum_or_null(t, "role", jj_roles));
+	jw_key(w, "task");
+	if (p->task)
+		jj_write_task(w, p->task, p->crashed, NULL);
+	else
+		jw_null(w);
+	if (p->crashed) {
+		jw_key(w, "crashed");
+		jw_bool(w, true);
+	}
+	/* Gone: its stack as the last capture before the end found it. */
+	long lk = p->gone && !p->crashed ? find(b->last_ref, b->nlast_ref, p->tid) : -1;
+	if (lk >= 0)
+		jj_write_stack(w, "lastStack", NULL, jv_at(b->last, (size_t)lk), JDKDUMP_MAX_FRAMES,
+			       b->frames);
+	if (p->helping) {
+		const char *jc = cname(b, b->si[p->joins].container);
+		jw_kstr(w, "joins", jc);
+		jw_key(w, "runsWhileJoining");
+		jj_write_task(w, p->helping, false, jc);
+	}
+	jw_key(w, "scopedValues");
+	if (p->ctx >= 0)
+		jw_json_new(w, values_in(b, p->ctx));
+	else {
+		jw_obj(w);
+		jw_end(w);
+	}
+	jw_kjson_new(w, "blockedIn", jj_str_or_null(st, "blocked_in"));
+	dumplocks_write(w, st);
 	if (jv_is_true(jv_get(st, "approximate"))) {
-		jj_set(th, "approximate", json_true());
+		jw_key(w, "approximate");
+		jw_bool(w, true);
 		if (jj_str(st, "approximate_why"))
-			jj_set(th, "approximateWhy", jj_str_or_null(st, "approximate_why"));
+			jw_kjson_new(w, "approximateWhy", jj_str_or_null(st, "approximate_why"));
 	}
 	if (!st)
-		jj_set(th, "stackError",
-		       json_string(gone ? "the thread has exited" : "no stack captured"));
-	else if (crashed && st == b->crash && !jv_size(jj_array(st, "frames")))
-		jj_set(th, "stackError", json_string("the crash handler could not unwind"));
+		jw_kstr(w, "stackError", p->gone ? "the thread has exited" : "no stack captured");
+	else if (p->crashed && st == b->crash && !jv_size(jj_array(st, "frames")))
+		jw_kstr(w, "stackError", "the crash handler could not unwind");
 	else if (jj_str(st, "error"))
-		jj_set(th, "stackError", jj_str_or_null(st, "error"));
-	return place(b, container, tid, th);
+		jw_kjson_new(w, "stackError", jj_str_or_null(st, "error"));
+	jw_end(w);
 }
 
 static int add_threads(struct builder *b)
@@ -666,19 +730,16 @@ static int placed_cmp(const void *a, const void *b)
 	return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
-/* Moves the placed threads into their containers, counts them and resolves
- * the scopes' owners against the threads actually in the dump. */
+/* Orders the placed threads by container, then tid, counts them and
+ * resolves the scopes' owners against the threads actually in the dump. */
 static void fill_containers(struct builder *b)
 {
 	if (b->nplaced)
 		qsort(b->placed, b->nplaced, sizeof *b->placed, placed_cmp);
-	for (size_t i = 0; i < b->nplaced; i++) {
-		json_t *arr = json_object_get(b->containers[b->placed[i].container], "threads");
-		jj_append(arr, b->placed[i].thread);
-		b->placed[i].thread = NULL;
-	}
-	for (size_t c = 0; c < b->ncont; c++) {
-		size_t n = json_array_size(json_object_get(b->containers[c], "threads"));
+	for (size_t c = 0, i = 0; c < b->ncont; c++) {
+		size_t n = 0;
+		for (; i < b->nplaced && b->placed[i].container == c; i++)
+			n++;
 		jj_set(b->containers[c], "threadCount", json_integer((json_int_t)n));
 	}
 	for (size_t i = 0; i < b->nsi; i++) {
@@ -686,13 +747,37 @@ static void fill_containers(struct builder *b)
 		if (b->si[i].container < 0 || !is_tid(o))
 			continue;
 		json_t *c = b->containers[b->si[i].container];
-		char key[32];
-		snprintf(key, sizeof key, "%lld", (long long)jv_integer(o));
 		/* An owner missing from the dump cannot be referenced: its tid
 		 * goes beside the JDK member, which stays null. */
-		jj_set(c, json_object_get(b->tids, key) ? "owner" : "ownerTid",
+		jj_set(c, tid_known(&b->tids, jv_integer(o)) ? "owner" : "ownerTid",
 		       json_integer(jv_integer(o)));
 	}
+}
+
+/* Writes the containers in order, each with its threads. */
+static void write_containers(struct builder *b, struct jw *w)
+{
+	size_t i = 0;
+	jw_arr(w);
+	for (size_t c = 0; c < b->ncont; c++) {
+		const char *k;
+		json_t *v;
+		jw_obj(w);
+		json_object_foreach(b->containers[c], k, v)
+		{
+			jw_key(w, k);
+			if (strcmp(k, "threads") != 0) {
+				jw_json(w, v);
+				continue;
+			}
+			jw_arr(w);
+			for (; i < b->nplaced && b->placed[i].container == c; i++)
+				write_thread(b, w, &b->placed[i]);
+			jw_end(w);
+		}
+		jw_end(w);
+	}
+	jw_end(w);
 }
 
 /* A duration the daemon reported, or null: a negative one is not a duration
@@ -703,24 +788,26 @@ static json_t *duration_or_null(const jv *obj, const char *key)
 	return jv_is_integer(v) && jv_integer(v) >= 0 ? json_integer(jv_integer(v)) : json_null();
 }
 
-/* What crashed the process: the thread, the signal, the task it ran and
+/* Writes what crashed the process: the thread, the signal, the task it ran and
  * that task's scope (its container), the exit cause, and the stack. */
-static json_t *crash_json(struct builder *b)
+static void write_crash(struct builder *b, struct jw *w)
 {
-	json_t *c = json_object();
+	jw_obj(w);
 	const jv *sig = jv_get(b->crash, "signal");
 	json_int_t tid = crash_tid(b);
-	jj_set(c, "tid", tid >= 0 ? json_integer(tid) : json_null());
-	jj_set(c, "signal", jv_is_integer(sig) ? json_integer(jv_integer(sig)) : json_null());
-	jj_set(c, "signalName",
-	       jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
+	jw_kjson_new(w, "tid", tid >= 0 ? json_integer(tid) : json_null());
+	jw_kjson_new(w, "signal", jv_is_integer(sig) ? json_integer(jv_integer(sig)) : json_null());
+	jw_kjson_new(
+	    w, "signalName",
+	    jj_string_or_null(jv_is_integer(sig) ? jj_signal_name(jv_integer(sig)) : NULL));
 	const jv *code = jv_get(b->crash, "si_code");
 	if (jv_is_integer(code)) {
-		jj_set(c, "siCode", json_integer(jv_integer(code)));
-		jj_set(c, "siCodeName",
-		       jj_string_or_null(jv_is_integer(sig)
-					     ? jj_si_code_name(jv_integer(sig), jv_integer(code))
-					     : NULL));
+		jw_kjson_new(w, "siCode", json_integer(jv_integer(code)));
+		jw_kjson_new(
+		    w, "siCodeName",
+		    jj_string_or_null(jv_is_integer(sig)
+					  ? jj_si_code_name(jv_integer(sig), jv_integer(code))
+					  : NULL));
 	}
 	const char *fa = jj_str(b->crash, "fault_addr");
 	if (fa) {
@@ -729,21 +816,16 @@ static json_t *crash_json(struct builder *b)
 		/* Only what the schema's pattern allows. */
 		bool ok = hex[0] == '0' && hex[1] == 'x' && hex[2] &&
 			  strspn(hex + 2, "0123456789abcdef") == strlen(hex + 2);
-		jj_set(c, "faultAddress", ok ? json_string(hex) : json_null());
+		jw_kjson_new(w, "faultAddress", ok ? json_string(hex) : json_null());
 	}
-	jj_set(c, "exitCause", jj_str_or_null(b->process, "exit_cause"));
-	jj_set(c, "task", jj_id_or_null(b->crash, "task"));
+	jw_kjson_new(w, "exitCause", jj_str_or_null(b->process, "exit_cause"));
+	jw_kjson_new(w, "task", jj_id_or_null(b->crash, "task"));
 	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));
-	jj_set(c, "container",
-	       s >= 0 && b->si[s].container >= 0 ? json_string(cname(b, b->si[s].container))
-						 : json_null());
-	json_t *inlined = NULL;
-	jj_set(c, "stack", jj_stack(b->crash, JDKDUMP_MAX_FRAMES, b->frames, &inlined));
-	if (json_array_size(inlined))
-		jj_set(c, "inlinedFrames", inlined);
-	else
-		json_decref(inlined);
-	return c;
+	jw_kjson_new(w, "container",
+		     s >= 0 && b->si[s].container >= 0 ? json_string(cname(b, b->si[s].container))
+						       : json_null());
+	jj_write_stack(w, "stack", "inlinedFrames", b->crash, JDKDUMP_MAX_FRAMES, b->frames);
+	jw_end(w);
 }
 
 /* Whether v reads as a version: numbers joined by dots, then optionally
@@ -768,64 +850,56 @@ static bool version_ok(const char *v)
 	return v[i] == '\0';
 }
 
-static json_t *assemble(struct builder *b)
+static void write_dump(struct builder *b, struct jw *w)
 {
 	const jv *pid = jv_get(b->process, "pid");
 	const jv *lost = jv_get(b->process, "lost");
 	char rv[JDKDUMP_MAX_STR + 1];
 	jj_strcpy(rv, sizeof rv, jj_str(b->process, "runtime_version"), "");
 
-	/* Before the containers move: it names one. */
-	json_t *crash = b->crash ? crash_json(b) : NULL;
-	json_t *arr = json_array();
-	for (size_t i = 0; arr && i < b->ncont; i++) {
-		jj_append(arr, b->containers[i]);
-		b->containers[i] = NULL;
-	}
-	json_t *td = json_object();
-	if (!td || !arr) {
-		json_decref(td);
-		json_decref(arr);
-		json_decref(crash);
-		return NULL;
-	}
-	jj_set(td, "formatVersion", json_integer(2));
-	jj_set(td, "processId", json_integer(jv_integer(pid) > 0 ? jv_integer(pid) : 0));
-	jj_set(td, "time", json_string(b->now_iso));
+	jw_obj(w);
+	jw_key(w, "threadDump");
+	jw_obj(w);
+	jw_kint(w, "formatVersion", 2);
+	jw_kint(w, "processId", jv_integer(pid) > 0 ? jv_integer(pid) : 0);
+	jw_kstr(w, "time", b->now_iso);
 	/* A version where readers expect one; the runtime's name beside it. */
-	jj_set(td, "runtimeVersion", json_string(version_ok(rv) ? rv : "0"));
-	jj_set(td, "threadContainers", arr);
+	jw_kstr(w, "runtimeVersion", version_ok(rv) ? rv : "0");
+	jw_key(w, "threadContainers");
+	write_containers(b, w);
 	bool plain = jv_is_false(jv_get(b->process, "instrumented"));
-	jj_set(td, "runtimeName", plain ? json_null() : json_string("libscope"));
-	jj_set(td, "processName", jj_str_or_null(b->process, "name"));
-	jj_set(td, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
-	jj_set(td, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
-	jj_set(td, "complete", json_boolean(b->complete));
-	if (crash)
-		jj_set(td, "crash", crash);
-	jj_set(td, "eventsLost",
-	       json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
-	jj_set(td, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
+	jw_kjson_new(w, "runtimeName", plain ? json_null() : json_string("libscope"));
+	jw_kjson_new(w, "processName", jj_str_or_null(b->process, "name"));
+	jw_kjson_new(w, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
+	jw_kjson_new(w, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
+	jw_kjson_new(w, "complete", json_boolean(b->complete));
+	if (b->crash) {
+		jw_key(w, "crash");
+		write_crash(b, w);
+	}
+	jw_kjson_new(
+	    w, "eventsLost",
+	    json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
+	jw_kjson_new(w, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
 	if (plain)
-		jj_set(td, "instrumented", json_false());
-	jj_set(td, "captureNs", duration_or_null(b->reply, "capture_ns"));
+		jw_kjson_new(w, "instrumented", json_false());
+	jw_kjson_new(w, "captureNs", duration_or_null(b->reply, "capture_ns"));
 	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
 	if (b->last && jv_is_number(taken))
-		jj_set(td, "lastStacksAt", iso_or_null(taken));
+		jw_kjson_new(w, "lastStacksAt", iso_or_null(taken));
 	/* Whether tree and stacks are of one moment; if not, by how much. */
 	const jv *moved = jv_get(b->reply, "events_during_capture");
 	if (jv_is_integer(moved) && jv_integer(moved) >= 0)
-		jj_set(td, "eventsDuringCapture", json_integer(jv_integer(moved)));
-	jj_set(td, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
-	return json_pack("{s:o}", "threadDump", td);
+		jw_kjson_new(w, "eventsDuringCapture", json_integer(jv_integer(moved)));
+	jw_kjson_new(w, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
+	jw_end(w);
+	jw_end(w);
 }
 
 static void builder_free(struct builder *b)
 {
 	for (size_t i = 0; i < b->ncont; i++)
 		json_decref(b->containers[i]);
-	for (size_t i = 0; i < b->nplaced; i++)
-		json_decref(b->placed[i].thread);
 	free(b->containers);
 	free(b->placed);
 	free(b->pool_container);
@@ -838,15 +912,17 @@ static void builder_free(struct builder *b)
 	free(b->worker_ref);
 	free(b->owner_ref);
 	json_decref(b->names);
-	json_decref(b->tids);
+	free(b->tids.k);
 	json_decref(b->frames);
 }
 
-json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
+/* Builds the dump of reply through w; false (with err) when reply is not
+ * an object or memory ran out. */
+static bool build(const jv *reply, struct jw *w, char *err, size_t errlen)
 {
 	if (!jv_is_object(reply)) {
 		snprintf(err, errlen, "the daemon's dump reply is not a JSON object");
-		return NULL;
+		return false;
 	}
 	struct builder b = {.reply = reply};
 	(void)jj_failed_take();
@@ -873,7 +949,6 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 		     !jv_is_false(jv_get(b.process, "complete"));
 
 	b.names = json_object();
-	b.tids = json_object();
 	b.frames = json_object();
 	b.scope_ref = index_by(b.scopes, "id", &b.nscope_ref);
 	b.task_ref = index_by(b.tasks, "id", &b.ntask_ref);
@@ -881,22 +956,49 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
 	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
 
-	json_t *out = NULL;
-	if (b.names && b.tids && b.frames && b.scope_ref && b.task_ref && b.pool_ref &&
-	    b.stack_ref && b.last_ref &&
-	    add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
+	bool ok = false;
+	if (b.names && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
+	    b.last_ref && add_container(&b, container_new(&b, ROOT_NAME, NULL, "root")) == 0 &&
 	    add_pools(&b) == 0 && add_scopes(&b) == 0 && index_people(&b) == 0 &&
 	    add_threads(&b) == 0) {
 		fill_containers(&b);
-		out = assemble(&b);
+		write_dump(&b, w);
+		ok = !w->failed;
 	}
-	if (jj_failed_take()) {
-		json_decref(out);
-		out = NULL;
-	}
-	if (!out)
+	if (jj_failed_take())
+		ok = false;
+	if (!ok)
 		snprintf(err, errlen, "out of memory building the thread dump");
 	builder_free(&b);
+	return ok;
+}
+
+json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
+{
+	struct jw w;
+	jw_init(&w, true);
+	json_t *out = build(reply, &w, err, errlen) ? jw_take(&w) : NULL;
+	if (!out && !w.failed && jv_is_object(reply))
+		snprintf(err, errlen, "out of memory building the thread dump");
+	jw_fini(&w);
+	return out;
+}
+
+char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen)
+{
+	struct jw w;
+	jw_init(&w, false);
+	char *out = NULL;
+	/* A thread takes about a kilobyte and a half of text: the buffer is
+	 * sized once for all of them (and 64 KiB for the rest). */
+	(void)jw_reserve(&w, jv_size(jv_get(reply, "stacks")) * 1536 + (64u << 10));
+	if (build(reply, &w, err, errlen) && jw_text(&w, len)) {
+		out = w.buf; /* the text is handed over whole */
+		w.buf = NULL;
+	} else if (jv_is_object(reply)) {
+		snprintf(err, errlen, "out of memory building the thread dump");
+	}
+	jw_fini(&w);
 	return out;
 }
 

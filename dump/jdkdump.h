@@ -27,6 +27,12 @@ json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen);
  * gives), without jansson's parse: the fast path for large dumps. */
 json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen);
 
+/* The same dump as JSON text, written straight from reply without a tree
+ * in between: byte for byte what jansson prints of jdkdump_build_doc()'s
+ * result with JSON_INDENT(2), and a final newline.  Returns new text
+ * (free()) and its length in *len, or NULL with a sentence in err. */
+char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen);
+
 /* Formats ms since the Unix epoch as ISO-8601 UTC with milliseconds
  * ("2026-11-29T19:35:06.123Z") into buf.  Out-of-range input gives
  * "1970-01-01T00:00:00.000Z".  Returns buf. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "jdkdump.h"
+#include "jw.h"
 #include "../common/termtext.h"
 
 #define JJ_MAX_VALUES 64     /* scoped values kept per scope */
@@ -47,6 +48,11 @@ void jj_append(json_t *arr, json_t *value)
 {
 	if (json_array_append_new(arr, value) != 0)
 		add_failed = true;
+}
+
+void jj_fail(void)
+{
+	add_failed = true;
 }
 
 bool jj_failed_take(void)
@@ -395,70 +401,121 @@ static json_t *frame_string(const jv *f)
 	return jj_string_new(buf);
 }
 
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined)
+/* Frame i of a stack as its JDK string (borrowed from cache, or new in
+ * *own), or NULL when the entry is neither an object nor a string. */
+static const json_t *frame_at(const jv *f, const char *addr, unsigned chain, json_t *cache,
+			      json_t **own)
 {
-	json_t *out = json_array();
+	char key[96];
+	*own = NULL;
+	if (addr) {
+		/* "addr/chain", the address cut at 64 bytes. */
+		size_t n = strnlen(addr, 64);
+		memcpy(key, addr, n);
+		key[n++] = '/';
+		char digits[12], *d = digits + sizeof digits;
+		unsigned c = chain;
+		do
+			*--d = (char)('0' + c % 10);
+		while (c /= 10);
+		memcpy(key + n, d, (size_t)(digits + sizeof digits - d));
+		key[n + (size_t)(digits + sizeof digits - d)] = '\0';
+		const json_t *hit = cache ? json_object_get(cache, key) : NULL;
+		if (hit)
+			return hit;
+	}
+	if (jv_is_object(f)) {
+		json_t *str = frame_string(f);
+		/* Threads blocked alike share most frames: format each address
+		 * once per dump. */
+		if (str && cache && addr && json_object_size(cache) < JJ_MAX_CACHED &&
+		    json_object_set(cache, key, str) == 0) {
+			json_decref(str);
+			return json_object_get(cache, key);
+		}
+		*own = str;
+		if (!str)
+			add_failed = true;
+		return str;
+	}
+	if (jv_is_string(f))
+		return *own = jj_string_new(jv_string(f));
+	return NULL;
+}
+
+void jj_write_stack(struct jw *w, const char *key, const char *inlined_key, const jv *stack,
+		    size_t max, json_t *cache)
+{
 	const jv *frames = jj_array(stack, "frames");
-	size_t n = jv_size(frames);
+	size_t n = jv_size(frames), kept = 0, ninl = 0;
+	size_t *inl = inlined_key && n ? malloc((n < max ? n : max) * sizeof *inl) : NULL;
 	const char *prev = NULL; /* the address of the frame before */
 	unsigned chain = 0;	 /* frames before this one at the same address */
 
-	if (inlined)
-		*inlined = json_array();
+	if (inlined_key && n && !inl)
+		add_failed = true;
+	jw_key(w, key);
+	jw_arr(w);
 	for (size_t i = 0; i < n && i < max; i++) {
 		const jv *f = jv_at(frames, i);
 		const char *addr = jj_str(f, "addr");
 		chain = addr && prev && strcmp(addr, prev) == 0 ? chain + 1 : 0;
 		prev = addr;
-		char key[96];
-		if (addr)
-			snprintf(key, sizeof key, "%.64s/%u", addr, chain);
-		json_t *hit = cache && addr ? json_object_get(cache, key) : NULL;
-		if (hit) {
-			jj_append(out, json_incref(hit));
-		} else if (jv_is_object(f)) {
-			json_t *str = frame_string(f);
-			/* Threads blocked alike share most frames: format each
-			 * address once per dump. */
-			if (cache && addr && json_object_size(cache) < JJ_MAX_CACHED)
-				json_object_set(cache, key, str);
-			jj_append(out, str);
-		} else if (jv_is_string(f)) {
-			jj_append(out, jj_string_new(jv_string(f)));
-		} else {
+		json_t *own;
+		const json_t *str = frame_at(f, addr, chain, cache, &own);
+		if (!str)
 			continue;
-		}
-		if (inlined && jv_is_true(jv_get(f, "inlined")))
-			jj_append(*inlined, json_integer((json_int_t)json_array_size(out) - 1));
+		jw_str(w, json_string_value(str));
+		json_decref(own);
+		if (inl && jv_is_true(jv_get(f, "inlined")))
+			inl[ninl++] = kept;
+		kept++;
 	}
-	return out;
+	jw_end(w);
+	if (ninl) {
+		jw_key(w, inlined_key);
+		jw_arr(w);
+		for (size_t i = 0; i < ninl; i++)
+			jw_int(w, (int64_t)inl[i]);
+		jw_end(w);
+	}
+	free(inl);
 }
 
-json_t *jj_task(const jv *task)
+void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container)
 {
-	json_t *t = json_object();
-	const jv *forked = jv_get(task, "forked_ms");
 	char iso[40];
-
-	jj_set(t, "id", jj_id_or_null(task, "id"));
-	jj_set(t, "state", jj_enum_or_null(task, "state", jj_task_states));
-	jj_set(t, "function", jj_str_or_null(task, "func"));
-	jj_set(t, "forkSite", jj_site(jv_get(task, "site")));
-	jj_set(t, "forkedAt",
-	       jv_is_number(forked)
-		   ? json_string(jdkdump_iso_time(jv_number(forked), iso, sizeof iso))
-		   : json_null());
+	jw_obj(w);
+	jw_kjson_new(w, "id", jj_id_or_null(task, "id"));
+	jw_kjson_new(w, "state", jj_enum_or_null(task, "state", jj_task_states));
+	jw_kjson_new(w, "function", jj_str_or_null(task, "func"));
+	jw_kjson_new(w, "forkSite", jj_site(jv_get(task, "site")));
+	const jv *forked = jv_get(task, "forked_ms");
+	jw_key(w, "forkedAt");
+	if (jv_is_number(forked))
+		jw_str(w, jdkdump_iso_time(jv_number(forked), iso, sizeof iso));
+	else
+		jw_null(w);
 	const jv *started = jv_get(task, "started_ms");
-	jj_set(t, "startedAt",
-	       jv_is_number(started)
-		   ? json_string(jdkdump_iso_time(jv_number(started), iso, sizeof iso))
-		   : json_null());
+	jw_key(w, "startedAt");
+	if (jv_is_number(started))
+		jw_str(w, jdkdump_iso_time(jv_number(started), iso, sizeof iso));
+	else
+		jw_null(w);
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))
-		jj_set(t, "error", json_integer(jv_integer(err)));
-	else if (jv_is_string(err))
-		jj_set(t, "error", jj_string_new(jv_string(err)));
-	return t;
+		jw_kint(w, "error", jv_integer(err));
+	else if (jv_is_string(err)) {
+		jw_key(w, "error");
+		jw_text_str(w, jv_string(err));
+	}
+	if (crashed) {
+		jw_key(w, "crashed");
+		jw_bool(w, true);
+	}
+	if (container)
+		jw_kstr(w, "container", container);
+	jw_end(w);
 }
 
 json_t *jj_pool_stats(const jv *pool)
@@ -577,4 +634,36 @@ static json_t *text_copy(const json_t *v)
 json_t *jj_text_safe(const json_t *v)
 {
 	return text_dirty(v) ? text_copy(v) : json_incref((json_t *)v);
+}
+
+const char *jt_str_or(const json_t *obj, const char *key, const char *def)
+{
+	const char *s = jt_str(obj, key);
+	return s ? s : def;
+}
+
+int jj_render(FILE *out, const json_t *dump, unsigned flags, jj_render_fn *render)
+{
+	/* Names from the target reach the terminal escaped. */
+	json_t *safe = jj_text_safe(dump);
+	if (!safe)
+		return -ENOMEM;
+	int rc = render(out, safe, flags);
+	json_decref(safe);
+	return rc;
+}
+
+char *jj_render_string(const json_t *dump, unsigned flags, jj_render_fn *render)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	int rc = jj_render(f, dump, flags, render);
+	if (fclose(f) != 0 || rc < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/jv.h"
 
@@ -17,6 +18,8 @@
 void jj_set(json_t *obj, const char *key, json_t *value);
 void jj_append(json_t *arr, json_t *value);
 bool jj_failed_take(void);
+/* Records a failure as a failed add would. */
+void jj_fail(void);
 
 /* Member key of obj when it is a string, else NULL.  obj may be anything. */
 const char *jj_str(const jv *obj, const char *key);
@@ -74,6 +77,22 @@ const char *jj_signal_name(long long sig);
 /* "SEGV_MAPERR" for (SIGSEGV, 1) and so on; NULL when not known. */
 const char *jj_si_code_name(long long sig, long long code);
 
+/* Member key of obj when it is a string, else def. */
+const char *jt_str_or(const json_t *obj, const char *key, const char *def);
+
+/* A text renderer of a whole dump (textdump, jstackdump): writes dump,
+ * whose strings are already safe for a terminal, to out.  Returns 0 or a
+ * negative errno. */
+typedef int jj_render_fn(FILE *out, const json_t *dump, unsigned flags);
+
+/* Runs render on dump (borrowed) with every string a target named made
+ * safe for a terminal (jj_text_safe).  Returns what render returns, or
+ * -ENOMEM. */
+int jj_render(FILE *out, const json_t *dump, unsigned flags, jj_render_fn *render);
+
+/* The same into a new string (free()), or NULL when it failed. */
+char *jj_render_string(const json_t *dump, unsigned flags, jj_render_fn *render);
+
 /* v (borrowed) ready for a text renderer: a new reference to v itself when
  * no string or key in it holds a control character or ill-formed UTF-8,
  * else a copy with each such string and key escaped (common/termtext.h).
@@ -90,17 +109,22 @@ json_t *jj_values(const jv *values);
  * thread that exited during the capture), NULL when the entry gives none. */
 const char *jj_thread_state(const jv *stack);
 
-/* The frames of a stack entry as JDK frame strings, top first, at most max:
- * "func (file:line)", "func (module+0xoff)", "func (0xaddr)", "0xaddr".
- * cache (an object, or NULL) maps addresses already formatted in this dump
- * to their strings: one address and its place in that address's inline
- * chain mean one frame within a process.  When inlined is not NULL it gets
- * a new array of the positions (in the returned array) of frames inlined
- * into the frame after them. */
-json_t *jj_stack(const jv *stack, size_t max, json_t *cache, json_t **inlined);
+struct jw;
 
-/* {"id","state","function","forkSite","forkedAt","startedAt"} of a model task. */
-json_t *jj_task(const jv *task);
+/* Writes member key: the frames of a stack entry as JDK frame strings, top
+ * first, at most max: "func (file:line)", "func (module+0xoff)",
+ * "func (0xaddr)", "0xaddr".  cache (an object, or NULL) maps addresses
+ * already formatted in this dump to their strings: one address and its
+ * place in that address's inline chain mean one frame within a process.
+ * With inlined_key, member inlined_key follows when any frame is inlined
+ * into the frame after it: the positions of those frames. */
+void jj_write_stack(struct jw *w, const char *key, const char *inlined_key, const jv *stack,
+		    size_t max, json_t *cache);
+
+/* Writes {"id","state","function","forkSite","forkedAt","startedAt"} of a
+ * model task, then "crashed": true when crashed, then "container" when
+ * container is not NULL. */
+void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container);
 
 /* The statistics block of a model pool. */
 json_t *jj_pool_stats(const jv *pool);

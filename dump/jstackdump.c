@@ -13,12 +13,6 @@
 
 #define MAX_CHAIN 64 /* containers named in one thread's chain */
 
-static const char *str_or(const json_t *obj, const char *key, const char *def)
-{
-	const char *s = jt_str(obj, key);
-	return s ? s : def;
-}
-
 static long long int_or(const json_t *obj, const char *key, long long def)
 {
 	const json_t *v = json_object_get(obj, key);
@@ -118,8 +112,8 @@ static void header(FILE *out, const json_t *td)
 {
 	time_line(out, jt_str(td, "time"));
 	fprintf(out, "Full thread dump %s (%s, pid %lld, stacks from %s):\n",
-		str_or(td, "runtimeVersion", "libscope"), str_or(td, "processName", "?"),
-		int_or(td, "processId", 0), str_or(td, "stackSource", "nowhere"));
+		jt_str_or(td, "runtimeVersion", "libscope"), jt_str_or(td, "processName", "?"),
+		int_or(td, "processId", 0), jt_str_or(td, "stackSource", "nowhere"));
 	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, "Process exited: a post-mortem dump, without stacks.\n");
 	if (json_is_false(json_object_get(td, "complete")))
@@ -133,12 +127,12 @@ static void containers(FILE *out, const json_t *cs)
 	fprintf(out, "\nThread containers (scopes and pools, each after its parent):\n");
 	for (size_t i = 0; i < json_array_size(cs); i++) {
 		const json_t *c = json_array_get(cs, i);
-		fprintf(out, "  %s", str_or(c, "container", "?"));
+		fprintf(out, "  %s", jt_str_or(c, "container", "?"));
 		if (jt_str(c, "parent"))
 			fprintf(out, " in %s", jt_str(c, "parent"));
 		if (jt_str_is(c, "kind", "scope")) {
-			fprintf(out, ": scope, %s, %s", str_or(c, "joiner", "?"),
-				str_or(c, "state", "?"));
+			fprintf(out, ": scope, %s, %s", jt_str_or(c, "joiner", "?"),
+				jt_str_or(c, "state", "?"));
 			if (json_is_integer(json_object_get(c, "owner")))
 				fprintf(out, ", owner #%lld", int_or(c, "owner", 0));
 			if (jt_str(c, "deadline"))
@@ -147,8 +141,9 @@ static void containers(FILE *out, const json_t *cs)
 				fprintf(out, ", cancelled (%s)", jt_str(c, "cancelReason"));
 		} else if (jt_str_is(c, "kind", "pool")) {
 			const json_t *p = json_object_get(c, "pool");
-			fprintf(out, ": pool %s, %lld of max %lld threads", str_or(p, "name", "?"),
-				int_or(p, "size", -1), int_or(p, "max", -1));
+			fprintf(out, ": pool %s, %lld of max %lld threads",
+				jt_str_or(p, "name", "?"), int_or(p, "size", -1),
+				int_or(p, "max", -1));
 		}
 		size_t n = json_array_size(jt_array(c, "threads"));
 		fprintf(out, ", %zu thread%s\n", n, n == 1 ? "" : "s");
@@ -191,8 +186,8 @@ static void owned_scopes(FILE *out, const json_t *cs, const json_t *t, long long
 		uint64_t sid = 0;
 		jt_id(json_object_get(c, "scopeId"), &sid);
 		fprintf(out, "\t- <0x%llx> (a scope %s, %s, %s)\n", (unsigned long long)sid,
-			str_or(c, "container", "?"), str_or(c, "joiner", "?"),
-			str_or(c, "state", "?"));
+			jt_str_or(c, "container", "?"), jt_str_or(c, "joiner", "?"),
+			jt_str_or(c, "state", "?"));
 		n++;
 	}
 	if (!n)
@@ -203,13 +198,13 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 			 unsigned flags)
 {
 	long long tid = int_or(t, "tid", 0);
-	const char *state = str_or(t, "state", "UNKNOWN");
+	const char *state = jt_str_or(t, "state", "UNKNOWN");
 	const char *detail = state_detail(t);
 	char frame[JDKDUMP_MAX_STR + 32];
 	/* A quote inside a name would end HotSpot's "name" early; parsers
 	 * take the name up to the last quote before prio=, so it is kept. */
-	fprintf(out, "\n\"%s\" #%lld prio=0 tid=0x%llx nid=0x%llx %s\n", str_or(t, "name", ""), tid,
-		tid, tid, activity(state));
+	fprintf(out, "\n\"%s\" #%lld prio=0 tid=0x%llx nid=0x%llx %s\n", jt_str_or(t, "name", ""),
+		tid, tid, tid, activity(state));
 	fprintf(out, "   java.lang.Thread.State: %s%s%s%s\n", state, detail ? " (" : "",
 		detail ? detail : "", detail ? ")" : "");
 	const json_t *stack = jt_array(t, "stack");
@@ -225,7 +220,7 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 	}
 	if (!lock_said)
 		dumplocks_waiting_line(out, t, "\t- ");
-	fprintf(out, "\n   Container: %s", str_or(c, "container", "?"));
+	fprintf(out, "\n   Container: %s", jt_str_or(c, "container", "?"));
 	chain(out, cs, jt_str(c, "parent"));
 	fputc('\n', out);
 	const json_t *task = json_object_get(t, "task");
@@ -234,26 +229,13 @@ static void thread_block(FILE *out, const json_t *cs, const json_t *c, const jso
 		char idt[24];
 		fprintf(out, "   Task: %s%s%s%s %s, forked by %s\n",
 			jt_id_text(json_object_get(task, "id"), idt, sizeof idt, "-1"),
-			fn ? " " : "", fn ? fn : "", fn ? "()" : "", str_or(task, "state", "?"),
-			str_or(task, "forkSite", "?"));
+			fn ? " " : "", fn ? fn : "", fn ? "()" : "", jt_str_or(task, "state", "?"),
+			jt_str_or(task, "forkSite", "?"));
 	}
 	if (jt_str(t, "stackError"))
 		fprintf(out, "   Stack missing: %s\n", jt_str(t, "stackError"));
 	if (flags & JSTACKDUMP_LOCKS)
 		owned_scopes(out, cs, t, tid);
-}
-
-static int write_safe(FILE *out, const json_t *dump, unsigned flags);
-
-int jstackdump_write(FILE *out, const json_t *dump, unsigned flags)
-{
-	/* Names from the target reach the terminal escaped. */
-	json_t *safe = jj_text_safe(dump);
-	if (!safe)
-		return -ENOMEM;
-	int rc = write_safe(out, safe, flags);
-	json_decref(safe);
-	return rc;
 }
 
 static int write_safe(FILE *out, const json_t *dump, unsigned flags)
@@ -272,17 +254,12 @@ static int write_safe(FILE *out, const json_t *dump, unsigned flags)
 	return ferror(out) ? -EIO : 0;
 }
 
+int jstackdump_write(FILE *out, const json_t *dump, unsigned flags)
+{
+	return jj_render(out, dump, flags, write_safe);
+}
+
 char *jstackdump_string(const json_t *dump, unsigned flags)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return NULL;
-	int rc = jstackdump_write(f, dump, flags);
-	if (fclose(f) != 0 || rc < 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
+	return jj_render_string(dump, flags, write_safe);
 }

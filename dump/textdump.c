@@ -13,12 +13,6 @@
 #define INDENT 2
 #define MAX_DEPTH 64 /* deeper containers print at this indentation */
 
-static const char *str_or(const json_t *obj, const char *key, const char *def)
-{
-	const char *s = jt_str(obj, key);
-	return s ? s : def;
-}
-
 static void header(FILE *out, const json_t *td)
 {
 	const json_t *pid = json_object_get(td, "processId");
@@ -27,13 +21,14 @@ static void header(FILE *out, const json_t *td)
 		json_is_integer(pid) ? (long long)json_integer_value(pid) : 0LL);
 	if (jt_str(td, "processName"))
 		fprintf(out, " (%s)", jt_str(td, "processName"));
-	fprintf(out, " at %s\n", str_or(td, "time", "?"));
+	fprintf(out, " at %s\n", jt_str_or(td, "time", "?"));
 	if (json_is_false(json_object_get(td, "instrumented")))
 		fprintf(out, "not instrumented (no libscope: threads only), stacks from %s",
-			str_or(td, "stackSource", "nowhere"));
+			jt_str_or(td, "stackSource", "nowhere"));
 	else
-		fprintf(out, "%s %s, stacks from %s", str_or(td, "runtimeName", "libscope"),
-			str_or(td, "runtimeVersion", "?"), str_or(td, "stackSource", "nowhere"));
+		fprintf(out, "%s %s, stacks from %s", jt_str_or(td, "runtimeName", "libscope"),
+			jt_str_or(td, "runtimeVersion", "?"),
+			jt_str_or(td, "stackSource", "nowhere"));
 	if (jt_str_is(td, "processState", "exited"))
 		fprintf(out, ", process exited (post-mortem)");
 	if (json_is_false(json_object_get(td, "complete")))
@@ -142,7 +137,7 @@ static void scope_cancel_text(FILE *out, const json_t *c)
 	if (json_is_object(shield))
 		fprintf(out, ", shielded by scope #%s until %s",
 			jt_id_text(json_object_get(shield, "scopeId"), id, sizeof id, "?"),
-			str_or(shield, "deadline", "?"));
+			jt_str_or(shield, "deadline", "?"));
 	if (json_is_object(h)) {
 		json_int_t armed = json_integer_value(json_object_get(h, "armed"));
 		json_int_t ran = json_integer_value(json_object_get(h, "ran"));
@@ -155,18 +150,18 @@ static void scope_cancel_text(FILE *out, const json_t *c)
 static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 {
 	const json_t *owner = json_object_get(c, "owner");
-	fprintf(out, "%*s%s", ind, "", str_or(c, "container", "?"));
+	fprintf(out, "%*s%s", ind, "", jt_str_or(c, "container", "?"));
 	if (jt_str_is(c, "kind", "scope")) {
-		fprintf(out, "  %s, %s", str_or(c, "joiner", "?"), str_or(c, "state", "?"));
-		fprintf(out, ", deadline %s", str_or(c, "deadline", "none"));
+		fprintf(out, "  %s, %s", jt_str_or(c, "joiner", "?"), jt_str_or(c, "state", "?"));
+		fprintf(out, ", deadline %s", jt_str_or(c, "deadline", "none"));
 		if (json_is_integer(owner))
 			fprintf(out, ", owner #%lld", (long long)json_integer_value(owner));
 		if (jt_str(c, "cancelReason"))
 			fprintf(out, ", cancelled (%s)", jt_str(c, "cancelReason"));
 		scope_cancel_text(out, c);
 		if (flags & TEXTDUMP_EXTENDED) {
-			fprintf(out, ", opened at %s by %s", str_or(c, "openedAt", "?"),
-				str_or(c, "openSite", "?"));
+			fprintf(out, ", opened at %s by %s", jt_str_or(c, "openedAt", "?"),
+				jt_str_or(c, "openSite", "?"));
 			if (json_object_size(json_object_get(c, "values"))) {
 				fprintf(out, ", values ");
 				print_values(out, json_object_get(c, "values"));
@@ -181,7 +176,7 @@ static void container_line(FILE *out, const json_t *c, int ind, unsigned flags)
 			v[i] = json_is_integer(x) ? (long long)json_integer_value(x) : -1;
 		}
 		fprintf(out, "  pool %s: %lld of max %lld threads, %lld active, %lld queued",
-			str_or(p, "name", "?"), v[0], v[1], v[2], v[3]);
+			jt_str_or(p, "name", "?"), v[0], v[1], v[2], v[3]);
 		pool_advice(out, json_object_get(c, "advice"));
 	}
 	fputc('\n', out);
@@ -197,7 +192,7 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			       : "";
 	fprintf(out, "%*s#%lld \"%s\" %s%s\n", ind, "",
 		json_is_integer(tid) ? (long long)json_integer_value(tid) : -1LL,
-		str_or(t, "name", ""), str_or(t, "state", "?"), note);
+		jt_str_or(t, "name", ""), jt_str_or(t, "state", "?"), note);
 	const json_t *help = json_object_get(t, "runsWhileJoining");
 	if (jt_str(t, "joins")) {
 		char hidt[24];
@@ -215,11 +210,11 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 			fprintf(out, "%*s  task %s%s%s%s %s%s, forked at %s by %s\n", ind, "",
 				jt_id_text(json_object_get(task, "id"), idt, sizeof idt, "?"),
 				fn ? " " : "", fn ? fn : "", fn ? "()" : "",
-				str_or(task, "state", "?"),
+				jt_str_or(task, "state", "?"),
 				json_is_true(json_object_get(task, "crashed"))
 				    ? " when the process crashed"
 				    : "",
-				str_or(task, "forkedAt", "?"), str_or(task, "forkSite", "?"));
+				jt_str_or(task, "forkedAt", "?"), jt_str_or(task, "forkSite", "?"));
 		if (json_object_size(json_object_get(t, "scopedValues"))) {
 			fprintf(out, "%*s  scoped values: ", ind, "");
 			print_values(out, json_object_get(t, "scopedValues"));
@@ -240,7 +235,7 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (json_is_true(json_object_get(t, "approximate")))
 			fprintf(
 			    out, "%*s  - stack approximate: %s\n", ind, "",
-			    str_or(t, "approximateWhy", "as of the thread's last kernel entry"));
+			    jt_str_or(t, "approximateWhy", "as of the thread's last kernel entry"));
 	}
 	print_stack(out, t, ind);
 	const json_t *last = jt_array(t, "lastStack");
@@ -250,19 +245,6 @@ static void thread_lines(FILE *out, const json_t *t, int ind, unsigned flags)
 		if (json_is_string(json_array_get(last, i)))
 			fprintf(out, "%*s    at %s\n", ind, "",
 				json_string_value(json_array_get(last, i)));
-}
-
-static int write_safe(FILE *out, const json_t *dump, unsigned flags);
-
-int textdump_write(FILE *out, const json_t *dump, unsigned flags)
-{
-	/* Names from the target reach the terminal escaped. */
-	json_t *safe = jj_text_safe(dump);
-	if (!safe)
-		return -ENOMEM;
-	int rc = write_safe(out, safe, flags);
-	json_decref(safe);
-	return rc;
 }
 
 static int write_safe(FILE *out, const json_t *dump, unsigned flags)
@@ -301,17 +283,12 @@ static int write_safe(FILE *out, const json_t *dump, unsigned flags)
 	return ferror(out) ? -EIO : 0;
 }
 
+int textdump_write(FILE *out, const json_t *dump, unsigned flags)
+{
+	return jj_render(out, dump, flags, write_safe);
+}
+
 char *textdump_string(const json_t *dump, unsigned flags)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return NULL;
-	int rc = textdump_write(f, dump, flags);
-	if (fclose(f) != 0 || rc < 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
+	return jj_render_string(dump, flags, write_safe);
 }

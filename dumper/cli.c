@@ -464,15 +464,21 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 	return NULL;
 }
 
-json_t *cli_fetch_dump(struct cli *cli, pid_t pid)
+struct jv_doc *cli_fetch_dump_doc(struct cli *cli, pid_t pid)
 {
-	char err[256];
 	bool exited;
 	/* An exited process has no stacks, but its last tree still shows
 	 * where everything was: a post-mortem dump. */
 	struct jv_doc *doc = cli_call_doc(cli, "dump", pid, &exited);
 	if (!doc && exited)
 		doc = cli_call_doc(cli, "tree", pid, NULL);
+	return doc;
+}
+
+json_t *cli_fetch_dump(struct cli *cli, pid_t pid)
+{
+	char err[256];
+	struct jv_doc *doc = cli_fetch_dump_doc(cli, pid);
 	if (!doc)
 		return NULL;
 	json_t *dump = jdkdump_build_doc(jv_root(doc), err, sizeof err);

@@ -92,6 +92,10 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 /* The JDK JSON dump of pid (new), from the daemon's dump reply, or from its
  * tree alone when the process has exited; NULL after printing why. */
 json_t *cli_fetch_dump(struct cli *cli, pid_t pid);
+/* The reply that dump is built from (new, jv_free()): the daemon's dump
+ * reply, or its tree reply when the process has exited; NULL after
+ * printing why. */
+struct jv_doc *cli_fetch_dump_doc(struct cli *cli, pid_t pid);
 
 /* Writes doc (stolen, may be NULL) on cli->out, indented, with a newline;
  * CLI_FAIL after saying that building what failed ran out of memory, or on

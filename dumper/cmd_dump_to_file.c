@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/jtext.h"
+#include "../common/jv.h"
 #include "cli.h"
 #include "jdkdump.h"
 #include "jstackdump.h"
@@ -66,9 +66,36 @@ static char *render(const json_t *dump, enum format f)
 {
 	if (f == FORMAT_JSTACK)
 		return jstackdump_string(dump, JSTACKDUMP_LOCKS);
-	if (f == FORMAT_TEXT)
-		return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
-	return jtext_dump(dump, JSON_INDENT(2) | JSON_PRESERVE_ORDER, true, NULL);
+	return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
+}
+
+/* The dump in format f as text (new), or NULL after saying why.  JSON is
+ * written straight from the reply, with no tree built in between: for a
+ * large process that is most of what a dump costs. */
+static char *fetch(struct cli *cli, pid_t pid, enum format f, size_t *len)
+{
+	char err[256];
+	char *data = NULL;
+	if (f == FORMAT_JSON) {
+		struct jv_doc *doc = cli_fetch_dump_doc(cli, pid);
+		if (!doc)
+			return NULL;
+		data = jdkdump_json_doc(jv_root(doc), len, err, sizeof err);
+		jv_free(doc);
+		if (!data)
+			cli_errorf(cli, "%s", err);
+		return data;
+	}
+	json_t *dump = cli_fetch_dump(cli, pid);
+	if (!dump)
+		return NULL;
+	data = render(dump, f);
+	json_decref(dump);
+	if (!data)
+		cli_errorf(cli, "out of memory rendering the dump");
+	else
+		*len = strlen(data);
+	return data;
 }
 
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
@@ -77,18 +104,13 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	int rc = parse(cli, argc, argv, &a);
 	if (rc != CLI_OK)
 		return rc;
-	json_t *dump = cli_fetch_dump(cli, pid);
-	if (!dump)
+	size_t len = 0;
+	char *data = fetch(cli, pid, a.format, &len);
+	if (!data)
 		return CLI_FAIL;
-	char *data = render(dump, a.format);
-	json_decref(dump);
-	if (!data) {
-		cli_errorf(cli, "out of memory rendering the dump");
-		return CLI_FAIL;
-	}
 	rc = CLI_OK;
 	if (!strcmp(a.file, "-")) {
-		if (fputs(data, cli->out) == EOF || fflush(cli->out) == EOF) {
+		if (fwrite(data, 1, len, cli->out) != len || fflush(cli->out) == EOF) {
 			cli_errorf(cli, "writing the dump to standard output failed");
 			rc = CLI_FAIL;
 		}
@@ -100,7 +122,7 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 			snprintf(abs, sizeof abs, "%s", a.file);
 		else
 			snprintf(abs, sizeof abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", a.file);
-		if (jdkdump_write_file(abs, data, strlen(data), a.overwrite, err, sizeof err) < 0) {
+		if (jdkdump_write_file(abs, data, len, a.overwrite, err, sizeof err) < 0) {
 			cli_errorf(cli, "%s", err);
 			rc = CLI_FAIL;
 		} else {

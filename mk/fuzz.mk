@@ -6,6 +6,8 @@
 #   fuzz_ctl    control requests through the daemon's client code, as several
 #               uids: replies are JSON, and no uid sees another's processes
 #   fuzz_jv     the clients' JSON parser: what it accepts round-trips
+#   fuzz_dump   the dump builder on any reply: the JSON text written straight
+#               from it parses and equals jansson's print of the tree
 # Without libFuzzer (libclang-rt-14-dev, an optional package) it says so and
 # skips.  Needs `make all` first for the BPF skeleton the daemon includes.
 
@@ -15,19 +17,22 @@ FUZZ_CC ?= clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -Iinclude -Iproto \
 	-Iruntime -Icommon -I$(BUILD)/bpf $(PKG_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -MMD -MP
-FUZZ_TARGETS := fuzz_proto fuzz_model fuzz_ctl fuzz_jv
+FUZZ_TARGETS := fuzz_proto fuzz_model fuzz_ctl fuzz_jv fuzz_dump
 
 # Each target's seeds: frames for the decoder and the model.
 FUZZ_SEEDS_fuzz_proto := tests/fuzz/corpus
 FUZZ_SEEDS_fuzz_model := tests/fuzz/corpus
 FUZZ_SEEDS_fuzz_ctl := tests/fuzz/corpus-ctl
 FUZZ_SEEDS_fuzz_jv := tests/fuzz/corpus-jv
+FUZZ_SEEDS_fuzz_dump := tests/fuzz/corpus-dump
 
 FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(call part_srcs,daemon)) $(call part_srcs,bpf) \
 	$(PROTO_SRCS) $(COMMON_SRCS)
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 FUZZ_OBJS_fuzz_proto := $(call fuzz_objs,$(PROTO_SRCS))
 FUZZ_OBJS_fuzz_jv := $(call fuzz_objs,common/jv.c)
+FUZZ_OBJS_fuzz_dump := $(call fuzz_objs,$(call part_srcs,dump) common/jv.c common/jtext.c \
+	common/termtext.c)
 FUZZ_OBJS_fuzz_model := $(call fuzz_objs,$(FUZZ_DAEMON_SRCS))
 FUZZ_OBJS_fuzz_ctl := $(call fuzz_objs,$(FUZZ_DAEMON_SRCS))
 
@@ -55,7 +60,8 @@ fuzz:
 	for t in $(FUZZ_TARGETS); do \
 		rm -rf $(FUZZ_DIR)/corpus-$$t && mkdir -p $(FUZZ_DIR)/corpus-$$t $(FUZZ_DIR)/artifacts && \
 		case $$t in fuzz_proto|fuzz_model) seeds=$(FUZZ_SEEDS_fuzz_proto);; \
-			fuzz_ctl) seeds=$(FUZZ_SEEDS_fuzz_ctl);; *) seeds=$(FUZZ_SEEDS_fuzz_jv);; esac; \
+			fuzz_ctl) seeds=$(FUZZ_SEEDS_fuzz_ctl);; fuzz_dump) seeds=$(FUZZ_SEEDS_fuzz_dump);; \
+			*) seeds=$(FUZZ_SEEDS_fuzz_jv);; esac; \
 		cp $$seeds/* $(FUZZ_DIR)/corpus-$$t/ && \
 		echo "fuzz: $$t for $(FUZZ_TIME) s" && \
 		$(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_TIME) -max_len=70000 -print_final_stats=1 \

@@ -355,6 +355,35 @@ static void op_build_doc(void *arg, struct outcome *o)
 /* The text form of the reference dump, made without injection. */
 static char *reference_text;
 
+/* The JSON text written straight from the reply: all of it or nothing. */
+static void op_json_doc(void *arg, struct outcome *o)
+{
+	(void)arg;
+	struct jv_doc *doc;
+	char err[256] = "";
+	size_t len;
+	if (expect(jv_parse(reply_text, sizeof reply_text - 1, &doc, err, sizeof err), "jv_parse",
+		   o))
+		return;
+	char *s = jdkdump_json_doc(jv_root(doc), &len, err, sizeof err);
+	jv_free(doc);
+	if (!s) {
+		if (!strstr(err, "out of memory"))
+			fail_msg("jdkdump_json_doc failed without saying memory ran out: %s", err);
+		o->enomem++;
+		return;
+	}
+	/* Read back with no failure injected: jansson's reader does not
+	 * report all of its own. */
+	atomic_store(&countdown, 0);
+	json_error_t e;
+	json_t *d = json_loadb(s, len, 0, &e);
+	free(s);
+	if (!d)
+		fail_msg("jdkdump_json_doc wrote JSON that does not parse: %s", e.text);
+	check_dump(d, err, o);
+}
+
 static void op_textdump(void *arg, struct outcome *o)
 {
 	char *s = textdump_string(arg, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
@@ -383,6 +412,7 @@ static void test_dump_builder(void **state)
 			 777);
 	sweep("jdkdump_build", op_build, reply);
 	sweep("jv_parse + jdkdump_build_doc", op_build_doc, NULL);
+	sweep("jv_parse + jdkdump_json_doc", op_json_doc, NULL);
 	reference_text = textdump_string(reference_dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
 	assert_non_null(reference_text);
 	assert_non_null(strstr(reference_text, "\"odd\""));

@@ -553,6 +553,26 @@ static void test_capture_1000_threads(void **state)
 	}
 	/* The 1000 extra threads and the futex role all wait there. */
 	assert_int_equal(with_fn, 1001);
+	/* Again: the threads that have not run since keep their entries,
+	 * frames and all, without their stacks being copied again. */
+	struct bpfstack_thread *again;
+	size_t n2, reused = 0;
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &again, &n2, err, sizeof(err)), 0);
+	assert_int_equal(n2, n);
+	for (size_t i = 0; i < n2; i++) {
+		assert_int_equal(again[i].tid, th[i].tid);
+		assert_int_equal(again[i].error, 0);
+		if (!again[i].reused)
+			continue;
+		reused++;
+		assert_int_equal(again[i].nframes, th[i].nframes);
+		assert_memory_equal(again[i].frames, th[i].frames,
+				    th[i].nframes * sizeof(th[i].frames[0]));
+		assert_int_equal(again[i].nvcsw, th[i].nvcsw);
+		assert_false(again[i].on_cpu);
+	}
+	assert_true(reused >= 1000);
+	free(again);
 	dwfl_end(d);
 	free(th);
 	bt_stop(&tg);

@@ -16,6 +16,7 @@
 #include "../../dump/jdkdump.h"
 #include "../../dump/jstackdump.h"
 #include "../../dump/textdump.h"
+#include "../../common/jtext.h"
 
 /* main 100 owns request@3; io workers 101 and 102 run its tasks 10 and 11;
  * 101 owns fetch@5 (task 10's scope) where 103 runs task 12; 104 idles in
@@ -101,11 +102,38 @@ static void save(const json_t *d)
 	assert_int_equal(json_dump_file(d, path, JSON_COMPACT), 0);
 }
 
+/* The JSON text scopecmd writes straight from reply, without a tree, is
+ * byte for byte jansson's print of the tree d built from it.  (Without
+ * model.now_ms both read the clock, which may tick in between.) */
+static void same_as_written(const json_t *reply, const json_t *d)
+{
+	if (!json_is_number(json_object_get(json_object_get(reply, "model"), "now_ms")))
+		return;
+	char err[256];
+	size_t len, tlen;
+	char *text = jtext_dump(reply, JSON_COMPACT, false, &len);
+	struct jv_doc *doc = NULL;
+	assert_non_null(text);
+	assert_int_equal(jv_parse(text, len, &doc, err, sizeof err), 0);
+	char *streamed = jdkdump_json_doc(jv_root(doc), &len, err, sizeof err);
+	char *tree = jtext_dump(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER, true, &tlen);
+	assert_non_null(streamed);
+	assert_non_null(tree);
+	assert_int_equal(len, tlen);
+	assert_string_equal(streamed, tree);
+	free(streamed);
+	free(tree);
+	free(text);
+	jv_free(doc);
+}
+
 static json_t *build(const char *s)
 {
 	char err[256];
 	json_t *r = load(s);
 	json_t *d = jdkdump_build(r, err, sizeof err);
+	if (d)
+		same_as_written(r, d);
 	json_decref(r);
 	assert_non_null(d);
 	save(d);
@@ -739,6 +767,7 @@ static void test_random_damage(void **state)
 		if (!d)
 			fail_msg("round %d: %s", round, err);
 		check_consistent(d);
+		same_as_written(r, d);
 		if (round % 100 == 0)
 			save(d);
 		char *text = textdump_string(d, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);

@@ -186,6 +186,20 @@ static void test_capture_self(void **state)
 	const struct bpfstack_thread *l2 = find_tid(t2, n2, atomic_load(&locker_tid));
 	assert_int_equal(l2->nframes, l->nframes);
 	assert_memory_equal(l2->frames, l->frames, l->nframes * sizeof l->frames[0]);
+	/* It has not run since (same name, state and switch counters): its
+	 * entry is the last capture's, with no read of its registers. */
+	assert_true(l2->reused);
+	assert_string_equal(l2->jstate, "BLOCKED");
+	assert_string_equal(l2->blocked_in, "mutex");
+	/* Renamed by another thread while it waits: read afresh. */
+	assert_int_equal(pthread_setname_np(b, "ps-renamed"), 0);
+	size_t n3;
+	struct bpfstack_thread *t3 = capture_parked(ps, &n3);
+	const struct bpfstack_thread *l3 = find_tid(t3, n3, atomic_load(&locker_tid));
+	assert_false(l3->reused);
+	assert_string_equal(l3->comm, "ps-renamed");
+	assert_int_equal(l3->nframes, l->nframes);
+	free(t3);
 
 	atomic_store(&quit, 1);
 	pthread_mutex_unlock(&held);
