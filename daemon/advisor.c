@@ -232,8 +232,9 @@ static void attribute(struct adv_pool *p, const struct interval *iv, int64_t dt)
 void advisor_tick(struct model *m, pid_t pid, int64_t now)
 {
 	struct advisor *a = m->adv;
-	if (!a || (a->last_sample && now - a->last_sample < ADV_SAMPLE_NS))
+	if (!a || (a->last_sample && now - a->last_sample < (a->gap ? a->gap : ADV_SAMPLE_NS)))
 		return;
+	int64_t cost_from = adv_cpu_now();
 	int64_t dt = a->last_sample ? now - a->last_sample : 0;
 	bool first = !a->last_sample;
 	a->last_sample = now;
@@ -293,6 +294,10 @@ void advisor_tick(struct model *m, pid_t pid, int64_t now)
 		r->runq_ns = rq;
 	}
 	thread_sweep(a);
+	/* The reads above are nearly all of a sample's cost: at most
+	 * 1/ADV_CPU_SHARE of the daemon's time goes to them. */
+	int64_t cost = adv_cpu_now() - cost_from;
+	a->gap = cost * ADV_CPU_SHARE > ADV_SAMPLE_NS ? cost * ADV_CPU_SHARE : ADV_SAMPLE_NS;
 
 	/* Workers blocked in a join: owners of scopes in a join not yet ended. */
 	const struct live_set *scs = &m->live[ENT_SCOPE];

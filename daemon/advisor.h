@@ -29,8 +29,10 @@ extern const double adv_wc_bounds[ADV_WCBUCKETS - 1];
 #define ADV_MAX_WORKERS 1024
 /* A window's length: advice covers the last one to two windows. */
 #define ADV_WINDOW_NS 5000000000LL
-/* How often workers' CPU time is read. */
+/* How often workers' CPU time is read, at the most often; and the share
+ * of the daemon's time those reads may take, as its inverse (1%). */
 #define ADV_SAMPLE_NS 100000000LL
+#define ADV_CPU_SHARE 100
 
 struct adv_hist {
 	uint64_t b[ADV_HBUCKETS];
@@ -102,6 +104,11 @@ struct advisor {
 	struct adv_thread *th;
 	uint32_t nth, thcap, mark;
 	int64_t last_sample, win_start;
+	/* The wait until the next sample: ADV_SAMPLE_NS, or longer when a
+	 * sample's /proc reads (one per worker) cost more than ADV_CPU_SHARE
+	 * of it, so a pool of thousands of threads does not keep the daemon
+	 * busy. */
+	int64_t gap;
 	/* The process's CPU time (user + system) at the last sample, and over
 	 * the current and previous windows. */
 	int64_t proc_cpu_at, proc_cpu_cur, proc_cpu_prev;
@@ -215,6 +222,8 @@ void advisor_render(const struct model *m, const char *pool_name, struct jbuf *b
 /* ---- /proc (advisor_proc.c) */
 
 int adv_read_schedstat(void *ctx, pid_t pid, uint32_t tid, int64_t *cpu_ns, int64_t *runq_ns);
+/* The calling thread's CPU time, ns (what a sample's reads cost). */
+int64_t adv_cpu_now(void);
 int64_t adv_read_proc_cpu(void *ctx, pid_t pid);
 /* CPUs pid may use: its affinity, lowered by its cgroup's cpu.max quota;
  * why says which. */

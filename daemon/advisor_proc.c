@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Reads a small file whole into buf (NUL-terminated); bytes read or -errno. */
@@ -177,4 +178,13 @@ double adv_read_ncpu(void *ctx, pid_t pid, char *why, size_t len)
 	}
 	snprintf(why, len, "%s: %.0f CPUs", src, n);
 	return n;
+}
+
+int64_t adv_cpu_now(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

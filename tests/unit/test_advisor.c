@@ -203,12 +203,17 @@ struct fake {
 	int64_t now;
 	double cpu_share, rq_share; /* of each worker's time since 0 */
 	int fail_tid;
+	int64_t burn_ns; /* CPU time each schedstat read costs */
+	int reads;
 };
 
 static int fake_schedstat(void *ctx, pid_t pid, uint32_t tid, int64_t *cpu, int64_t *rq)
 {
 	struct fake *f = ctx;
 	(void)pid;
+	f->reads++;
+	for (int64_t until = adv_cpu_now() + f->burn_ns; adv_cpu_now() < until;)
+		;
 	if ((int)tid == f->fail_tid)
 		return -2;
 	*cpu = (int64_t)((double)f->now * f->cpu_share);
@@ -499,6 +504,34 @@ static void test_unreadable_threads(void **state)
 	free(m);
 }
 
+/* Reads that cost the daemon more than 1% of the sampling period space
+ * the samples out (a pool of thousands of workers, /proc at ~10 us a
+ * read): each of the two workers' reads burns 1 ms of CPU here, so a
+ * sample costs ~2 ms and the next comes 200 ms later, not 100. */
+static void test_costly_reads_sample_less(void **state)
+{
+	(void)state;
+	struct fake f = {.cpu_share = 0.5, .rq_share = 0.1, .burn_ns = MS};
+	struct model *m = model_with_advisor(&f);
+	run_workload(m, &f);
+	/* 30 ticks of 100 ms: 60 reads at the fixed period, as cheap reads
+	 * get. */
+	print_message("%d schedstat reads in 30 ticks\n", f.reads);
+	assert_true(f.reads >= 10 && f.reads <= 32);
+	struct adv_result r;
+	advisor_result(m, &m->adv->pool[0], &r);
+	assert_true(r.wc >= 0);
+	model_free(m);
+	free(m);
+
+	struct fake cheap = {.cpu_share = 0.5, .rq_share = 0.1};
+	m = model_with_advisor(&cheap);
+	run_workload(m, &cheap);
+	assert_int_equal(cheap.reads, 60);
+	model_free(m);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +544,7 @@ int main(void)
 	    cmocka_unit_test(test_starvation),
 	    cmocka_unit_test(test_measured_through_model),
 	    cmocka_unit_test(test_unreadable_threads),
+	    cmocka_unit_test(test_costly_reads_sample_less),
 	    cmocka_unit_test(test_resource_cap),
 	    cmocka_unit_test(test_stuck_without_stats),
 	    cmocka_unit_test(test_resource_cap_through_model),
