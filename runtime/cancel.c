@@ -156,9 +156,12 @@ static void cancel_tree(scope_t *s, int reason, int cause, struct wakeups *wk)
 	}
 	if (s->owner != me)
 		note_thread(wk, s->owner, false);
+	/* Held down the walk: a child closing meanwhile waits to unlink. */
+	sc_spin_lock(&s->kids);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		if (!(c->flags & SCOPE_F_SHIELD))
 			cancel_tree(c, SC_CANCEL_PARENT, cause, wk);
+	sc_spin_unlock(&s->kids);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -263,8 +263,10 @@ static void snap_below(struct snap *sn, scope_t *s, int depth)
 	struct pinned kids = {0};
 
 	sc_scope_tasks_each(s, snap_task_each, sn);
+	sc_spin_lock(&s->kids);
 	for (scope_t *c = s->children; c && pin(&kids, c); c = c->sib_next)
 		;
+	sc_spin_unlock(&s->kids);
 	pthread_mutex_unlock(&s->lock);
 	snap_pinned(sn, &kids, depth + 1);
 }

@@ -400,16 +400,36 @@ static void atfork_setup(void)
 	(void)pthread_atfork(NULL, NULL, pools_after_fork);
 }
 
+/* SCOPE_POOL_PARALLELISM: the default pool's thread count, as Java's
+ * ForkJoinPool.common.parallelism; 0 when unset or not a number in
+ * 1..POOL_PARALLELISM_MAX (the variable is then ignored). */
+#define POOL_PARALLELISM_MAX 4096u
+static unsigned parallelism_from_env(void)
+{
+	const char *v = getenv("SCOPE_POOL_PARALLELISM");
+	char *end;
+	unsigned long n;
+
+	if (!v || *v < '0' || *v > '9')
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n < 1 || n > POOL_PARALLELISM_MAX)
+		return 0;
+	return (unsigned)n;
+}
+
 static scope_pool_t *default_create(void)
 {
 	struct scope_pool_config cfg = SCOPE_POOL_CONFIG_INIT;
+	unsigned n = parallelism_from_env();
 
 	/* One thread per CPU and an unbounded queue, so a fork is a push and
 	 * never blocks; a worker parked in any runtime wait (join, close,
 	 * sleep, fd wait) lends its place, so blocked subtasks never starve
 	 * the queued ones. */
 	cfg.name = "scope";
-	cfg.core_size = scope_pool_size_for(1.0, 0.0);
+	cfg.core_size = n ? n : scope_pool_size_for(1.0, 0.0);
 	cfg.max_size = cfg.core_size;
 	cfg.queue = SCOPE_QUEUE_UNBOUNDED;
 	cfg.policy = SCOPE_POLICY_ABORT;

@@ -33,10 +33,13 @@ struct sc_dq {
 	char pad1[64 - 2 * sizeof(int64_t) - sizeof(uint64_t) - sizeof(int)];
 	struct sc_thread *_Atomic owner; /* NULL: free slot */
 	_Atomic bool worker;		 /* the owner is a worker of the pool: stolen from first */
-	/* A worker's deque holds only tasks forked under the task it took
-	 * when idle (its deque was empty then): that task's scope, while it
-	 * runs, lets a joiner of that scope take them (pool_work.c). */
+	/* A deque holds only tasks forked under the task its owner took from
+	 * elsewhere while the deque was empty (a worker's idle take, a joiner's
+	 * steal): that task's scope, while it runs, lets a joiner of that
+	 * scope take them (pool_work.c).  base_gen counts its changes, so a
+	 * thief sees whether the base stayed the same across its take. */
 	_Atomic(scope_t *) base_scope;
+	_Atomic uint64_t base_gen;
 	_Atomic(scope_task_t *) *ring; /* SC_DQ_CAP entries, made on first claim */
 };
 

@@ -737,15 +737,25 @@ void sc_pool_task_done(scope_pool_t *p, bool active)
 static void run_hooked(scope_pool_t *p, scope_task_t *task, bool active)
 {
 	sc_task_run(task, p, active);
-	sc_pool_stats_event(p, false);
+	if (sc_observed())
+		sc_pool_stats_event(p, false);
 }
 
-/* A task of the subtree of s, taken from the deque of a worker that runs
- * a subtask of s it took when idle (all its deque holds was forked under
- * that subtask: s's joiner waits for all of it anyway), or NULL.  The
- * worker's base is looked at before and after the take, so the task was
- * taken while that subtask ran; were it not, it goes to the inject queue
- * untouched.  Only pointers are compared: nothing not ours is read. */
+/* Sets the base of deque d (which must be empty, or the base is wrong
+ * for what is in it) and says it changed. */
+static void base_set(struct sc_dq *d, scope_t *s)
+{
+	atomic_store(&d->base_scope, s);
+	atomic_fetch_add(&d->base_gen, 1);
+}
+
+/* A task of the subtree of s, taken from the deque of a thread that runs a
+ * subtask of s it took from elsewhere with its deque empty (all its deque
+ * holds was forked under that subtask: s's joiner waits for all of it
+ * anyway), or NULL.  The base and its generation are looked at before and
+ * after the take, so the task was taken while that subtask ran; were it
+ * not, it goes to the inject queue untouched.  Only pointers and counters
+ * are compared: nothing not ours is read. */
 static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
 {
 	unsigned n = nslots(p);
@@ -754,13 +764,14 @@ static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
 		struct sc_dq *d = &p->slots[i];
 		bool lost = false;
 		scope_task_t *x;
+		uint64_t gen = atomic_load(&d->base_gen);
 
 		if (d == mine || atomic_load(&d->base_scope) != s)
 			continue;
 		x = dq_steal(d, &lost);
 		if (!x)
 			continue;
-		if (atomic_load(&d->base_scope) == s)
+		if (atomic_load(&d->base_gen) == gen)
 			return x;
 		pthread_mutex_lock(&p->lock);
 		enqueue_locked(p, x, NULL);
@@ -774,6 +785,7 @@ static scope_task_t *steal_for(scope_pool_t *p, scope_t *s, struct sc_dq *mine)
 bool sc_pool_help(scope_pool_t *p, scope_t *s)
 {
 	scope_task_t *task = NULL;
+	bool own = false;
 
 	/* The scope's queued tasks are at the bottom of its owner's deque
 	 * (the owner forked them, and the owner helps). */
@@ -784,6 +796,7 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 			(void)dq_push(d, task); /* an outer scope's: back it goes */
 			task = NULL;
 		}
+		own = task != NULL;
 		/* Its own are taken or running: work forked under the running
 		 * ones is what the join waits for too. */
 		if (!task)
@@ -807,6 +820,20 @@ bool sc_pool_help(scope_pool_t *p, scope_t *s)
 	/* No alarm for the scope's deadline while the task runs here: the
 	 * timer thread (deadline.c) cancels the scope when it passes, and the
 	 * cancel signals this thread, the task's worker now. */
+	if (p->fast && !own) {
+		/* Taken from elsewhere: with this thread's deque empty, what it
+		 * forks meanwhile is the task's subtree, which a joiner of the
+		 * task's scope may take (as from a worker's idle take). */
+		struct sc_thread *t = sc_self_peek();
+		struct sc_dq *d = t ? slot_of(p, t) : NULL;
+		if (d && !dq_nonempty(d)) {
+			scope_t *prev = atomic_load_explicit(&d->base_scope, memory_order_relaxed);
+			base_set(d, task->scope);
+			run_hooked(p, task, false);
+			base_set(d, prev);
+			return true;
+		}
+	}
 	run_hooked(p, task, false);
 	return true;
 }
@@ -1108,10 +1135,10 @@ static void *worker_main(void *arg)
 		     task = NULL) {
 			struct sc_dq *mine = slot_of(p, w->t);
 			if (mine)
-				atomic_store(&mine->base_scope, task->scope);
+				base_set(mine, task->scope);
 			run_hooked(p, task, true);
 			if (mine)
-				atomic_store(&mine->base_scope, NULL);
+				base_set(mine, NULL);
 		}
 	} else {
 		/* No record (out of memory), no worker.  The task goes back to the

@@ -125,6 +125,30 @@ static inline void sc_spin_unlock(struct sc_spin *l)
 	atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* Zeroes n bytes (a multiple of 8) at p, 16-byte stores four at a time.
+ * memset() of a task or a scope compiles to rep stos, whose start-up costs
+ * more than the few hundred bytes it clears; the empty asm keeps the
+ * compiler from turning this loop back into memset. */
+static inline void sc_zero(void *p, size_t n)
+{
+	typedef uint64_t v2 __attribute__((vector_size(16), aligned(8), may_alias));
+	v2 *q = p, z = {0, 0};
+
+	for (size_t i = 0; i + 4 <= n / 16; i += 4) {
+		q[i] = z;
+		q[i + 1] = z;
+		q[i + 2] = z;
+		q[i + 3] = z;
+		__asm__ __volatile__("" : : "r"(q) : "memory");
+	}
+	for (size_t i = n / 16 / 4 * 4; i < n / 16; i++)
+		q[i] = z;
+	if (n & 8) {
+		typedef uint64_t u64a __attribute__((may_alias));
+		*(u64a *)((char *)p + n - 8) = 0;
+	}
+}
+
 /* How a thread waits, as a canceller needs to know it. */
 enum sc_cwait {
 	SC_CWAIT_NONE = 0, /* running, or in an uncancellable wait: wake and signal */
@@ -244,9 +268,10 @@ struct scope {
 	_Atomic bool joining;
 	_Atomic int64_t join_ts; /* when the join began (sc_event_time()), for snapshots */
 	_Atomic int64_t open_ts; /* when the open was reported (0: not observed), likewise */
-	/* Forked, not ended: written under lock, read without it by the
-	 * joiner's done check. */
-	_Atomic size_t pending;
+	/* Tasks appended (the owner's, a plain store: only it forks) and
+	 * tasks ended (an atomic add by whichever thread ends one; the last
+	 * end adds under lock): the joiner is done when they are equal. */
+	_Atomic size_t forked, ended;
 	/* Forks with a handle, in fork order, and handle-less forks (live, or
 	 * ended and not yet reused), each appended by the owner without the
 	 * lock (a release store of the count after the slot); the arrays move
@@ -266,14 +291,15 @@ struct scope {
 	size_t ntaken;
 	bool wake_each; /* the owner waits in scope_next: wake it per end */
 	scope_task_t *failure, *winner;
-	/* The owner while it waits for tasks: set before it looks at pending,
-	 * read by the last task's end after its decrement (both sequentially
+	/* The owner while it waits for tasks: set before it looks at ended,
+	 * read by the last task's end after its add (both sequentially
 	 * consistent), so one of them sees the other. */
 	struct sc_thread *_Atomic waiter;
 	scope_task_t *qhead, *qtail; /* its queued tasks, oldest first (the pool's lock) */
 	struct sc_theap pq; /* the same in a priority pool, in run order (the pool's lock) */
 
-	scope_t *children;	      /* child scopes (this lock) */
+	struct sc_spin kids;	      /* guards children (taken after lock where both are) */
+	scope_t *children;	      /* child scopes (kids) */
 	scope_t *sib_next, *sib_prev; /* in parent's children or owner's roots */
 	/* A snapshot walking below this scope holds a pin instead of its lock;
 	 * close waits for the pins before freeing.  Pins are taken only while
@@ -301,8 +327,31 @@ static inline void sc_thread_altstack_due(struct sc_thread *t)
 	if (__builtin_expect(atomic_load_explicit(&t->alt_want, memory_order_acquire), 0))
 		sc_thread_altstack_late(t);
 }
-struct sc_thread *sc_self(void);
-struct sc_thread *sc_self_peek(void);
+/* The calling thread's record (NULL: not registered yet).  Initial-exec:
+ * every structural call reads it, inline. */
+extern _Thread_local struct sc_thread *sc_self_tls SC_HIDDEN
+    __attribute__((tls_model("initial-exec")));
+struct sc_thread *sc_self_register(void);
+/* The calling thread's record, registered on first use (NULL: no memory). */
+static inline struct sc_thread *sc_self(void)
+{
+	struct sc_thread *t = sc_self_tls;
+
+	if (__builtin_expect(t != NULL, 1)) {
+		sc_thread_altstack_due(t);
+		return t;
+	}
+	return sc_self_register();
+}
+/* The same, NULL for a thread the runtime has not seen. */
+static inline struct sc_thread *sc_self_peek(void)
+{
+	struct sc_thread *t = sc_self_tls;
+
+	if (t)
+		sc_thread_altstack_due(t);
+	return t;
+}
 struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *name);
 void sc_thread_unregister(void);
 void sc_thread_set_name(struct sc_thread *t, const char *name);

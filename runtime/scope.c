@@ -78,7 +78,19 @@ static void emit_scope(int kind, const scope_t *s, int64_t result)
 	sc_emit(&ev);
 }
 
-static void emit_task(int kind, scope_task_t *task, int state, int err)
+static void emit_task_slow(int kind, scope_task_t *task, int state, int err);
+
+/* A task's event, and its times kept for snapshots: a load and a branch
+ * when nobody observes. */
+static inline void emit_task(int kind, scope_task_t *task, int state, int err)
+{
+	if (__builtin_expect(
+		!sc_observed() && !atomic_load_explicit(&sc_keep_times, memory_order_relaxed), 1))
+		return;
+	emit_task_slow(kind, task, state, err);
+}
+
+static void emit_task_slow(int kind, scope_task_t *task, int state, int err)
 {
 	struct sc_ev ev;
 	int64_t ts = 0;
@@ -179,6 +191,8 @@ static scope_t *scope_alloc(struct sc_thread *t)
 	return s;
 }
 
+_Static_assert(sizeof(scope_task_t) % 8 == 0 && sizeof(scope_t) % 8 == 0, "sc_zero's unit");
+
 /* A zeroed task handle, from the owner's recycled ones when it has some. */
 static scope_task_t *task_alloc(struct sc_thread *t)
 {
@@ -188,7 +202,7 @@ static scope_task_t *task_alloc(struct sc_thread *t)
 		return calloc(1, sizeof(*task));
 	t->free_tasks = task->qnext;
 	t->ntfree--;
-	memset(task, 0, sizeof(*task));
+	sc_zero(task, sizeof(*task));
 	return task;
 }
 
@@ -275,7 +289,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	scope_task_t **tasks = s->tasks, **anon = s->anon;
 	size_t cap = s->cap, anon_cap = s->anon_cap;
 
-	memset(s, 0, sizeof(*s));
+	sc_zero(s, sizeof(*s));
 	s->lock = lock;
 	s->tasks = tasks; /* a recycled scope's arrays, reused */
 	s->cap = cap;
@@ -333,9 +347,10 @@ static void sib_remove(scope_t **head, scope_t *s)
 		s->sib_next->sib_prev = s->sib_prev;
 }
 
-/* A child scope goes on its parent's list (the parent's lock, which its
- * cancellation takes too), a root on its thread's (a spin lock: only
- * snapshots read it). */
+/* A child scope goes on its parent's list, a root on its thread's, each
+ * under a spin lock (a pthread mutex pair costs twice as much, and an open
+ * and a close took two): the parent's cancellation and snapshots walk the
+ * children under it. */
 static int scope_link(scope_t *s, struct sc_thread *t)
 {
 	if (!s->parent) {
@@ -344,13 +359,15 @@ static int scope_link(scope_t *s, struct sc_thread *t)
 		sc_spin_unlock(&t->lock);
 		return 0;
 	}
-	pthread_mutex_lock(&s->parent->lock);
+	/* A canceller flags the parent before it walks the children under
+	 * this lock: either it finds s, or s sees the flag. */
+	sc_spin_lock(&s->parent->kids);
 	if (atomic_load(&s->parent->cancelled) && !(s->flags & SCOPE_F_SHIELD)) {
-		pthread_mutex_unlock(&s->parent->lock);
+		sc_spin_unlock(&s->parent->kids);
 		return -ECANCELED;
 	}
 	sib_push(&s->parent->children, s);
-	pthread_mutex_unlock(&s->parent->lock);
+	sc_spin_unlock(&s->parent->kids);
 	return 0;
 }
 
@@ -362,9 +379,9 @@ static void scope_unlink(scope_t *s)
 		sc_spin_unlock(&s->owner->lock);
 		return;
 	}
-	pthread_mutex_lock(&s->parent->lock);
+	sc_spin_lock(&s->parent->kids);
 	sib_remove(&s->parent->children, s);
-	pthread_mutex_unlock(&s->parent->lock);
+	sc_spin_unlock(&s->parent->kids);
 }
 
 /* A deadline of its own earlier than the inherited one goes to the timer,
@@ -515,7 +532,10 @@ static int array_append(struct sc_thread *t, scope_t *s, scope_task_t ***v, _Ato
 		pthread_mutex_unlock(&s->lock);
 	}
 	(*v)[k] = task;
-	atomic_fetch_add(&s->pending, 1);
+	/* Before the push that hands the task over, which orders it. */
+	atomic_store_explicit(&s->forked,
+			      atomic_load_explicit(&s->forked, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	atomic_store_explicit(n, k + 1, memory_order_release);
 	return 0;
 }
@@ -545,12 +565,12 @@ static void end_on_owner(scope_t *s, scope_task_t *task)
 	if (task->keep) {
 		pthread_mutex_lock(&s->lock);
 		task_done_locked(s, task);
-		s->pending--;
+		atomic_fetch_add(&s->ended, 1);
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
 	task_ended(s, task);
-	atomic_fetch_sub(&s->pending, 1);
+	atomic_fetch_add(&s->ended, 1);
 }
 
 /* Ends a task that never reached a worker without the joiner seeing it:
@@ -645,6 +665,14 @@ int scope_fork_with_at(scope_t *s, scope_fn fn, void *arg, scope_task_t **out,
 	return fork_at(s, fn, arg, out, opts ? opts->priority : 0, file, line, func);
 }
 
+/* Counts one more end of a task of s; true when it was the last forked. */
+static bool end_add(scope_t *s)
+{
+	size_t e = atomic_fetch_add(&s->ended, 1) + 1;
+
+	return e == atomic_load_explicit(&s->forked, memory_order_relaxed);
+}
+
 void sc_task_finish(scope_task_t *task, int state, int err)
 {
 	scope_t *s = task->scope;
@@ -668,7 +696,7 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 			atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
 		pthread_mutex_lock(&s->lock);
 		task_done_locked(s, task);
-		waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+		waiter = end_add(s) || s->wake_each ? s->waiter : NULL;
 		pthread_mutex_unlock(&s->lock);
 		if (waiter && waiter != sc_self_peek())
 			sc_wake(waiter);
@@ -680,21 +708,26 @@ void sc_task_finish(scope_task_t *task, int state, int err)
 	 * Any but the last end is a decrement and nothing else (the scope is
 	 * alive while this task counts); the last takes the lock, so the
 	 * owner, who frees the scope once it sees none left, waits for it. */
-	size_t n = atomic_load_explicit(&s->pending, memory_order_relaxed);
-	while (n > 1 && !atomic_compare_exchange_weak_explicit(
-			    &s->pending, &n, n - 1, memory_order_acq_rel, memory_order_relaxed))
-		;
-	if (n > 1)
-		return;
+	size_t n = atomic_load_explicit(&s->ended, memory_order_acquire);
+	for (;;) {
+		/* Read after the ends counted in n, so it counts their forks:
+		 * a fork added meanwhile only makes this end look last. */
+		size_t f = atomic_load_explicit(&s->forked, memory_order_relaxed);
+		if (n + 1 >= f)
+			break;
+		if (atomic_compare_exchange_weak_explicit(
+			&s->ended, &n, n + 1, memory_order_acq_rel, memory_order_acquire))
+			return;
+	}
 	/* Run by its owner's thread (a helping joiner, caller-runs): the
 	 * scope cannot go while this runs, and the owner looks again. */
 	if (s->owner == sc_self_peek()) {
-		atomic_fetch_sub(&s->pending, 1);
+		atomic_fetch_add(&s->ended, 1);
 		return;
 	}
 	atomic_store_explicit(&s->remote_end, true, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
-	waiter = --s->pending == 0 || s->wake_each ? s->waiter : NULL;
+	waiter = end_add(s) || s->wake_each ? s->waiter : NULL;
 	pthread_mutex_unlock(&s->lock);
 	/* After the unlock the scope may be gone; the thread record is not.
 	 * A joiner that ran the task itself looks again without being told. */
@@ -755,14 +788,15 @@ void sc_task_run(scope_task_t *task, scope_pool_t *pool, bool active)
 	sc_task_finish(task, state, rc);
 }
 
-/* Lock-free: a task's end stores its state and results before its
- * decrement of pending (under the scope's lock, whose release orders them),
- * and this acquire load sees them once it sees the decrement. */
+/* Lock-free: a task's end stores its state and results before its add to
+ * ended (a release), and this acquire load sees them once it sees the add.
+ * Only the owner asks, and only it adds to forked. */
 static bool all_done(void *arg)
 {
 	scope_t *s = arg;
 
-	return atomic_load_explicit(&s->pending, memory_order_acquire) == 0;
+	return atomic_load_explicit(&s->ended, memory_order_acquire) ==
+	       atomic_load_explicit(&s->forked, memory_order_relaxed);
 }
 
 void sc_tasks_abandon(struct sc_thread *t)
@@ -947,6 +981,7 @@ static void after_fork(scope_t *s, struct sc_thread *t, int depth)
 	s->owner_tid = t->tid;
 	/* Held, maybe, by a worker or the agent thread that stayed behind. */
 	sc_mutex_init(&s->lock);
+	atomic_store(&s->kids.held, 0);
 	atomic_store(&s->pins, 0);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		after_fork(c, t, depth + 1);
@@ -967,6 +1002,7 @@ scope_t *sc_scopes_after_fork(struct sc_thread *t)
 		return NULL;
 	/* Nobody else here can hold its lock: t alone came along. */
 	sc_mutex_init(&s->lock);
+	atomic_store(&s->kids.held, 0);
 	atomic_store(&s->pins, 0);
 	for (scope_t *c = s->children; c; c = c->sib_next)
 		after_fork(c, t, 0);

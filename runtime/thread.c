@@ -21,7 +21,7 @@ static struct sc_thread *free_records; /* recycled records */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 /* Initial-exec: read by every structural call (see cached_tid in observe.c). */
-static _Thread_local struct sc_thread *self __attribute__((tls_model("initial-exec")));
+_Thread_local struct sc_thread *sc_self_tls __attribute__((tls_model("initial-exec")));
 
 static void thread_exit(void *arg);
 
@@ -105,7 +105,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 		threads->prev = t;
 	threads = t;
 	pthread_mutex_unlock(&threads_lock);
-	self = t;
+	sc_self_tls = t;
 	sc_altstack_thread_start();
 	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role,
 		    atomic_load_explicit(&t->start_ts, memory_order_relaxed));
@@ -114,7 +114,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 
 void sc_thread_unregister(void)
 {
-	struct sc_thread *t = self;
+	struct sc_thread *t = sc_self_tls;
 	char name[SC_THREAD_NAME];
 	uint32_t tid;
 	uint64_t pool_id;
@@ -127,7 +127,7 @@ void sc_thread_unregister(void)
 	sc_scope_close_frame(t, SC_VIOL_THREAD_EXIT);
 	sc_pool_dq_release(t);
 	pthread_setspecific(exit_key, NULL);
-	self = NULL;
+	sc_self_tls = NULL;
 	pthread_mutex_lock(&threads_lock);
 	if (t->prev)
 		t->prev->next = t->next;
@@ -153,8 +153,8 @@ static void thread_exit(void *arg)
 	(void)arg;
 	/* Left in the middle of a task (pthread_exit): the tasks end, and a
 	 * worker's pool learns it lost a thread. */
-	if (self && (self->frame.task || self->worker))
-		sc_tasks_abandon(self);
+	if (sc_self_tls && (sc_self_tls->frame.task || sc_self_tls->worker))
+		sc_tasks_abandon(sc_self_tls);
 	sc_thread_unregister();
 }
 
@@ -172,10 +172,10 @@ void sc_mutex_init(pthread_mutex_t *m)
 
 void sc_thread_set_role(int role)
 {
-	if (!self)
+	if (!sc_self_tls)
 		return;
 	pthread_mutex_lock(&threads_lock); /* the snapshot reads it */
-	self->role = role;
+	sc_self_tls->role = role;
 	pthread_mutex_unlock(&threads_lock);
 }
 
@@ -202,28 +202,28 @@ struct sc_thread *sc_threads_after_fork(void)
 	 * their owner.  A few hundred bytes each, once per fork. */
 	for (struct sc_thread *t = threads; t; t = t->next) {
 		drop_evfd(t);
-		if (t == self)
+		if (t == sc_self_tls)
 			continue;
 		atomic_store(&t->lock.held, 0); /* a parent's thread may have held it */
 	}
-	threads = self;
-	if (self) {
-		self->next = self->prev = NULL;
-		atomic_store(&self->lock.held, 0);
+	threads = sc_self_tls;
+	if (sc_self_tls) {
+		sc_self_tls->next = sc_self_tls->prev = NULL;
+		atomic_store(&sc_self_tls->lock.held, 0);
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
-		self->tid = sc_gettid();
+		sc_self_tls->tid = sc_gettid();
 		/* Ids from here on come after every id the parent gave out
 		 * (the snapshot tells inherited tasks by that). */
-		self->ids_scope = self->ids_scope_end = 0;
-		self->ids_task = self->ids_task_end = 0;
+		sc_self_tls->ids_scope = sc_self_tls->ids_scope_end = 0;
+		sc_self_tls->ids_task = sc_self_tls->ids_task_end = 0;
 		/* Its pool's workers (and their deques) stayed behind: its forks
 		 * go to the pool's queue, and it lends no place. */
-		self->worker = NULL;
-		if (self->role == SC_ROLE_OTHER && self->tid == (uint32_t)getpid())
-			self->role = SC_ROLE_MAIN;
+		sc_self_tls->worker = NULL;
+		if (sc_self_tls->role == SC_ROLE_OTHER && sc_self_tls->tid == (uint32_t)getpid())
+			sc_self_tls->role = SC_ROLE_MAIN;
 	}
-	return self;
+	return sc_self_tls;
 }
 
 void sc_thread_altstack_late(struct sc_thread *t)
@@ -243,23 +243,8 @@ void sc_threads_want_altstack(void)
 	pthread_mutex_unlock(&threads_lock);
 }
 
-struct sc_thread *sc_self_peek(void)
+struct sc_thread *sc_self_register(void)
 {
-	struct sc_thread *t = self;
-
-	if (t)
-		sc_thread_altstack_due(t);
-	return t;
-}
-
-struct sc_thread *sc_self(void)
-{
-	struct sc_thread *t = self;
-
-	if (__builtin_expect(t != NULL, 1)) {
-		sc_thread_altstack_due(t);
-		return t;
-	}
 	return sc_thread_register(SC_ROLE_OTHER, NULL, NULL);
 }
 

@@ -48,13 +48,14 @@ static void w2(void)
 	fan(PEER_W2_TASKS);
 }
 
+static long long now(void)
+{
+	return bench_now_ns();
+}
+
 int main(void)
 {
-	static const struct {
-		const char *name;
-		void (*op)(void);
-		int n, per;
-	} w[] = {
+	static const struct peer_load w[] = {
 	    {"W1", w1, PEER_W1_OPS, 1},
 	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
 	};
@@ -62,14 +63,7 @@ int main(void)
 	pool = g_thread_pool_new(run, NULL, (int)g_get_num_processors(), FALSE, NULL);
 	if (!pool)
 		return 1;
-	for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
-		for (int i = 0; i < w[k].n / 10 + 1; i++)
-			w[k].op();
-		int64_t t0 = bench_now_ns();
-		for (int i = 0; i < w[k].n; i++)
-			w[k].op();
-		printf("%s %.3f\n", w[k].name, (double)(bench_now_ns() - t0) / w[k].n / w[k].per);
-	}
+	peer_run(w, 2, now);
 	g_thread_pool_free(pool, FALSE, TRUE);
 	return 0;
 }

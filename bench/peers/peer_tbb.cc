@@ -3,7 +3,6 @@
 #include <tbb/task_group.h>
 
 #include <chrono>
-#include <cstdio>
 
 #include "peer_work.h"
 
@@ -49,22 +48,12 @@ static void w3()
 
 int main()
 {
-	const struct {
-		const char *name;
-		void (*op)();
-		int n, per;
-	} w[] = {
+	static const struct peer_load w[] = {
 	    {"W1", w1, PEER_W1_OPS, 1},
 	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
 	    {"W3", w3, PEER_W3_OPS, 1},
 	};
-	for (const auto &x : w) {
-		for (int i = 0; i < x.n / 10 + 1; i++)
-			x.op();
-		long long t0 = now_ns();
-		for (int i = 0; i < x.n; i++)
-			x.op();
-		std::printf("%s %.3f\n", x.name, (double)(now_ns() - t0) / x.n / x.per);
-	}
+
+	peer_run(w, 3, now_ns);
 	return 0;
 }

@@ -8,15 +8,15 @@ set -u
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
+. "$TOP/tests/lib/tmux.sh"
 HELPER=$TOP/$BUILD/tests/helpers/pool_trouble
-command -v tmux >/dev/null 2>&1 || { echo "FAIL: tmux is not installed (make deps)"; exit 1; }
 for f in "$BIN/scoped" "$BIN/scopetop" "$HELPER"; do
 	[ -x "$f" ] || { echo "FAIL: $f is not built"; exit 1; }
 done
 
 private_dir scopetop-warn
 SOCK=$SCOPED_SOCKET
-T="tmux -L scopetop-warn-$$ -f /dev/null"
+tmux_setup scopetop-warn
 S=
 dpid= HPID=
 cleanup() {
@@ -27,22 +27,12 @@ cleanup() {
 trap cleanup EXIT
 fail() {
 	echo "FAIL: $*"
-	echo "--- screen:"; $T capture-pane -p -t "$S" 2>/dev/null
+	echo "--- screen:"; tmux_screen
 	echo "--- helper:"; cat "$D/helper.out" 2>/dev/null
 	echo "--- scoped log:"; tail -5 "$D/scoped.log" 2>/dev/null
 	exit 1
 }
 
-# Waits up to $2 tenths of a second for the pane to show extended regex $1.
-wait_for() {
-	i=0
-	while [ $i -lt "$2" ]; do
-		$T capture-pane -p -t "$S" >"$D/screen" 2>/dev/null
-		grep -Eq -- "$1" "$D/screen" && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
-}
 
 scoped_start "$D/scoped.log" || fail "scoped did not create $(control_sock)"
 

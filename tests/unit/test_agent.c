@@ -31,6 +31,7 @@
 #include "scope.h"
 #include "test_agent_rx.h"
 #include "proto.h"
+#include "test_util.h"
 
 /* ======================================================================
  * Hand-made events through the real agent.
@@ -787,7 +788,7 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && (!strcmp(argv[1], "--exiter") || !strcmp(argv[1], "--crasher")))
 		return exit_child(argv[1], argv[2]);
-	rx_reexec_disabled(argv);
+	test_without_agent(argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_encoder_matches_decoder),
 	    cmocka_unit_test_setup_teardown(test_events_reach_receiver, setup, teardown),

@@ -30,6 +30,7 @@
 #include "agent.h"
 #include "rt.h"
 #include "scope.h"
+#include "test_util.h"
 
 static long page;
 
@@ -610,12 +611,7 @@ int main(int argc, char **argv)
 	stack_t ss;
 
 	/* The constructor's agent would dial the user's real daemon: off. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-		fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
-		return 1;
-	}
+	test_without_agent(argv);
 	if (argc == 2 && strcmp(argv[1], "--near-end") == 0)
 		return capture_child(0);
 	if (argc == 2 && strcmp(argv[1], "--small-altstack") == 0)

@@ -24,6 +24,7 @@
 #include "proto.h"
 #include "scope.h"
 #include "test_agent_rx.h"
+#include "test_util.h"
 
 /* What the fake daemon does with each agent that connects. */
 enum behaviour {
@@ -373,7 +374,7 @@ static void test_deaf_daemon_is_not_stopped(void **state)
 int main(int argc, char **argv)
 {
 	(void)argc;
-	rx_reexec_disabled(argv);
+	test_without_agent(argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_refused_backs_off),
 	    cmocka_unit_test(test_silent_daemon_times_out),

@@ -25,6 +25,7 @@
 #include "agent.h"
 #include "proto.h"
 #include "test_agent_rx.h"
+#include "test_util.h"
 
 #define MAX_RING (1024u * 1024)
 #define START_RING (128u * 1024)
@@ -807,7 +808,7 @@ static void test_fork_child_drops_start_at_zero(void **state)
 int main(int argc, char **argv)
 {
 	(void)argc;
-	rx_reexec_disabled(argv); /* no agent thread: the test is the consumer */
+	test_without_agent(argv); /* no agent thread: the test is the consumer */
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_grows_and_keeps_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drop_growth_exit_and_start_size, setup, teardown),

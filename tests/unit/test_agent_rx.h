@@ -257,17 +257,4 @@ RX_FN static size_t rx_compare(struct rx *rx, const struct truth *t)
 	return n;
 }
 
-/* Re-executes the test with SCOPED_DISABLE=1 so that the library
- * constructor's agent stays off: each test starts its own on a private
- * socket.  Returns only when the variable is already set. */
-RX_FN static void rx_reexec_disabled(char **argv)
-{
-	if (getenv("SCOPED_DISABLE"))
-		return;
-	setenv("SCOPED_DISABLE", "1", 1);
-	execv("/proc/self/exe", argv);
-	fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
-	exit(1);
-}
-
 #endif /* TEST_AGENT_RX_H */

@@ -20,6 +20,7 @@
 #include "agent.h"
 #include "scope.h"
 #include "test_agent_rx.h"
+#include "test_util.h"
 
 #define MS 1000000LL
 
@@ -490,7 +491,7 @@ static void test_stacks_of_runtime_threads(void **state)
 int main(int argc, char **argv)
 {
 	(void)argc;
-	rx_reexec_disabled(argv);
+	test_without_agent(argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_random_workload_matches_registry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_late_connect, setup, teardown),

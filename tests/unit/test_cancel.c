@@ -925,10 +925,7 @@ int main(int argc, char **argv)
 	};
 
 	/* These tests install their own observer, so the agent stays off. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
 
 #include "rt.h"
 #include "scope.h"
+#include "test_util.h"
 
 static _Atomic int other_ready, other_go;
 
@@ -151,12 +152,7 @@ int main(int argc, char **argv)
 {
 	(void)argc;
 	/* No agent: the walk is called directly; nothing dials a daemon. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-		fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
-		return 1;
-	}
+	test_without_agent(argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_child_snapshot_is_its_own),
 	    cmocka_unit_test(test_child_evfd_is_its_own),

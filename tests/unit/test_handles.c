@@ -252,10 +252,7 @@ int main(int argc, char **argv)
 
 	/* The agent starts in a constructor; these tests count the runtime's
 	 * own memory, so they run without it. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "scope.h"
+#include "test_util.h"
 
 #define SEC 1000000000LL
 #define MS 1000000LL
@@ -581,8 +582,67 @@ static void size_for_formula(void **state)
 	assert_ptr_equal(scope_pool_default(), scope_pool_default());
 }
 
+/* The default pool's size in a fresh process whose environment sets
+ * SCOPE_POOL_PARALLELISM to value (NULL: unset): this binary again, in its
+ * child mode (main). */
+static unsigned default_size_with(const char *value)
+{
+	int fd[2];
+	char out[32] = {0};
+	ssize_t n;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(pipe(fd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = {"test_pool", NULL};
+		dup2(fd[1], 1);
+		setenv("TEST_POOL_DEFAULT_SIZE", "1", 1);
+		if (value)
+			setenv("SCOPE_POOL_PARALLELISM", value, 1);
+		else
+			unsetenv("SCOPE_POOL_PARALLELISM");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	n = read(fd[0], out, sizeof(out) - 1);
+	close(fd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(n > 0);
+	return (unsigned)strtoul(out, NULL, 10);
+}
+
+static void default_parallelism_from_env(void **state)
+{
+	unsigned ncpu = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	(void)state;
+
+	assert_int_equal(default_size_with(NULL), ncpu);
+	assert_int_equal(default_size_with("3"), 3);
+	assert_int_equal(default_size_with("1"), 1);
+	/* Not a size: ignored, the default stays. */
+	assert_int_equal(default_size_with("0"), ncpu);
+	assert_int_equal(default_size_with("-2"), ncpu);
+	assert_int_equal(default_size_with("4x"), ncpu);
+	assert_int_equal(default_size_with("99999999999999999999"), ncpu);
+	assert_int_equal(default_size_with("4097"), ncpu);
+}
+
 int main(int argc, char **argv)
 {
+	/* Child mode of default_parallelism_from_env: the size, then out. */
+	if (getenv("TEST_POOL_DEFAULT_SIZE")) {
+		struct scope_pool_stats st;
+		if (scope_pool_stats(scope_pool_default(), &st))
+			return 1;
+		printf("%u\n", st.core_size);
+		return 0;
+	}
+
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(policy_abort),
 	    cmocka_unit_test(policy_caller_runs),
@@ -598,13 +658,11 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(keep_alive_and_resize),
 	    cmocka_unit_test(fork_child_gets_fresh_pools),
 	    cmocka_unit_test(size_for_formula),
+	    cmocka_unit_test(default_parallelism_from_env),
 	};
 
 	/* Thread counts and names here are the runtime's alone: no agent. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

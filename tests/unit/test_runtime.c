@@ -16,6 +16,7 @@
 
 #include "event.h"
 #include "scope.h"
+#include "test_util.h"
 
 #define MS 1000000LL
 #define MAX_EVS 4096
@@ -565,10 +566,7 @@ int main(int argc, char **argv)
 	};
 
 	/* The test is the observer here, so the agent stays off. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

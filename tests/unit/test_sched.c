@@ -22,6 +22,7 @@
 
 #include "rt.h"
 #include "scope.h"
+#include "test_util.h"
 
 #define MS 1000000LL
 #define SEC 1000000000LL
@@ -644,10 +645,7 @@ int main(int argc, char **argv)
 	};
 
 	/* Thread counts are the runtime's alone: no agent. */
-	if (!getenv("SCOPED_DISABLE")) {
-		setenv("SCOPED_DISABLE", "1", 1);
-		execv("/proc/self/exe", argv);
-	}
+	test_without_agent(argv);
 	(void)argc;
 	signal(SIGALRM, on_alarm);
 	return cmocka_run_group_tests(tests, NULL, NULL);

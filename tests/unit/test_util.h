@@ -6,11 +6,16 @@
  * Use: test_watchdog(5) in a setup function (or at the top of a test) and
  * test_watchdog(0) in the teardown.  The limit is multiplied by
  * TEST_WATCHDOG_SCALE (default 1; 3 under a sanitizer) and the watchdog is
- * off with TEST_WATCHDOG_SCALE=0 (for a debugger). */
+ * off with TEST_WATCHDOG_SCALE=0 (for a debugger).
+ *
+ * And test_without_agent(argv) first thing in main: for tests that observe
+ * the runtime themselves or count its threads. */
 #ifndef SCOPE_TEST_UTIL_H
 #define SCOPE_TEST_UTIL_H
 
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,6 +69,19 @@ static inline void test_watchdog(unsigned seconds)
 	test_watchdog_limit = seconds * scale;
 	signal(SIGALRM, test_watchdog_fired);
 	alarm(test_watchdog_limit);
+}
+
+/* Runs this binary again with SCOPED_DISABLE=1 unless it is set: libscope's
+ * constructor, which runs before main, then starts no agent (which would
+ * dial the user's daemon, and add a thread and events of its own). */
+static inline void test_without_agent(char **argv)
+{
+	if (getenv("SCOPED_DISABLE"))
+		return;
+	setenv("SCOPED_DISABLE", "1", 1);
+	execv("/proc/self/exe", argv);
+	fprintf(stderr, "cannot re-execute /proc/self/exe: %s\n", strerror(errno));
+	exit(1);
 }
 
 #endif
