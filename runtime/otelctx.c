@@ -286,7 +286,7 @@ static void after_fork_child(void)
 	atomic_store(&proc_pid, 0);
 	if (sc_otel_mine)
 		for (int i = 0; i < SC_OTEL_SLOTS; i++)
-			sc_otel_mine->key[i].scope_id = 0;
+			sc_otel_mine->key[i].src = 0;
 }
 
 /* The key and the process context of this process (again after a fork).
@@ -459,6 +459,7 @@ static void build(struct sc_otel_built *c, const scope_task_t *task,
 	memcpy(c->attrs_data, a.b, a.n);
 	c->attrs_data_size = (uint16_t)a.n;
 	c->pid = atomic_load(&proc_pid);
+	c->src = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
 	c->func = task->site.func;
 	c->file = task->site.file;
 	c->line = task->site.line;
@@ -516,15 +517,35 @@ struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *
 		process_ready();
 		pthread_mutex_unlock(&proc_lock);
 	}
+	/* The same scope name and fork site in another tree without a
+	 * traceparent (a new root scope per request, say): only its trace
+	 * differs, and that is two mixes of the root's id away. */
+	uint64_t src = atomic_load_explicit(&task->scope->trace_src, memory_order_relaxed);
+	if (slot && k->src && !(src & SC_TRACE_SRC_BOUND) && k->name == task->scope->name_key &&
+	    k->func == task->site.func && k->line == task->site.line &&
+	    k->file == task->site.file) {
+		r = sc_otel_slot_rec(slot);
+		otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi), atomic_load(&trace_lo),
+				   src);
+		r->trace_flags = 0;
+		k->src = src;
+		return slot;
+	}
 	b = scope_built(task, &tmp.b);
-	if (!b || b->func != task->site.func || b->line != task->site.line ||
-	    b->file != task->site.file) {
+	if (b && b->src != src) {
+		/* A traceparent bound above the scope after its block was
+		 * built (a nested scope its owner opened first): built anew
+		 * each time, which only such a scope pays. */
+		build(&tmp.b, task, NULL);
+		b = &tmp.b;
+	} else if (!b || b->func != task->site.func || b->line != task->site.line ||
+		   b->file != task->site.file) {
 		/* Another fork site of the scope (or no block): its
 		 * attributes, and the scope's trace when there is one. */
 		build(&tmp.b, task, b);
 		b = &tmp.b;
 	}
-	k->scope_id = 0; /* until filled */
+	k->src = 0; /* until filled */
 	if (!slot || slot->cap < b->attrs_data_size) {
 		/* Room for what a few more bytes of another pair need, so a
 		 * slot is seldom made again. */
@@ -544,7 +565,8 @@ struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *
 	r->trace_flags = b->trace_flags;
 	memcpy(r->attrs_data, b->attrs_data, b->attrs_data_size);
 	r->attrs_data_size = b->attrs_data_size;
-	k->scope_id = task->scope->id;
+	k->src = src;
+	k->name = task->scope->name_key;
 	k->func = task->site.func;
 	k->file = task->site.file;
 	k->line = task->site.line;

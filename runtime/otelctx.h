@@ -38,7 +38,8 @@ _Static_assert(__builtin_offsetof(struct sc_otel_rec, span_id) % 8 == 0, "span i
  * scope, freed with it) for the fork site of its first task, so that a
  * thread meeting the scope copies rather than builds. */
 struct sc_otel_built {
-	pid_t pid; /* the process whose key made trace_id (a fork child rebuilds) */
+	pid_t pid;    /* the process whose key made trace_id (a fork child rebuilds) */
+	uint64_t src; /* the scope's trace_src it was built for */
 	const char *file, *func;
 	int line;
 	uint8_t trace_id[16];
@@ -47,9 +48,12 @@ struct sc_otel_built {
 	uint8_t attrs_data[]; /* attrs_data_size bytes */
 };
 
-/* What a thread's slot was filled for: a scope and a fork site. */
+/* What a thread's slot was filled for: a trace (the scope's trace_src), a
+ * scope name (its name_key) and a fork site; not a scope, since fork/join
+ * recursion opens a scope per call and its scopes share all three. */
 struct sc_otel_key {
-	uint64_t scope_id; /* 0: nothing (scope ids start at 1) */
+	uint64_t src; /* 0: nothing (scope ids start at 1) */
+	uint64_t name;
 	const char *file, *func;
 	int line;
 };
@@ -101,18 +105,28 @@ void sc_otel_enable(bool on) SC_HIDDEN;
  * (OTEP 4947's signal-handler semantics), so no CPU barrier is needed. */
 #define SC_OTEL_FENCE() atomic_signal_fence(memory_order_seq_cst)
 
-/* The slot of task's scope and fork site.  Consecutive scope ids take
- * consecutive slots, so up to SC_OTEL_SLOTS scopes forking from one site
- * never evict each other. */
-static inline unsigned sc_otel_index(const scope_task_t *task)
+static inline uint64_t sc_otel_src(const scope_task_t *task)
 {
-	return (unsigned)(task->scope->id + (uint64_t)task->site.line * 5) & (SC_OTEL_SLOTS - 1);
+	return atomic_load_explicit(&task->scope->trace_src, memory_order_relaxed);
 }
 
-/* Whether k is task's scope and fork site: one branch. */
+/* The slot of task's trace, scope name and fork site.  Consecutive root
+ * scopes take consecutive slots, so up to SC_OTEL_SLOTS trees forking
+ * from one site never evict each other, and a new tree finds the slot of
+ * one SC_OTEL_SLOTS trees ago with the same name and site, whose trace
+ * alone it rewrites (sc_otel_fill). */
+static inline unsigned sc_otel_index(const scope_task_t *task)
+{
+	return (unsigned)(sc_otel_src(task) + task->scope->name_key +
+			  (uint64_t)task->site.line * 5) &
+	       (SC_OTEL_SLOTS - 1);
+}
+
+/* Whether k is task's trace, scope name and fork site: one branch. */
 static inline bool sc_otel_holds(const struct sc_otel_key *k, const scope_task_t *task)
 {
-	return ((k->scope_id ^ task->scope->id) | (uint64_t)(unsigned)(k->line ^ task->site.line) |
+	return ((k->src ^ sc_otel_src(task)) | (k->name ^ task->scope->name_key) |
+		(uint64_t)(unsigned)(k->line ^ task->site.line) |
 		((uintptr_t)k->func ^ (uintptr_t)task->site.func) |
 		((uintptr_t)k->file ^ (uintptr_t)task->site.file)) == 0;
 }

@@ -220,6 +220,14 @@ struct scope_task {
 struct scope {
 	uint64_t id;
 	char name[SC_NAME_MAX];
+	/* What a task's OpenTelemetry thread context (otelctx.h) is keyed by,
+	 * so that the scopes of a recursion share one record per thread: the
+	 * name's hash, and the id of the scope whose trace the tasks carry
+	 * (the nearest with a traceparent binding, else the root; inherited
+	 * at open, set again below a scope that binds one, with
+	 * SC_TRACE_SRC_BOUND then). */
+	uint64_t name_key;
+	_Atomic uint64_t trace_src;
 	struct sc_thread *owner;
 	/* The task the owner ran when it opened the scope (NULL: none): the
 	 * owner's rights are that task's, not its thread's, so a subtask run
@@ -317,6 +325,24 @@ struct scope {
 	struct sc_otel_built *_Atomic otel;
 	scope_t *free_next;
 };
+
+/* A scope name's key (64-bit FNV-1a of its n bytes); the default name's. */
+static inline uint64_t sc_name_key(const char *name, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
+	return h;
+}
+#define SC_NAME_KEY_DEFAULT 0xc1074ffbe7efe44bull /* sc_name_key("scope", 5) */
+
+/* A trace_src naming a scope that binds a traceparent (not a root). */
+#define SC_TRACE_SRC_BOUND (1ull << 63)
+
+/* scope.c: s binds a traceparent; its tasks, and those below it that
+ * inherited their trace from above it, now carry s's trace. */
+void sc_trace_src_bound(scope_t *s);
 
 /* thread.c */
 void sc_thread_altstack_late(struct sc_thread *t);

@@ -298,6 +298,7 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	s->id = id_take(&next_scope_id, &t->ids_scope, &t->ids_scope_end);
 	memcpy(s->name, name, n);
 	s->name[n] = '\0';
+	s->name_key = cfg->name ? sc_name_key(s->name, n) : SC_NAME_KEY_DEFAULT;
 	s->owner = t;
 	s->owner_task = t->frame.task;
 	s->owner_tid = t->tid;
@@ -305,6 +306,10 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	if (!t->frame.top && t->frame.task && parent == t->frame.task->scope)
 		s->parent_task = t->frame.task;
 	s->outer = t->frame.top;
+	atomic_store_explicit(
+	    &s->trace_src,
+	    parent ? atomic_load_explicit(&parent->trace_src, memory_order_relaxed) : s->id,
+	    memory_order_relaxed);
 	/* Resolved now so the open event names the pool. */
 	s->pool = cfg->pool ? cfg->pool : scope_pool_default();
 	s->joiner = cfg->joiner;
@@ -369,6 +374,29 @@ static int scope_link(scope_t *s, struct sc_thread *t)
 	sib_push(&s->parent->children, s);
 	sc_spin_unlock(&s->parent->kids);
 	return 0;
+}
+
+static void trace_src_set(scope_t *s, uint64_t src, uint64_t old, int depth)
+{
+	atomic_store_explicit(&s->trace_src, src, memory_order_relaxed);
+	if (depth >= SC_MAX_DEPTH)
+		return;
+	sc_spin_lock(&s->kids);
+	for (scope_t *c = s->children; c; c = c->sib_next)
+		if (atomic_load_explicit(&c->trace_src, memory_order_relaxed) == old)
+			trace_src_set(c, src, old, depth + 1);
+	sc_spin_unlock(&s->kids);
+}
+
+void sc_trace_src_bound(scope_t *s)
+{
+	uint64_t old = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
+	uint64_t src = s->id | SC_TRACE_SRC_BOUND;
+
+	/* Its owner's call: the scopes below that took the old source from
+	 * it (nested ones its owner opened, and theirs) take the new one. */
+	if (old != src)
+		trace_src_set(s, src, old, 0);
 }
 
 static void scope_unlink(scope_t *s)

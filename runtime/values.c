@@ -60,6 +60,8 @@ int scope_value_bind(scope_t *s, const char *key, const char *value)
 	v->next = atomic_load_explicit(&s->values, memory_order_relaxed);
 	atomic_store_explicit(&s->values, v, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
+	if (strcmp(key, "traceparent") == 0)
+		sc_trace_src_bound(s);
 	if (sc_observed())
 		emit_bind(s, v, 0, NULL, NULL);
 	return 0;

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "otelid.h"
+#include "scope.h"
 #include "procstat.h"
 
 #define TRACE_HEX "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -836,6 +838,90 @@ static void test_off_by_environment(void **state)
 	close(t.in);
 }
 
+/* ---- Which record a task gets: in this process, read from inside ---- */
+
+extern __thread struct otel_rec_head {
+	uint8_t trace_id[16];
+} * otel_thread_ctx_v1;
+
+struct seen_trace {
+	uint8_t trace[16];
+	bool attached;
+	_Atomic bool done;
+};
+
+/* A task that copies the trace id its thread context shows. */
+static int copy_trace(void *arg, void **result)
+{
+	struct seen_trace *t = arg;
+
+	(void)result;
+	t->attached = otel_thread_ctx_v1 != NULL;
+	if (t->attached)
+		memcpy(t->trace, otel_thread_ctx_v1->trace_id, 16);
+	atomic_store(&t->done, true);
+	return 0;
+}
+
+static void fork_and_see(scope_t *s, struct seen_trace *t)
+{
+	assert_int_equal(scope_fork(s, copy_trace, t, NULL), 0);
+}
+
+/* Root scopes of one name forking from one site, one after another (a
+ * request each): each task shows its own tree's trace, the same for the
+ * tasks of one tree, though they share the thread's record. */
+static void test_new_roots_keep_their_traces(void **state)
+{
+	struct seen_trace t[4][2] = {0};
+	(void)state;
+
+	for (int i = 0; i < 4; i++) {
+		scope_t *s;
+		assert_int_equal(scope_open(&s, NULL), 0);
+		for (int k = 0; k < 2; k++)
+			fork_and_see(s, &t[i][k]);
+		assert_int_equal(scope_join(s), 0);
+		assert_int_equal(scope_close(s), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_true(t[i][0].attached && t[i][1].attached);
+		assert_memory_equal(t[i][0].trace, t[i][1].trace, 16);
+		for (int j = 0; j < i; j++)
+			assert_memory_not_equal(t[i][0].trace, t[j][0].trace, 16);
+	}
+}
+
+/* A traceparent bound on a scope after a nested scope was opened below it
+ * (both its owner's) reaches the nested scope's later tasks, as
+ * scope_value_get() from them would find it. */
+static void test_traceparent_bound_after_nested_open(void **state)
+{
+	static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	struct seen_trace before = {0}, after = {0}, own = {0};
+	uint8_t want[16];
+	scope_t *p, *c;
+	(void)state;
+
+	assert_true(otelid_hex(tp + 3, want, 16));
+	assert_int_equal(scope_open(&p, NULL), 0);
+	assert_int_equal(scope_open(&c, NULL), 0);
+	fork_and_see(c, &before);
+	while (!atomic_load(&before.done)) /* it ran before the binding */
+		usleep(100);
+	assert_int_equal(scope_value_bind(p, "traceparent", tp), 0);
+	fork_and_see(c, &after);
+	assert_int_equal(scope_join(c), 0);
+	assert_int_equal(scope_close(c), 0);
+	fork_and_see(p, &own);
+	assert_int_equal(scope_join(p), 0);
+	assert_int_equal(scope_close(p), 0);
+	assert_true(before.attached && after.attached && own.attached);
+	assert_memory_not_equal(before.trace, want, 16);
+	assert_memory_equal(after.trace, want, 16);
+	assert_memory_equal(own.trace, want, 16);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -844,6 +930,8 @@ int main(void)
 	    cmocka_unit_test(test_switching_scopes),
 	    cmocka_unit_test(test_process_context_at_start),
 	    cmocka_unit_test(test_off_by_environment),
+	    cmocka_unit_test(test_new_roots_keep_their_traces),
+	    cmocka_unit_test(test_traceparent_bound_after_nested_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
