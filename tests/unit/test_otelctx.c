@@ -714,7 +714,7 @@ static void test_switching_scopes(void **state)
 	pid_t worker = (pid_t)strtol(lines_await(&l, "worker ") + 7, NULL, 10);
 	assert_true(worker > 0 && worker != t.pid);
 	for (int j = 0; j < SW_SCOPES; j++) {
-		char want[16];
+		char want[32];
 		snprintf(want, sizeof want, "line %d ", j);
 		lines[j] = atoi(lines_await(&l, want) + strlen(want));
 		snprintf(hex, sizeof hex, "%032x", 0x5100 + j);
