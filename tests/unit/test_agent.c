@@ -300,10 +300,10 @@ static void test_events_reach_receiver(void **state)
 	 * been announced.  A normal build must deliver everything. */
 	struct sc_agent_stats shed;
 	sc_agent_get_stats(&shed);
-	if (shed.sheds > 0 || (TEST_WATCHDOG_SLOWER > 1 && shed.lost > 0)) {
-		print_message("skip: the receiver stalled (%llu sheds, %llu events dropped and "
-			      "announced in %llu LOST messages)\n",
-			      (unsigned long long)shed.sheds, (unsigned long long)shed.lost,
+	if (shed.lost > 0 && (shed.sheds > 0 || TEST_WATCHDOG_SLOWER > 1)) {
+		print_message("skip: the agent dropped %llu events (%llu sheds), announced in "
+			      "%llu LOST messages\n",
+			      (unsigned long long)shed.lost, (unsigned long long)shed.sheds,
 			      (unsigned long long)shed.lost_msgs);
 		assert_true(shed.lost_msgs >= 1);
 		for (int i = 0; i < NT; i++)
