@@ -482,26 +482,28 @@ void jj_write_stack(struct jw *w, const char *key, const char *inlined_key, cons
 	free(inl);
 }
 
-void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container)
+/* "key": the ISO time of ms milliseconds, or null when ms is no number
+ * (as iso_or_null in jdkdump.c does for the tree). */
+static void jw_kiso(struct jw *w, const char *key, const jv *ms)
 {
 	char iso[40];
+
+	jw_key(w, key);
+	if (jv_is_number(ms))
+		jw_str(w, jdkdump_iso_time(jv_number(ms), iso, sizeof iso));
+	else
+		jw_null(w);
+}
+
+void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container)
+{
 	jw_obj(w);
 	jw_kjson_new(w, "id", jj_id_or_null(task, "id"));
 	jw_kjson_new(w, "state", jj_enum_or_null(task, "state", jj_task_states));
 	jw_kjson_new(w, "function", jj_str_or_null(task, "func"));
 	jw_kjson_new(w, "forkSite", jj_site(jv_get(task, "site")));
-	const jv *forked = jv_get(task, "forked_ms");
-	jw_key(w, "forkedAt");
-	if (jv_is_number(forked))
-		jw_str(w, jdkdump_iso_time(jv_number(forked), iso, sizeof iso));
-	else
-		jw_null(w);
-	const jv *started = jv_get(task, "started_ms");
-	jw_key(w, "startedAt");
-	if (jv_is_number(started))
-		jw_str(w, jdkdump_iso_time(jv_number(started), iso, sizeof iso));
-	else
-		jw_null(w);
+	jw_kiso(w, "forkedAt", jv_get(task, "forked_ms"));
+	jw_kiso(w, "startedAt", jv_get(task, "started_ms"));
 	const jv *err = jv_get(task, "error");
 	if (jv_is_integer(err))
 		jw_kint(w, "error", jv_integer(err));

@@ -436,17 +436,25 @@ static bool can_trace(void)
 	return ok;
 }
 
-static void test_task_context_read_from_outside(void **state)
+/* Skips the calling test where a profiler-like reader cannot run: not
+ * x86-64 (the reader knows its thread pointer only), or no ptrace (a
+ * reader must stop a thread to read its context). */
+static void need_reader(void)
 {
-	(void)state;
 #ifndef __x86_64__
-	skip(); /* the reader below knows x86-64's thread pointer only */
+	skip();
 #endif
 	if (!can_trace()) {
 		print_message("skip: ptrace is not allowed here, and a reader must stop a "
 			      "thread to read its context\n");
 		skip();
 	}
+}
+
+static void test_task_context_read_from_outside(void **state)
+{
+	(void)state;
+	need_reader();
 	struct target t;
 	struct process_ctx pc;
 	struct record rec;
@@ -574,13 +582,7 @@ static unsigned long long await_word(struct target *t, const char *word, unsigne
 static void test_nested_task_restores_outer(void **state)
 {
 	(void)state;
-#ifndef __x86_64__
-	skip();
-#endif
-	if (!can_trace()) {
-		print_message("skip: ptrace is not allowed here\n");
-		skip();
-	}
+	need_reader();
 	static const char *const words[] = {"fork", "innerfork", "inner", "back"};
 	unsigned long long seen[4] = {0};
 	struct target t;
@@ -690,13 +692,7 @@ static const char *lines_await(struct lines *l, const char *word)
 static void test_switching_scopes(void **state)
 {
 	(void)state;
-#ifndef __x86_64__
-	skip();
-#endif
-	if (!can_trace()) {
-		print_message("skip: ptrace is not allowed here\n");
-		skip();
-	}
+	need_reader();
 	struct target t;
 	struct lines l = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct record *rec = calloc(SW_SAMPLES, sizeof *rec);
