@@ -3,6 +3,7 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -412,6 +413,158 @@ int ctl_request_doc(struct ctl *c, json_t *req, struct jv_doc **doc, int timeout
 		}
 	}
 	return rc < 0 ? rc : await_reply(c, id, cmd, NULL, doc, timeout_ms, err, errlen);
+}
+
+/* Waits until the socket has bytes or the deadline passes: 0, or -errno
+ * (-ETIMEDOUT). */
+static int wait_readable(struct ctl *c, int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	if (poll(&p, 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+/* Takes up to n of the bytes already buffered: their count. */
+static size_t take_buffered(struct ctl *c, char *dst, size_t n)
+{
+	size_t have = c->len < n ? c->len : n;
+	if (dst)
+		memcpy(dst, c->buf, have);
+	memmove(c->buf, c->buf + have, c->len - have);
+	c->len -= have;
+	c->scanned = 0;
+	return have;
+}
+
+static int text_failed(struct ctl *c, int rc, size_t have, size_t n, char *err, size_t errlen)
+{
+	if (rc == -ECONNRESET)
+		c->dead = 1;
+	seterr(err, errlen, "reading the dump's text from the daemon (%zu of %zu bytes): %s", have,
+	       n, rc == -ETIMEDOUT ? "timed out" : what(rc));
+	return rc;
+}
+
+int ctl_text_read(struct ctl *c, size_t n, char **text, int timeout_ms, char *err, size_t errlen)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	char *t = malloc(n + 1);
+	*text = NULL;
+	if (!t) {
+		seterr(err, errlen, "out of memory for the dump's text (%zu bytes)", n);
+		return -ENOMEM;
+	}
+	size_t have = take_buffered(c, t, n);
+	while (have < n) {
+		ssize_t r = c->dead ? 0 : recv(c->fd, t + have, n - have, MSG_DONTWAIT);
+		int rc = r > 0 ? 0 : r == 0 ? -ECONNRESET : errno == EINTR ? 0 : -errno;
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+			rc = wait_readable(c, deadline);
+		if (rc < 0) {
+			free(t);
+			return text_failed(c, rc, have, n, err, errlen);
+		}
+		have += r > 0 ? (size_t)r : 0;
+	}
+	t[n] = '\0';
+	*text = t;
+	return 0;
+}
+
+/* Moves what the pipe holds (len bytes) into fd. */
+static int drain_pipe(int from, int fd, size_t len)
+{
+	while (len) {
+		ssize_t w = splice(from, NULL, fd, NULL, len, SPLICE_F_MOVE);
+		if (w <= 0 && !(w < 0 && errno == EINTR))
+			return w == 0 ? -EIO : -errno;
+		len -= w > 0 ? (size_t)w : 0;
+	}
+	return 0;
+}
+
+int ctl_text_copy(struct ctl *c, size_t n, int fd, int timeout_ms, char *err, size_t errlen)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	size_t have = c->len < n ? c->len : n;
+	int rc = write_all(fd, c->buf, have, false);
+	if (rc < 0)
+		return rc; /* the file's error: the caller names the file */
+	take_buffered(c, NULL, have);
+	/* The rest goes from the socket to the file through a pipe, in the
+	 * kernel: no page of ours is touched for it.  Where splice cannot
+	 * serve the file, the bytes come through memory. */
+	int p[2] = {-1, -1};
+	size_t pipesz = 64u << 10, spliced = 0;
+	if (have < n && pipe2(p, O_CLOEXEC) == 0) {
+		int sz = fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+		pipesz = sz > 0 ? (size_t)sz : pipesz;
+	}
+	while (have < n && p[0] >= 0) {
+		size_t want = n - have < pipesz ? n - have : pipesz;
+		ssize_t r = c->dead ? 0
+				    : splice(c->fd, NULL, p[1], NULL, want,
+					     SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (r > 0) {
+			if ((rc = drain_pipe(p[0], fd, (size_t)r)) < 0)
+				break; /* the file's error */
+			have += (size_t)r;
+			spliced += (size_t)r;
+			continue;
+		}
+		rc = r == 0 ? -ECONNRESET : errno == EINTR ? 0 : -errno;
+		if (rc == -EINVAL && !spliced) { /* no splice here */
+			rc = 0;
+			break;
+		}
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+			rc = wait_readable(c, deadline);
+		if (rc < 0) {
+			close(p[0]);
+			close(p[1]);
+			return text_failed(c, rc, have, n, err, errlen);
+		}
+	}
+	if (p[0] >= 0) {
+		close(p[0]);
+		close(p[1]);
+	}
+	if (rc < 0 || have == n)
+		return rc;
+	char *t;
+	if ((rc = ctl_text_read(c, n - have, &t, timeout_ms, err, errlen)) < 0)
+		return rc;
+	rc = write_all(fd, t, n - have, false);
+	free(t);
+	return rc;
+}
+
+int ctl_request_text(struct ctl *c, json_t *req, struct jv_doc **doc, size_t *pending,
+		     int timeout_ms, char *err, size_t errlen)
+{
+	*doc = NULL;
+	*pending = 0;
+	json_int_t id;
+	const char *cmd;
+	int rc = send_request(c, req, &id, &cmd, err, errlen);
+	if (rc >= 0)
+		rc = await_reply(c, id, cmd, NULL, doc, timeout_ms, err, errlen);
+	const jv *n = rc < 0 ? NULL : jv_get(jv_root(*doc), "text_bytes");
+	if (!n)
+		return rc;
+	if (jv_is_integer(n) && jv_integer(n) >= 0 && jv_integer(n) <= CTL_MAX_LINE) {
+		*pending = (size_t)jv_integer(n);
+		return 0;
+	}
+	seterr(err, errlen, "the daemon's reply to '%s' announces %s bytes of text", cmd,
+	       jv_is_integer(n) ? "too many" : "a non-integer number of");
+	jv_free(*doc);
+	*doc = NULL;
+	return -EPROTO;
 }
 
 /* The next whole line as the caller wants it: 1 when it is the reply to id

@@ -33,6 +33,24 @@ struct jv_doc;
 int ctl_request_doc(struct ctl *c, json_t *req, struct jv_doc **doc, int timeout_ms, char *err,
 		    size_t errlen);
 
+/* As ctl_request_doc(), for a request the daemon may answer with text (a
+ * dump with "render"): when the reply line holds "text_bytes": N, *pending
+ * is N and *doc the line, and the caller takes the N bytes that follow with
+ * ctl_text_read() or ctl_text_copy() before anything else; otherwise
+ * *pending is 0 and *doc the whole reply.  Returns as ctl_request_doc();
+ * -EPROTO for a bad count. */
+int ctl_request_text(struct ctl *c, json_t *req, struct jv_doc **doc, size_t *pending,
+		     int timeout_ms, char *err, size_t errlen);
+
+/* Reads the n bytes of text into *text (new, free(); NUL-terminated).
+ * Returns 0 or -errno with err set. */
+int ctl_text_read(struct ctl *c, size_t n, char **text, int timeout_ms, char *err, size_t errlen);
+
+/* Copies the n bytes of text to fd (a file), in the kernel where it can.
+ * Returns 0, -errno with err set when the daemon's side failed, or -errno
+ * with err untouched when writing fd failed. */
+int ctl_text_copy(struct ctl *c, size_t n, int fd, int timeout_ms, char *err, size_t errlen);
+
 /* Sends req (borrowed) without waiting.  0 or -errno. */
 int ctl_send(struct ctl *c, json_t *req);
 

@@ -48,6 +48,17 @@ void reply_end(struct client *c)
 	client_flush(c);
 }
 
+void reply_text(struct client *c, json_t *id, const char *text, size_t len)
+{
+	struct jbuf *b = reply_begin(c, id);
+	jb_key(b, "text_bytes");
+	jb_u64(b, len);
+	jb_obj_end(b);
+	jb_raw(b, "\n", 1);
+	jb_raw(b, text, len);
+	client_flush(c);
+}
+
 void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
 {
 	char msg[512];

@@ -135,6 +135,7 @@ struct stack_req {
 	uint64_t events_at_capture; /* the model's event count when it began */
 	int max_frames;
 	bool share_stacks; /* alike threads name the first with the same stack */
+	bool render;	   /* a dump answered as the JDK's JSON text (text_bytes) */
 	size_t ntids;
 	uint32_t *tids; /* the filter; NULL: all */
 	int64_t started_ns, deadline_ns;

@@ -4,6 +4,8 @@
 
 #include "../bpf/bpfstack.h"
 #include "../bpf/procstack.h"
+#include "../common/jv.h"
+#include "../dump/jdkdump.h"
 #include "advisor.h"
 #include "anyproc.h"
 #include "cmd.h"
@@ -54,6 +56,7 @@ struct stacks {
 		uint64_t used;
 	} plain[PLAIN_KEEP];
 	uint64_t plain_clock;
+	struct jbuf body; /* a rendered dump's reply, kept for the next one */
 };
 
 static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
@@ -220,6 +223,7 @@ void stacks_close(struct stacks *s)
 	if (s->bpf)
 		bpfstack_close(s->bpf);
 	procstack_close(s->ps);
+	jb_free(&s->body);
 	free(s);
 }
 
@@ -556,23 +560,68 @@ static void last_stacks_json(struct daemon *d, struct jbuf *b, const struct proc
 	jb_obj_end(b);
 }
 
-/* Writes the reply: the stacks, and for a dump the tree of this same moment. */
 /* A reply larger than the socket's buffer goes out in pieces, each waiting
  * for the client to read and for the daemon to run again (on a busy host,
  * milliseconds each): the buffer is raised to hold it whole, up to 4 MiB
  * (the kernel caps it at net.core.wmem_max). */
-static void room_for_reply(struct client *c)
+static void room_for_reply(struct client *c, size_t len)
 {
-	int want = c->out.len > (4u << 20) ? 4 << 20 : (int)c->out.len, have = 0;
-	socklen_t len = sizeof have;
-	if (want > (128 << 10) && getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &have, &len) == 0 &&
+	int want = len > (4u << 20) ? 4 << 20 : (int)len, have = 0;
+	socklen_t optlen = sizeof have;
+	if (want > (128 << 10) && getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &have, &optlen) == 0 &&
 	    have < want)
 		setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
 }
 
+/* Where a reply's members go: the client's output, or, for a dump it
+ * renders, the daemon's own buffer (then send_body()). */
+static struct jbuf *body_begin(struct daemon *d, struct client *c, const struct stack_req *r)
+{
+	if (!r->render)
+		return reply_begin(c, r->req_id);
+	struct jbuf *b = &d->stacks->body;
+	jb_reset(b);
+	jb_obj(b);
+	jf_bool(b, "ok", true);
+	return b;
+}
+
+/* Ends the reply body_begin() began.  A rendered dump goes out as a line
+ * {"id", "ok", "text_bytes": N} and then N bytes: the JDK's JSON text, as
+ * scopecmd would write it from the plain reply (dump/jdkdump.h), so the
+ * client only copies it to its file. */
+static void send_body(struct daemon *d, struct client *c, const struct stack_req *r)
+{
+	if (!r->render) {
+		room_for_reply(c, c->out.len);
+		reply_end(c);
+		return;
+	}
+	char err[256] = "out of memory building the reply";
+	struct jbuf *b = &d->stacks->body;
+	struct jv_doc *doc = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	jb_obj_end(b);
+	if (!b->oom && jv_parse(b->p, b->len, &doc, err, sizeof err) == 0)
+		text = jdkdump_json_doc(jv_root(doc), &len, err, sizeof err);
+	jv_free(doc);
+	/* One big dump's memory is not held until the next. */
+	if (b->cap > (8u << 20))
+		jb_free(b);
+	if (!text) {
+		reply_error(c, r->req_id, "internal", "rendering the dump failed: %s", err);
+		return;
+	}
+	room_for_reply(c, c->out.len + len);
+	reply_text(c, r->req_id, text, len);
+	free(text);
+}
+
+/* Writes the reply: the stacks, and for a dump the tree of this same moment. */
 static void write_reply(struct daemon *d, struct client *c, const struct stack_req *r)
 {
-	struct jbuf *b = reply_begin(c, r->req_id);
+	struct jbuf *b = body_begin(d, c, r);
 	if (r->dump) {
 		jb_key(b, "process");
 		proc_summary_json(b, r->proc, loop_now_ns());
@@ -591,8 +640,7 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 			last_stacks_json(d, b, r->proc);
 	}
 	stacks_json(d, b, r);
-	room_for_reply(c);
-	reply_end(c);
+	send_body(d, c, r);
 }
 
 /* Answers r and lets the client's next request run. */
@@ -650,6 +698,17 @@ static bool parse_filter(struct cmd_ctx *x, struct stack_req *r)
 		r->max_frames = (int)json_integer_value(mf);
 	}
 	r->share_stacks = json_is_true(json_object_get(x->req, "share_stacks"));
+	json_t *render = json_object_get(x->req, "render");
+	if (render) {
+		if (!r->dump || !json_is_string(render) ||
+		    strcmp(json_string_value(render), "jdk_json") != 0) {
+			reply_error(x->c, x->id, "bad_request",
+				    "\"render\" must be \"jdk_json\", and only a dump renders");
+			return false;
+		}
+		/* Stacks shared in the body: less to write and read back. */
+		r->render = r->share_stacks = true;
+	}
 	json_t *tids = json_object_get(x->req, "tids");
 	if (!tids)
 		return true;
@@ -980,7 +1039,7 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 			reply_error(x->c, x->id, "exited", "process %d exited during the capture",
 				    (int)pid);
 		else {
-			struct jbuf *b = reply_begin(x->c, r->req_id);
+			struct jbuf *b = body_begin(d, x->c, r);
 			if (dump) {
 				jb_key(b, "process");
 				anyproc_summary_json(b, &now);
@@ -988,7 +1047,7 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 				model_render(&p->model, &p->clk, realtime_ns(), b);
 			}
 			stacks_json(d, b, r);
-			reply_end(x->c);
+			send_body(d, x->c, r);
 			plain_keep(d, pid, a.starttime);
 		}
 	}

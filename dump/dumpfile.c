@@ -17,12 +17,12 @@
 #include "jdkdump.h"
 #include "../common/writeall.h"
 
-/* Writes and closes fd in every case.  No fsync: a dump is a diagnostic
+/* Fills and closes fd in every case.  No fsync: a dump is a diagnostic
  * that is read right away, and waiting for the disk would be most of the
  * time a dump takes. */
-static int finish(int fd, const char *data, size_t len)
+static int finish(int fd, const struct jdkdump_fill *f)
 {
-	int rc = write_all(fd, data, len, false);
+	int rc = f->fill(fd, f->arg);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	return rc;
@@ -111,7 +111,7 @@ static mode_t plain_mode(void)
 	return 0644 & ~mask;
 }
 
-static int create_new(int dirfd, const char *base, const char *path, const char *data, size_t len,
+static int create_new(int dirfd, const char *base, const char *path, const struct jdkdump_fill *f,
 		      char *err, size_t errlen)
 {
 	int fd = openat(dirfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -123,7 +123,7 @@ static int create_new(int dirfd, const char *base, const char *path, const char 
 			snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
 		return -e;
 	}
-	int rc = finish(fd, data, len);
+	int rc = finish(fd, f);
 	if (rc < 0) {
 		unlinkat(dirfd, base, 0);
 		snprintf(err, errlen, "writing %s failed: %s", path, strerror(-rc));
@@ -131,7 +131,7 @@ static int create_new(int dirfd, const char *base, const char *path, const char 
 	return rc;
 }
 
-static int replace(int dirfd, const char *base, const char *path, const char *data, size_t len,
+static int replace(int dirfd, const char *base, const char *path, const struct jdkdump_fill *f,
 		   char *err, size_t errlen)
 {
 	/* As jcmd: only a regular file is replaced; a device, FIFO, socket or
@@ -172,7 +172,7 @@ static int replace(int dirfd, const char *base, const char *path, const char *da
 		return -e;
 	}
 	fchmod(fd, mode);
-	int rc = finish(fd, data, len);
+	int rc = finish(fd, f);
 	if (!rc && renameat(dirfd, tmp, dirfd, base) < 0)
 		rc = -errno;
 	if (rc < 0) {
@@ -182,8 +182,8 @@ static int replace(int dirfd, const char *base, const char *path, const char *da
 	return rc;
 }
 
-int jdkdump_write_file(const char *path, const char *data, size_t len, bool overwrite, char *err,
-		       size_t errlen)
+int jdkdump_write_file_with(const char *path, const struct jdkdump_fill *f, bool overwrite,
+			    char *err, size_t errlen)
 {
 	if (!path || !*path) {
 		snprintf(err, errlen, "no file name given");
@@ -193,8 +193,27 @@ int jdkdump_write_file(const char *path, const char *data, size_t len, bool over
 	int dirfd = open_dir(path, &base, err, errlen);
 	if (dirfd < 0)
 		return dirfd;
-	int rc = overwrite ? replace(dirfd, base, path, data, len, err, errlen)
-			   : create_new(dirfd, base, path, data, len, err, errlen);
+	int rc = overwrite ? replace(dirfd, base, path, f, err, errlen)
+			   : create_new(dirfd, base, path, f, err, errlen);
 	close(dirfd);
 	return rc;
+}
+
+struct bytes {
+	const char *data;
+	size_t len;
+};
+
+static int write_bytes(int fd, void *arg)
+{
+	const struct bytes *b = arg;
+	return write_all(fd, b->data, b->len, false);
+}
+
+int jdkdump_write_file(const char *path, const char *data, size_t len, bool overwrite, char *err,
+		       size_t errlen)
+{
+	struct bytes b = {data, len};
+	struct jdkdump_fill f = {write_bytes, &b};
+	return jdkdump_write_file_with(path, &f, overwrite, err, errlen);
 }

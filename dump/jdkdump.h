@@ -46,4 +46,16 @@ char *jdkdump_iso_time(double ms, char *buf, size_t len);
 int jdkdump_write_file(const char *path, const char *data, size_t len, bool overwrite, char *err,
 		       size_t errlen);
 
+/* What fills a dump file: fill(fd, arg) writes the whole dump to fd and
+ * returns 0 or a negative errno. */
+struct jdkdump_fill {
+	int (*fill)(int fd, void *arg);
+	void *arg;
+};
+
+/* As jdkdump_write_file(), with the contents written by f (a failure
+ * leaves no file behind, and replaces nothing). */
+int jdkdump_write_file_with(const char *path, const struct jdkdump_fill *f, bool overwrite,
+			    char *err, size_t errlen);
+
 #endif

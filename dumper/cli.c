@@ -433,6 +433,26 @@ json_t *cli_call(struct cli *cli, const char *cmd, pid_t pid)
 	return r;
 }
 
+/* doc (stolen) when it is a successful reply, else NULL after saying why;
+ * *exited (when not NULL) is set instead of saying so for an exited
+ * process. */
+static struct jv_doc *reply_ok(struct cli *cli, struct jv_doc *doc, const char *cmd, pid_t pid,
+			       bool *exited)
+{
+	const jv *r = jv_root(doc);
+	if (jv_is_true(jv_get(r, "ok")))
+		return doc;
+	const jv *e = jv_get(r, "error");
+	const char *code = jv_string(jv_get(e, "code"));
+	code = code ? code : "internal";
+	if (exited && !strcmp(code, "exited"))
+		*exited = true;
+	else
+		report(cli, code, jv_string(jv_get(e, "message")), cmd, pid);
+	jv_free(doc);
+	return NULL;
+}
+
 struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *exited)
 {
 	char err[512];
@@ -450,18 +470,7 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 		cli_errorf(cli, "%s", req ? err : "out of memory");
 		return NULL;
 	}
-	const jv *r = jv_root(doc);
-	if (jv_is_true(jv_get(r, "ok")))
-		return doc;
-	const jv *e = jv_get(r, "error");
-	const char *code = jv_string(jv_get(e, "code"));
-	code = code ? code : "internal";
-	if (exited && !strcmp(code, "exited"))
-		*exited = true;
-	else
-		report(cli, code, jv_string(jv_get(e, "message")), cmd, pid);
-	jv_free(doc);
-	return NULL;
+	return reply_ok(cli, doc, cmd, pid, exited);
 }
 
 struct jv_doc *cli_fetch_dump_doc(struct cli *cli, pid_t pid)
@@ -473,6 +482,45 @@ struct jv_doc *cli_fetch_dump_doc(struct cli *cli, pid_t pid)
 	if (!doc && exited)
 		doc = cli_call_doc(cli, "tree", pid, NULL);
 	return doc;
+}
+
+int cli_fetch_dump_json(struct cli *cli, pid_t pid, size_t *pending, char **text, size_t *len)
+{
+	char err[512];
+	struct jv_doc *doc = NULL;
+	bool exited = false;
+	*text = NULL;
+	*len = 0;
+	/* The daemon renders the text itself: nothing to parse or build here,
+	 * only bytes to copy to the file. */
+	json_t *req = json_pack("{s:s,s:i,s:b,s:s}", "cmd", "dump", "pid", (json_int_t)pid,
+				"share_stacks", 1, "render", "jdk_json");
+	int rc =
+	    req ? ctl_request_text(cli->ctl, req, &doc, pending, cli->timeout_ms, err, sizeof err)
+		: -ENOMEM;
+	json_decref(req);
+	if (rc < 0) {
+		cli_errorf(cli, "%s", req ? err : "out of memory");
+		return CLI_FAIL;
+	}
+	if (*pending) {
+		jv_free(doc);
+		return CLI_OK;
+	}
+	/* A refusal, or a daemon that does not render: the text is built
+	 * here, and an exited process gets its post-mortem dump. */
+	doc = reply_ok(cli, doc, "dump", pid, &exited);
+	if (!doc && exited)
+		doc = cli_call_doc(cli, "tree", pid, NULL);
+	if (!doc)
+		return CLI_FAIL;
+	*text = jdkdump_json_doc(jv_root(doc), len, err, sizeof err);
+	jv_free(doc);
+	if (!*text) {
+		cli_errorf(cli, "%s", err);
+		return CLI_FAIL;
+	}
+	return CLI_OK;
 }
 
 json_t *cli_fetch_dump(struct cli *cli, pid_t pid)

@@ -92,6 +92,11 @@ struct jv_doc *cli_call_doc(struct cli *cli, const char *cmd, pid_t pid, bool *e
 /* The JDK JSON dump of pid (new), from the daemon's dump reply, or from its
  * tree alone when the process has exited; NULL after printing why. */
 json_t *cli_fetch_dump(struct cli *cli, pid_t pid);
+/* The same dump as the JDK's JSON text (jdkdump_json_doc()'s): rendered by
+ * the daemon when it can, then *pending is its length and the bytes wait on
+ * cli->ctl (ctl_text_copy(), ctl_text_read()); else built here into *text
+ * (new) and *len.  CLI_OK, or CLI_FAIL after saying why. */
+int cli_fetch_dump_json(struct cli *cli, pid_t pid, size_t *pending, char **text, size_t *len);
 /* The reply that dump is built from (new, jv_free()): the daemon's dump
  * reply, or its tree reply when the process has exited; NULL after
  * printing why. */

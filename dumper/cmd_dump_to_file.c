@@ -6,7 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/ctl.h"
 #include "../common/jv.h"
+#include "../common/writeall.h"
 #include "cli.h"
 #include "jdkdump.h"
 #include "jstackdump.h"
@@ -69,33 +71,79 @@ static char *render(const json_t *dump, enum format f)
 	return textdump_string(dump, TEXTDUMP_LOCKS | TEXTDUMP_EXTENDED);
 }
 
-/* The dump in format f as text (new), or NULL after saying why.  JSON is
- * written straight from the reply, with no tree built in between: for a
- * large process that is most of what a dump costs. */
-static char *fetch(struct cli *cli, pid_t pid, enum format f, size_t *len)
+/* A dump to write: its text, or (pending > 0) the daemon's rendered text
+ * still on the connection. */
+struct dump_out {
+	struct cli *cli;
+	char *data;
+	size_t len, pending;
+	char err[512]; /* why the connection failed, when it did */
+};
+
+/* The dump in format f, or CLI_FAIL after saying why.  JSON comes rendered
+ * from the daemon, with no tree built in between: for a large process that
+ * is most of what a dump costs. */
+static int fetch(struct cli *cli, pid_t pid, enum format f, struct dump_out *o)
 {
-	char err[256];
-	char *data = NULL;
-	if (f == FORMAT_JSON) {
-		struct jv_doc *doc = cli_fetch_dump_doc(cli, pid);
-		if (!doc)
-			return NULL;
-		data = jdkdump_json_doc(jv_root(doc), len, err, sizeof err);
-		jv_free(doc);
-		if (!data)
-			cli_errorf(cli, "%s", err);
-		return data;
-	}
+	if (f == FORMAT_JSON)
+		return cli_fetch_dump_json(cli, pid, &o->pending, &o->data, &o->len);
 	json_t *dump = cli_fetch_dump(cli, pid);
 	if (!dump)
-		return NULL;
-	data = render(dump, f);
+		return CLI_FAIL;
+	o->data = render(dump, f);
 	json_decref(dump);
-	if (!data)
+	if (!o->data) {
 		cli_errorf(cli, "out of memory rendering the dump");
+		return CLI_FAIL;
+	}
+	o->len = strlen(o->data);
+	return CLI_OK;
+}
+
+/* Fills the dump file: the text, or the daemon's bytes copied in the
+ * kernel. */
+static int fill(int fd, void *arg)
+{
+	struct dump_out *o = arg;
+	if (!o->pending)
+		return write_all(fd, o->data, o->len, false);
+	return ctl_text_copy(o->cli->ctl, o->pending, fd, o->cli->timeout_ms, o->err,
+			     sizeof o->err);
+}
+
+static int to_file(struct cli *cli, const char *file, bool overwrite, struct dump_out *o)
+{
+	/* As the JDK, every message names the absolute path: the one a reader
+	 * of the message can open from anywhere. */
+	char err[2 * PATH_MAX + 128], abs[2 * PATH_MAX], cwd[PATH_MAX];
+	if (file[0] == '/' || !getcwd(cwd, sizeof cwd))
+		snprintf(abs, sizeof abs, "%s", file);
 	else
-		*len = strlen(data);
-	return data;
+		snprintf(abs, sizeof abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", file);
+	struct jdkdump_fill f = {fill, o};
+	if (jdkdump_write_file_with(abs, &f, overwrite, err, sizeof err) < 0) {
+		cli_errorf(cli, "%s", o->err[0] ? o->err : err);
+		return CLI_FAIL;
+	}
+	fprintf(cli->out, "Created %s\n", abs);
+	return CLI_OK;
+}
+
+static int write_stdout(struct cli *cli, struct dump_out *o)
+{
+	if (o->pending) {
+		if (ctl_text_read(cli->ctl, o->pending, &o->data, cli->timeout_ms, o->err,
+				  sizeof o->err) < 0) {
+			cli_errorf(cli, "%s", o->err);
+			return CLI_FAIL;
+		}
+		o->len = o->pending;
+	}
+	if (fwrite(o->data, 1, o->len, cli->out) != o->len || fflush(cli->out) == EOF) {
+		cli_errorf(cli, "writing the dump to standard output failed");
+		return CLI_FAIL;
+	}
+	return CLI_OK;
 }
 
 static int run(struct cli *cli, pid_t pid, int argc, char **argv)
@@ -104,32 +152,14 @@ static int run(struct cli *cli, pid_t pid, int argc, char **argv)
 	int rc = parse(cli, argc, argv, &a);
 	if (rc != CLI_OK)
 		return rc;
-	size_t len = 0;
-	char *data = fetch(cli, pid, a.format, &len);
-	if (!data)
-		return CLI_FAIL;
-	rc = CLI_OK;
-	if (!strcmp(a.file, "-")) {
-		if (fwrite(data, 1, len, cli->out) != len || fflush(cli->out) == EOF) {
-			cli_errorf(cli, "writing the dump to standard output failed");
-			rc = CLI_FAIL;
-		}
-	} else {
-		/* As the JDK, every message names the absolute path: the one a
-		 * reader of the message can open from anywhere. */
-		char err[2 * PATH_MAX + 128], abs[2 * PATH_MAX], cwd[PATH_MAX];
-		if (a.file[0] == '/' || !getcwd(cwd, sizeof cwd))
-			snprintf(abs, sizeof abs, "%s", a.file);
-		else
-			snprintf(abs, sizeof abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", a.file);
-		if (jdkdump_write_file(abs, data, len, a.overwrite, err, sizeof err) < 0) {
-			cli_errorf(cli, "%s", err);
-			rc = CLI_FAIL;
-		} else {
-			fprintf(cli->out, "Created %s\n", abs);
-		}
+	struct dump_out o = {.cli = cli};
+	rc = fetch(cli, pid, a.format, &o);
+	if (rc == CLI_OK && strcmp(a.file, "-") != 0) {
+		rc = to_file(cli, a.file, a.overwrite, &o);
+	} else if (rc == CLI_OK) {
+		rc = write_stdout(cli, &o);
 	}
-	free(data);
+	free(o.data);
 	return rc;
 }
 

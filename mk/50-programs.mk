@@ -1,6 +1,6 @@
 # mk/50-programs.mk - the three programs, the examples, unit tests, benches.
 
-$(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(BPF_USER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
+$(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(DUMP_OBJS) $(BPF_USER_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
 	$(Q)$(CC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)

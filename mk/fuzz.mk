@@ -27,7 +27,7 @@ FUZZ_SEEDS_fuzz_jv := tests/fuzz/corpus-jv
 FUZZ_SEEDS_fuzz_dump := tests/fuzz/corpus-dump
 
 FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(call part_srcs,daemon)) $(call part_srcs,bpf) \
-	$(PROTO_SRCS) $(COMMON_SRCS)
+	$(call part_srcs,dump) $(PROTO_SRCS) $(COMMON_SRCS)
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
 FUZZ_OBJS_fuzz_proto := $(call fuzz_objs,$(PROTO_SRCS))
 FUZZ_OBJS_fuzz_jv := $(call fuzz_objs,common/jv.c)

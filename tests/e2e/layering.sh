@@ -4,8 +4,8 @@
 #   runtime/  libscope and its agent; only the runtime includes runtime/
 #   proto/    the wire (wire.h holds the wire values); common/ what the
 #             tools and the agent share; include/ the public API
-#   dump/     the thread dump (build, render, write), shared by scopecmd
-#             and scopetop
+#   dump/     the thread dump (build, render, write), shared by scopecmd,
+#             scopetop and the daemon (which renders dumps for scopecmd)
 #   daemon/, dumper/ (scopecmd), tui/ (scopetop), bpf/: programs' parts;
 #             none includes another program's part
 #
@@ -22,7 +22,7 @@ import os, re, sys
 IPATH = ["include", "proto", "common", "dump", "runtime", "runtime/agent"]
 # Folders each part may include from, besides its own.
 ALLOWED = {
-    "daemon": ["proto", "common", "include", "bpf"],
+    "daemon": ["dump", "proto", "common", "include", "bpf"],
     "dumper": ["dump", "proto", "common", "include"],
     "tui": ["dump", "proto", "common", "include"],
     "dump": ["proto", "common", "include"],

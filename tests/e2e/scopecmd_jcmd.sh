@@ -3,7 +3,8 @@
 # <key>=<value> flags, help -all, a wrong command after "<pid>:" with status
 # 1, a forgotten pid, a full disk, an exited-only name; and the jstack text
 # layout read by a parser written to HotSpot's published layout (checked on
-# a real JVM's `jcmd Thread.print` too when a JDK is installed).
+# a real JVM's `jcmd Thread.print` too when a JDK is installed); the dump
+# the daemon renders, on the raw control socket.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
@@ -114,6 +115,32 @@ run txt $S $hpid Thread.print -l -e
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/js.out" || bad "the jstack dump does not parse as HotSpot's"
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/jsl.out" || bad "the jstack -l dump does not parse as HotSpot's"
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/dump.jstack" || bad "the jstack dump file does not parse"
+# The dump the daemon renders (what Thread.dump_to_file -format=json asks
+# for): a line with text_bytes, exactly that many bytes of the JDK's JSON
+# text, and the connection goes on; "render" anywhere else is refused.
+$PY - "$(control_sock)" "$hpid" <<'PYEOF' || bad "the daemon's rendered dump (see above)"
+import json, socket, sys
+pid = int(sys.argv[2])
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+f = s.makefile("rb")
+def ask(req):
+    s.sendall((json.dumps(req) + "\n").encode())
+    return json.loads(f.readline())
+h = ask({"cmd": "dump", "pid": pid, "id": 1, "render": "jdk_json"})
+assert h.get("ok") is True and h.get("id") == 1 and isinstance(h.get("text_bytes"), int), h
+text = f.read(h["text_bytes"])
+assert len(text) == h["text_bytes"] and text.endswith(b"}\n"), len(text)
+td = json.loads(text)["threadDump"]
+assert td["formatVersion"] == 2 and str(td["processId"]) == str(pid), td.get("processId")
+assert any(c["container"].startswith("outer@") for c in td["threadContainers"])
+assert ask({"cmd": "status", "id": 2}).get("ok") is True
+for req in ({"cmd": "stacks", "pid": pid, "id": 3, "render": "jdk_json"},
+            {"cmd": "dump", "pid": pid, "id": 4, "render": "xml"}):
+    r = ask(req)
+    assert r.get("ok") is False and r["error"]["code"] == "bad_request", r
+PYEOF
 # The plain text form: every thread line carries its Thread.State, as the
 # JDK 25 text format does, so parsers of that format find the states.
 $PY "$TOP/tests/e2e/jstack_parse.py" --plain "$D/json.out" "$D/txt.out" || bad "the text dump's thread lines lack their states"

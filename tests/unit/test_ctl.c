@@ -341,6 +341,165 @@ static void test_big_reply(void **state)
 	session_close(&s);
 }
 
+/* Text that follows a reply line ("text_bytes"): bytes of every value,
+ * newlines among them, so nothing in it can pass for a line. */
+#define TEXT_LEN ((3u << 20) + 123)
+
+static char *text_pattern(size_t n)
+{
+	char *t = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		t[i] = (char)((i * 7 + i / 4096) % 256);
+	return t;
+}
+
+static void write_whole(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* A delta, the reply line announcing the text, the text in three pieces
+ * with pauses, and another delta after it. */
+static void script_text(int fd)
+{
+	long id = read_request(fd, NULL, 0);
+	char *t = text_pattern(TEXT_LEN);
+	say(fd, "{\"type\":\"delta\",\"gen\":1}\n{\"id\":%ld,\"ok\":true,\"text_bytes\":%u}\n", id,
+	    TEXT_LEN);
+	write_whole(fd, t, 1000);
+	usleep(20000);
+	write_whole(fd, t + 1000, TEXT_LEN / 2);
+	usleep(20000);
+	write_whole(fd, t + 1000 + TEXT_LEN / 2, TEXT_LEN - 1000 - TEXT_LEN / 2);
+	say(fd, "{\"type\":\"delta\",\"gen\":2}\n");
+	free(t);
+	wait_hangup(fd);
+}
+
+static size_t request_text(struct session *s, int timeout_ms, int want_rc)
+{
+	json_t *req = json_pack("{s:s,s:s}", "cmd", "dump", "render", "jdk_json");
+	struct jv_doc *doc = NULL;
+	size_t pending = 99;
+	assert_int_equal(
+	    ctl_request_text(s->c, req, &doc, &pending, timeout_ms, s->err, sizeof s->err),
+	    want_rc);
+	json_decref(req);
+	if (want_rc == 0)
+		assert_true(jv_is_true(jv_get(jv_root(doc), "ok")));
+	else
+		assert_null(doc);
+	jv_free(doc);
+	return pending;
+}
+
+/* The text copied to a file (through the kernel) and read into memory is
+ * the text sent, and the messages around it are read as before. */
+static void test_text(void **state)
+{
+	(void)state;
+	char *want = text_pattern(TEXT_LEN);
+	for (int to_file = 0; to_file < 2; to_file++) {
+		struct session s;
+		session_open(&s, script_text);
+		size_t n = request_text(&s, 5000, 0);
+		assert_int_equal(n, TEXT_LEN);
+		char *got = NULL;
+		if (to_file) {
+			char path[] = "/tmp/test_ctl_text.XXXXXX";
+			int fd = mkstemp(path);
+			assert_true(fd >= 0);
+			unlink(path);
+			assert_int_equal(ctl_text_copy(s.c, n, fd, 5000, s.err, sizeof s.err), 0);
+			got = malloc(n + 1);
+			assert_int_equal(pread(fd, got, n + 1, 0), (ssize_t)n);
+			close(fd);
+		} else {
+			assert_int_equal(ctl_text_read(s.c, n, &got, 5000, s.err, sizeof s.err), 0);
+			assert_int_equal(got[n], '\0');
+		}
+		assert_memory_equal(got, want, n);
+		free(got);
+		expect_queued(s.c, "type", "delta");
+		json_t *m = NULL;
+		for (int i = 0; i < 200 && ctl_read(s.c, &m) == 0; i++)
+			usleep(10000);
+		assert_int_equal(json_integer_value(json_object_get(m, "gen")), 2);
+		json_decref(m);
+		session_close(&s);
+	}
+	free(want);
+}
+
+/* A daemon without "render" answers with the whole reply: no text. */
+static void script_plain_reply(int fd)
+{
+	long id = read_request(fd, NULL, 0);
+	say(fd, "{\"id\":%ld,\"ok\":true,\"stacks\":[]}\n", id);
+	wait_hangup(fd);
+}
+
+static void script_bad_count(int fd)
+{
+	long id = read_request(fd, NULL, 0);
+	say(fd, "{\"id\":%ld,\"ok\":true,\"text_bytes\":-1}\n", id);
+	wait_hangup(fd);
+}
+
+/* 10 of the 1,000 bytes announced, then the daemon goes away, or stalls. */
+static void script_cut(int fd)
+{
+	long id = read_request(fd, NULL, 0);
+	say(fd, "{\"id\":%ld,\"ok\":true,\"text_bytes\":1000}\n0123456789", id);
+}
+
+static void script_stall(int fd)
+{
+	script_cut(fd);
+	wait_hangup(fd);
+}
+
+static void test_text_failures(void **state)
+{
+	(void)state;
+	struct session s;
+	session_open(&s, script_plain_reply);
+	assert_int_equal(request_text(&s, 2000, 0), 0);
+	session_close(&s);
+
+	session_open(&s, script_bad_count);
+	request_text(&s, 2000, -EPROTO);
+	assert_non_null(strstr(s.err, "bytes of text"));
+	session_close(&s);
+
+	for (int stall = 0; stall < 2; stall++) {
+		for (int to_file = 0; to_file < 2; to_file++) {
+			session_open(&s, stall ? script_stall : script_cut);
+			size_t n = request_text(&s, 2000, 0);
+			assert_int_equal(n, 1000);
+			int rc;
+			if (to_file) {
+				FILE *f = tmpfile();
+				rc = ctl_text_copy(s.c, n, fileno(f), 100, s.err, sizeof s.err);
+				fclose(f);
+			} else {
+				char *t = (char *)1;
+				rc = ctl_text_read(s.c, n, &t, 100, s.err, sizeof s.err);
+				assert_null(t);
+			}
+			assert_int_equal(rc, stall ? -ETIMEDOUT : -ECONNRESET);
+			assert_non_null(strstr(s.err, "10 of 1000 bytes"));
+			session_close(&s);
+		}
+	}
+}
+
 static void test_no_daemon(void **state)
 {
 	(void)state;
@@ -362,6 +521,8 @@ int main(void)
 	    cmocka_unit_test(test_failed_requests),
 	    cmocka_unit_test(test_reset),
 	    cmocka_unit_test(test_big_reply),
+	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_text_failures),
 	    cmocka_unit_test(test_no_daemon),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
