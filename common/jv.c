@@ -281,11 +281,21 @@ static int close_container(struct parser *ps, struct open *o)
 	return 0;
 }
 
+/* A digest of a member name as a C string (what jv_get compares). */
+static uint16_t key_tag(const char *k, size_t len)
+{
+	if (!len)
+		return 0;
+	return (uint16_t)((len << 10) ^ ((unsigned char)k[0] << 2) ^
+			  ((unsigned char)k[len / 2] << 5) ^ (unsigned char)k[len - 1]);
+}
+
 static int parse_all(struct parser *ps)
 {
 	struct open open[JV_MAX_DEPTH];
 	int depth = 0;
 	const char *key = NULL;
+	uint32_t klen = 0;
 
 	for (;;) {
 		skip_ws(ps);
@@ -308,7 +318,6 @@ static int parse_all(struct parser *ps)
 			goto after_value;
 		}
 		if (depth && ps->doc->nodes[open[depth - 1].node].type == JV_OBJECT && !key) {
-			uint32_t klen;
 			if (*ps->p != '"') {
 				ps->err = "expected a member name";
 				return -1;
@@ -330,6 +339,8 @@ static int parse_all(struct parser *ps)
 		if (!v)
 			return -1;
 		v->key = key;
+		if (key)
+			v->ktag = key_tag(key, strnlen(key, klen));
 		key = NULL;
 		if (depth && push_child(ps, idx) < 0)
 			return -1;
@@ -454,12 +465,13 @@ const jv *jv_get(const jv *obj, const char *key)
 {
 	if (!jv_is_object(obj))
 		return NULL;
-	/* The first byte settles most misses without a call (dumps look up
-	 * members of thousands of objects). */
+	/* The digest settles most misses without reading the name (dumps look
+	 * up members of thousands of objects). */
+	uint16_t tag = key_tag(key, strlen(key));
 	for (size_t i = obj->n; i-- > 0;) {
-		const char *k = obj->items[i]->key;
-		if (k[0] == key[0] && strcmp(k, key) == 0)
-			return obj->items[i];
+		const jv *m = obj->items[i];
+		if (m->ktag == tag && strcmp(m->key, key) == 0)
+			return m;
 	}
 	return NULL;
 }

@@ -17,6 +17,7 @@ typedef struct jv {
 	uint8_t type;
 	/* JV_INT past INT64_MAX (ids are u64 on the wire): u.i holds its bits. */
 	uint8_t big;
+	uint16_t ktag;		       /* a digest of key, so lookups skip most names unread */
 	uint32_t n;		       /* members, items, or string length */
 	const char *key;	       /* the member name when inside an object, else NULL */
 	const struct jv *const *items; /* members or items, in order */
