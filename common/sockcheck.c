@@ -15,11 +15,19 @@ bool scoped_uid_trusted(uid_t uid)
 	return uid == 0 || uid == geteuid();
 }
 
+/* The name comes from the passwd file itself, not through NSS: scopecmd is
+ * linked statically, where NSS would need the very glibc it was built with
+ * at run time.  A user known only to a directory service is named by uid. */
 void scoped_uid_name(uid_t uid, bool names, char *buf, size_t len)
 {
 	struct passwd pw, *res = NULL;
 	char tmp[1024];
-	if (names && getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res && res->pw_name)
+	FILE *f = names ? fopen("/etc/passwd", "re") : NULL;
+	while (f && fgetpwent_r(f, &pw, tmp, sizeof tmp, &res) == 0 && res->pw_uid != uid)
+		res = NULL;
+	if (f)
+		fclose(f);
+	if (res && res->pw_name)
 		snprintf(buf, len, "uid %u (%s)", (unsigned)uid, res->pw_name);
 	else
 		snprintf(buf, len, "uid %u", (unsigned)uid);

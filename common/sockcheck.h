@@ -20,7 +20,8 @@ bool scoped_uid_trusted(uid_t uid);
  * it is sticky (as /tmp is: then only the socket's owner can replace the
  * socket); a socket of the caller's own (not root's) is writable by nobody
  * else.  A path that does not exist passes (connect will say so).  With
- * names, err names the owner by user name too (getpwuid: not in the agent).
+ * names, err names the owner by user name too (read from /etc/passwd: not
+ * in the agent).
  * Returns 0, or -EPERM with a sentence in err naming the owner. */
 int scoped_socket_check(const char *path, bool names, char *err, size_t errlen);
 
@@ -29,7 +30,7 @@ int scoped_socket_check(const char *path, bool names, char *err, size_t errlen);
  * and pid, or -errno when the credentials cannot be read. */
 int scoped_peer_check(int fd, const char *path, bool names, char *err, size_t errlen);
 
-/* "uid N" or, with names and a known user, "uid N (name)". */
+/* "uid N" or, with names and a user in /etc/passwd, "uid N (name)". */
 void scoped_uid_name(uid_t uid, bool names, char *buf, size_t len);
 
 #endif
