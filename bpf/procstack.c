@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@
 #define PERF_TIMEOUT_MS 10
 /* Threads of the last capture kept for the next one (about 1.4 KiB each). */
 #define MAX_KEPT 10240
+/* Of the descriptor limit, the share the kept status files may hold. */
+#define FD_SHARE 4
 
 struct range {
 	uint64_t start, end;
@@ -44,6 +47,15 @@ struct unw_memo {
 	uint64_t key;
 	uint16_t nframes;
 	uint64_t *frames;
+};
+
+/* A thread's status file, kept open between captures of one process: a
+ * capture then reads it with one pread, not an open, a read and a close
+ * (half the cost of the pass that finds the threads that did not move). */
+struct status_fd {
+	uint32_t tid;
+	int fd;
+	uint32_t seen; /* the capture that last read it */
 };
 
 struct slot {
@@ -77,6 +89,14 @@ struct procstack {
 	pid_t prev_pid;
 	unsigned long long prev_start, start;
 	size_t reused;
+	/* Status files of the process of the last capture, by tid, and those
+	 * the capture in progress opened (merged in at its end). */
+	struct status_fd *sfd, *added;
+	size_t nsfd, nadded, capadded, fd_budget;
+	pid_t sfd_pid;
+	unsigned long long sfd_start;
+	uint32_t gen;
+	bool keep_fds; /* new status files may be kept (not in a retry) */
 	/* The capture in progress. */
 	pid_t pid;
 	struct stk_rec key; /* the address space's identity */
@@ -92,6 +112,12 @@ struct procstack *procstack_open(void)
 
 	if (!ps)
 		return NULL;
+	struct rlimit rl;
+	ps->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+			    ? rl.rlim_cur / FD_SHARE
+			    : 256;
+	if (ps->fd_budget > MAX_KEPT)
+		ps->fd_budget = MAX_KEPT;
 	ps->unw = bpfs_unwinder_new();
 	ps->win = malloc((size_t)CHUNK * WINDOW);
 	if (!ps->unw || !ps->win) {
@@ -106,6 +132,12 @@ void procstack_close(struct procstack *ps)
 	if (!ps)
 		return;
 	bpfs_unwinder_free(ps->unw);
+	for (size_t i = 0; i < ps->nsfd; i++)
+		close(ps->sfd[i].fd);
+	for (size_t i = 0; i < ps->nadded; i++)
+		close(ps->added[i].fd);
+	free(ps->sfd);
+	free(ps->added);
 	for (size_t i = 0; i < ps->memo_cap; i++)
 		free(ps->memo[i].frames);
 	free(ps->memo);
@@ -316,17 +348,111 @@ static const char *status_field(const char *buf, const char *key)
 	return NULL;
 }
 
+static int sfd_cmp(const void *a, const void *b)
+{
+	const struct status_fd *x = a, *y = b;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* Reads tid's status file into buf: through its kept descriptor when it
+ * has one, else opened afresh (and kept, within the budget). */
+static ssize_t status_text(struct procstack *ps, int taskfd, const char *tid, uint32_t id,
+			   char *buf, size_t len)
+{
+	struct status_fd key = {.tid = id};
+	struct status_fd *k =
+	    ps->nsfd ? bsearch(&key, ps->sfd, ps->nsfd, sizeof(key), sfd_cmp) : NULL;
+	char path[48];
+	ssize_t n = -1;
+
+	if (k && k->fd >= 0) {
+		n = pread(k->fd, buf, len - 1, 0);
+		if (n >= 0) {
+			k->seen = ps->gen;
+			buf[n] = '\0';
+			return n;
+		}
+		/* The thread exited (or its tid was taken again). */
+		close(k->fd);
+		k->fd = -1;
+	}
+	snprintf(path, sizeof(path), "%s/status", tid);
+	int fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	n = n < 0 ? -errno : n;
+	if (n >= 0)
+		buf[n] = '\0';
+	bool room = ps->keep_fds && ps->nsfd + ps->nadded < ps->fd_budget;
+	if (n >= 0 && room && ps->nadded == ps->capadded) {
+		size_t ncap = ps->capadded ? 2 * ps->capadded : 256;
+		struct status_fd *a = realloc(ps->added, ncap * sizeof(*a));
+		if (a) {
+			ps->added = a;
+			ps->capadded = ncap;
+		}
+	}
+	if (n >= 0 && room && ps->nadded < ps->capadded)
+		ps->added[ps->nadded++] = (struct status_fd){id, fd, ps->gen};
+	else
+		close(fd);
+	return n;
+}
+
+/* Begins a capture of pid: status files kept from another process (or
+ * from an earlier one with this pid) are closed. */
+static void status_begin(struct procstack *ps, pid_t pid, unsigned long long start)
+{
+	if (ps->sfd_pid != pid || ps->sfd_start != start || !start) {
+		for (size_t i = 0; i < ps->nsfd; i++)
+			close(ps->sfd[i].fd);
+		ps->nsfd = 0;
+	}
+	ps->sfd_pid = pid;
+	ps->sfd_start = start;
+	ps->gen++;
+	ps->keep_fds = true;
+}
+
+/* Ends it: the files of threads that are gone are closed, those opened
+ * join the rest. */
+static void status_end(struct procstack *ps)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ps->nsfd; i++) {
+		if (ps->sfd[i].fd >= 0 && ps->sfd[i].seen == ps->gen)
+			ps->sfd[n++] = ps->sfd[i];
+		else if (ps->sfd[i].fd >= 0)
+			close(ps->sfd[i].fd);
+	}
+	ps->nsfd = n;
+	if (ps->nadded) {
+		struct status_fd *all = realloc(ps->sfd, (n + ps->nadded) * sizeof(*all));
+		if (!all) {
+			for (size_t i = 0; i < ps->nadded; i++)
+				close(ps->added[i].fd);
+		} else {
+			memcpy(all + n, ps->added, ps->nadded * sizeof(*all));
+			ps->sfd = all;
+			ps->nsfd = n + ps->nadded;
+			qsort(ps->sfd, ps->nsfd, sizeof(*all), sfd_cmp);
+		}
+		ps->nadded = 0;
+	}
+	ps->keep_fds = false;
+}
+
 /* Name, scheduler state and context-switch counters from
  * /proc/PID/task/TID/status (one read: the counters tell whether the
  * thread ran since the last capture). */
-static int read_status(int taskfd, const char *tid, struct bpfstack_thread *t)
+static int read_status(struct procstack *ps, int taskfd, const char *tid, struct bpfstack_thread *t)
 {
-	char path[48], buf[4096];
+	char buf[4096];
 	const char *name, *state, *vol, *invol;
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/status", tid);
-	n = read_at(taskfd, path, buf, sizeof(buf));
+	n = status_text(ps, taskfd, tid, t->tid, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
 	name = status_field(buf, "Name");
@@ -351,13 +477,15 @@ static int read_status(int taskfd, const char *tid, struct bpfstack_thread *t)
 	return 0;
 }
 
-/* The start time of the process (field 22 of /proc/PID/stat), 0 when it
- * cannot be read: with the pid it names one process. */
-static unsigned long long proc_start(int procfd)
+/* The start time of the process (field 22 of its main thread's stat file:
+ * /proc/PID/stat would sum every thread's times too), 0 when it cannot be
+ * read: with the pid it names one process. */
+static unsigned long long proc_start(int procfd, pid_t pid)
 {
-	char buf[1024];
+	char buf[1024], path[48];
 	const char *p;
-	ssize_t n = read_at(procfd, "stat", buf, sizeof(buf));
+	snprintf(path, sizeof(path), "task/%d/stat", (int)pid);
+	ssize_t n = read_at(procfd, path, buf, sizeof(buf));
 
 	if (n < 0 || !(p = strrchr(buf, ')')))
 		return 0;
@@ -537,7 +665,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 		s->state = SLOT_NONE;
 		t[i].tid = (uint32_t)strtoul(tids[i], NULL, 10);
 		s->fd = -1;
-		if (read_status(taskfd, tids[i], &t[i]) < 0) {
+		if (read_status(ps, taskfd, tids[i], &t[i]) < 0) {
 			fail_thread(&t[i], -ESRCH, "the thread exited during the capture");
 			t[i].sched_state = 'X';
 			continue;
@@ -795,7 +923,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	ps->key.leader_start_ns = 0;
 	ps->nbusy = 0;
 	ps->reused = 0;
-	ps->start = rc == 0 ? proc_start(procfd) : 0;
+	ps->start = rc == 0 ? proc_start(procfd, pid) : 0;
 	ps->t = rc == 0 ? calloc(count ? count : 1, sizeof(*ps->t)) : NULL;
 	if (rc == 0 && !ps->t) {
 		snprintf(err, errlen, "out of memory for %zu threads", count);
@@ -804,9 +932,11 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	if (rc == 0) {
 		ps->n = count;
 		memo_begin(ps, count);
+		status_begin(ps, pid, ps->start);
 		for (size_t i = 0; i < count; i += CHUNK)
 			capture_chunk(ps, taskfd, names + i, ps->t + i,
 				      count - i < CHUNK ? count - i : CHUNK);
+		status_end(ps);
 		if (ps->n > 1)
 			qsort(ps->t, ps->n, sizeof(*ps->t), tid_cmp);
 		if (ps->nbusy > 0) {

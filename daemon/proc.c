@@ -37,10 +37,12 @@ struct model_limits daemon_model_limits(const struct daemon *d)
 	};
 }
 
+/* From the main thread's stat file: /proc/PID/stat would also sum the
+ * times of every thread, and a dump checks identity twice. */
 unsigned long long proc_starttime(pid_t pid)
 {
 	struct proc_stat st;
-	return pid > 0 && proc_stat_read(pid, 0, &st) == 0 ? st.starttime : 0;
+	return pid > 0 && proc_stat_read(pid, (uint32_t)pid, &st) == 0 ? st.starttime : 0;
 }
 
 /* The four uids of /proc/PID/status (real, effective, saved, filesystem). */

@@ -2,7 +2,8 @@
  * system call alone, and real captures of threads of this test parked in
  * known functions (names, states, frames that libdw names as the parking
  * function, the same frames from the second capture's memo), a thread
- * created between captures, and a pid that does not exist. */
+ * created between captures, the status files kept between captures, and a
+ * pid that does not exist. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,6 +212,82 @@ static void test_capture_self(void **state)
 	dwfl_end(dwfl);
 }
 
+static atomic_int napping_stop;
+
+/* A thread that naps under the name it is given until told to stop. */
+static void *napper(void *name)
+{
+	pthread_setname_np(pthread_self(), name);
+	while (!atomic_load(&napping_stop))
+		usleep(2000);
+	return NULL;
+}
+
+static size_t open_fds(void)
+{
+	char path[64];
+	size_t n = 0;
+	for (int fd = 0; fd < 4096; fd++) {
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		n += access(path, F_OK) == 0;
+	}
+	return n;
+}
+
+static bool has_name(const struct bpfstack_thread *t, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(t[i].comm, name))
+			return true;
+	return false;
+}
+
+/* The status files kept open between captures: a thread that exited is
+ * gone from the next capture, one created since is in it under its name
+ * (even when it took the old one's tid), and closing the state leaves no
+ * descriptor behind. */
+static void test_kept_status_files(void **state)
+{
+	(void)state;
+	char err[256];
+	size_t base = open_fds(), n;
+	struct bpfstack_thread *t;
+	struct procstack *ps = procstack_open();
+	pthread_t a, b;
+	assert_non_null(ps);
+	atomic_store(&napping_stop, 0);
+	assert_int_equal(pthread_create(&a, NULL, napper, "ps-old"), 0);
+	for (int tries = 0; tries < 200; tries++) {
+		assert_int_equal(procstack_capture(ps, getpid(), &t, &n, err, sizeof err), 0);
+		bool seen = has_name(t, n, "ps-old");
+		free(t);
+		if (seen)
+			break;
+		usleep(5000);
+	}
+	assert_true(open_fds() > base);
+	atomic_store(&napping_stop, 1);
+	pthread_join(a, NULL);
+	atomic_store(&napping_stop, 0);
+	assert_int_equal(pthread_create(&b, NULL, napper, "ps-new"), 0);
+	bool ok = false;
+	for (int tries = 0; tries < 200 && !ok; tries++) {
+		assert_int_equal(procstack_capture(ps, getpid(), &t, &n, err, sizeof err), 0);
+		assert_false(has_name(t, n, "ps-old"));
+		ok = has_name(t, n, "ps-new");
+		for (size_t i = 1; i < n; i++)
+			assert_true(t[i - 1].tid < t[i].tid);
+		free(t);
+		if (!ok)
+			usleep(5000);
+	}
+	assert_true(ok);
+	atomic_store(&napping_stop, 1);
+	pthread_join(b, NULL);
+	procstack_close(ps);
+	assert_int_equal(open_fds(), base);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -234,6 +311,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_classify_syscall),
 	    cmocka_unit_test(test_capture_self),
+	    cmocka_unit_test(test_kept_status_files),
 	    cmocka_unit_test(test_no_such_process),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
