@@ -7,8 +7,9 @@
 # source (auto: BPF when it loads) and forced to signal mode.  Fails when
 # scopecmd with the default source is not at least 10x faster than eu-stack.
 # Also where a dump goes (the capture the dump reports, the daemon's reply
-# alone on its control socket, CPU of the daemon and of scopecmd), the cold
-# first dump against the warm ones, and the issue's targets, met or not.
+# alone on its control socket, rendered as scopecmd asks for it and plain,
+# scopecmd's own start, CPU of the daemon and of scopecmd), the cold first
+# dump against the warm ones, and the issue's targets, met or not.
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
@@ -108,25 +109,38 @@ def dump():
 		sys.exit(1)
 	m = re.search(rb'"captureNs": (\d+)', open(path, "rb").read())
 	return ms, (oncpu(dpid) - c0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1e3, int(m.group(1)) / 1e6 if m else -1
-def reply():
+# The daemon's reply alone, from the request to its last byte: the plain
+# dump reply, or (render) the JDK text the daemon renders for scopecmd.
+def reply(render):
 	s = socket.socket(socket.AF_UNIX)
 	s.connect(ctl)
 	t0 = time.perf_counter()
-	s.sendall(b'{"cmd":"dump","pid":%d,"id":1,"share_stacks":true}\n' % pid)
-	buf = b""
-	while not buf.endswith(b"\n"):
+	s.sendall(b'{"cmd":"dump","pid":%d,"id":1,"share_stacks":true%s}\n' %
+		  (pid, b',"render":"jdk_json"' if render else b""))
+	buf, want = b"", None
+	while want is None or len(buf) < want:
 		b = s.recv(1 << 20)
 		if not b:
 			break
 		buf += b
+		if want is None and b"\n" in buf:
+			m = re.match(rb'[^\n]*"text_bytes":(\d+)', buf)
+			want = buf.index(b"\n") + 1 + (int(m.group(1)) if m else 0)
 	s.close()
+	return (time.perf_counter() - t0) * 1e3
+# scopecmd's own start and exit, with no daemon asked (--version).
+def start():
+	t0 = time.perf_counter()
+	subprocess.run([scopecmd, "--version"], stdout=subprocess.DEVNULL)
 	return (time.perf_counter() - t0) * 1e3
 cold = dump()
 warm = [dump() for _ in range(runs)]
 med = lambda i: statistics.median(x[i] for x in warm)
-rep = statistics.median(reply() for _ in range(runs))
-print("%.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f" % (med(0), min(x[0] for x in warm), max(x[0] for x in warm),
-      cold[0], med(3), rep, med(1), med(2), cold[3]))
+rep = statistics.median(reply(False) for _ in range(runs))
+rend = statistics.median(reply(True) for _ in range(runs))
+st = statistics.median(start() for _ in range(runs))
+print("%.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f" % (med(0), min(x[0] for x in warm), max(x[0] for x in warm),
+      cold[0], med(3), rep, med(1), med(2), cold[3], rend, st))
 print("runs, ms: " + " ".join("%.2f" % x[0] for x in sorted(warm)))
 PYEOF
 		{ echo "scopecmd failed"; rc=1; scoped_stop; continue; }
@@ -134,7 +148,8 @@ PYEOF
 	med=$1
 	echo "  scopecmd ($mode) $(tail -1 "$D/runs-$mode")" >>"$D/detail"
 	echo "  scopecmd ($mode): warm $1 ms [$2-$3], cold (first) $4 ms; capture $5 ms warm, $9 ms cold (captureNs);" \
-		"the daemon's reply alone $6 ms; CPU per warm dump: daemon $7 ms + scopecmd $8 ms" >>"$D/breakdown"
+		"the daemon's reply alone ${10} ms rendered (what scopecmd waits for), $6 ms plain;" \
+		"scopecmd's own start and exit ${11} ms; CPU per warm dump: daemon $7 ms + scopecmd $8 ms" >>"$D/breakdown"
 	eval "cap_$mode=$5"
 	pause=$($PY -c '
 import json, sys
