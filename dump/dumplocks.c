@@ -47,7 +47,7 @@ void dumplocks_write(struct jw *w, const jv *st)
 		jw_kstr(w, "lock", lock_addr(wl));
 		jw_kstr(w, "class", lock_class(wl));
 		jw_kint(w, "ownerTid", jv_integer(jv_get(wl, "owner")));
-		jw_kjson_new(w, "ownerName", jj_str_or_null(wl, "owner_name"));
+		jw_kstr_or_null(w, "ownerName", wl, "owner_name");
 		jw_end(w);
 	}
 	const jv *held = jj_array(st, "locks_held");

@@ -652,7 +652,7 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 	/* Beside the JDK's strings: which frames are inlined into the next. */
 	jj_write_stack(w, "stack", "inlinedFrames", shared_stack(b, st), JDKDUMP_MAX_FRAMES,
 		       b->frames);
-	jw_kjson_new(w, "role", jj_enum_or_null(t, "role", jj_roles));
+	jw_kenum_or_null(w, "role", t, "role", jj_roles);
 	jw_key(w, "task");
 	if (p->task)
 		jj_write_task(w, p->task, p->crashed, NULL);
@@ -680,20 +680,20 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 		jw_obj(w);
 		jw_end(w);
 	}
-	jw_kjson_new(w, "blockedIn", jj_str_or_null(st, "blocked_in"));
+	jw_kstr_or_null(w, "blockedIn", st, "blocked_in");
 	dumplocks_write(w, st);
 	if (jv_is_true(jv_get(st, "approximate"))) {
 		jw_key(w, "approximate");
 		jw_bool(w, true);
 		if (jj_str(st, "approximate_why"))
-			jw_kjson_new(w, "approximateWhy", jj_str_or_null(st, "approximate_why"));
+			jw_kstr_or_null(w, "approximateWhy", st, "approximate_why");
 	}
 	if (!st)
 		jw_kstr(w, "stackError", p->gone ? "the thread has exited" : "no stack captured");
 	else if (p->crashed && st == b->crash && !jv_size(jj_array(st, "frames")))
 		jw_kstr(w, "stackError", "the crash handler could not unwind");
 	else if (jj_str(st, "error"))
-		jw_kjson_new(w, "stackError", jj_str_or_null(st, "error"));
+		jw_kstr_or_null(w, "stackError", st, "error");
 	jw_end(w);
 }
 
@@ -818,8 +818,8 @@ static void write_crash(struct builder *b, struct jw *w)
 			  strspn(hex + 2, "0123456789abcdef") == strlen(hex + 2);
 		jw_kjson_new(w, "faultAddress", ok ? json_string(hex) : json_null());
 	}
-	jw_kjson_new(w, "exitCause", jj_str_or_null(b->process, "exit_cause"));
-	jw_kjson_new(w, "task", jj_id_or_null(b->crash, "task"));
+	jw_kstr_or_null(w, "exitCause", b->process, "exit_cause");
+	jw_kid_or_null(w, "task", b->crash, "task");
 	long s = lookup(b->scope_ref, b->nscope_ref, jv_get(b->crash, "scope"));
 	jw_kjson_new(w, "container",
 		     s >= 0 && b->si[s].container >= 0 ? json_string(cname(b, b->si[s].container))
@@ -869,8 +869,8 @@ static void write_dump(struct builder *b, struct jw *w)
 	write_containers(b, w);
 	bool plain = jv_is_false(jv_get(b->process, "instrumented"));
 	jw_kjson_new(w, "runtimeName", plain ? json_null() : json_string("libscope"));
-	jw_kjson_new(w, "processName", jj_str_or_null(b->process, "name"));
-	jw_kjson_new(w, "processState", jj_enum_or_null(b->process, "state", jj_proc_states));
+	jw_kstr_or_null(w, "processName", b->process, "name");
+	jw_kenum_or_null(w, "processState", b->process, "state", jj_proc_states);
 	jw_kjson_new(w, "processStartTime", iso_or_null(jv_get(b->process, "start_time_ms")));
 	jw_kjson_new(w, "complete", json_boolean(b->complete));
 	if (b->crash) {
@@ -880,7 +880,7 @@ static void write_dump(struct builder *b, struct jw *w)
 	jw_kjson_new(
 	    w, "eventsLost",
 	    json_integer(jv_is_integer(lost) && jv_integer(lost) > 0 ? jv_integer(lost) : 0));
-	jw_kjson_new(w, "stackSource", jj_enum_or_null(b->reply, "source", jj_sources));
+	jw_kenum_or_null(w, "stackSource", b->reply, "source", jj_sources);
 	if (plain)
 		jw_kjson_new(w, "instrumented", json_false());
 	jw_kjson_new(w, "captureNs", duration_or_null(b->reply, "capture_ns"));

@@ -327,22 +327,42 @@ static const char *base_name(const char *path)
 	return slash && slash[1] ? slash + 1 : path;
 }
 
-json_t *jj_site(const jv *site)
+/* The text of a site into buf (2 * JDKDUMP_MAX_STR + 64 bytes), or NULL
+ * when it names neither file nor function. */
+static const char *site_text(const jv *site, char *buf, size_t len)
 {
 	const char *file = jj_str(site, "file"), *func = jj_str(site, "func");
 	const jv *line = jv_get(site, "line");
-	char buf[2 * JDKDUMP_MAX_STR + 64];
 
 	if (!file && !func)
-		return json_null();
+		return NULL;
 	if (file && jv_is_integer(line))
-		snprintf(buf, sizeof buf, "%.1024s (%.1024s:%lld)", func ? func : "??",
-			 base_name(file), (long long)jv_integer(line));
+		snprintf(buf, len, "%.1024s (%.1024s:%lld)", func ? func : "??", base_name(file),
+			 (long long)jv_integer(line));
 	else if (file)
-		snprintf(buf, sizeof buf, "%.1024s (%.1024s)", func ? func : "??", base_name(file));
+		snprintf(buf, len, "%.1024s (%.1024s)", func ? func : "??", base_name(file));
 	else
-		snprintf(buf, sizeof buf, "%.1024s", func);
-	return jj_string_new(buf);
+		snprintf(buf, len, "%.1024s", func);
+	return buf;
+}
+
+json_t *jj_site(const jv *site)
+{
+	char buf[2 * JDKDUMP_MAX_STR + 64];
+	const char *s = site_text(site, buf, sizeof buf);
+	return s ? jj_string_new(s) : json_null();
+}
+
+/* "key": jj_site(site), written without a jansson value in text. */
+static void jw_ksite(struct jw *w, const char *key, const jv *site)
+{
+	char buf[2 * JDKDUMP_MAX_STR + 64];
+	const char *s = site_text(site, buf, sizeof buf);
+	jw_key(w, key);
+	if (s)
+		jw_text_str(w, s);
+	else
+		jw_null(w);
 }
 
 json_t *jj_values(const jv *values)
@@ -498,10 +518,10 @@ static void jw_kiso(struct jw *w, const char *key, const jv *ms)
 void jj_write_task(struct jw *w, const jv *task, bool crashed, const char *container)
 {
 	jw_obj(w);
-	jw_kjson_new(w, "id", jj_id_or_null(task, "id"));
-	jw_kjson_new(w, "state", jj_enum_or_null(task, "state", jj_task_states));
-	jw_kjson_new(w, "function", jj_str_or_null(task, "func"));
-	jw_kjson_new(w, "forkSite", jj_site(jv_get(task, "site")));
+	jw_kid_or_null(w, "id", task, "id");
+	jw_kenum_or_null(w, "state", task, "state", jj_task_states);
+	jw_kstr_or_null(w, "function", task, "func");
+	jw_ksite(w, "forkSite", jv_get(task, "site"));
 	jw_kiso(w, "forkedAt", jv_get(task, "forked_ms"));
 	jw_kiso(w, "startedAt", jv_get(task, "started_ms"));
 	const jv *err = jv_get(task, "error");

@@ -367,6 +367,45 @@ void jw_kjson_new(struct jw *w, const char *key, json_t *v)
 	jw_json_new(w, v);
 }
 
+void jw_kstr_or_null(struct jw *w, const char *key, const jv *obj, const char *k)
+{
+	const char *s = jj_str(obj, k);
+	jw_key(w, key);
+	if (s)
+		jw_text_str(w, s);
+	else
+		jw_null(w);
+}
+
+void jw_kid_or_null(struct jw *w, const char *key, const jv *obj, const char *k)
+{
+	const jv *v = jv_get(obj, k);
+	jw_key(w, key);
+	if (!jv_is_integer(v)) {
+		jw_null(w);
+	} else if (jv_integer(v) >= 0) {
+		jw_int(w, jv_integer(v));
+	} else { /* an id past INT64_MAX, as jj_id_new() writes it */
+		char b[24];
+		snprintf(b, sizeof b, "%llu", (unsigned long long)(uint64_t)jv_integer(v));
+		jw_str(w, b);
+	}
+}
+
+void jw_kenum_or_null(struct jw *w, const char *key, const jv *obj, const char *k,
+		      const char *const *allowed)
+{
+	const char *s = jj_str(obj, k), *hit = NULL;
+	for (size_t i = 0; s && !hit && allowed[i]; i++)
+		if (strcmp(s, allowed[i]) == 0)
+			hit = allowed[i];
+	jw_key(w, key);
+	if (hit)
+		jw_str(w, hit);
+	else
+		jw_null(w);
+}
+
 const char *jw_text(struct jw *w, size_t *len)
 {
 	if (w->tree || w->depth != 0 || !reserve(w, 2))

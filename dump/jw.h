@@ -70,4 +70,13 @@ void jw_kstr(struct jw *w, const char *key, const char *s);
 void jw_kint(struct jw *w, const char *key, int64_t v);
 void jw_kjson_new(struct jw *w, const char *key, json_t *v);
 
+struct jv;
+/* key, then what jj_str_or_null(), jj_id_or_null() or jj_enum_or_null()
+ * (jdkjson.h) give for member k of obj, with no jansson value made when
+ * w writes text (a thread or task has several such members). */
+void jw_kstr_or_null(struct jw *w, const char *key, const struct jv *obj, const char *k);
+void jw_kid_or_null(struct jw *w, const char *key, const struct jv *obj, const char *k);
+void jw_kenum_or_null(struct jw *w, const char *key, const struct jv *obj, const char *k,
+		      const char *const *allowed);
+
 #endif
