@@ -487,6 +487,22 @@ static int drain_pipe(int from, int fd, size_t len)
 	return 0;
 }
 
+/* Moves len bytes from the pipe to fd through memory. */
+static int copy_pipe(int from, int fd, size_t len)
+{
+	char buf[16384];
+	while (len) {
+		ssize_t r = read(from, buf, len < sizeof buf ? len : sizeof buf);
+		if (r <= 0 && !(r < 0 && errno == EINTR))
+			return r == 0 ? -EIO : -errno;
+		int rc = r > 0 ? write_all(fd, buf, (size_t)r, false) : 0;
+		if (rc < 0)
+			return rc;
+		len -= r > 0 ? (size_t)r : 0;
+	}
+	return 0;
+}
+
 int ctl_text_copy(struct ctl *c, size_t n, int fd, int timeout_ms, char *err, size_t errlen)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
@@ -510,7 +526,16 @@ int ctl_text_copy(struct ctl *c, size_t n, int fd, int timeout_ms, char *err, si
 				    : splice(c->fd, NULL, p[1], NULL, want,
 					     SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (r > 0) {
-			if ((rc = drain_pipe(p[0], fd, (size_t)r)) < 0)
+			rc = drain_pipe(p[0], fd, (size_t)r);
+			/* A file splice cannot write (one opened to append, a
+			 * file system without it): what the pipe holds goes
+			 * through memory, and so does the rest. */
+			if (rc == -EINVAL && !spliced &&
+			    (rc = copy_pipe(p[0], fd, (size_t)r)) == 0) {
+				have += (size_t)r;
+				break;
+			}
+			if (rc < 0)
 				break; /* the file's error */
 			have += (size_t)r;
 			spliced += (size_t)r;
