@@ -66,16 +66,23 @@ void sc_emit_violation(uint64_t scope, int kind, int err)
 		sc_keep_violation(&ev);
 }
 
-static void emit_scope(int kind, const scope_t *s, int64_t result)
+/* ts: the event's time when the caller has read it already, else 0. */
+static void emit_scope_at(int kind, const scope_t *s, int64_t result, int64_t ts)
 {
 	struct sc_ev ev;
 
 	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
+	ev.ts = ts;
 	ev.a = s->id;
 	ev.i = result;
 	sc_emit(&ev);
+}
+
+static void emit_scope(int kind, const scope_t *s, int64_t result)
+{
+	emit_scope_at(kind, s, result, 0);
 }
 
 static void emit_task_slow(int kind, scope_task_t *task, int state, int err);
@@ -882,10 +889,12 @@ int scope_join(scope_t *s)
 		return SCOPE_EJOINED;
 	}
 	s->joined = true;
-	atomic_store_explicit(&s->join_ts, sc_event_time(), memory_order_relaxed);
+	/* One clock read for the snapshot's copy and the event. */
+	int64_t join_ts = sc_event_time();
+	atomic_store_explicit(&s->join_ts, join_ts, memory_order_relaxed);
 	atomic_store(&s->waiter, t);
 	atomic_store_explicit(&s->joining, true, memory_order_release);
-	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
+	emit_scope_at(SC_EV_JOIN_BEGIN, s, 0, join_ts);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
 		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
 	} else {

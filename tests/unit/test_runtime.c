@@ -158,16 +158,19 @@ static void observer_sees_lifecycle_in_order(void **state)
 	assert_string_equal(at(bind)->s1, "req");
 	assert_string_equal(at(bind)->s2, "7");
 	/* The runtime stamps only what a later snapshot must repeat with its
-	 * original time (open, fork, start); the observer stamps the rest. */
+	 * original time (open, fork, start, join begin); the observer stamps
+	 * the rest. */
 	for (int i = 0; i < nrecs; i++) {
 		int k = recs[i].ev.kind;
 		assert_int_equal(recs[i].ev.snapshot, 0);
-		if (k == SC_EV_SCOPE_OPEN || k == SC_EV_TASK_FORK || k == SC_EV_TASK_START)
+		if (k == SC_EV_SCOPE_OPEN || k == SC_EV_TASK_FORK || k == SC_EV_TASK_START ||
+		    k == SC_EV_JOIN_BEGIN)
 			assert_true(recs[i].ev.ts > 0 && recs[i].ev.ts <= scope_now());
 		else if (k != SC_EV_THREAD_START)
 			assert_int_equal(recs[i].ev.ts, 0);
 	}
 	assert_true(at(open)->ev.ts <= at(fork)->ev.ts && at(fork)->ev.ts <= at(start)->ev.ts);
+	assert_true(at(open)->ev.ts <= at(jb)->ev.ts);
 }
 
 static int open_nested(void *arg, void **result)
