@@ -13,17 +13,6 @@
 #define SC_FREE_SCOPES 16  /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
-#if defined(__SANITIZE_THREAD__)
-#define SC_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SC_TSAN 1
-#endif
-#endif
-#ifndef SC_TSAN
-#define SC_TSAN 0
-#endif
-
 #define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
 
 static _Atomic uint64_t next_scope_id = 1;
@@ -359,16 +348,17 @@ static void sib_remove(scope_t **head, scope_t *s)
 		s->sib_next->sib_prev = s->sib_prev;
 }
 
-/* A child scope goes on its parent's list, a root on its thread's, each
- * under a spin lock (a pthread mutex pair costs twice as much, and an open
- * and a close took two): the parent's cancellation and snapshots walk the
- * children under it. */
+/* A child scope goes on its parent's list under a spin lock (a pthread
+ * mutex pair costs twice as much, and an open and a close took two): the
+ * parent's cancellation and snapshots walk the children under it.  A root
+ * goes on its thread's list, which only a snapshot reads: the owner takes
+ * no lock there (sc_roots_enter). */
 static int scope_link(scope_t *s, struct sc_thread *t)
 {
 	if (!s->parent) {
-		sc_spin_lock(&t->lock);
+		bool fast = sc_roots_enter(t);
 		sib_push(&t->roots, s);
-		sc_spin_unlock(&t->lock);
+		sc_roots_leave(t, fast);
 		return 0;
 	}
 	/* A canceller flags the parent before it walks the children under
@@ -409,9 +399,9 @@ void sc_trace_src_bound(scope_t *s)
 static void scope_unlink(scope_t *s)
 {
 	if (!s->parent) {
-		sc_spin_lock(&s->owner->lock);
+		bool fast = sc_roots_enter(s->owner);
 		sib_remove(&s->owner->roots, s);
-		sc_spin_unlock(&s->owner->lock);
+		sc_roots_leave(s->owner, fast);
 		return;
 	}
 	sc_spin_lock(&s->parent->kids);

@@ -549,6 +549,77 @@ static void registry_changes_before_each_event(void **state)
 	}
 }
 
+/* Snapshots taken while other threads open and close root scopes as fast
+ * as they can: a thread changes its roots list without a lock, and a
+ * snapshot holds the lists still with a barrier (sc_roots_enter).  Each
+ * snapshot must show this thread's own root, each churning thread's at most
+ * once, and the scopes it pinned must outlive its walk (ASan). */
+#define CHURNERS 2
+static _Atomic int churn_stop;
+static _Atomic long churn_opens;
+
+static void *churn_roots(void *arg)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	(void)arg;
+
+	cfg.name = "churn";
+	while (!atomic_load(&churn_stop)) {
+		scope_t *s;
+		if (scope_open(&s, &cfg) == 0) {
+			/* Open most of the time, so snapshots find them. */
+			for (volatile int i = 0; i < 200; i++)
+				;
+			scope_close(s);
+			atomic_fetch_add(&churn_opens, 1);
+		}
+	}
+	return NULL;
+}
+
+static void snapshot_while_roots_churn(void **state)
+{
+	struct scope_config cfg = SCOPE_CONFIG_INIT;
+	pthread_t th[CHURNERS];
+	scope_t *mine;
+	int saw_churn = 0;
+	(void)state;
+
+	cfg.name = "anchor";
+	assert_int_equal(scope_open(&mine, &cfg), 0);
+	atomic_store(&churn_stop, 0);
+	for (int i = 0; i < CHURNERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, churn_roots, NULL), 0);
+	while (atomic_load(&churn_opens) < 100)
+		scope_sleep(MS / 10);
+	for (int round = 0; round < 300; round++) {
+		int anchors = 0, churns = 0;
+		reset();
+		sc_registry_snapshot(record, NULL);
+		for (int i = 0; i < nrecs; i++) {
+			if (recs[i].ev.kind != SC_EV_SCOPE_OPEN)
+				continue;
+			if (!strcmp(recs[i].s1, "anchor")) {
+				anchors++;
+				assert_int_equal(recs[i].ev.a, scope_id(mine));
+			} else if (!strcmp(recs[i].s1, "churn")) {
+				churns++;
+				assert_int_equal(recs[i].ev.b, 0); /* a root */
+				assert_int_not_equal(recs[i].ev.tid, my_tid());
+			}
+		}
+		assert_int_equal(anchors, 1);
+		assert_true(churns <= CHURNERS);
+		saw_churn += churns > 0;
+	}
+	atomic_store(&churn_stop, 1);
+	for (int i = 0; i < CHURNERS; i++)
+		pthread_join(th[i], NULL);
+	scope_close(mine);
+	/* The snapshots did catch roots in their lives (not only between). */
+	assert_true(saw_churn > 0);
+}
+
 static void tid_is_cached_kernel_tid(void **state)
 {
 	(void)state;
@@ -566,6 +637,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(snapshot_of_known_state),
 	    cmocka_unit_test(tid_is_cached_kernel_tid),
 	    cmocka_unit_test(registry_changes_before_each_event),
+	    cmocka_unit_test(snapshot_while_roots_churn),
 	};
 
 	/* The test is the observer here, so the agent stays off. */
