@@ -7,14 +7,16 @@ $(BUILD)/bin/scoped: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS) $(DUMP_OBJS) $(BP
 
 # scopecmd runs once per dump, and the dynamic loader is half of its start
 # (on a virtual machine, where page faults are dear): it is linked as a
-# static PIE where the compiler and static libc and jansson allow (not under
-# a sanitizer), else as usual.
-SCOPECMD_STATIC := $(if $(SANFLAGS),,$(shell printf 'int main(void){return 0;}' | \
-	$(CC) -static-pie -x c - -o /dev/null -ljansson 2>/dev/null && echo -static-pie))
+# static PIE where the compiler and static libc and jansson make one that
+# runs (not under a sanitizer), else as usual.  No -rdynamic there: clang's
+# static PIEs crash at start with it, and scopecmd looks up no symbol.
+SCOPECMD_STATIC := $(if $(SANFLAGS),,$(shell t=$$(mktemp) && \
+	printf 'int main(void){return 0;}' | $(CC) -static-pie -x c - -o $$t -ljansson 2>/dev/null && \
+	$$t && echo -static-pie; rm -f $$t))
 $(BUILD)/bin/scopecmd: $(BUILD)/obj/dumper/main.o $(DUMPER_OBJS) $(DUMP_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(E) LD $@
-	$(Q)$(CC) $(SCOPECMD_STATIC) $(SC_LDFLAGS) $(LDFLAGS) -o $@ $^ \
+	$(Q)$(CC) $(if $(SCOPECMD_STATIC),-static-pie,$(SC_LDFLAGS)) $(LDFLAGS) -o $@ $^ \
 		$(if $(SCOPECMD_STATIC),-ljansson,$(LIBS_ALL))
 
 $(BUILD)/bin/scopetop: $(BUILD)/obj/tui/main.o $(TUI_OBJS) $(DUMP_OBJS) $(PROTO_OBJS) $(COMMON_OBJS)
