@@ -34,6 +34,8 @@ static scope_task_t task_r[ROTATE_MAX];
 	{                                                                                          \
 		scope_task_t *t = &task_r[i & ((n)-1)];                                            \
                                                                                                    \
+		/* A task pointer the compiler cannot fold, as sc_task_run's. */                   \
+		__asm__("" : "+r"(t));                                                             \
 		t->id = i;                                                                         \
 		sc_otel_enter(t);                                                                  \
 		__asm__ __volatile__("" ::: "memory"); /* the task's code */                       \
@@ -57,6 +59,7 @@ static void switch_new_root(uint64_t i)
 	sc_otel_scope_free(&scope_f); /* as the last one's close does */
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
+	scope_f.otel_ix = (uint32_t)scope_f.id;
 	task_f.id = i;
 	sc_otel_enter(&task_f);
 	__asm__ __volatile__("" ::: "memory");
@@ -68,7 +71,7 @@ static void switch_new_root(uint64_t i)
 static void switch_nested(uint64_t i)
 {
 	sc_otel_scope_free(&scope_n);
-	scope_n.id = fresh_id++; /* trace_src stays the tree's */
+	scope_n.id = fresh_id++; /* trace_src and otel_ix stay the tree's */
 	task_n.id = i;
 	sc_otel_enter(&task_n);
 	__asm__ __volatile__("" ::: "memory");
@@ -85,6 +88,7 @@ static void switch_new_name(uint64_t i)
 	sc_otel_scope_free(&scope_f);
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
+	scope_f.otel_ix = (uint32_t)scope_f.id;
 	n = (size_t)snprintf(scope_f.name, sizeof scope_f.name, "fresh-%llu",
 			     (unsigned long long)scope_f.id);
 	scope_f.name_key = sc_name_key(scope_f.name, n);
@@ -200,6 +204,7 @@ int main(int argc, char **argv)
 		/* As scope_open sets them: its name's key; each a root. */
 		scope_r[i].name_key = sc_name_key(scope_r[i].name, (size_t)n);
 		atomic_store_explicit(&scope_r[i].trace_src, scope_r[i].id, memory_order_relaxed);
+		scope_r[i].otel_ix = (uint32_t)scope_r[i].id;
 		task_r[i] = (scope_task_t){.scope = &scope_r[i],
 					   .site = {"bench/bench_otelctx.c", "rotate", 42}};
 	}
@@ -210,6 +215,7 @@ int main(int argc, char **argv)
 	strcpy(scope_n.name, "bench-fib");
 	scope_n.name_key = sc_name_key(scope_n.name, strlen(scope_n.name));
 	atomic_store_explicit(&scope_n.trace_src, 5, memory_order_relaxed); /* the tree's root */
+	scope_n.otel_ix = 5;	/* and its slot: the root has the name too */
 	task_n = (scope_task_t){.scope = &scope_n, .site = {"bench/bench_otelctx.c", "fib", 44}};
 	batch(switch_1, 1000, true); /* the thread's record, the process context */
 	for (size_t p = 0; p < NPATTERNS; p++) {

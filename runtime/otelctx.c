@@ -274,7 +274,7 @@ static void thread_gone(void *arg)
 	sc_otel_point(o->tls, NULL);
 	sc_otel_mine = NULL;
 	for (int i = 0; i < SC_OTEL_SLOTS; i++)
-		free(o->slot[i]);
+		free(o->slot[i].rec);
 	free(o);
 }
 
@@ -286,7 +286,7 @@ static void after_fork_child(void)
 	atomic_store(&proc_pid, 0);
 	if (sc_otel_mine)
 		for (int i = 0; i < SC_OTEL_SLOTS; i++)
-			sc_otel_mine->key[i].src = 0;
+			sc_otel_mine->slot[i].src = 0;
 }
 
 /* The key and the process context of this process (again after a fork).
@@ -501,16 +501,16 @@ void sc_otel_scope_free(scope_t *s)
 	}
 }
 
-struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task, unsigned i)
+struct sc_otel_rec *sc_otel_fill(struct sc_otel_slot *e, const scope_task_t *task)
 {
-	struct sc_otel_slot *slot = o->slot[i];
-	struct sc_otel_key *k = &o->key[i];
+	const scope_t *s = task->scope;
+	uint64_t src = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
 	union {
 		struct sc_otel_built b;
 		uint8_t room[sizeof(struct sc_otel_built) + SC_OTEL_ATTRS_MAX];
 	} tmp;
 	const struct sc_otel_built *b;
-	struct sc_otel_rec *r;
+	struct sc_otel_rec *r = e->rec;
 
 	if (!atomic_load(&proc_pid)) {
 		pthread_mutex_lock(&proc_lock);
@@ -520,16 +520,14 @@ struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *
 	/* The same scope name and fork site in another tree without a
 	 * traceparent (a new root scope per request, say): only its trace
 	 * differs, and that is two mixes of the root's id away. */
-	uint64_t src = atomic_load_explicit(&task->scope->trace_src, memory_order_relaxed);
-	if (slot && k->src && !(src & SC_TRACE_SRC_BOUND) && k->name == task->scope->name_key &&
-	    k->func == task->site.func && k->line == task->site.line &&
-	    k->file == task->site.file) {
-		r = sc_otel_slot_rec(slot);
+	if (e->src && !(src & SC_TRACE_SRC_BOUND) && e->name == s->name_key &&
+	    e->func == task->site.func && e->line == task->site.line &&
+	    e->file == task->site.file) {
 		otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi), atomic_load(&trace_lo),
 				   src);
 		r->trace_flags = 0;
-		k->src = src;
-		return slot;
+		e->src = src;
+		return r;
 	}
 	b = scope_built(task, &tmp.b);
 	if (b && b->src != src) {
@@ -545,30 +543,28 @@ struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *
 		build(&tmp.b, task, b);
 		b = &tmp.b;
 	}
-	k->src = 0; /* until filled */
-	if (!slot || slot->cap < b->attrs_data_size) {
-		/* Room for what a few more bytes of another pair need, so a
-		 * slot is seldom made again. */
+	e->src = 0; /* until filled */
+	if (!r || e->cap < b->attrs_data_size) {
+		/* Room for what a few more bytes of another key need, so a
+		 * record is seldom made again. */
 		size_t cap = b->attrs_data_size + 32u < SC_OTEL_ATTRS_MAX ? b->attrs_data_size + 32u
 									  : SC_OTEL_ATTRS_MAX;
-		struct sc_otel_slot *n =
-		    malloc(sizeof(*n) + offsetof(struct sc_otel_rec, attrs_data) + cap);
+		struct sc_otel_rec *n = malloc(offsetof(struct sc_otel_rec, attrs_data) + cap);
 		if (!n)
 			return NULL;
-		free(slot);
-		slot = o->slot[i] = n;
-		slot->cap = (uint16_t)cap;
-		sc_otel_slot_rec(slot)->valid = 1; /* for good: the pointer says when it counts */
+		free(r);
+		r = e->rec = n;
+		e->cap = (uint16_t)cap;
+		r->valid = 1; /* for good: the pointer says when it counts */
 	}
-	r = sc_otel_slot_rec(slot);
 	memcpy(r->trace_id, b->trace_id, 16);
 	r->trace_flags = b->trace_flags;
 	memcpy(r->attrs_data, b->attrs_data, b->attrs_data_size);
 	r->attrs_data_size = b->attrs_data_size;
-	k->src = src;
-	k->name = task->scope->name_key;
-	k->func = task->site.func;
-	k->file = task->site.file;
-	k->line = task->site.line;
-	return slot;
+	e->src = src;
+	e->name = s->name_key;
+	e->func = task->site.func;
+	e->file = task->site.file;
+	e->line = task->site.line;
+	return r;
 }

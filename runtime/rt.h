@@ -228,6 +228,7 @@ struct scope {
 	 * SC_TRACE_SRC_BOUND then). */
 	uint64_t name_key;
 	_Atomic uint64_t trace_src;
+	uint32_t otel_ix; /* where a thread keeps that record: otelctx.h */
 	struct sc_thread *owner;
 	/* The task the owner ran when it opened the scope (NULL: none): the
 	 * owner's rights are that task's, not its thread's, so a subtask run
