@@ -57,7 +57,7 @@ static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
  * child's parent), and its key: written under proc_lock, the key before
  * the pid, so that a reader that sees the pid sees its keys. */
 static _Atomic pid_t proc_pid;
-static _Atomic uint64_t trace_hi, trace_lo; /* the key's kinds OTELID_TRACE_HI, _LO */
+_Atomic uint64_t sc_otel_trace_hi, sc_otel_trace_lo;
 static pthread_key_t thread_key;	    /* frees a thread's record at its exit */
 static bool thread_key_ok, env_read;
 
@@ -308,8 +308,8 @@ static void process_ready(void)
 	if (proc_stat_read(0, 0, &st) != 0)
 		st.starttime = 0;
 	key = otelid_process_key(boot, (uint32_t)pid, st.starttime);
-	atomic_store(&trace_hi, otelid_kind_key(key, OTELID_TRACE_HI));
-	atomic_store(&trace_lo, otelid_kind_key(key, OTELID_TRACE_LO));
+	atomic_store(&sc_otel_trace_hi, otelid_kind_key(key, OTELID_TRACE_HI));
+	atomic_store(&sc_otel_trace_lo, otelid_kind_key(key, OTELID_TRACE_LO));
 	atomic_store(&sc_otel_task_key, otelid_kind_key(key, OTELID_TASK));
 	publish(pid);
 	atomic_store(&proc_pid, pid);
@@ -439,8 +439,8 @@ static void build(struct sc_otel_built *c, const scope_task_t *task,
 			if (tp) /* an invalid binding: the tree's own trace */
 				while (root->parent)
 					root = root->parent;
-			otelid_trace_keyed(c->trace_id, atomic_load(&trace_hi),
-					   atomic_load(&trace_lo), root->id);
+			otelid_trace_keyed(c->trace_id, atomic_load(&sc_otel_trace_hi),
+					   atomic_load(&sc_otel_trace_lo), root->id);
 			flags = 0;
 		}
 	}
@@ -516,18 +516,6 @@ struct sc_otel_rec *sc_otel_fill(struct sc_otel_slot *e, const scope_task_t *tas
 		pthread_mutex_lock(&proc_lock);
 		process_ready();
 		pthread_mutex_unlock(&proc_lock);
-	}
-	/* The same scope name and fork site in another tree without a
-	 * traceparent (a new root scope per request, say): only its trace
-	 * differs, and that is two mixes of the root's id away. */
-	if (e->src && !(src & SC_TRACE_SRC_BOUND) && e->name == s->name_key &&
-	    e->func == task->site.func && e->line == task->site.line &&
-	    e->file == task->site.file) {
-		otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi), atomic_load(&trace_lo),
-				   src);
-		r->trace_flags = 0;
-		e->src = src;
-		return r;
 	}
 	b = scope_built(task, &tmp.b);
 	if (b && b->src != src) {
