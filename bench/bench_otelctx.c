@@ -63,7 +63,7 @@ static void switch_new_root(uint64_t i)
 	sc_otel_scope_free(&scope_f); /* as the last one's close does */
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
-	scope_f.otel_ix = (uint32_t)scope_f.id;
+	scope_f.otel_ix = sc_otel_ix_of(scope_f.id);
 	task_f.id = i;
 	sc_otel_enter(&task_f);
 	__asm__ __volatile__("" ::: "memory");
@@ -92,7 +92,7 @@ static void switch_new_name(uint64_t i)
 	sc_otel_scope_free(&scope_f);
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
-	scope_f.otel_ix = (uint32_t)scope_f.id;
+	scope_f.otel_ix = sc_otel_ix_of(scope_f.id);
 	n = (size_t)snprintf(scope_f.name, sizeof scope_f.name, "fresh-%llu",
 			     (unsigned long long)scope_f.id);
 	scope_f.name_key = sc_name_key(scope_f.name, n);
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		/* As scope_open sets them: its name's key; each a root. */
 		scope_r[i].name_key = sc_name_key(scope_r[i].name, (size_t)n);
 		atomic_store_explicit(&scope_r[i].trace_src, scope_r[i].id, memory_order_relaxed);
-		scope_r[i].otel_ix = (uint32_t)scope_r[i].id;
+		scope_r[i].otel_ix = sc_otel_ix_of(scope_r[i].id);
 		task_r[i] = (scope_task_t){.scope = &scope_r[i],
 					   .site = {"bench/bench_otelctx.c", "rotate", 42}};
 	}
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
 	strcpy(scope_n.name, "bench-fib");
 	scope_n.name_key = sc_name_key(scope_n.name, strlen(scope_n.name));
 	atomic_store_explicit(&scope_n.trace_src, 5, memory_order_relaxed); /* the tree's root */
-	scope_n.otel_ix = 5;	/* and its slot: the root has the name too */
+	scope_n.otel_ix = sc_otel_ix_of(5); /* and its slot: the root has the name too */
 	task_n = (scope_task_t){.scope = &scope_n, .site = {"bench/bench_otelctx.c", "fib", 44}};
 	batch(switch_1, 1000, true); /* the thread's record, the process context */
 	for (size_t p = 0; p < NPATTERNS; p++) {
@@ -242,8 +242,8 @@ int main(int argc, char **argv)
 	fj1 = summarize(on, off, FORK_BATCHES);
 	sc_otel_enable(true);
 
-	printf("%-46s %8s %8s %8s  %s\n", "ns per task, median of interleaved batches", "on",
-	       "off", "on-off", "95% interval of on-off");
+	printf("%-46s %8s %8s %8s  %s\n", "ns per task, median of interleaved batches", "on", "off",
+	       "on-off", "95% interval of on-off");
 	for (size_t p = 0; p < NPATTERNS; p++)
 		print_row(patterns[p].what, rows[p]);
 	print_row("open+16 forks+join+close, per task", fj);

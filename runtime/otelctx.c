@@ -58,7 +58,7 @@ static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
  * the pid, so that a reader that sees the pid sees its keys. */
 static _Atomic pid_t proc_pid;
 _Atomic uint64_t sc_otel_trace_hi, sc_otel_trace_lo;
-static pthread_key_t thread_key;	    /* frees a thread's record at its exit */
+static pthread_key_t thread_key; /* frees a thread's record at its exit */
 static bool thread_key_ok, env_read;
 
 /* ---- the process context (OTEP 4719) */

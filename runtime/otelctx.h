@@ -113,8 +113,9 @@ typedef uint64_t sc_otel_v2 __attribute__((vector_size(16), aligned(8), may_alia
 typedef uint64_t sc_otel_v2a __attribute__((vector_size(16), may_alias));
 
 /* The slot of task's trace, scope name and fork site, by its scope's
- * otel_ix (the scope's id, or its parent's otel_ix when it has its
- * parent's name: a recursion's scopes share a slot) and the fork's line.
+ * otel_ix (from the scope's id, rt.h's sc_otel_ix_of, or its parent's
+ * otel_ix when it has its parent's name: a recursion's scopes share a
+ * slot) and the fork's line.
  * Root scopes opened one after another take consecutive slots, so up to
  * SC_OTEL_SLOTS trees in turn never evict each other (a hash of the key
  * would: 8 random keys share one of 64 slots with a chance of 37%, and two
@@ -122,8 +123,7 @@ typedef uint64_t sc_otel_v2a __attribute__((vector_size(16), may_alias));
  * tree finds the slot of the tree SC_OTEL_SLOTS before it, whose trace
  * alone it rewrites when name and site are the same (sc_otel_fill).  The
  * index only places a record: the slot's key says whether it is task's. */
-static inline struct sc_otel_slot *sc_otel_index(struct sc_otel_thread *o,
-						 const scope_task_t *task)
+static inline struct sc_otel_slot *sc_otel_index(struct sc_otel_thread *o, const scope_task_t *task)
 {
 	return &o->slot[(task->scope->otel_ix + (unsigned)task->site.line * 5) &
 			(SC_OTEL_SLOTS - 1)];
@@ -150,7 +150,7 @@ static inline void sc_otel_point(struct sc_otel_rec **tls, struct sc_otel_rec *r
  * scope name and site in another tree without a traceparent (a new root
  * scope per request) is rewritten here, its trace id alone. */
 static inline __attribute__((always_inline)) void sc_otel_write(struct sc_otel_thread *o,
-								   const scope_task_t *task)
+								const scope_task_t *task)
 {
 	const scope_t *sc = task->scope;
 	uint64_t src = atomic_load_explicit(&sc->trace_src, memory_order_relaxed), span, other;
@@ -166,7 +166,8 @@ static inline __attribute__((always_inline)) void sc_otel_write(struct sc_otel_t
 		 * child empties its thread's), with this process's keys. */
 		if (!other && e->src && !(src & SC_TRACE_SRC_BOUND)) {
 			otelid_trace_keyed(
-			    r->trace_id, atomic_load_explicit(&sc_otel_trace_hi, memory_order_relaxed),
+			    r->trace_id,
+			    atomic_load_explicit(&sc_otel_trace_hi, memory_order_relaxed),
 			    atomic_load_explicit(&sc_otel_trace_lo, memory_order_relaxed), src);
 			r->trace_flags = 0;
 			e->src = src;
