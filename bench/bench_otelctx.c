@@ -249,12 +249,13 @@ int main(int argc, char **argv)
 	print_row("open+16 forks+join+close, per task", fj);
 	print_row("open+fork+join+close, per task", fj1);
 	printf("  on-off is the cost per task switch (target <= 2 ns); a thread keeps %d\n"
-	       "  records by trace, scope name and fork site and switches its pointer\n"
-	       "  between them; past that a record is refilled from what the scope keeps\n"
-	       "  built; a new root of a known name rewrites the trace id; a new name\n"
+	       "  records by trace, scope name and fork site, in slots placed by scope id\n"
+	       "  (roots in turn never share one), and switches its pointer between them;\n"
+	       "  past %d in turn a record is refilled from what the scope keeps built; a\n"
+	       "  new root of a known name and site rewrites the trace id; a new name\n"
 	       "  builds (once per name and site); whole forks on the default pool are\n"
 	       "  noisier than all of it\n",
-	       SC_OTEL_SLOTS);
+	       SC_OTEL_SLOTS, SC_OTEL_SLOTS);
 	for (size_t p = 0; p < NPATTERNS; p++)
 		if (patterns[p].target)
 			printf("target (%s): %s\n", patterns[p].what,
