@@ -52,6 +52,22 @@ SWITCH_N(16)
 SWITCH_N(64)
 SWITCH_N(256)
 
+/* Two root scopes in turn whose ids sit at the same place of two threads'
+ * blocks of ids (each thread takes 256 at a time, from a multiple of 256):
+ * the roots of two threads opening scopes in step, run by one worker. */
+static scope_t scope_b[2];
+static scope_task_t task_b[2];
+static void switch_blocks(uint64_t i)
+{
+	scope_task_t *t = &task_b[i & 1];
+
+	__asm__("" : "+r"(t));
+	t->id = i;
+	sc_otel_enter(t);
+	__asm__ __volatile__("" ::: "memory");
+	sc_otel_leave(NULL);
+}
+
 /* The first task of a new root scope of the same name and fork site as
  * the last (a server opening a root scope per request): the thread's
  * record is found by name and site, and only its trace id is rewritten. */
@@ -184,6 +200,7 @@ static const struct pattern {
     {"task start+end, 8 scopes in turn", switch_8, 8, SWITCHES, true},
     {"task start+end, 16 scopes in turn", switch_16, 16, SWITCHES, true},
     {"task start+end, 64 scopes in turn", switch_64, 64, SWITCHES, true},
+    {"task start+end, 2 roots of 2 threads in step", switch_blocks, 2, SWITCHES, true},
     {"task start+end, 256 scopes in turn (> slots)", switch_256, 256, SWITCHES / 10, false},
     {"first task of a nested scope (a recursion's)", switch_nested, 0, SWITCHES, true},
     {"first task of a new root, same name and site", switch_new_root, 0, SWITCHES / 10, true},
@@ -213,6 +230,16 @@ int main(int argc, char **argv)
 					   .site = {"bench/bench_otelctx.c", "rotate", 42}};
 	}
 
+	for (int k = 0; k < 2; k++) {
+		scope_t *b = &scope_b[k];
+		b->id = 256 * (uint64_t)(4 + k) + 7;
+		int n = snprintf(b->name, sizeof b->name, "bench-b%d", k);
+		b->name_key = sc_name_key(b->name, (size_t)n);
+		atomic_store_explicit(&b->trace_src, b->id, memory_order_relaxed);
+		b->otel_ix = sc_otel_ix_of(b->id);
+		task_b[k] =
+		    (scope_task_t){.scope = b, .site = {"bench/bench_otelctx.c", "step", 45}};
+	}
 	strcpy(scope_f.name, "bench-root");
 	scope_f.name_key = sc_name_key(scope_f.name, strlen(scope_f.name));
 	task_f = (scope_task_t){.scope = &scope_f, .site = {"bench/bench_otelctx.c", "root", 43}};
