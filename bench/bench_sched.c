@@ -1,12 +1,14 @@
 /* bench_sched.c - the scheduler against TBB, OpenMP and GLib on the same
  * workloads in the same run: W1 fork + join of one empty task, W2 fan-out
  * of 1000 empty tasks and one join (per task), W3 recursive fib(24) with a
- * scope and two forks per call above 8.  Rounds interleave the runtimes
- * (libscope in this process, each peer in its own, and libscope once more
- * in processes whose agent is connected to a real scoped daemon: as it
- * comes, where a full ring drops events, and lossless, SCOPED_BLOCK_US,
- * where the daemon ingests every event), and the table gives medians, their 95% intervals
- * and the ratios libscope / peer. */
+ * scope and two forks per call above 8.  Rounds interleave the runtimes,
+ * each in a fresh process of its own, libscope too (so no runtime inherits
+ * another's threads, pages or daemon), and libscope once more in processes
+ * whose agent is connected to a real scoped daemon: as it comes, where a
+ * full ring drops events, and lossless, SCOPED_BLOCK_US, where the daemon
+ * ingests every event.  The agent rounds come last in a round, and the
+ * next round waits for the daemon to go idle.  The table gives medians,
+ * their 95% intervals and the ratios libscope / peer. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,27 +107,9 @@ static void w3(void)
 	sink = f.out;
 }
 
-/* One round of libscope, in the peers' units (ns; W3 in us). */
-static void round_libscope(double out[NW])
+static long long now_ns(void)
 {
-	static const struct {
-		void (*op)(void);
-		int n, per;
-	} w[NW] = {
-	    {w1, PEER_W1_OPS, 1},
-	    {w2, PEER_W2_OPS, PEER_W2_TASKS},
-	    {w3, PEER_W3_OPS, 1},
-	};
-
-	for (int k = 0; k < NW; k++) {
-		for (int i = 0; i < w[k].n / 10 + 1; i++)
-			w[k].op();
-		int64_t t0 = bench_now_ns();
-		for (int i = 0; i < w[k].n; i++)
-			w[k].op();
-		out[k] = (double)(bench_now_ns() - t0) / w[k].n / w[k].per;
-	}
-	out[2] /= 1000.0;
+	return bench_now_ns();
 }
 
 /* One round of a peer, run as its own process (r), or of libscope with
@@ -158,15 +142,15 @@ static double med_ci(double *v, int n, double *lo, double *hi)
 	return m;
 }
 
-/* "--round": one round with the agent (started from SCOPED_SOCKET at
- * load) connected, printed as the peers print theirs. */
-static int agent_round(void)
+/* "--round": one round of libscope in this fresh process, printed as the
+ * peers print theirs; with the agent (started from SCOPED_SOCKET at load)
+ * connected first unless SCOPED_DISABLE is set. */
+static int own_round(void)
 {
-	double out[NW];
 	struct sc_agent_stats st;
 	int i;
 
-	for (i = 0; i < 500; i++) {
+	for (i = 0; !getenv("SCOPED_DISABLE") && i < 500; i++) {
 		sc_agent_get_stats(&st);
 		if (st.connected && sc_agent_flush(1000) == 0)
 			break;
@@ -176,8 +160,12 @@ static int agent_round(void)
 		fprintf(stderr, "bench_sched: the agent did not connect\n");
 		return 1;
 	}
-	round_libscope(out);
-	printf("W1 %f\nW2 %f\nW3 %f\n", out[0], out[1], out[2] * 1000.0);
+	static const struct peer_load w[NW] = {
+	    {"W1", w1, 1},
+	    {"W2", w2, PEER_W2_TASKS},
+	    {"W3", w3, 1},
+	};
+	peer_run(w, NW, now_ns);
 	(void)sc_agent_flush(5000);
 	sc_agent_get_stats(&st);
 	printf("events %llu lost %llu\n", (unsigned long long)st.events,
@@ -194,7 +182,7 @@ int main(int argc, char **argv)
 	const char *top = getenv("TOP"), *build = getenv("BUILD");
 
 	if (argc > 1 && !strcmp(argv[1], "--round"))
-		return agent_round();
+		return own_round();
 	/* This process measures without the reporting agent; the agent's
 	 * column comes from its own processes. */
 	if (!getenv("SCOPED_DISABLE")) {
@@ -205,6 +193,9 @@ int main(int argc, char **argv)
 	/* The agent as it comes (a full ring drops, and a snapshot repairs),
 	 * and lossless: a full ring waits for the agent (SCOPED_BLOCK_US), so
 	 * the daemon ingests every event, at its speed. */
+	/* libscope in a fresh process as each peer is (SCOPED_DISABLE is set
+	 * here, so its agent stays off). */
+	snprintf(path[LIBSCOPE], sizeof(path[LIBSCOPE]), "/proc/%d/exe --round", (int)getpid());
 	if (have[AGENT]) {
 		snprintf(path[AGENT], sizeof(path[AGENT]),
 			 "env -u SCOPED_DISABLE SCOPED_SOCKET='%s' /proc/%d/exe --round",
@@ -224,25 +215,35 @@ int main(int argc, char **argv)
 			printf("skipped peer %s: %s not built (is %s installed? make deps)\n",
 			       runtime_name[r], path[r], peer_pkg[r]);
 	}
+	/* libscope and TBB take turns at going first; the agent's rounds go
+	 * last, and the daemon settles before the next round. */
+	static const int order[2][NR] = {{LIBSCOPE, TBB, OMP, GLIB, AGENT, LOSSLESS},
+					 {TBB, LIBSCOPE, OMP, GLIB, AGENT, LOSSLESS}};
 	for (int i = 0; i < ROUNDS; i++) {
 		double one[NW];
 
-		round_libscope(one);
-		for (int k = 0; k < NW; k++)
-			res[LIBSCOPE][k][i] = one[k];
-		for (int r = 1; r < NR; r++) {
+		for (int j = 0; j < NR; j++) {
+			int r = order[i & 1][j];
 			if (!have[r])
 				continue;
 			if (!round_peer(r, path[r], one)) {
-				printf("skipped peer %s: %s failed\n", runtime_name[r], path[r]);
+				printf("skipped %s: %s failed\n", runtime_name[r], path[r]);
 				have[r] = false;
 				continue;
 			}
-			for (int k = 0; k < NW; k++) {
+			for (int k = 0; k < NW; k++)
 				res[r][k][i] = one[k];
-				ratio[r][k][i] = one[k] > 0 ? res[LIBSCOPE][k][i] / one[k] : -1;
-			}
 		}
+		if (!have[LIBSCOPE]) {
+			printf("no libscope figures: its rounds failed\n");
+			return 1;
+		}
+		for (int r = TBB; r < NR; r++)
+			for (int k = 0; k < NW && have[r]; k++)
+				ratio[r][k][i] =
+				    res[r][k][i] > 0 ? res[LIBSCOPE][k][i] / res[r][k][i] : -1;
+		if (have[AGENT])
+			bench_daemon_settle(&daemon);
 		for (int a = 0; a < 2; a++)
 			for (int k = 0; k < NW && have[AGENT + a] && have[TBB]; k++)
 				ratio_agent[a][k][i] =

@@ -84,6 +84,46 @@ static inline int bench_daemon_start(struct bench_daemon *d, const char *who)
 	return -1;
 }
 
+/* The daemon's CPU time so far (user + system, in clock ticks); -1 when
+ * it cannot be read. */
+static inline long long bench_daemon_cpu(const struct bench_daemon *d)
+{
+	char path[64], buf[1024];
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+	const char *p;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)d->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+/* Waits (at most 5 s) until the daemon has used no CPU for 50 ms: done
+ * with what the last agent round sent, so that the next round has the
+ * host's cores to itself. */
+static inline void bench_daemon_settle(const struct bench_daemon *d)
+{
+	long long last = bench_daemon_cpu(d);
+
+	for (int i = 0; i < 100 && last >= 0; i++) {
+		usleep(50000);
+		long long now = bench_daemon_cpu(d);
+		if (now == last)
+			return;
+		last = now;
+	}
+}
+
 static inline void bench_daemon_stop(struct bench_daemon *d)
 {
 	char ctl[sizeof d->dir + 16];

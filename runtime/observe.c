@@ -343,14 +343,13 @@ static void snap_inherited(struct snap *sn, scope_t *s)
 	snap_below(sn, s, 0);
 }
 
+/* With t's roots list held still (sc_threads_walk_roots). */
 static void pin_roots(void *arg, struct sc_thread *t)
 {
 	struct pinned *roots = arg;
 
-	sc_spin_lock(&t->lock);
 	for (scope_t *s = t->roots; s && pin(roots, s); s = s->sib_next)
 		;
-	sc_spin_unlock(&t->lock);
 }
 
 void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void *ctx)
@@ -364,7 +363,7 @@ void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void 
 	if (!sn.all && sn.ntids)
 		qsort(sn.tids, sn.ntids, sizeof(*sn.tids), tid_cmp);
 	sc_pools_walk(snap_pool, &sn);
-	sc_threads_walk(pin_roots, &roots);
+	sc_threads_walk_roots(pin_roots, &roots);
 	snap_pinned(&sn, &roots, 0);
 	scope_t *inherited = atomic_load(&sc_inherited);
 	if (inherited)

@@ -61,8 +61,12 @@ struct sc_thread {
 	_Atomic int in_cancellable; /* enum sc_cwait: how a canceller reaches it */
 	int evfd;
 
-	struct sc_spin lock; /* guards roots */
-	scope_t *roots;	     /* scopes this thread opened that have no parent */
+	/* roots: the scopes this thread opened that have no parent.  Only
+	 * this thread changes the list, only a snapshot reads it from another
+	 * (sc_roots_enter). */
+	struct sc_spin lock;	/* a snapshot's hold on roots */
+	_Atomic int roots_busy; /* the owner changes roots without the lock */
+	scope_t *roots;
 
 	struct sc_frame frame;
 	scope_t *free_scopes; /* recycled scopes, so open+close skips malloc */
@@ -123,6 +127,56 @@ static inline void sc_spin_lock(struct sc_spin *l)
 static inline void sc_spin_unlock(struct sc_spin *l)
 {
 	atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
+
+/* Whether a thread changes its own roots list without the list's lock
+ * (thread.c: membarrier() works here, and not under TSan, which cannot see
+ * the order it makes).  Set before the first thread registers. */
+extern bool sc_roots_asym;
+
+/* The owner's side of its roots list's lock, an asymmetric one: the owner
+ * changes the list at every root scope's open and close, a snapshot reads it
+ * a few times a session.  The owner only says it is busy and looks whether
+ * a snapshot holds the lock, with no fence; the snapshot takes the lock,
+ * then a membarrier() makes every thread pass a full barrier, then waits
+ * for busy owners (sc_threads_walk_roots).  So either the owner's look
+ * comes after the barrier and sees the lock (it then waits for it like any
+ * lock), or its busy store came before and the snapshot waits for it.  The
+ * exchange and fence a lock costs were 12% of a root scope's open, fork,
+ * join and close.  True when the owner went without the lock (pass it to
+ * sc_roots_leave). */
+static inline bool sc_roots_enter(struct sc_thread *t)
+{
+	if (sc_roots_asym) {
+		atomic_store_explicit(&t->roots_busy, 1, memory_order_relaxed);
+		/* The compiler must not move the look above the store; the
+		 * processor may, which the snapshot's barrier undoes. */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (!atomic_load_explicit(&t->lock.held, memory_order_acquire))
+			return true;
+		atomic_store_explicit(&t->roots_busy, 0, memory_order_release);
+	}
+	sc_spin_lock(&t->lock);
+	return false;
+}
+
+static inline void sc_roots_leave(struct sc_thread *t, bool fast)
+{
+	if (fast)
+		atomic_store_explicit(&t->roots_busy, 0, memory_order_release);
+	else
+		sc_spin_unlock(&t->lock);
 }
 
 /* Zeroes n bytes (a multiple of 8) at p, 16-byte stores four at a time.
@@ -398,6 +452,8 @@ struct sc_thread *sc_threads_after_fork(void);
 /* Changes the calling thread's role (if it has a record). */
 void sc_thread_set_role(int role);
 void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
+/* The same with each thread's roots list held still while fn reads it. */
+void sc_threads_walk_roots(void (*fn)(void *ctx, struct sc_thread *t), void *ctx);
 void sc_wake(struct sc_thread *t);
 /* The signal mask of the runtime's helper threads (the deadline timer, the
  * monitor): everything blocked but the agent's stack request and faults. */

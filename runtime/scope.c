@@ -13,17 +13,6 @@
 #define SC_FREE_SCOPES 16  /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
-#if defined(__SANITIZE_THREAD__)
-#define SC_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SC_TSAN 1
-#endif
-#endif
-#ifndef SC_TSAN
-#define SC_TSAN 0
-#endif
-
 #define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
 
 static _Atomic uint64_t next_scope_id = 1;
@@ -66,16 +55,23 @@ void sc_emit_violation(uint64_t scope, int kind, int err)
 		sc_keep_violation(&ev);
 }
 
-static void emit_scope(int kind, const scope_t *s, int64_t result)
+/* ts: the event's time when the caller has read it already, else 0. */
+static void emit_scope_at(int kind, const scope_t *s, int64_t result, int64_t ts)
 {
 	struct sc_ev ev;
 
 	if (!sc_observed())
 		return;
 	sc_ev_init(&ev, kind);
+	ev.ts = ts;
 	ev.a = s->id;
 	ev.i = result;
 	sc_emit(&ev);
+}
+
+static void emit_scope(int kind, const scope_t *s, int64_t result)
+{
+	emit_scope_at(kind, s, result, 0);
 }
 
 static void emit_task_slow(int kind, scope_task_t *task, int state, int err);
@@ -354,16 +350,17 @@ static void sib_remove(scope_t **head, scope_t *s)
 		s->sib_next->sib_prev = s->sib_prev;
 }
 
-/* A child scope goes on its parent's list, a root on its thread's, each
- * under a spin lock (a pthread mutex pair costs twice as much, and an open
- * and a close took two): the parent's cancellation and snapshots walk the
- * children under it. */
+/* A child scope goes on its parent's list under a spin lock (a pthread
+ * mutex pair costs twice as much, and an open and a close took two): the
+ * parent's cancellation and snapshots walk the children under it.  A root
+ * goes on its thread's list, which only a snapshot reads: the owner takes
+ * no lock there (sc_roots_enter). */
 static int scope_link(scope_t *s, struct sc_thread *t)
 {
 	if (!s->parent) {
-		sc_spin_lock(&t->lock);
+		bool fast = sc_roots_enter(t);
 		sib_push(&t->roots, s);
-		sc_spin_unlock(&t->lock);
+		sc_roots_leave(t, fast);
 		return 0;
 	}
 	/* A canceller flags the parent before it walks the children under
@@ -404,9 +401,9 @@ void sc_trace_src_bound(scope_t *s)
 static void scope_unlink(scope_t *s)
 {
 	if (!s->parent) {
-		sc_spin_lock(&s->owner->lock);
+		bool fast = sc_roots_enter(s->owner);
 		sib_remove(&s->owner->roots, s);
-		sc_spin_unlock(&s->owner->lock);
+		sc_roots_leave(s->owner, fast);
 		return;
 	}
 	sc_spin_lock(&s->parent->kids);
@@ -884,10 +881,12 @@ int scope_join(scope_t *s)
 		return SCOPE_EJOINED;
 	}
 	s->joined = true;
-	atomic_store_explicit(&s->join_ts, sc_event_time(), memory_order_relaxed);
+	/* One clock read for the snapshot's copy and the event. */
+	int64_t join_ts = sc_event_time();
+	atomic_store_explicit(&s->join_ts, join_ts, memory_order_relaxed);
 	atomic_store(&s->waiter, t);
 	atomic_store_explicit(&s->joining, true, memory_order_release);
-	emit_scope(SC_EV_JOIN_BEGIN, s, 0);
+	emit_scope_at(SC_EV_JOIN_BEGIN, s, 0, join_ts);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
 		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */
 	} else {

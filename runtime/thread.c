@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -24,6 +25,42 @@ static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 _Thread_local struct sc_thread *sc_self_tls __attribute__((tls_model("initial-exec")));
 
 static void thread_exit(void *arg);
+
+bool sc_roots_asym;
+static pthread_once_t roots_once = PTHREAD_ONCE_INIT;
+static bool roots_registered; /* for MEMBARRIER_CMD_PRIVATE_EXPEDITED (threads_lock) */
+
+/* Whether owners may change their roots lists without the lock: the
+ * kernel has the barriers sc_threads_walk_roots needs (the expedited one,
+ * registered at the first snapshot, and the global one should that fail).
+ * Not under TSan, which would see the owner and the snapshot race. */
+static void roots_probe(void)
+{
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	int need = MEMBARRIER_CMD_GLOBAL | MEMBARRIER_CMD_PRIVATE_EXPEDITED |
+		   MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+
+	sc_roots_asym =
+	    !SC_TSAN && !getenv("SCOPE_NO_MEMBARRIER") && cmds > 0 && (cmds & need) == need;
+}
+
+/* Every thread of the process passes a full memory barrier (under
+ * threads_lock).  The expedited barrier interrupts only the CPUs running
+ * this process's threads; the global one waits for every CPU to pass a
+ * scheduling point, and needs no registration. */
+static void roots_barrier(void)
+{
+	for (int i = 0; i < 2; i++) {
+		if (!roots_registered &&
+		    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+			roots_registered = true;
+		if (roots_registered &&
+		    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+			return;
+		roots_registered = false; /* EPERM: a fork child, say, registers anew */
+	}
+	(void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+}
 
 static void make_key(void)
 {
@@ -95,6 +132,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	}
 	t->name[SC_THREAD_NAME - 1] = '\0';
 	pthread_once(&exit_key_once, make_key);
+	pthread_once(&roots_once, roots_probe);
 	pthread_setspecific(exit_key, t);
 	/* Before the registry shows it: a snapshot sends this, not its own now. */
 	atomic_store_explicit(&t->start_ts, scope_now(), memory_order_relaxed);
@@ -195,6 +233,7 @@ struct sc_thread *sc_threads_after_fork(void)
 	/* Only the forking thread lives on in the child; the lock may have
 	 * been held by a thread that did not come along. */
 	pthread_mutex_init(&threads_lock, NULL);
+	roots_registered = false; /* the registration was the parent's process's */
 	for (struct sc_thread *t = free_records; t; t = t->free_next)
 		drop_evfd(t);
 	/* The other records stay off the free list: inherited scopes and tasks
@@ -204,12 +243,14 @@ struct sc_thread *sc_threads_after_fork(void)
 		drop_evfd(t);
 		if (t == sc_self_tls)
 			continue;
-		atomic_store(&t->lock.held, 0); /* a parent's thread may have held it */
+		atomic_store(&t->lock.held, 0);	 /* a parent's thread may have held it */
+		atomic_store(&t->roots_busy, 0); /* or been inside its roots */
 	}
 	threads = sc_self_tls;
 	if (sc_self_tls) {
 		sc_self_tls->next = sc_self_tls->prev = NULL;
 		atomic_store(&sc_self_tls->lock.held, 0);
+		atomic_store(&sc_self_tls->roots_busy, 0);
 		/* The child's own tid (the caller reset the cached one): events,
 		 * cancellation's signals and the daemon all need it. */
 		sc_self_tls->tid = sc_gettid();
@@ -266,6 +307,29 @@ void sc_threads_walk(void (*fn)(void *ctx, struct sc_thread *t), void *ctx)
 	pthread_mutex_lock(&threads_lock);
 	for (struct sc_thread *t = threads; t; t = t->next)
 		fn(ctx, t);
+	pthread_mutex_unlock(&threads_lock);
+}
+
+/* The snapshot's side of sc_roots_enter: every lock first, then one
+ * barrier for all, then each owner that was busy is waited for (a few
+ * stores: it is out soon, unless descheduled). */
+void sc_threads_walk_roots(void (*fn)(void *ctx, struct sc_thread *t), void *ctx)
+{
+	pthread_mutex_lock(&threads_lock);
+	for (struct sc_thread *t = threads; t; t = t->next)
+		sc_spin_lock(&t->lock);
+	if (sc_roots_asym)
+		roots_barrier();
+	for (struct sc_thread *t = threads; t; t = t->next) {
+		for (unsigned i = 1; atomic_load_explicit(&t->roots_busy, memory_order_acquire);
+		     i++)
+			if (i % 64 == 0)
+				sched_yield();
+			else
+				sc_cpu_relax();
+		fn(ctx, t);
+		sc_spin_unlock(&t->lock);
+	}
 	pthread_mutex_unlock(&threads_lock);
 }
 

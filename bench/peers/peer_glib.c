@@ -56,8 +56,8 @@ static long long now(void)
 int main(void)
 {
 	static const struct peer_load w[] = {
-	    {"W1", w1, PEER_W1_OPS, 1},
-	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
+	    {"W1", w1, 1},
+	    {"W2", w2, PEER_W2_TASKS},
 	};
 
 	pool = g_thread_pool_new(run, NULL, (int)g_get_num_processors(), FALSE, NULL);

@@ -51,9 +51,9 @@ static long long now(void)
 int main(void)
 {
 	static const struct peer_load w[] = {
-	    {"W1", w1, PEER_W1_OPS, 1},
-	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
-	    {"W3", w3, PEER_W3_OPS, 1},
+	    {"W1", w1, 1},
+	    {"W2", w2, PEER_W2_TASKS},
+	    {"W3", w3, 1},
 	};
 
 #pragma omp parallel

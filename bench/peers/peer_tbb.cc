@@ -49,9 +49,9 @@ static void w3()
 int main()
 {
 	static const struct peer_load w[] = {
-	    {"W1", w1, PEER_W1_OPS, 1},
-	    {"W2", w2, PEER_W2_OPS, PEER_W2_TASKS},
-	    {"W3", w3, PEER_W3_OPS, 1},
+	    {"W1", w1, 1},
+	    {"W2", w2, PEER_W2_TASKS},
+	    {"W3", w3, 1},
 	};
 
 	peer_run(w, 3, now_ns);
