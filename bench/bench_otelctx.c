@@ -15,8 +15,12 @@
 #include "rt.h"
 #include "scope.h"
 
-#define BATCHES 25
-#define SWITCHES 2000000
+/* Many short batches (about 0.1 ms each), on and off in turn: on a
+ * shared host a batch that another process interrupts is one of many, and
+ * the median passes over it. */
+#define BATCHES 301
+#define SWITCHES 20000
+#define FORK_BATCHES 25
 #define SCOPES 2000
 #define FORKS 16
 
@@ -34,6 +38,8 @@ static scope_task_t task_r[ROTATE_MAX];
 	{                                                                                          \
 		scope_task_t *t = &task_r[i & ((n)-1)];                                            \
                                                                                                    \
+		/* A task pointer the compiler cannot fold, as sc_task_run's. */                   \
+		__asm__("" : "+r"(t));                                                             \
 		t->id = i;                                                                         \
 		sc_otel_enter(t);                                                                  \
 		__asm__ __volatile__("" ::: "memory"); /* the task's code */                       \
@@ -46,6 +52,22 @@ SWITCH_N(16)
 SWITCH_N(64)
 SWITCH_N(256)
 
+/* Two root scopes in turn whose ids sit at the same place of two threads'
+ * blocks of ids (each thread takes 256 at a time, from a multiple of 256):
+ * the roots of two threads opening scopes in step, run by one worker. */
+static scope_t scope_b[2];
+static scope_task_t task_b[2];
+static void switch_blocks(uint64_t i)
+{
+	scope_task_t *t = &task_b[i & 1];
+
+	__asm__("" : "+r"(t));
+	t->id = i;
+	sc_otel_enter(t);
+	__asm__ __volatile__("" ::: "memory");
+	sc_otel_leave(NULL);
+}
+
 /* The first task of a new root scope of the same name and fork site as
  * the last (a server opening a root scope per request): the thread's
  * record is found by name and site, and only its trace id is rewritten. */
@@ -57,6 +79,7 @@ static void switch_new_root(uint64_t i)
 	sc_otel_scope_free(&scope_f); /* as the last one's close does */
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
+	scope_f.otel_ix = sc_otel_ix_of(scope_f.id);
 	task_f.id = i;
 	sc_otel_enter(&task_f);
 	__asm__ __volatile__("" ::: "memory");
@@ -68,7 +91,7 @@ static void switch_new_root(uint64_t i)
 static void switch_nested(uint64_t i)
 {
 	sc_otel_scope_free(&scope_n);
-	scope_n.id = fresh_id++; /* trace_src stays the tree's */
+	scope_n.id = fresh_id++; /* trace_src and otel_ix stay the tree's */
 	task_n.id = i;
 	sc_otel_enter(&task_n);
 	__asm__ __volatile__("" ::: "memory");
@@ -85,6 +108,7 @@ static void switch_new_name(uint64_t i)
 	sc_otel_scope_free(&scope_f);
 	scope_f.id = fresh_id++;
 	atomic_store_explicit(&scope_f.trace_src, scope_f.id, memory_order_relaxed);
+	scope_f.otel_ix = sc_otel_ix_of(scope_f.id);
 	n = (size_t)snprintf(scope_f.name, sizeof scope_f.name, "fresh-%llu",
 			     (unsigned long long)scope_f.id);
 	scope_f.name_key = sc_name_key(scope_f.name, n);
@@ -176,6 +200,7 @@ static const struct pattern {
     {"task start+end, 8 scopes in turn", switch_8, 8, SWITCHES, true},
     {"task start+end, 16 scopes in turn", switch_16, 16, SWITCHES, true},
     {"task start+end, 64 scopes in turn", switch_64, 64, SWITCHES, true},
+    {"task start+end, 2 roots of 2 threads in step", switch_blocks, 2, SWITCHES, true},
     {"task start+end, 256 scopes in turn (> slots)", switch_256, 256, SWITCHES / 10, false},
     {"first task of a nested scope (a recursion's)", switch_nested, 0, SWITCHES, true},
     {"first task of a new root, same name and site", switch_new_root, 0, SWITCHES / 10, true},
@@ -200,16 +225,28 @@ int main(int argc, char **argv)
 		/* As scope_open sets them: its name's key; each a root. */
 		scope_r[i].name_key = sc_name_key(scope_r[i].name, (size_t)n);
 		atomic_store_explicit(&scope_r[i].trace_src, scope_r[i].id, memory_order_relaxed);
+		scope_r[i].otel_ix = sc_otel_ix_of(scope_r[i].id);
 		task_r[i] = (scope_task_t){.scope = &scope_r[i],
 					   .site = {"bench/bench_otelctx.c", "rotate", 42}};
 	}
 
+	for (int k = 0; k < 2; k++) {
+		scope_t *b = &scope_b[k];
+		b->id = 256 * (uint64_t)(4 + k) + 7;
+		int n = snprintf(b->name, sizeof b->name, "bench-b%d", k);
+		b->name_key = sc_name_key(b->name, (size_t)n);
+		atomic_store_explicit(&b->trace_src, b->id, memory_order_relaxed);
+		b->otel_ix = sc_otel_ix_of(b->id);
+		task_b[k] =
+		    (scope_task_t){.scope = b, .site = {"bench/bench_otelctx.c", "step", 45}};
+	}
 	strcpy(scope_f.name, "bench-root");
 	scope_f.name_key = sc_name_key(scope_f.name, strlen(scope_f.name));
 	task_f = (scope_task_t){.scope = &scope_f, .site = {"bench/bench_otelctx.c", "root", 43}};
 	strcpy(scope_n.name, "bench-fib");
 	scope_n.name_key = sc_name_key(scope_n.name, strlen(scope_n.name));
 	atomic_store_explicit(&scope_n.trace_src, 5, memory_order_relaxed); /* the tree's root */
+	scope_n.otel_ix = sc_otel_ix_of(5); /* and its slot: the root has the name too */
 	task_n = (scope_task_t){.scope = &scope_n, .site = {"bench/bench_otelctx.c", "fib", 44}};
 	batch(switch_1, 1000, true); /* the thread's record, the process context */
 	for (size_t p = 0; p < NPATTERNS; p++) {
@@ -220,31 +257,32 @@ int main(int argc, char **argv)
 		rows[p] = summarize(on, off, BATCHES);
 	}
 	forks(FORKS); /* warm the pool */
-	for (int i = 0; i < BATCHES; i++) {
+	for (int i = 0; i < FORK_BATCHES; i++) {
 		on[i] = batch_forks(FORKS, true);
 		off[i] = batch_forks(FORKS, false);
 	}
-	fj = summarize(on, off, BATCHES);
-	for (int i = 0; i < BATCHES; i++) {
+	fj = summarize(on, off, FORK_BATCHES);
+	for (int i = 0; i < FORK_BATCHES; i++) {
 		on[i] = batch_forks(1, true);
 		off[i] = batch_forks(1, false);
 	}
-	fj1 = summarize(on, off, BATCHES);
+	fj1 = summarize(on, off, FORK_BATCHES);
 	sc_otel_enable(true);
 
-	printf("%-46s %8s %8s %8s  %s\n", "ns per task, median of 25 interleaved batches", "on",
-	       "off", "on-off", "95% interval of on-off");
+	printf("%-46s %8s %8s %8s  %s\n", "ns per task, median of interleaved batches", "on", "off",
+	       "on-off", "95% interval of on-off");
 	for (size_t p = 0; p < NPATTERNS; p++)
 		print_row(patterns[p].what, rows[p]);
 	print_row("open+16 forks+join+close, per task", fj);
 	print_row("open+fork+join+close, per task", fj1);
 	printf("  on-off is the cost per task switch (target <= 2 ns); a thread keeps %d\n"
-	       "  records by trace, scope name and fork site and switches its pointer\n"
-	       "  between them; past that a record is refilled from what the scope keeps\n"
-	       "  built; a new root of a known name rewrites the trace id; a new name\n"
+	       "  records by trace, scope name and fork site, in slots placed by scope id\n"
+	       "  (roots in turn never share one), and switches its pointer between them;\n"
+	       "  past %d in turn a record is refilled from what the scope keeps built; a\n"
+	       "  new root of a known name and site rewrites the trace id; a new name\n"
 	       "  builds (once per name and site); whole forks on the default pool are\n"
 	       "  noisier than all of it\n",
-	       SC_OTEL_SLOTS);
+	       SC_OTEL_SLOTS, SC_OTEL_SLOTS);
 	for (size_t p = 0; p < NPATTERNS; p++)
 		if (patterns[p].target)
 			printf("target (%s): %s\n", patterns[p].what,

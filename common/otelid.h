@@ -7,7 +7,7 @@
  * across hosts and boots), the pid and the process's start time in clock
  * ticks (so they differ across processes of one host).  A span id is the
  * scope's or task's id under a key per kind; a trace id, when no traceparent
- * gives one, is two mixes of the root scope's id. */
+ * gives one, is the root scope's id under one key and, mixed, under another. */
 #ifndef COMMON_OTELID_H
 #define COMMON_OTELID_H
 
@@ -96,10 +96,14 @@ static inline void otelid_bytes(uint8_t out[8], uint64_t v)
 
 /* The trace id of the tree whose root scope is root, when no traceparent
  * joined it to another trace; hi and lo are the kind keys OTELID_TRACE_HI
- * and OTELID_TRACE_LO. */
+ * and OTELID_TRACE_LO.  The high half is the root's id under hi (unique
+ * in the process, as ids are; never 0, hi's top bit being set), the low
+ * half a mix of it: the part that samplers read as random (W3C Trace
+ * Context level 2 puts the randomness in the rightmost bytes).  One mix,
+ * since the runtime computes this on the first task of every new root. */
 static inline void otelid_trace_keyed(uint8_t out[16], uint64_t hi, uint64_t lo, uint64_t root)
 {
-	otelid_bytes(out, otelid_mix(hi ^ root));
+	otelid_bytes(out, hi ^ root);
 	otelid_bytes(out + 8, otelid_mix(lo ^ root));
 }
 

@@ -57,8 +57,8 @@ static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
  * child's parent), and its key: written under proc_lock, the key before
  * the pid, so that a reader that sees the pid sees its keys. */
 static _Atomic pid_t proc_pid;
-static _Atomic uint64_t trace_hi, trace_lo; /* the key's kinds OTELID_TRACE_HI, _LO */
-static pthread_key_t thread_key;	    /* frees a thread's record at its exit */
+_Atomic uint64_t sc_otel_trace_hi, sc_otel_trace_lo;
+static pthread_key_t thread_key; /* frees a thread's record at its exit */
 static bool thread_key_ok, env_read;
 
 /* ---- the process context (OTEP 4719) */
@@ -274,7 +274,7 @@ static void thread_gone(void *arg)
 	sc_otel_point(o->tls, NULL);
 	sc_otel_mine = NULL;
 	for (int i = 0; i < SC_OTEL_SLOTS; i++)
-		free(o->slot[i]);
+		free(o->slot[i].rec);
 	free(o);
 }
 
@@ -286,7 +286,7 @@ static void after_fork_child(void)
 	atomic_store(&proc_pid, 0);
 	if (sc_otel_mine)
 		for (int i = 0; i < SC_OTEL_SLOTS; i++)
-			sc_otel_mine->key[i].src = 0;
+			sc_otel_mine->slot[i].src = 0;
 }
 
 /* The key and the process context of this process (again after a fork).
@@ -308,8 +308,8 @@ static void process_ready(void)
 	if (proc_stat_read(0, 0, &st) != 0)
 		st.starttime = 0;
 	key = otelid_process_key(boot, (uint32_t)pid, st.starttime);
-	atomic_store(&trace_hi, otelid_kind_key(key, OTELID_TRACE_HI));
-	atomic_store(&trace_lo, otelid_kind_key(key, OTELID_TRACE_LO));
+	atomic_store(&sc_otel_trace_hi, otelid_kind_key(key, OTELID_TRACE_HI));
+	atomic_store(&sc_otel_trace_lo, otelid_kind_key(key, OTELID_TRACE_LO));
 	atomic_store(&sc_otel_task_key, otelid_kind_key(key, OTELID_TASK));
 	publish(pid);
 	atomic_store(&proc_pid, pid);
@@ -439,8 +439,8 @@ static void build(struct sc_otel_built *c, const scope_task_t *task,
 			if (tp) /* an invalid binding: the tree's own trace */
 				while (root->parent)
 					root = root->parent;
-			otelid_trace_keyed(c->trace_id, atomic_load(&trace_hi),
-					   atomic_load(&trace_lo), root->id);
+			otelid_trace_keyed(c->trace_id, atomic_load(&sc_otel_trace_hi),
+					   atomic_load(&sc_otel_trace_lo), root->id);
 			flags = 0;
 		}
 	}
@@ -501,35 +501,21 @@ void sc_otel_scope_free(scope_t *s)
 	}
 }
 
-struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *task, unsigned i)
+struct sc_otel_rec *sc_otel_fill(struct sc_otel_slot *e, const scope_task_t *task)
 {
-	struct sc_otel_slot *slot = o->slot[i];
-	struct sc_otel_key *k = &o->key[i];
+	const scope_t *s = task->scope;
+	uint64_t src = atomic_load_explicit(&s->trace_src, memory_order_relaxed);
 	union {
 		struct sc_otel_built b;
 		uint8_t room[sizeof(struct sc_otel_built) + SC_OTEL_ATTRS_MAX];
 	} tmp;
 	const struct sc_otel_built *b;
-	struct sc_otel_rec *r;
+	struct sc_otel_rec *r = e->rec;
 
 	if (!atomic_load(&proc_pid)) {
 		pthread_mutex_lock(&proc_lock);
 		process_ready();
 		pthread_mutex_unlock(&proc_lock);
-	}
-	/* The same scope name and fork site in another tree without a
-	 * traceparent (a new root scope per request, say): only its trace
-	 * differs, and that is two mixes of the root's id away. */
-	uint64_t src = atomic_load_explicit(&task->scope->trace_src, memory_order_relaxed);
-	if (slot && k->src && !(src & SC_TRACE_SRC_BOUND) && k->name == task->scope->name_key &&
-	    k->func == task->site.func && k->line == task->site.line &&
-	    k->file == task->site.file) {
-		r = sc_otel_slot_rec(slot);
-		otelid_trace_keyed(r->trace_id, atomic_load(&trace_hi), atomic_load(&trace_lo),
-				   src);
-		r->trace_flags = 0;
-		k->src = src;
-		return slot;
 	}
 	b = scope_built(task, &tmp.b);
 	if (b && b->src != src) {
@@ -545,30 +531,28 @@ struct sc_otel_slot *sc_otel_fill(struct sc_otel_thread *o, const scope_task_t *
 		build(&tmp.b, task, b);
 		b = &tmp.b;
 	}
-	k->src = 0; /* until filled */
-	if (!slot || slot->cap < b->attrs_data_size) {
-		/* Room for what a few more bytes of another pair need, so a
-		 * slot is seldom made again. */
+	e->src = 0; /* until filled */
+	if (!r || e->cap < b->attrs_data_size) {
+		/* Room for what a few more bytes of another key need, so a
+		 * record is seldom made again. */
 		size_t cap = b->attrs_data_size + 32u < SC_OTEL_ATTRS_MAX ? b->attrs_data_size + 32u
 									  : SC_OTEL_ATTRS_MAX;
-		struct sc_otel_slot *n =
-		    malloc(sizeof(*n) + offsetof(struct sc_otel_rec, attrs_data) + cap);
+		struct sc_otel_rec *n = malloc(offsetof(struct sc_otel_rec, attrs_data) + cap);
 		if (!n)
 			return NULL;
-		free(slot);
-		slot = o->slot[i] = n;
-		slot->cap = (uint16_t)cap;
-		sc_otel_slot_rec(slot)->valid = 1; /* for good: the pointer says when it counts */
+		free(r);
+		r = e->rec = n;
+		e->cap = (uint16_t)cap;
+		r->valid = 1; /* for good: the pointer says when it counts */
 	}
-	r = sc_otel_slot_rec(slot);
 	memcpy(r->trace_id, b->trace_id, 16);
 	r->trace_flags = b->trace_flags;
 	memcpy(r->attrs_data, b->attrs_data, b->attrs_data_size);
 	r->attrs_data_size = b->attrs_data_size;
-	k->src = src;
-	k->name = task->scope->name_key;
-	k->func = task->site.func;
-	k->file = task->site.file;
-	k->line = task->site.line;
-	return slot;
+	e->src = src;
+	e->name = s->name_key;
+	e->func = task->site.func;
+	e->file = task->site.file;
+	e->line = task->site.line;
+	return r;
 }

@@ -282,6 +282,7 @@ struct scope {
 	 * SC_TRACE_SRC_BOUND then). */
 	uint64_t name_key;
 	_Atomic uint64_t trace_src;
+	uint32_t otel_ix; /* where a thread keeps that record: otelctx.h */
 	struct sc_thread *owner;
 	/* The task the owner ran when it opened the scope (NULL: none): the
 	 * owner's rights are that task's, not its thread's, so a subtask run
@@ -390,6 +391,16 @@ static inline uint64_t sc_name_key(const char *name, size_t n)
 	return h;
 }
 #define SC_NAME_KEY_DEFAULT 0xc1074ffbe7efe44bull /* sc_name_key("scope", 5) */
+
+/* A scope's otel_ix when it does not take its parent's: its id, so that a
+ * thread's scopes opened in turn take consecutive slots (otelctx.h), plus
+ * an offset per block of 256 ids (scope.c's SC_ID_BLOCK), so that threads
+ * opening scopes in step, whose blocks all start at multiples of 256, do
+ * not take the same slots. */
+static inline uint32_t sc_otel_ix_of(uint64_t id)
+{
+	return (uint32_t)(id + id / 256 * 37);
+}
 
 /* A trace_src naming a scope that binds a traceparent (not a root). */
 #define SC_TRACE_SRC_BOUND (1ull << 63)

@@ -306,6 +306,8 @@ static void scope_init(scope_t *s, const struct scope_config *cfg, struct sc_thr
 	    &s->trace_src,
 	    parent ? atomic_load_explicit(&parent->trace_src, memory_order_relaxed) : s->id,
 	    memory_order_relaxed);
+	s->otel_ix =
+	    parent && parent->name_key == s->name_key ? parent->otel_ix : sc_otel_ix_of(s->id);
 	/* Resolved now so the open event names the pool. */
 	s->pool = cfg->pool ? cfg->pool : scope_pool_default();
 	s->joiner = cfg->joiner;

@@ -838,10 +838,14 @@ static void test_off_by_environment(void **state)
 
 extern __thread struct otel_rec_head {
 	uint8_t trace_id[16];
+	uint8_t span_id[8];
+	uint8_t valid;
+	uint8_t trace_flags;
 } * otel_thread_ctx_v1;
 
 struct seen_trace {
 	uint8_t trace[16];
+	uint8_t flags;
 	bool attached;
 	_Atomic bool done;
 };
@@ -853,8 +857,10 @@ static int copy_trace(void *arg, void **result)
 
 	(void)result;
 	t->attached = otel_thread_ctx_v1 != NULL;
-	if (t->attached)
+	if (t->attached) {
 		memcpy(t->trace, otel_thread_ctx_v1->trace_id, 16);
+		t->flags = otel_thread_ctx_v1->trace_flags;
+	}
 	atomic_store(&t->done, true);
 	return 0;
 }
@@ -865,26 +871,46 @@ static void fork_and_see(scope_t *s, struct seen_trace *t)
 }
 
 /* Root scopes of one name forking from one site, one after another (a
- * request each): each task shows its own tree's trace, the same for the
- * tasks of one tree, though they share the thread's record. */
+ * request each), more of them than a thread keeps records for, every
+ * seventh with a traceparent: each task shows its own tree's trace and
+ * flags (the trace the daemon exports the tree under, flags 0; or the
+ * traceparent's), the same for the tasks of one tree, though a thread
+ * reuses one record for roots SC_OTEL_SLOTS apart and rewrites only the
+ * trace id of a record of the same name and site. */
+#define NEW_ROOTS 150
 static void test_new_roots_keep_their_traces(void **state)
 {
-	struct seen_trace t[4][2] = {0};
+	static const char tp[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+	static struct seen_trace t[NEW_ROOTS][2];
+	uint64_t ids[NEW_ROOTS], key;
+	uint8_t boot[16], want[16];
+	struct proc_stat st;
 	(void)state;
 
-	for (int i = 0; i < 4; i++) {
+	otelid_boot_id(boot);
+	assert_int_equal(proc_stat_read(getpid(), 0, &st), 0);
+	key = otelid_process_key(boot, (uint32_t)getpid(), st.starttime);
+	for (int i = 0; i < NEW_ROOTS; i++) {
 		scope_t *s;
 		assert_int_equal(scope_open(&s, NULL), 0);
+		ids[i] = scope_id(s);
+		if (i % 7 == 3)
+			assert_int_equal(scope_value_bind(s, "traceparent", tp), 0);
 		for (int k = 0; k < 2; k++)
 			fork_and_see(s, &t[i][k]);
 		assert_int_equal(scope_join(s), 0);
 		assert_int_equal(scope_close(s), 0);
 	}
-	for (int i = 0; i < 4; i++) {
-		assert_true(t[i][0].attached && t[i][1].attached);
-		assert_memory_equal(t[i][0].trace, t[i][1].trace, 16);
-		for (int j = 0; j < i; j++)
-			assert_memory_not_equal(t[i][0].trace, t[j][0].trace, 16);
+	for (int i = 0; i < NEW_ROOTS; i++) {
+		if (i % 7 == 3)
+			assert_true(otelid_hex(tp + 3, want, 16));
+		else
+			otelid_trace(want, key, ids[i]);
+		for (int k = 0; k < 2; k++) {
+			assert_true(t[i][k].attached);
+			assert_memory_equal(t[i][k].trace, want, 16);
+			assert_int_equal(t[i][k].flags, i % 7 == 3 ? 1 : 0);
+		}
 	}
 }
 
