@@ -392,14 +392,16 @@ static inline uint64_t sc_name_key(const char *name, size_t n)
 }
 #define SC_NAME_KEY_DEFAULT 0xc1074ffbe7efe44bull /* sc_name_key("scope", 5) */
 
+#define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once (scope.c) */
+
 /* A scope's otel_ix when it does not take its parent's: its id, so that a
  * thread's scopes opened in turn take consecutive slots (otelctx.h), plus
- * an offset per block of 256 ids (scope.c's SC_ID_BLOCK), so that threads
- * opening scopes in step, whose blocks all start at multiples of 256, do
+ * an offset per block of SC_ID_BLOCK ids, so that threads opening scopes
+ * in step, whose blocks all start at multiples of SC_ID_BLOCK, do
  * not take the same slots. */
 static inline uint32_t sc_otel_ix_of(uint64_t id)
 {
-	return (uint32_t)(id + id / 256 * 37);
+	return (uint32_t)(id + id / SC_ID_BLOCK * 37);
 }
 
 /* A trace_src naming a scope that binds a traceparent (not a root). */

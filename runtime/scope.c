@@ -13,8 +13,6 @@
 #define SC_FREE_SCOPES 16  /* recycled scopes kept per thread */
 #define SC_FREE_TASKS 1024 /* recycled task handles kept per thread */
 
-#define SC_ID_BLOCK 256 /* ids a thread takes from a shared counter at once */
-
 static _Atomic uint64_t next_scope_id = 1;
 static _Atomic uint64_t next_task_id = 1;
 
