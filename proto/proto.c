@@ -271,8 +271,8 @@ static void clear_msg(struct proto_msg *msg)
 	memset(msg, 0, n);
 }
 
-/* The two frames of a fork storm, most of what a daemon decodes there:
- * TASK_FORK and TASK_RAN, read field by field without the layout walk and
+/* The frames of a fork storm, most of what a daemon decodes there:
+ * TASK_FORK and TASK_RAN, or TASK_DONE from version 4, read field by field without the layout walk and
  * its switch per field.  The code is wire.h's field lists expanded into
  * straight loads at constant offsets.  Their layouts fix their lengths
  * exactly and hold no string, array or checked value, so a right length is
@@ -304,6 +304,7 @@ static int decode_hot(const uint8_t *buf, uint32_t flen, struct proto_msg *msg)
 
 	HOT_DECODE(EV_TASK_FORK, task_fork, EVENT)
 	HOT_DECODE(EV_TASK_RAN, task_ran, DERIVED)
+	HOT_DECODE(EV_TASK_DONE, task_done, DERIVED)
 	return 0;
 }
 

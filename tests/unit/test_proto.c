@@ -322,6 +322,9 @@ static void build_spelled(struct fb *f, const struct bad_case *c)
 		}                                                                                  \
 	}
 
+/* TASK_DONE's 64 bytes of fields (any values decode). */
+#define DONE_FIELDS "taskTASKscopSCOPfn..FN..errrERRRstatsiteworkresvstartSTAend_END_"
+
 static const struct bad_case bad_cases[] = {
     BUILT("len below the header size", bad_len_under_header, PROTO_ESHORT),
     BUILT("len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG),
@@ -373,6 +376,12 @@ static const struct bad_case bad_cases[] = {
 	    U64(0), U32(2), U32(0)),
     SPELLED("TASK_RAN with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1),
 	    U64(2), U64(0), U32(2), U32(0), U32(9)),
+    SPELLED("TASK_DONE with a field more", PROTO_ELONG, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 64), U32(0)),
+    SPELLED("TASK_DONE without end_ts", PROTO_ESHORT, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 56)),
+    SPELLED("TASK_DONE with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 60)),
 };
 
 static void test_bad_frames(void **state)
@@ -423,6 +432,8 @@ static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *a
 	m->result = -20001;
 	m->error = -110;
 	m->end_ts = 5000000999;
+	m->start_ts = 5000000555;
+	m->worker = 0xfffffff1u;
 	m->joiner = 3;
 	m->reason = 4;
 	m->state = 2;
@@ -627,23 +638,24 @@ static void test_field_values(void **state)
 	assert_int_equal(d.value.len, 0);
 }
 
-/* TASK_FORK and TASK_RAN decode without the layout walk: the result is
- * exactly what the table says, every field the type uses and nothing else
- * (the rest stays zero, as for every type). */
+/* TASK_FORK, TASK_RAN and TASK_DONE decode without the layout walk: the
+ * result is exactly what the table says, every field the type uses and
+ * nothing else (the rest stays zero, as for every type). */
 static void test_hot_frames_exact(void **state)
 {
 	(void)state;
-	static const uint16_t hot[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN};
+	static const uint16_t hot[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN, PROTO_EV_TASK_DONE};
+	static const int len[] = {56, 64, 88};
 	uint8_t a[256];
 	uint32_t tids[3];
 	uint64_t addrs[4];
 	struct proto_msg m, d, want;
 	size_t used;
 
-	for (int t = 0; t < 2; t++) {
+	for (int t = 0; t < 3; t++) {
 		fill(&m, hot[t], tids, addrs);
 		int n = proto_encode(a, sizeof a, &m, NULL, NULL);
-		assert_int_equal(n, hot[t] == PROTO_EV_TASK_FORK ? 56 : 64);
+		assert_int_equal(n, len[t]);
 		memset(&d, 0x5a, sizeof d); /* what a reused message held before */
 		assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
 		memset(&want, 0, sizeof want);
@@ -655,12 +667,17 @@ static void test_hot_frames_exact(void **state)
 		want.task = m.task;
 		want.scope = m.scope;
 		want.state = m.state;
-		if (hot[t] == PROTO_EV_TASK_FORK) {
+		if (hot[t] != PROTO_EV_TASK_RAN) {
 			want.fn = m.fn;
 			want.site = m.site;
-		} else {
+		}
+		if (hot[t] != PROTO_EV_TASK_FORK) {
 			want.error = m.error;
 			want.end_ts = m.end_ts;
+		}
+		if (hot[t] == PROTO_EV_TASK_DONE) {
+			want.start_ts = m.start_ts;
+			want.worker = m.worker;
 		}
 		assert_memory_equal(&d, &want, sizeof d);
 	}
@@ -709,6 +726,9 @@ static void test_wire_structs_match_frames(void **state)
 	assert_int_equal(checked, NTYPES);
 	assert_int_equal(PROTO_FIXED(task_ran), 64);
 	assert_int_equal(PROTO_OFF(task_ran, end_ts), 56);
+	assert_int_equal(PROTO_FIXED(task_done), 88);
+	assert_int_equal(PROTO_OFF(task_done, start_ts), 72);
+	assert_int_equal(PROTO_OFF(task_done, end_ts), 80);
 }
 
 /* A newer message in a known range is skipped by its len, not refused. */
