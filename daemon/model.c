@@ -140,6 +140,8 @@ static void free_str(struct model *m, char *c)
 
 static void free_ent(struct model *m, enum ent_kind k, void *e)
 {
+	if (e == (void *)m->thread_hint)
+		m->thread_hint = NULL;
 	if (layout[k].name)
 		free_str(m, *(char **)((char *)e + layout[k].name));
 	if (k == ENT_SCOPE) {
@@ -211,7 +213,8 @@ static void touch(struct model *m, enum ent_kind k, void *e)
  * set when live).  NULL with the error in *err (the cap or memory). */
 static void *get_as(struct model *m, enum ent_kind k, uint64_t id, bool live, int *err)
 {
-	void *e = idmap_get(&m->ents[k], id);
+	size_t slot;
+	void *e = idmap_get_slot(&m->ents[k], id, &slot);
 	if (e)
 		return e;
 	if (held(m) >= m->lim.max_entities) {
@@ -224,7 +227,7 @@ static void *get_as(struct model *m, enum ent_kind k, uint64_t id, bool live, in
 	e = ent_alloc(m, k);
 	if (e)
 		*(uint64_t *)e = id; /* the map hashes on it */
-	if (!e || (live && live_add(m, k, e) < 0) || idmap_put(&m->ents[k], e) < 0) {
+	if (!e || (live && live_add(m, k, e) < 0) || idmap_put_at(&m->ents[k], e, slot) < 0) {
 		if (e)
 			live_del(m, k, e);
 		if (e)
@@ -264,14 +267,19 @@ static void log_removal(struct model *m, enum ent_kind k, uint64_t id)
 	m->rm[m->nrm++] = (struct m_removal){gen, id, (uint8_t)k};
 }
 
-static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
+/* Frees e, which left the map of its kind. */
+static void removed(struct model *m, enum ent_kind k, void *e, uint64_t id)
 {
-	void *e = idmap_del(&m->ents[k], id);
-	if (!e)
-		return;
 	live_del(m, k, e);
 	free_ent(m, k, e);
 	log_removal(m, k, id);
+}
+
+static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
+{
+	void *e = idmap_del(&m->ents[k], id);
+	if (e)
+		removed(m, k, e, id);
 }
 
 void model_trim_removals(struct model *m, uint64_t gen)
@@ -287,7 +295,6 @@ void model_trim_removals(struct model *m, uint64_t gen)
 	}
 }
 
-static bool is_ended(struct model *m, enum ent_kind k, uint64_t id);
 
 /* Expiry reaches the oldest entities, long out of the caches: at the cap
  * in a fork storm, the misses on the expiring entity and its map slot were
@@ -307,8 +314,14 @@ static void expire_oldest(struct model *m)
 		__builtin_prefetch(y->hint);
 		__builtin_prefetch(ent_flags(y->kind, y->hint));
 	}
-	if (is_ended(m, x.kind, x.id))
-		remove_ent(m, x.kind, x.id);
+	/* One walk of the map for the look and the removal. */
+	size_t slot;
+	struct idmap *map = &m->ents[x.kind];
+	void *e = idmap_get_slot(map, x.id, &slot);
+	if (e && (*ent_flags(x.kind, e) & EF_ENDED)) {
+		idmap_del_at(map, slot);
+		removed(m, x.kind, e, x.id);
+	}
 }
 
 /* The queue of expiries is a ring of a power of two entries (64, doubled
@@ -331,12 +344,6 @@ static void expire_later(struct model *m, enum ent_kind k, const void *e, int64_
 	m->exp[(m->exp_head + m->exp_n) & (m->exp_cap - 1)] =
 	    (struct m_expiry){now + m->lim.retain_ns, id, e, (uint8_t)k};
 	m->exp_n++;
-}
-
-static bool is_ended(struct model *m, enum ent_kind k, uint64_t id)
-{
-	const void *e = idmap_get(&m->ents[k], id);
-	return e && (*ent_flags(k, e) & EF_ENDED);
 }
 
 void model_sweep(struct model *m, int64_t now_ns)
@@ -421,7 +428,11 @@ static int task_rank(unsigned state)
 
 static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64_t only_if)
 {
-	struct m_thread *t = idmap_get(&m->ents[ENT_THREAD], tid);
+	struct m_thread *t = m->thread_hint;
+	if (!t || t->id != tid) {
+		t = idmap_get(&m->ents[ENT_THREAD], tid);
+		m->thread_hint = t;
+	}
 	if (!t || (only_if && t->task != only_if) || t->task == task)
 		return;
 	t->task = task;
@@ -461,10 +472,14 @@ static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
 
 /* Gives a scope or task the call site numbered site: what its SITE defined,
  * or none when that number is not known (0, or its SITE was lost). */
-static void set_site(const struct model *m, uint32_t site, const char **file, const char **func,
+static void set_site(struct model *m, uint32_t site, const char **file, const char **func,
 		     int32_t *line)
 {
-	const struct m_site *s = site ? idmap_get(&m->sites, site) : NULL;
+	const struct m_site *s = m->site_hint;
+	if (!s || s->id != site) {
+		s = site ? idmap_get(&m->sites, site) : NULL;
+		m->site_hint = s;
+	}
 	*file = s ? s->file : NULL;
 	*func = s ? s->func : NULL;
 	*line = s ? s->line : 0;
@@ -473,7 +488,7 @@ static void set_site(const struct model *m, uint32_t site, const char **file, co
 /* A repeat of the event that opened or forked an entity names the site the
  * first one could not: its SITE was lost with the events the snapshot
  * after the loss repairs, and that snapshot sends it again first. */
-static void repair_site(const struct model *m, uint32_t site, const char **file, const char **func,
+static void repair_site(struct model *m, uint32_t site, const char **file, const char **func,
 			int32_t *line)
 {
 	if (!*file && !*func && !*line)
@@ -859,6 +874,7 @@ static int refuse_site(struct model *m, uint32_t site)
 {
 	m->sites_refused++;
 	/* The old definition is not this number's any more. */
+	m->site_hint = NULL;
 	free(idmap_del(&m->sites, site));
 	return 0;
 }

@@ -576,11 +576,15 @@ static uint64_t frame_task(const uint8_t *f)
  * thread only. */
 #define HOLD_MAX 4096u		/* forks held in one drain at most */
 #define HOLD_SLOTS (2 * HOLD_MAX) /* hash slots: load <= 1/2 */
+struct hold_slot {
+	uint64_t task; /* its frame's, so that a probe reads no frame */
+	uint32_t k;    /* held index + 1; 0: empty */
+};
 static struct {
 	uint8_t (*frame)[PROTO_FIXED(task_fork)]; /* the held frames, in merge order */
 	uint32_t *slot_of;			  /* each held frame's hash slot */
-	uint16_t *slots;			  /* held index + 1; 0: empty */
-	uint8_t *gone;				  /* sent (as TASK_DONE or alone) */
+	struct hold_slot *slots;
+	uint8_t *gone; /* sent (as TASK_DONE or alone) */
 	uint32_t n;
 	size_t bytes; /* of the held frames not yet sent */
 	bool failed;  /* no memory for the tables: nothing is held */
@@ -614,24 +618,25 @@ static uint32_t hold_hash(uint64_t task)
 static int hold_find(uint64_t task)
 {
 	for (uint32_t i = hold_hash(task);; i = (i + 1) & (HOLD_SLOTS - 1)) {
-		uint16_t k = hold.slots[i];
+		uint32_t k = hold.slots[i].k;
 		if (!k)
 			return -1;
-		if (frame_task(hold.frame[k - 1]) == task && !hold.gone[k - 1])
-			return k - 1;
+		if (hold.slots[i].task == task && !hold.gone[k - 1])
+			return (int)k - 1;
 	}
 }
 
 static void hold_put(const uint8_t *f)
 {
-	uint32_t i = hold_hash(frame_task(f));
-	while (hold.slots[i])
+	uint64_t task = frame_task(f);
+	uint32_t i = hold_hash(task);
+	while (hold.slots[i].k)
 		i = (i + 1) & (HOLD_SLOTS - 1);
 	if (f != hold.frame[hold.n])
 		memcpy(hold.frame[hold.n], f, FORK_LEN);
 	hold.gone[hold.n] = 0;
 	hold.slot_of[hold.n] = i;
-	hold.slots[i] = (uint16_t)(hold.n + 1);
+	hold.slots[i] = (struct hold_slot){task, hold.n + 1};
 	hold.n++;
 	hold.bytes += FORK_LEN;
 }
@@ -663,7 +668,7 @@ static size_t hold_settle(struct sc_buf *out, int64_t cutoff)
 	size_t sent = 0;
 	uint32_t kept = 0;
 	for (uint32_t k = 0; k < hold.n; k++)
-		hold.slots[hold.slot_of[k]] = 0;
+		hold.slots[hold.slot_of[k]].k = 0;
 	for (uint32_t k = 0; k < hold.n; k++) {
 		if (hold.gone[k])
 			continue;
@@ -688,7 +693,7 @@ static size_t hold_settle(struct sc_buf *out, int64_t cutoff)
 static void hold_drop(void)
 {
 	for (uint32_t k = 0; k < hold.n; k++)
-		hold.slots[hold.slot_of[k]] = 0;
+		hold.slots[hold.slot_of[k]].k = 0;
 	hold.n = 0;
 	hold.bytes = 0;
 }
