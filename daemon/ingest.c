@@ -355,6 +355,10 @@ static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 	if (!(events & LOOP_READ))
 		return;
 	bool filled = false; /* the last read filled the buffer: the socket holds more */
+	/* The fork storm's frames are decoded into one message, zeroed once
+	 * per wake instead of once per frame (proto_decode_hot). */
+	struct proto_msg hot;
+	bool hot_zeroed = false;
 	for (int round = 0; round < READS_PER_WAKE; round++) {
 		size_t limit = a->proc ? BUF_MAX : HELLO_MAX;
 		/* A buffer that a read fills grows (up to BUF_MAX, until the
@@ -395,19 +399,28 @@ static void on_agent(struct loop *l, int fd, unsigned events, void *ctx)
 		size_t off = 0;
 		for (;;) {
 			struct proto_msg m;
+			const struct proto_msg *mp = &hot;
 			size_t used = 0;
-			int rc = proto_decode(a->buf + off, a->len - off, &m, &used);
-			if (rc == PROTO_EAGAIN)
-				break;
-			if (rc < 0) {
-				char why[160];
-				malformed_why(a->buf + off, a->len - off, rc, why, sizeof why);
-				drop(d, a, why);
-				return;
+			if (!hot_zeroed) {
+				memset(&hot, 0, sizeof hot);
+				hot_zeroed = true;
+			}
+			if (!proto_decode_hot(a->buf + off, a->len - off, &hot, &used)) {
+				int rc = proto_decode(a->buf + off, a->len - off, &m, &used);
+				if (rc == PROTO_EAGAIN)
+					break;
+				if (rc < 0) {
+					char why[160];
+					malformed_why(a->buf + off, a->len - off, rc, why,
+						      sizeof why);
+					drop(d, a, why);
+					return;
+				}
+				mp = &m;
 			}
 			off += used;
 			char why[256];
-			if (dispatch(d, a, &m, why, sizeof why) < 0) {
+			if (dispatch(d, a, mp, why, sizeof why) < 0) {
 				drop(d, a, why);
 				return;
 			}

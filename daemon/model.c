@@ -295,7 +295,6 @@ void model_trim_removals(struct model *m, uint64_t gen)
 	}
 }
 
-
 /* Expiry reaches the oldest entities, long out of the caches: at the cap
  * in a fork storm, the misses on the expiring entity and its map slot were
  * a third of the daemon's time.  So each expiry starts loading the one

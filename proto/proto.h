@@ -212,6 +212,15 @@ struct proto_msg {
  * peer.  Never allocates, never reads past len. */
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
 
+/* The hot frames of a fork storm (TASK_FORK, TASK_RAN, TASK_DONE) only,
+ * for a reader that keeps one message for them: when buf starts with a
+ * whole, well-formed one, decodes it into *msg, sets *used and returns 1,
+ * writing every field any of the three uses (zero where its own layout has
+ * none) and no other; so a *msg zeroed once ends as proto_decode would
+ * leave it, without clearing all of it per frame.  Otherwise returns 0
+ * (*msg's hot fields then mean nothing): proto_decode the frame. */
+int proto_decode_hot(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
+
 /* Reads the i-th tid / address of a decoded STACK_REQUEST / STACK_REPLY. */
 uint32_t proto_tid_at(const struct proto_msg *msg, size_t i);
 uint64_t proto_addr_at(const struct proto_msg *msg, size_t i);

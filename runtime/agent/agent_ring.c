@@ -574,7 +574,7 @@ static uint64_t frame_task(const uint8_t *f)
  * in the drain, or at the drain's end; none of the frames it then follows
  * is about its task, and all of them leave in the same write.  Agent
  * thread only. */
-#define HOLD_MAX 4096u		/* forks held in one drain at most */
+#define HOLD_MAX 4096u		  /* forks held in one drain at most */
 #define HOLD_SLOTS (2 * HOLD_MAX) /* hash slots: load <= 1/2 */
 struct hold_slot {
 	uint64_t task; /* its frame's, so that a probe reads no frame */

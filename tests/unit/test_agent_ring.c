@@ -630,7 +630,7 @@ static void test_fork_run_fold(void **state)
 	static const struct {
 		uint16_t type;
 		uint64_t task;
-	} rest[] = {{PROTO_EV_TASK_FORK, 201}, {PROTO_EV_TASK_START, 201},
+	} rest[] = {{PROTO_EV_TASK_FORK, 201},	{PROTO_EV_TASK_START, 201},
 		    {PROTO_EV_TASK_START, 299}, {PROTO_EV_TASK_END, 201},
 		    {PROTO_EV_TASK_FORK, 203},	{PROTO_EV_TASK_END, 203},
 		    {PROTO_EV_TASK_FORK, 202}};

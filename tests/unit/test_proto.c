@@ -683,6 +683,50 @@ static void test_hot_frames_exact(void **state)
 	}
 }
 
+/* proto_decode_hot, into one message zeroed once and reused for hot frames
+ * of every kind in turn, leaves it exactly as proto_decode leaves a message
+ * of its own; it takes no other frame, no wrong length, no part of a
+ * frame. */
+static void test_decode_hot_reused(void **state)
+{
+	(void)state;
+	static const uint16_t seq[] = {PROTO_EV_TASK_DONE, PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN,
+				       PROTO_EV_TASK_DONE, PROTO_EV_TASK_RAN,  PROTO_EV_TASK_FORK};
+	uint8_t a[256];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, hot, want;
+	size_t used;
+
+	memset(&hot, 0, sizeof hot);
+	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+		fill(&m, seq[i], tids, addrs);
+		m.flags = (uint16_t)i;
+		m.task += i;
+		m.ts += (int64_t)i;
+		int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+		assert_true(n > 0);
+		assert_int_equal(proto_decode(a, (size_t)n, &want, &used), PROTO_OK);
+		used = 0;
+		assert_int_equal(proto_decode_hot(a, (size_t)n, &hot, &used), 1);
+		assert_int_equal(used, (size_t)n);
+		assert_memory_equal(&hot, &want, sizeof hot);
+		assert_int_equal(proto_decode_hot(a, (size_t)n - 1, &hot, &used), 0);
+	}
+	/* Not hot: another type; a hot type with a byte more (which
+	 * proto_decode refuses). */
+	fill(&m, PROTO_EV_TASK_START, tids, addrs);
+	int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode_hot(a, (size_t)n, &hot, &used), 0);
+	fill(&m, PROTO_EV_TASK_DONE, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	a[n] = 0;
+	a[0] = (uint8_t)(n + 1);
+	assert_int_equal(proto_decode_hot(a, (size_t)n + 1, &hot, &used), 0);
+	assert_int_equal(proto_decode(a, (size_t)n + 1, &want, &used), PROTO_ELONG);
+	assert_int_equal(proto_decode_hot(a, 3, &hot, &used), 0);
+}
+
 /* The packed struct proto_wire_<name> of every message, which code that
  * touches frame bytes directly uses (the agent's TASK_RAN, its encoder, the
  * hot decoder), reads each field of an encoded frame where the encoder put
@@ -857,6 +901,7 @@ int main(void)
 	    cmocka_unit_test(test_round_trip_every_type),
 	    cmocka_unit_test(test_field_values),
 	    cmocka_unit_test(test_hot_frames_exact),
+	    cmocka_unit_test(test_decode_hot_reused),
 	    cmocka_unit_test(test_wire_structs_match_frames),
 	    cmocka_unit_test(test_bad_frames),
 	    cmocka_unit_test(test_unknown_type_in_range_skipped),
