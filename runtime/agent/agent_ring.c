@@ -576,6 +576,7 @@ static uint64_t frame_task(const uint8_t *f)
  * thread only. */
 #define HOLD_MAX 4096u		  /* forks held in one drain at most */
 #define HOLD_SLOTS (2 * HOLD_MAX) /* hash slots: load <= 1/2 */
+#define HOLD_KEEP (HOLD_MAX / 4)  /* forks kept for the next drain at most */
 struct hold_slot {
 	uint64_t task; /* its frame's, so that a probe reads no frame */
 	uint32_t k;    /* held index + 1; 0: empty */
@@ -584,10 +585,11 @@ static struct {
 	uint8_t (*frame)[PROTO_FIXED(task_fork)]; /* the held frames, in merge order */
 	uint32_t *slot_of;			  /* each held frame's hash slot */
 	struct hold_slot *slots;
-	uint8_t *gone; /* sent (as TASK_DONE or alone) */
-	uint32_t n;
-	size_t bytes; /* of the held frames not yet sent */
-	bool failed;  /* no memory for the tables: nothing is held */
+	uint8_t *gone;	/* sent (as TASK_DONE or alone) */
+	uint32_t n;	/* frames in the table, sent ones too */
+	uint32_t first; /* none before it is still to send */
+	size_t bytes;	/* of the held frames not yet sent */
+	bool failed;	/* no memory for the tables: nothing is held */
 } hold;
 
 static bool hold_ready(void)
@@ -660,32 +662,54 @@ static int64_t frame_ts(const uint8_t *f)
 	return ts;
 }
 
-/* At a drain's end: sends the held forks stamped before cutoff (or far
- * after it: a bogus ts), in their order, and keeps the others for the next
- * drain.  Returns the events sent. */
-static size_t hold_settle(struct sc_buf *out, int64_t cutoff)
+/* Moves the held forks not sent yet to the front, and hashes them again
+ * (the slots of sent ones are only freed here or by hold_drop). */
+static void hold_compact(void)
 {
-	size_t sent = 0;
 	uint32_t kept = 0;
 	for (uint32_t k = 0; k < hold.n; k++)
 		hold.slots[hold.slot_of[k]].k = 0;
 	for (uint32_t k = 0; k < hold.n; k++) {
 		if (hold.gone[k])
 			continue;
-		int64_t ts = frame_ts(hold.frame[k]);
-		if (ts < cutoff || (uint64_t)ts - (uint64_t)cutoff > 1000000000u) {
-			hold_send(out, (int)k);
-			sent++;
-			continue;
-		}
 		if (kept != k)
 			memcpy(hold.frame[kept], hold.frame[k], FORK_LEN);
 		kept++;
 	}
 	hold.n = 0;
+	hold.first = 0;
 	hold.bytes = 0;
 	for (uint32_t k = 0; k < kept; k++)
 		hold_put(hold.frame[k]);
+}
+
+static void hold_drop(void);
+
+/* At a drain's end: sends the held forks stamped before cutoff (or far
+ * after it: a bogus ts), oldest first, up to the first younger one, and
+ * more while over HOLD_KEEP are left; the rest wait for the next drain.
+ * Only what is sent is walked, so a drain that keeps a thousand forks
+ * costs nothing for them; the table is compacted once it is half full,
+ * which HOLD_KEEP makes rare.  Returns the events sent. */
+static size_t hold_settle(struct sc_buf *out, int64_t cutoff)
+{
+	size_t sent = 0;
+	uint32_t k = hold.first;
+	for (; k < hold.n; k++) {
+		if (hold.gone[k])
+			continue;
+		int64_t ts = frame_ts(hold.frame[k]);
+		if (ts >= cutoff && (uint64_t)ts - (uint64_t)cutoff <= 1000000000u &&
+		    hold.bytes <= HOLD_KEEP * FORK_LEN)
+			break;
+		hold_send(out, (int)k);
+		sent++;
+	}
+	hold.first = k;
+	if (!hold.bytes)
+		hold_drop();
+	else if (hold.n > HOLD_MAX / 2)
+		hold_compact();
 	return sent;
 }
 
@@ -695,6 +719,7 @@ static void hold_drop(void)
 	for (uint32_t k = 0; k < hold.n; k++)
 		hold.slots[hold.slot_of[k]].k = 0;
 	hold.n = 0;
+	hold.first = 0;
 	hold.bytes = 0;
 }
 
@@ -859,7 +884,7 @@ size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horiz
 
 size_t sc_rings_held(void)
 {
-	return hold.n;
+	return hold.bytes / FORK_LEN;
 }
 
 size_t sc_rings_drain_hold(struct sc_buf *out, size_t max_bytes, int64_t horizon, uint64_t drops,

@@ -682,6 +682,33 @@ static void test_fork_run_fold(void **state)
 	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 0);
 	assert_int_equal(out.len, 0);
 
+	/* At most HOLD_KEEP (1024) forks wait for the next drain: the oldest
+	 * of more go now, in order; a later drain sends the rest. */
+	out.len = 0;
+	for (uint64_t t = 0; t < 2000; t++)
+		emit_fork_at(1000 + t, 60000 + (int64_t)t);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 62010, UINT64_MAX, 1000000), 976);
+	assert_int_equal(sc_rings_held(), 1024);
+	struct sc_buf more = {.max = 1u << 20};
+	assert_int_equal(sc_rings_drain(&more, 1u << 20, 62020), 1024);
+	assert_int_equal(sc_rings_held(), 0);
+	uint64_t next = 1000;
+	for (int pass = 0; pass < 2; pass++) {
+		const struct sc_buf *b = pass ? &more : &out;
+		for (size_t off = 0; off < b->len;) {
+			struct proto_msg f;
+			size_t used;
+			assert_int_equal(proto_decode(b->p + off, b->len - off, &f, &used),
+					 PROTO_OK);
+			assert_int_equal(f.type, PROTO_EV_TASK_FORK);
+			assert_int_equal(f.task, next++);
+			off += used;
+		}
+	}
+	assert_int_equal(next, 3000);
+	sc_buf_free(&more);
+	out.len = 0;
+
 	/* A version-3 session: the fork goes out alone, the run as TASK_RAN. */
 	sc_rings_coalesce(1);
 	emit_fork_at(500, 50000);
