@@ -58,7 +58,7 @@ struct worker {
 	 * runs (0: none since it last looked) and what steals take;
 	 * its wait before the next steal (ns). */
 	int64_t stole_at, steal_ticks, pace;
-	unsigned nsteals;
+	unsigned nlooks;      /* its looks to steal, some of them timed */
 	struct sc_dq *victim; /* of its last steal, and its owner's end then */
 	int64_t victim_bottom;
 	bool claimed;  /* woken for work while idle */

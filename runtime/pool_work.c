@@ -1059,7 +1059,7 @@ static scope_task_t *next_fast(struct worker *w)
 	if (!(task = dq_pop(mine))) {
 		steal_pace(w, p);
 		/* Timed while pacing, else one steal in STEAL_TIMED_EVERY. */
-		bool timed = w->pace || (++w->nsteals % STEAL_TIMED_EVERY) == 0;
+		bool timed = w->pace || (++w->nlooks % STEAL_TIMED_EVERY) == 0;
 		task = find_fast(p, mine, w, timed ? steal_tick() : 0);
 	}
 	if (!task)
