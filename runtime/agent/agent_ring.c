@@ -611,9 +611,14 @@ static bool hold_ready(void)
 	return hold.slots != NULL;
 }
 
+/* A task's slot: its id's low bits.  The runtime hands ids out in dense
+ * blocks (SC_ID_BLOCK a thread), and a drain holds and finds them in about
+ * the order they were forked, so consecutive ids share cache lines; a
+ * multiplicative hash scattered them, and the table's misses were most of
+ * the holding's cost (the ids are the process's own, not a peer's). */
 static uint32_t hold_hash(uint64_t task)
 {
-	return (uint32_t)((task * 0x9E3779B97F4A7C15ull) >> 40) & (HOLD_SLOTS - 1);
+	return (uint32_t)task & (HOLD_SLOTS - 1);
 }
 
 /* The held, unsent TASK_FORK of task, or -1. */
