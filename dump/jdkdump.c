@@ -45,6 +45,14 @@ struct placed {
 	long joins;	   /* that scope (si[]), or -1 */
 	long ctx;	   /* the scope whose values it sees (si[]), or -1 */
 	bool crashed, gone;
+	long sx; /* the entry of stacks[] whose frames it shows, or -1 */
+};
+
+/* A stack's text as written the first time (text writers): threads that
+ * share a stack copy it, as it is a function of the entry alone. */
+struct stack_text {
+	size_t off, len; /* in the writer's text; len 0: not written yet */
+	int depth;
 };
 
 /* The tids placed: open addressing, for "each thread once" and owners. */
@@ -74,9 +82,10 @@ struct builder {
 	size_t ncont;
 	struct placed *placed;
 	size_t nplaced, capplaced;
-	json_t *names;	    /* container names in use */
-	struct tidset tids; /* tids placed */
-	json_t *frames;	    /* frame strings by address */
+	json_t *names;		  /* container names in use */
+	struct tidset tids;	  /* tids placed */
+	json_t *frames;		  /* frame strings by address */
+	struct stack_text *stext; /* per stacks[] entry; NULL: no sharing */
 };
 
 static int ref_cmp(const void *a, const void *b)
@@ -554,25 +563,29 @@ static json_int_t crash_tid(const struct builder *b)
 	return is_tid(tid) ? jv_integer(tid) : -1;
 }
 
+/* The entry of stacks[] whose frames stack k's are: k itself, or with
+ * "same_stack_as" (the reply lists a stack once for alike threads) the one
+ * it names. */
+static long shared_stack(const struct builder *b, long k)
+{
+	const jv *st = jv_at(b->stacks, (size_t)k);
+	const jv *same = jv_get(st, "same_stack_as");
+	long o = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
+	if (o < 0 || jv_is_integer(jv_get(jv_at(b->stacks, (size_t)o), "same_stack_as")))
+		return k;
+	return o;
+}
+
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
-/* The stack entry whose frames st's are: itself, or with "same_stack_as"
- * (the reply lists a stack once for alike threads) the one it names. */
-static const jv *shared_stack(const struct builder *b, const jv *st)
-{
-	const jv *same = jv_get(st, "same_stack_as");
-	long k = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
-	const jv *o = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
-	return o && !jv_is_integer(jv_get(o, "same_stack_as")) ? o : st;
-}
-
 static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
 	const jv *st = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
 	/* The thread that crashed the process: the stack its last moment left. */
 	bool crashed = crash_tid(b) == tid;
+	long sx = st ? shared_stack(b, k) : -1;
 	if (!st && crashed)
 		st = b->crash;
 	const jv *task = t ? task_of(b, t, tid) : NULL;
@@ -624,8 +637,22 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (helping)
 		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
 		       jj_id_or_null(helping, "id"));
-	struct placed p = {container, tid, t, st, task, helping, joins, ctx, crashed, gone};
+	struct placed p = {container, tid, t, st, task, helping, joins, ctx, crashed, gone, sx};
 	return place(b, &p);
+}
+
+/* Writes a placed thread's "stack" and "inlinedFrames": from its entry
+ * the first time, then as a copy of that text. */
+static void write_stack(struct builder *b, struct jw *w, const struct placed *p)
+{
+	struct stack_text *x = b->stext && p->sx >= 0 ? &b->stext[p->sx] : NULL;
+	if (x && x->len && x->depth == w->depth && jw_copy_own(w, x->off, x->len))
+		return;
+	const jv *st = p->sx >= 0 ? jv_at(b->stacks, (size_t)p->sx) : p->st;
+	size_t off = jw_offset(w);
+	jj_write_stack(w, "stack", "inlinedFrames", st, JDKDUMP_MAX_FRAMES, b->frames);
+	if (x && !w->failed)
+		*x = (struct stack_text){off, jw_offset(w) - off, w->depth};
 }
 
 /* Writes the JDK thread object of a placed thread. */
@@ -650,8 +677,7 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 		jw_bool(w, true);
 	}
 	/* Beside the JDK's strings: which frames are inlined into the next. */
-	jj_write_stack(w, "stack", "inlinedFrames", shared_stack(b, st), JDKDUMP_MAX_FRAMES,
-		       b->frames);
+	write_stack(b, w, p);
 	jw_kenum_or_null(w, "role", t, "role", jj_roles);
 	jw_key(w, "task");
 	if (p->task)
@@ -914,6 +940,7 @@ static void builder_free(struct builder *b)
 	json_decref(b->names);
 	free(b->tids.k);
 	json_decref(b->frames);
+	free(b->stext);
 }
 
 /* Builds the dump of reply through w; false (with err) when reply is not
@@ -955,6 +982,9 @@ static bool build(const jv *reply, struct jw *w, char *err, size_t errlen)
 	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
 	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
+	/* Without it every stack is written in full: the same text. */
+	if (!w->tree)
+		b.stext = calloc(jv_size(b.stacks) + 1, sizeof *b.stext);
 
 	bool ok = false;
 	if (b.names && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&

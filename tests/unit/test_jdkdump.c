@@ -530,6 +530,50 @@ static void test_inlined_frames(void **state)
 	json_decref(d);
 }
 
+/* Threads that share a stack ("same_stack_as") show its frames, in the
+ * tree and in the text (which writes each shared stack once and copies
+ * it): the same bytes either way; a chain or a missing target leaves the
+ * thread its own (empty) frames. */
+static void test_shared_stacks(void **state)
+{
+	(void)state;
+	static const char *reply =
+	    "{\"ok\":true,\"source\":\"bpf\",\"capture_ns\":10,\"max_pause_ns\":0,"
+	    "\"process\":{\"pid\":7,\"state\":\"live\",\"crash\":{\"tid\":5,\"signal\":11}},"
+	    "\"model\":{\"now_ms\":1764441605321.5,"
+	    " \"threads\":[{\"tid\":1,\"name\":\"a\",\"task\":null,\"state\":\"live\"},"
+	    "  {\"tid\":6,\"name\":\"w\",\"task\":10,\"state\":\"live\"}],"
+	    " \"pools\":[],"
+	    " \"scopes\":[{\"id\":3,\"name\":\"s\",\"parent\":null,\"owner\":1,"
+	    "  \"state\":\"joining\"}],"
+	    " \"tasks\":[{\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":6}]},"
+	    "\"stacks\":["
+	    " {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
+	    "  {\"addr\":\"0x10\",\"func\":\"syscall\",\"file\":\"syscall.S\",\"line\":38},"
+	    "  {\"addr\":\"0x20\",\"func\":\"inner\",\"file\":\"d.c\",\"line\":8,\"inlined\":true},"
+	    "  {\"addr\":\"0x20\",\"func\":\"outer\",\"file\":\"d.c\",\"line\":17}]},"
+	    " {\"tid\":2,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":3,\"state\":\"WAITING\",\"same_stack_as\":2,\"frames\":[]},"
+	    " {\"tid\":4,\"state\":\"WAITING\",\"same_stack_as\":99,\"frames\":[]},"
+	    " {\"tid\":5,\"state\":\"RUNNABLE\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":6,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":8,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]}]}";
+	json_t *d = build(reply); /* text and tree compared there */
+	const json_t *want = json_object_get(thread(d, 1), "stack");
+	assert_int_equal(json_array_size(want), 3);
+	static const json_int_t alike[] = {2, 5, 6, 8};
+	for (size_t i = 0; i < sizeof alike / sizeof *alike; i++) {
+		const json_t *t = thread(d, alike[i]);
+		assert_true(json_equal(json_object_get(t, "stack"), want));
+		assert_true(json_equal(json_object_get(t, "inlinedFrames"),
+				       json_object_get(thread(d, 1), "inlinedFrames")));
+	}
+	assert_int_equal(json_array_size(json_object_get(thread(d, 3), "stack")), 0);
+	assert_int_equal(json_array_size(json_object_get(thread(d, 4), "stack")), 0);
+	assert_null(json_object_get(thread(d, 3), "inlinedFrames"));
+	json_decref(d);
+}
+
 /* A worker that runs, inline while joining, a task of an inner scope is in
  * that inner scope's container, once. */
 static void test_inline_task(void **state)
@@ -995,10 +1039,11 @@ int main(void)
 	    cmocka_unit_test(test_structure),	   cmocka_unit_test(test_extras_and_frames),
 	    cmocka_unit_test(test_inlined_frames), cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_hostile_text),   cmocka_unit_test(test_odd_input),
-	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_closed_chain),
-	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
-	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
-	    cmocka_unit_test(test_pool_advice),	   cmocka_unit_test(test_validate_saved),
+	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_shared_stacks),
+	    cmocka_unit_test(test_closed_chain),   cmocka_unit_test(test_deep_and_long),
+	    cmocka_unit_test(test_iso_time),	   cmocka_unit_test(test_write_file),
+	    cmocka_unit_test(test_random_damage),  cmocka_unit_test(test_pool_advice),
+	    cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
