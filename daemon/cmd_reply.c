@@ -48,11 +48,15 @@ void reply_end(struct client *c)
 	client_flush(c);
 }
 
-void reply_text(struct client *c, json_t *id, const char *text, size_t len)
+void reply_text(struct client *c, json_t *id, const char *text, size_t len, bool reused)
 {
 	struct jbuf *b = reply_begin(c, id);
 	jb_key(b, "text_bytes");
 	jb_u64(b, len);
+	if (reused) {
+		jb_key(b, "reused");
+		jb_bool(b, true);
+	}
 	jb_obj_end(b);
 	jb_raw(b, "\n", 1);
 	jb_raw(b, text, len);
