@@ -27,12 +27,14 @@
 #include <unistd.h>
 
 static void reqs_proc_ended(struct daemon *d, struct proc *p);
+static void reqs_proc_freed(struct daemon *d, struct proc *p);
 static void reqs_client_gone(struct daemon *d, struct client *c);
 static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
 /* Requests in flight point at their process and their client, and wait for
  * the agent's replies. */
 static const struct watcher reqs_watch = {
     .proc_ended = reqs_proc_ended,
+    .proc_freed = reqs_proc_freed,
     .client_gone = reqs_client_gone,
     .agent_msg = reqs_agent_msg,
 };
@@ -67,6 +69,21 @@ struct warm {
 	struct jdkdump_marks marks;
 };
 
+/* The model's JSON of the last rendered dump after its now_ms (the
+ * closing brace left out), and what it was made of: a model whose
+ * generation (every change to an entity, every removal bumps it),
+ * violations, warnings and clock are the same writes the same text. */
+struct model_text {
+	const struct proc *p;
+	pid_t pid;
+	unsigned long long starttime;
+	uint64_t gen, nviol, nwarn;
+	struct clockref clk;
+	const void *sym;
+	char *rest;
+	size_t len;
+};
+
 /* Reply and text kept together at most (a dump of ~10,000 threads is more:
  * it is rendered each time). */
 #define WARM_MAX (16u << 20)
@@ -84,6 +101,7 @@ struct stacks {
 	struct jbuf body; /* a rendered dump's reply, kept for the next one */
 	struct spans cur; /* where body's changing members are */
 	struct warm warm;
+	struct model_text mtext;
 };
 
 static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
@@ -217,6 +235,54 @@ static void warm_drop(struct warm *w)
 	memset(w, 0, sizeof *w);
 }
 
+static bool value_span(const struct jbuf *b, size_t from, size_t to, const char *key, size_t *at,
+		       size_t *end);
+
+/* Whether mt was made of p's model as it stands. */
+static bool mtext_fits(const struct model_text *mt, const struct proc *p)
+{
+	const struct model *m = &p->model;
+	return mt->rest && mt->p == p && mt->pid == p->pid && mt->starttime == p->starttime &&
+	       mt->gen == m->gen && mt->nviol == m->nviol && mt->nwarn == m->nwarn &&
+	       mt->clk.mono == p->clk.mono && mt->clk.real == p->clk.real && mt->sym == m->sym;
+}
+
+/* Writes p's model into a dump's body to be rendered: the text of the last
+ * one after a new now_ms when the model did not change since, else afresh
+ * (then kept). */
+static void model_into_body(struct daemon *d, const struct proc *p, struct jbuf *b)
+{
+	struct model_text *mt = &d->stacks->mtext;
+	int64_t now = realtime_ns();
+	if (mtext_fits(mt, p)) {
+		jb_obj(b);
+		jb_key(b, "now_ms");
+		jb_ms(b, now);
+		jb_raw(b, mt->rest, mt->len);
+		jb_obj_end(b);
+		return;
+	}
+	size_t at = b->len;
+	model_render(&p->model, &p->clk, now, b);
+	free(mt->rest);
+	mt->rest = NULL;
+	size_t v, end;
+	if (b->oom || b->len < at + 2 || b->p[b->len - 1] != '}' ||
+	    !value_span(b, at, b->len, "\"now_ms\":", &v, &end) ||
+	    !(mt->rest = malloc(b->len - end)))
+		return;
+	mt->len = b->len - 1 - end;
+	memcpy(mt->rest, b->p + end, mt->len);
+	mt->p = p;
+	mt->pid = p->pid;
+	mt->starttime = p->starttime;
+	mt->gen = p->model.gen;
+	mt->nviol = p->model.nviol;
+	mt->nwarn = p->model.nwarn;
+	mt->clk = p->clk;
+	mt->sym = p->model.sym;
+}
+
 /* Records b's length in *where when b is the body of a dump being
  * rendered (the spans of struct spans). */
 static void body_at(struct daemon *d, const struct jbuf *b, size_t *where)
@@ -268,6 +334,7 @@ void stacks_close(struct stacks *s)
 	procstack_close(s->ps);
 	jb_free(&s->body);
 	warm_drop(&s->warm);
+	free(s->mtext.rest);
 	free(s);
 }
 
@@ -690,6 +757,11 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 	if (find_spans(b, &s->cur) && same_as_warm(w, b, &s->cur)) {
 		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
 					     r->max_pause_ns};
+		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
+			*len = w->len;
+			*reused = true;
+			return w->text;
+		}
 		struct jdkdump_marks marks = {0};
 		char *text = jdkdump_json_remark(w->text, w->len, &w->marks, &now, len, &marks);
 		if (text) {
@@ -765,7 +837,10 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 		body_at(d, b, &d->stacks->cur.proc_end);
 		jb_key(b, "model");
 		body_at(d, b, &d->stacks->cur.model);
-		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		if (b == &d->stacks->body)
+			model_into_body(d, r->proc, b);
+		else
+			model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
 		/* The pool advice of this moment, for the pool containers. */
 		if (r->proc->model.adv) {
 			jb_key(b, "advice");
@@ -1056,6 +1131,16 @@ static void reqs_proc_ended(struct daemon *d, struct proc *p)
 			fail_req(d, r, "exited", msg);
 			next = d->reqs;
 		}
+	}
+}
+
+/* A process's model text goes with it (another could get its address). */
+static void reqs_proc_freed(struct daemon *d, struct proc *p)
+{
+	struct model_text *mt = d->stacks ? &d->stacks->mtext : NULL;
+	if (mt && mt->p == p) {
+		free(mt->rest);
+		memset(mt, 0, sizeof *mt);
 	}
 }
 

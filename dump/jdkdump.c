@@ -1147,6 +1147,27 @@ char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_mar
 	return o;
 }
 
+bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
+				 const struct jdkdump_moment *now)
+{
+	char val[3][40];
+	size_t vlen[3];
+	for (int k = 0; k < 3; k++)
+		if (!(vlen[k] = moment_value(now, (enum jdkdump_mark_kind)k, val[k])))
+			return false;
+	size_t from = 0;
+	for (size_t i = 0; i < marks->n; i++) {
+		const struct jdkdump_mark *m = &marks->m[i];
+		if (m->at < from || m->at > len || (unsigned)m->kind > 2 ||
+		    m->len != vlen[m->kind] || m->len > len - m->at)
+			return false;
+		from = m->at + m->len;
+	}
+	for (size_t i = 0; i < marks->n; i++)
+		memcpy(text + marks->m[i].at, val[marks->m[i].kind], marks->m[i].len);
+	return true;
+}
+
 json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)
 {
 	if (!json_is_object(reply)) {

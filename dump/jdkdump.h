@@ -69,6 +69,11 @@ char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_mar
 			  const struct jdkdump_moment *now, size_t *outlen,
 			  struct jdkdump_marks *out);
 
+/* The same in place, when every new value is as long as the one it
+ * replaces (the times always are); false, with text untouched, when not. */
+bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
+				 const struct jdkdump_moment *now);
+
 /* Formats ms since the Unix epoch as ISO-8601 UTC with milliseconds
  * ("2026-11-29T19:35:06.123Z") into buf.  Out-of-range input gives
  * "1970-01-01T00:00:00.000Z".  Returns buf. */

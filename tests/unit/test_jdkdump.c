@@ -603,6 +603,7 @@ static void test_remark(void **state)
 	} moments[] = {{1764441605321.5, 1500, 900},
 		       {1764441699999.9, 123456789, -1},
 		       {1764441700000.25, 0, 77},
+		       {1764441700001.5, 5, 12},
 		       {1764441605321.5, 1500, 900}};
 	json_t *reply = load(canned);
 	struct jdkdump_marks prev = {0}, fresh = {0}, again = {0};
@@ -625,6 +626,21 @@ static void test_remark(void **state)
 			struct jdkdump_moment now = {moments[i].now_ms, moments[i].capture,
 						     moments[i].pause};
 			size_t rlen;
+			/* In place: the same bytes when every value keeps its
+			 * length, else refused with the text untouched. */
+			char *copy = malloc(plen);
+			assert_non_null(copy);
+			memcpy(copy, ptext, plen);
+			bool same_len = plen == flen;
+			for (size_t k = 0; same_len && k < prev.n; k++)
+				same_len = prev.m[k].len == fresh.m[k].len;
+			assert_int_equal(jdkdump_json_remark_inplace(copy, plen, &prev, &now),
+					 same_len);
+			if (same_len)
+				assert_memory_equal(copy, ftext, flen);
+			else
+				assert_memory_equal(copy, ptext, plen);
+			free(copy);
 			char *r = jdkdump_json_remark(ptext, plen, &prev, &now, &rlen, &again);
 			assert_non_null(r);
 			assert_int_equal(rlen, flen);
