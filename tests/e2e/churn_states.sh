@@ -42,7 +42,7 @@ else
 fi
 $PY "$TOP/tests/validate_dump.py" --pid "$tpid" "$D"/d*.json >"$D/v.out" 2>&1 ||
 	fail "a dump does not validate: $(grep -v ': valid$' "$D/v.out" | head -5)"
-$PY - "$D" "$DUMPS" <<'PYEOF' || fail "a thread state is not a java.lang.Thread.State"
+$PY - "$D" "$DUMPS" <<'PYEOF' || fail "a thread state is not a java.lang.Thread.State, or dumps in a row do not move with the tree (see above)"
 import glob, json, sys
 jdk = {"NEW", "RUNNABLE", "BLOCKED", "WAITING", "TIMED_WAITING", "TERMINATED"}
 threads = unknown = exited = 0
