@@ -111,6 +111,11 @@ grep -q 'Locked ownable synchronizers' "$D/js.out" && bad "without -l the jstack
 run jsf $S $hpid Thread.dump_to_file -format=jstack "$D/dump.jstack"
 [ $rc -eq 0 ] && [ -s "$D/dump.jstack" ] || bad "dump_to_file -format=jstack: $(cat "$D/jsf.err")"
 run json $S $hpid Thread.dump_to_file -format=json -
+# Into a pipe (the daemon's bytes go there in the kernel): the same dump.
+$S $hpid Thread.dump_to_file -format=json - 2>/dev/null | $PY -c '
+import json, sys
+td = json.load(sys.stdin)["threadDump"]
+assert str(td["processId"]) == sys.argv[1], td["processId"]' "$hpid" || bad "dump_to_file -format=json - into a pipe is not the dump"
 run txt $S $hpid Thread.print -l -e
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/js.out" || bad "the jstack dump does not parse as HotSpot's"
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/jsl.out" || bad "the jstack -l dump does not parse as HotSpot's"
