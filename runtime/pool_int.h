@@ -54,6 +54,13 @@ struct worker {
 	struct sc_tq deque;
 	pthread_t th;
 	unsigned n;
+	/* Steal pacing (pool_work.c, steal_pace): when it stole the work it
+	 * runs (0: none since it last looked) and what steals take;
+	 * its wait before the next steal (ns). */
+	int64_t stole_at, steal_ticks, pace;
+	unsigned nlooks;      /* its looks to steal, some of them timed */
+	struct sc_dq *victim; /* of its last steal, and its owner's end then */
+	int64_t victim_bottom;
 	bool claimed;  /* woken for work while idle */
 	bool exited;   /* no longer touches the pool */
 	bool detached; /* left without a record and detached itself: not joined */
@@ -120,6 +127,23 @@ struct scope_pool {
 	char resource[SC_NAME_MAX];
 	unsigned resource_limit;
 };
+
+/* Steal pacing (pool_work.c, steal_pace): a worker's wait before its next
+ * steal, from its wait before the last one, whether the work that steal
+ * brought was brief, and whether the victim's owner ran its own tasks
+ * meanwhile.  Brief work makes it wait STEAL_PACE_MIN_NS, twice as long
+ * each time while the owner runs its tasks, up to STEAL_PACE_MAX_NS; other
+ * work, no wait. */
+#define STEAL_PACE_MIN_NS 1000
+#define STEAL_PACE_MAX_NS 32000
+static inline int64_t sc_steal_pace_next(int64_t pace, bool brief, bool owner_ran)
+{
+	if (!brief)
+		return 0;
+	if (!pace || !owner_ran)
+		return STEAL_PACE_MIN_NS;
+	return pace < STEAL_PACE_MAX_NS / 2 ? pace * 2 : STEAL_PACE_MAX_NS;
+}
 
 /* pool_work.c: the deques */
 /* Unlocks p->lock after refreshing what lock-free readers see. */

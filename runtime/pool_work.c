@@ -8,18 +8,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool_int.h"
 
-#define SPIN_IDLE_NS 20000	 /* an idle worker's wait for the next fork */
-#define SPIN_BACKOFF_NS 200000	 /* no spinning for this long after a spin found nothing */
-#define POOL_HARD_MAX 32768	 /* threads, compensation included */
-#define STEAL_GRACE_NS 1500	 /* a spinner leaves a fresh fork to its joiner this long */
-#define SPIN_POLL_PAUSES 64	 /* pause instructions between a spinner's looks (~1.4 us here) */
-#define SPIN_POLLS_PER_CHECK 16	 /* looks between its checks for new forks and yields */
-#define MONITOR_TICK_NS 10000000 /* the monitor's look at the default pool */
-#define MONITOR_STALL_TICKS 2	 /* looks without progress before it adds a thread */
+#define SPIN_IDLE_NS 20000	  /* an idle worker's wait for the next fork */
+#define SPIN_BACKOFF_NS 200000	  /* no spinning for this long after a spin found nothing */
+#define POOL_HARD_MAX 32768	  /* threads, compensation included */
+#define STEAL_GRACE_NS 1500	  /* a spinner leaves a fresh fork to its joiner this long */
+#define STEAL_SHORT_X 2		  /* stolen work under this many steals' time: paced */
+#define STEAL_PACE_SLEEP_NS 16000 /* waits this long or longer sleep rather than spin */
+#define STEAL_TIMED_EVERY 4u	  /* steals a worker times when it does not pace */
+#define SPIN_POLL_PAUSES 64	  /* pause instructions between a spinner's looks (~1.4 us here) */
+#define SPIN_POLLS_PER_CHECK 16	  /* looks between its checks for new forks and yields */
+#define MONITOR_TICK_NS 10000000  /* the monitor's look at the default pool */
+#define MONITOR_STALL_TICKS 2	  /* looks without progress before it adds a thread */
 
 static void *worker_main(void *arg);
 
@@ -74,13 +78,15 @@ static scope_task_t *dq_pop(struct sc_dq *d)
 	return x;
 }
 
-/* Thief: the oldest task, or NULL (empty, or lost a race: *lost). */
-static scope_task_t *dq_steal(struct sc_dq *d, bool *lost)
+/* Thief: the oldest task, or NULL (empty, or lost a race: *lost); *bottom
+ * is what it saw of the owner's end. */
+static scope_task_t *dq_steal_at(struct sc_dq *d, bool *lost, int64_t *bottom)
 {
 	int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
 	int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
 	scope_task_t *x;
 
+	*bottom = b;
 	if (t >= b)
 		return NULL;
 	x = atomic_load_explicit(&d->ring[t & DQ_MASK], memory_order_relaxed);
@@ -90,6 +96,13 @@ static scope_task_t *dq_steal(struct sc_dq *d, bool *lost)
 		return NULL;
 	}
 	return x;
+}
+
+static scope_task_t *dq_steal(struct sc_dq *d, bool *lost)
+{
+	int64_t b;
+
+	return dq_steal_at(d, lost, &b);
 }
 
 static bool dq_nonempty(struct sc_dq *d)
@@ -918,10 +931,78 @@ static bool spin_for_work(scope_pool_t *p)
 	}
 }
 
+/* Steal pacing.  A stolen task drags its deque slot, its record and its
+ * scope's counts from its forker's core to its thief's and back: a few
+ * hundred nanoseconds a line between the cores of a virtual machine.  Work
+ * that ends sooner costs its forker more than it saves the thief, and the
+ * forker, left alone, runs it faster (a fan-out of empty tasks on two such
+ * cores: 6-8x faster).  So a worker whose stolen work (the task and what it
+ * forked here) took less than STEAL_SHORT_X times what the steal itself
+ * took waits STEAL_PACE_MIN_NS before its next steal, and while the
+ * victim's owner runs its own tasks meanwhile (a joiner), twice as long
+ * each time up to STEAL_PACE_MAX_NS; longer work, or finding nothing
+ * (take()), ends the pacing.  It costs the thief two clock reads a timed
+ * steal: every steal while it paces, else one in STEAL_TIMED_EVERY.  (The
+ * cycle counter instead of the clock, measured: no gain.) */
+static inline int64_t steal_tick(void)
+{
+	return scope_now();
+}
+
+/* w just stole from d, whose owner's end it saw at bottom, having started
+ * to look at tick `from` (0: not timed). */
+static void stole(struct worker *w, int64_t from, struct sc_dq *d, int64_t bottom)
+{
+	int64_t now, took;
+
+	if (!from) {
+		w->stole_at = 0; /* not timed: its work is not judged */
+		return;
+	}
+	now = steal_tick();
+	took = now - from;
+	if (took > 0)
+		w->steal_ticks = w->steal_ticks ? (7 * w->steal_ticks + took) / 8 : took;
+	w->stole_at = now;
+	w->victim = d;
+	w->victim_bottom = bottom;
+}
+
+/* Before w steals again: the wait its last stolen work calls for. */
+static void steal_pace(struct worker *w, scope_pool_t *p)
+{
+	if (w->stole_at) {
+		bool brief = steal_tick() - w->stole_at < STEAL_SHORT_X * w->steal_ticks;
+		/* The victim's owner ran its own tasks meanwhile: its end came
+		 * down (read only when it decides). */
+		bool owner_ran = brief && w->pace &&
+				 atomic_load_explicit(&w->victim->bottom, memory_order_relaxed) <
+				     w->victim_bottom;
+		w->pace = sc_steal_pace_next(w->pace, brief, owner_ran);
+		w->stole_at = 0;
+	}
+	if (!w->pace)
+		return;
+	if (w->pace >= STEAL_PACE_SLEEP_NS) {
+		/* Long waits sleep: the core is another thread's meanwhile
+		 * (the forker's, an observer's) on a busy machine. */
+		struct timespec ts = {0, (long)w->pace};
+		nanosleep(&ts, NULL);
+		return;
+	}
+	/* A task queued the locked way ends a short wait. */
+	for (int64_t now = scope_now(), until = now + w->pace;
+	     now < until && !atomic_load_explicit(&p->queued, memory_order_relaxed);
+	     now = scope_now())
+		for (int k = 0; k < SPIN_POLL_PAUSES / 8; k++)
+			sc_cpu_relax();
+}
+
 /* Lock-free: the newest task of mine (the calling thread's deque, may be
  * NULL), else the oldest of another deque (nested work first, so parked
- * joiners are released before new work starts). */
-static scope_task_t *find_fast(scope_pool_t *p, struct sc_dq *mine)
+ * joiners are released before new work starts).  A worker w's steal is
+ * timed from tick now (0: not timed). */
+static scope_task_t *find_fast(scope_pool_t *p, struct sc_dq *mine, struct worker *w, int64_t now)
 {
 	scope_task_t *task;
 
@@ -941,8 +1022,12 @@ static scope_task_t *find_fast(scope_pool_t *p, struct sc_dq *mine)
 			if (d == mine ||
 			    atomic_load_explicit(&d->worker, memory_order_relaxed) != workers)
 				continue;
-			if ((task = dq_steal(d, &lost)) != NULL)
+			int64_t bottom;
+			if ((task = dq_steal_at(d, &lost, &bottom)) != NULL) {
+				if (w)
+					stole(w, now, d, bottom);
 				return task;
+			}
 		}
 		if (!lost && !workers)
 			break;
@@ -971,7 +1056,12 @@ static scope_task_t *next_fast(struct worker *w)
 
 	if (!mine || atomic_load_explicit(&p->over, memory_order_relaxed))
 		return NULL;
-	task = find_fast(p, mine);
+	if (!(task = dq_pop(mine))) {
+		steal_pace(w, p);
+		/* Timed while pacing, else one steal in STEAL_TIMED_EVERY. */
+		bool timed = w->pace || (++w->nlooks % STEAL_TIMED_EVERY) == 0;
+		task = find_fast(p, mine, w, timed ? steal_tick() : 0);
+	}
 	if (!task)
 		return NULL;
 	atomic_store_explicit(&mine->busy, 1, memory_order_relaxed);
@@ -986,7 +1076,7 @@ static scope_task_t *next_fast(struct worker *w)
  * locked deque, another's, the inject queue. */
 static scope_task_t *take_next_locked(scope_pool_t *p, struct worker *w)
 {
-	scope_task_t *task = p->fast ? find_fast(p, slot_of(p, w->t)) : NULL;
+	scope_task_t *task = p->fast ? find_fast(p, slot_of(p, w->t), w, 0) : NULL;
 
 	if (!task && (task = pick_locked(p, w)) != NULL)
 		dequeue_locked(p, task);
@@ -1006,6 +1096,8 @@ static scope_task_t *take(struct worker *w)
 	bool timed_out = false, spun = false;
 	scope_task_t *task = NULL;
 
+	/* Found nothing lock-free: what it steals next is new work. */
+	w->pace = 0;
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		bool timed = p->cfg.allow_core_timeout || working(p) > p->cfg.core_size;
@@ -1270,7 +1362,7 @@ static void monitor_look(scope_pool_t *p, uint64_t *last, unsigned *stalls)
 	if (!blocked)
 		return;
 	pthread_mutex_lock(&p->lock);
-	scope_task_t *task = p->fast ? find_fast(p, NULL) : NULL;
+	scope_task_t *task = p->fast ? find_fast(p, NULL, NULL, 0) : NULL;
 	if (!task && (task = pick_locked(p, NULL)) != NULL)
 		dequeue_locked(p, task);
 	if (task) {
@@ -1346,7 +1438,7 @@ size_t sc_pool_drain_locked(scope_pool_t *p, scope_task_t **out)
 	/* Any queued task, as the monitor takes one: the deques', then the
 	 * locked queues'. */
 	for (;;) {
-		task = p->fast ? find_fast(p, NULL) : NULL;
+		task = p->fast ? find_fast(p, NULL, NULL, 0) : NULL;
 		if (!task && (task = pick_locked(p, NULL)) != NULL)
 			dequeue_locked(p, task);
 		if (!task)

@@ -17,9 +17,11 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "pool_int.h"
 #include "rt.h"
 #include "scope.h"
 #include "test_util.h"
@@ -555,6 +557,64 @@ static void default_pool_fanout_threads(void **state)
 		    (int)ncpu + 3); /* the workers, this thread, the monitor, maybe one leaving */
 }
 
+/* Steal pacing's rule (pool_int.h): brief stolen work makes the thief
+ * wait, longer each time only while the victim's owner runs its own tasks;
+ * other work, or a forker that does not run its tasks, keeps the wait at
+ * its shortest. */
+static void steal_pace_rule(void **state)
+{
+	int64_t pace = 0;
+	(void)state;
+
+	/* Work that was not brief: no wait, whatever came before. */
+	assert_int_equal(sc_steal_pace_next(0, false, false), 0);
+	assert_int_equal(sc_steal_pace_next(STEAL_PACE_MAX_NS, false, true), 0);
+	/* Brief: the shortest wait first. */
+	assert_int_equal(sc_steal_pace_next(0, true, true), STEAL_PACE_MIN_NS);
+	/* Doubling while the owner runs its tasks, up to the cap. */
+	pace = STEAL_PACE_MIN_NS;
+	for (int i = 0; i < 20; i++) {
+		int64_t next = sc_steal_pace_next(pace, true, true);
+		assert_true(next == pace * 2 || next == STEAL_PACE_MAX_NS);
+		assert_true(next <= STEAL_PACE_MAX_NS);
+		pace = next;
+	}
+	assert_int_equal(pace, STEAL_PACE_MAX_NS);
+	/* An owner that does not run its tasks: back to the shortest. */
+	assert_int_equal(sc_steal_pace_next(pace, true, false), STEAL_PACE_MIN_NS);
+}
+
+static atomic_long tiny_done;
+
+static int tiny(void *arg, void **result)
+{
+	*result = arg;
+	atomic_fetch_add(&tiny_done, 1);
+	return 0;
+}
+
+/* A thread that forks many tiny tasks and then does not join (it waits
+ * outside the runtime) still has every one of them run by the workers:
+ * pacing leaves tasks to a forker only while that forker runs them. */
+static void forker_that_never_helps(void **state)
+{
+	long n = SANITIZED ? 5000 : 50000;
+	scope_t *s;
+	(void)state;
+	running_case = "forker_that_never_helps";
+
+	atomic_store(&tiny_done, 0);
+	assert_int_equal(scope_open(&s, NULL), 0);
+	for (long i = 0; i < n; i++)
+		assert_int_equal(scope_fork(s, tiny, NULL, NULL), 0);
+	while (atomic_load(&tiny_done) < n) {
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(scope_join(s), 0);
+	assert_int_equal(scope_close(s), 0);
+}
+
 /* Queued tasks cost a bounded number of bytes each, returned at close. */
 static void queued_task_memory(void **state)
 {
@@ -641,6 +701,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(caller_runs_subtask_is_not_owner, arm, disarm),
 	    cmocka_unit_test_setup_teardown(join_returns_when_joiner_decides, arm, disarm),
 	    cmocka_unit_test_setup_teardown(queued_task_memory, arm, disarm),
+	    cmocka_unit_test(steal_pace_rule),
+	    cmocka_unit_test_setup_teardown(forker_that_never_helps, arm, disarm),
 	    cmocka_unit_test_setup_teardown(pthread_exit_in_subtask, arm, disarm),
 	};
 
