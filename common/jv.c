@@ -281,15 +281,6 @@ static int close_container(struct parser *ps, struct open *o)
 	return 0;
 }
 
-/* A digest of a member name as a C string (what jv_get compares). */
-static uint16_t key_tag(const char *k, size_t len)
-{
-	if (!len)
-		return 0;
-	return (uint16_t)((len << 10) ^ ((unsigned char)k[0] << 2) ^
-			  ((unsigned char)k[len / 2] << 5) ^ (unsigned char)k[len - 1]);
-}
-
 static int parse_all(struct parser *ps)
 {
 	struct open open[JV_MAX_DEPTH];
@@ -340,7 +331,7 @@ static int parse_all(struct parser *ps)
 			return -1;
 		v->key = key;
 		if (key)
-			v->ktag = key_tag(key, strnlen(key, klen));
+			v->ktag = jv_key_tag(key, strnlen(key, klen));
 		key = NULL;
 		if (depth && push_child(ps, idx) < 0)
 			return -1;
@@ -461,13 +452,12 @@ const jv *jv_root(const struct jv_doc *d)
 	return d && d->nnodes ? &d->nodes[0] : NULL;
 }
 
-const jv *jv_get(const jv *obj, const char *key)
+const jv *jv_get_tagged(const jv *obj, const char *key, uint16_t tag)
 {
 	if (!jv_is_object(obj))
 		return NULL;
 	/* The digest settles most misses without reading the name (dumps look
 	 * up members of thousands of objects). */
-	uint16_t tag = key_tag(key, strlen(key));
 	for (size_t i = obj->n; i-- > 0;) {
 		const jv *m = obj->items[i];
 		if (m->ktag == tag && strcmp(m->key, key) == 0)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define JV_MAX_DEPTH 256
 
@@ -72,8 +73,26 @@ static inline bool jv_is_false(const jv *v)
 	return jv_is(v, JV_FALSE);
 }
 
-/* Member key of an object (the last one when a key repeats), or NULL. */
-const jv *jv_get(const jv *obj, const char *key);
+/* jv_get() with key's digest (jv_key_tag()) already made. */
+const jv *jv_get_tagged(const jv *obj, const char *key, uint16_t tag);
+
+/* A digest of a member name (what jv_get compares before the name). */
+static inline uint16_t jv_key_tag(const char *k, size_t len)
+{
+	if (!len)
+		return 0;
+	return (uint16_t)((len << 10) ^ ((unsigned char)k[0] << 2) ^
+			  ((unsigned char)k[len / 2] << 5) ^ (unsigned char)k[len - 1]);
+}
+
+/* Member key of an object (the last one when a key repeats), or NULL.
+ * Inline, so that a constant key's length and digest are the compiler's
+ * work (a dump looks up tens of thousands of members). */
+static inline const jv *jv_get(const jv *obj, const char *key)
+{
+	return jv_get_tagged(obj, key, jv_key_tag(key, strlen(key)));
+}
+
 /* Items of an array or members of an object: count and the i-th. */
 size_t jv_size(const jv *v);
 const jv *jv_at(const jv *v, size_t i);

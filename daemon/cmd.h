@@ -35,9 +35,10 @@ const struct cmd_entry *cmd_find(const char *name);
 struct jbuf *reply_begin(struct client *c, json_t *id);
 void reply_end(struct client *c);
 /* A successful reply whose payload is text, not members: the line
- * {"id", "ok": true, "text_bytes": len}, then len bytes of text (borrowed,
+ * {"id", "ok": true, "text_bytes": len} ("reused": true added when the text
+ * was re-made from the last one's), then len bytes of text (borrowed,
  * copied). */
-void reply_text(struct client *c, json_t *id, const char *text, size_t len);
+void reply_text(struct client *c, json_t *id, const char *text, size_t len, bool reused);
 void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -3,11 +3,14 @@
 #include "cmd.h"
 
 #include "anyproc.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* Each reply is a fresh top-level JSON value on its own line. */
@@ -48,14 +51,36 @@ void reply_end(struct client *c)
 	client_flush(c);
 }
 
-void reply_text(struct client *c, json_t *id, const char *text, size_t len)
+void reply_text(struct client *c, json_t *id, const char *text, size_t len, bool reused)
 {
 	struct jbuf *b = reply_begin(c, id);
 	jb_key(b, "text_bytes");
 	jb_u64(b, len);
+	if (reused) {
+		jb_key(b, "reused");
+		jb_bool(b, true);
+	}
 	jb_obj_end(b);
 	jb_raw(b, "\n", 1);
-	jb_raw(b, text, len);
+	/* What is waiting and the text go out together from where they are (a
+	 * dump's text is megabytes: copying it into the output first cost as
+	 * much again); what the socket does not take is kept, in order. */
+	size_t sent = 0;
+	if (!c->dead && !b->oom) {
+		struct iovec iov[2] = {{b->p, b->len}, {(void *)text, len}};
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+		ssize_t n;
+		do
+			n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		sent = n > 0 ? (size_t)n : 0;
+	}
+	if (sent)
+		c->drained_ns = loop_now_ns();
+	size_t head = b->len < sent ? b->len : sent;
+	jb_consume(b, head);
+	if (sent - head < len)
+		jb_raw(b, text + (sent - head), len - (sent - head));
 	client_flush(c);
 }
 

@@ -27,12 +27,14 @@
 #include <unistd.h>
 
 static void reqs_proc_ended(struct daemon *d, struct proc *p);
+static void reqs_proc_freed(struct daemon *d, struct proc *p);
 static void reqs_client_gone(struct daemon *d, struct client *c);
 static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct proc *p);
 /* Requests in flight point at their process and their client, and wait for
  * the agent's replies. */
 static const struct watcher reqs_watch = {
     .proc_ended = reqs_proc_ended,
+    .proc_freed = reqs_proc_freed,
     .client_gone = reqs_client_gone,
     .agent_msg = reqs_agent_msg,
 };
@@ -46,6 +48,46 @@ static const struct watcher reqs_watch = {
  * dump; the least recently dumped is forgotten. */
 #define PLAIN_KEEP 16
 
+/* Where a dump reply's members sit that change between two dumps of a
+ * process in which nothing moved: the process's uptime_ms and the model's
+ * now_ms (offsets of each value's text), and the tail from capture_ns on. */
+struct spans {
+	size_t proc, proc_end, model; /* where those objects begin (end) */
+	size_t up, up_end, now, now_end, tail;
+	bool found; /* up and now are there */
+};
+
+/* The last dump rendered, for the next: the reply it came from (with its
+ * spans), its text and the text's marks (dump/jdkdump.h).  A reply that
+ * is the same but in those spans gives that text with the new time and
+ * capture figures, without a parse or a render. */
+struct warm {
+	struct jbuf body;
+	struct spans at;
+	char *text;
+	size_t len;
+	struct jdkdump_marks marks;
+};
+
+/* The model's JSON of the last rendered dump after its now_ms (the
+ * closing brace left out), and what it was made of: a model whose
+ * generation (every change to an entity, every removal bumps it),
+ * violations, warnings and clock are the same writes the same text. */
+struct model_text {
+	const struct proc *p;
+	pid_t pid;
+	unsigned long long starttime;
+	uint64_t gen, nviol, nwarn;
+	struct clockref clk;
+	const void *sym;
+	char *rest;
+	size_t len;
+};
+
+/* Reply and text kept together at most (a dump of ~10,000 threads is more:
+ * it is rendered each time). */
+#define WARM_MAX (16u << 20)
+
 struct stacks {
 	const struct stack_source *src; /* for instrumented processes */
 	struct bpfstack *bpf;
@@ -57,6 +99,9 @@ struct stacks {
 	} plain[PLAIN_KEEP];
 	uint64_t plain_clock;
 	struct jbuf body; /* a rendered dump's reply, kept for the next one */
+	struct spans cur; /* where body's changing members are */
+	struct warm warm;
+	struct model_text mtext;
 };
 
 static int signal_capture(struct daemon *d, struct stack_req *r, char *err, size_t errlen)
@@ -182,6 +227,70 @@ static const struct stack_source signal_source = {"signal", signal_capture};
 static const struct stack_source bpf_source = {"bpf", bpf_capture};
 static const struct stack_source proc_source = {"proc", proc_capture};
 
+static void warm_drop(struct warm *w)
+{
+	jb_free(&w->body);
+	free(w->text);
+	jdkdump_marks_free(&w->marks);
+	memset(w, 0, sizeof *w);
+}
+
+static bool value_span(const struct jbuf *b, size_t from, size_t to, const char *key, size_t *at,
+		       size_t *end);
+
+/* Whether mt was made of p's model as it stands. */
+static bool mtext_fits(const struct model_text *mt, const struct proc *p)
+{
+	const struct model *m = &p->model;
+	return mt->rest && mt->p == p && mt->pid == p->pid && mt->starttime == p->starttime &&
+	       mt->gen == m->gen && mt->nviol == m->nviol && mt->nwarn == m->nwarn &&
+	       mt->clk.mono == p->clk.mono && mt->clk.real == p->clk.real && mt->sym == m->sym;
+}
+
+/* Writes p's model into a dump's body to be rendered: the text of the last
+ * one after a new now_ms when the model did not change since, else afresh
+ * (then kept). */
+static void model_into_body(struct daemon *d, const struct proc *p, struct jbuf *b)
+{
+	struct model_text *mt = &d->stacks->mtext;
+	int64_t now = realtime_ns();
+	if (mtext_fits(mt, p)) {
+		jb_obj(b);
+		jb_key(b, "now_ms");
+		jb_ms(b, now);
+		jb_raw(b, mt->rest, mt->len);
+		jb_obj_end(b);
+		return;
+	}
+	size_t at = b->len;
+	model_render(&p->model, &p->clk, now, b);
+	free(mt->rest);
+	mt->rest = NULL;
+	size_t v, end;
+	if (b->oom || b->len < at + 2 || b->p[b->len - 1] != '}' ||
+	    !value_span(b, at, b->len, "\"now_ms\":", &v, &end) ||
+	    !(mt->rest = malloc(b->len - end)))
+		return;
+	mt->len = b->len - 1 - end;
+	memcpy(mt->rest, b->p + end, mt->len);
+	mt->p = p;
+	mt->pid = p->pid;
+	mt->starttime = p->starttime;
+	mt->gen = p->model.gen;
+	mt->nviol = p->model.nviol;
+	mt->nwarn = p->model.nwarn;
+	mt->clk = p->clk;
+	mt->sym = p->model.sym;
+}
+
+/* Records b's length in *where when b is the body of a dump being
+ * rendered (the spans of struct spans). */
+static void body_at(struct daemon *d, const struct jbuf *b, size_t *where)
+{
+	if (b == &d->stacks->body)
+		*where = b->len;
+}
+
 int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 {
 	struct stacks *s = calloc(1, sizeof *s);
@@ -224,6 +333,8 @@ void stacks_close(struct stacks *s)
 		bpfstack_close(s->bpf);
 	procstack_close(s->ps);
 	jb_free(&s->body);
+	warm_drop(&s->warm);
+	free(s->mtext.rest);
 	free(s);
 }
 
@@ -532,6 +643,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 	if (r->captured)
 		missed_json(b, r);
 	jb_arr_end(b);
+	body_at(d, b, &d->stacks->cur.tail);
 	jb_key(b, "capture_ns");
 	jb_i64(b, r->capture_ns);
 	jb_key(b, "max_pause_ns");
@@ -581,9 +693,111 @@ static struct jbuf *body_begin(struct daemon *d, struct client *c, const struct 
 		return reply_begin(c, r->req_id);
 	struct jbuf *b = &d->stacks->body;
 	jb_reset(b);
+	memset(&d->stacks->cur, 0, sizeof d->stacks->cur);
 	jb_obj(b);
 	jf_bool(b, "ok", true);
 	return b;
+}
+
+/* The value of member key (its quoted name and colon) in b's text from
+ * from to to: [*at, *end).  Our own writer made the text, so a name in
+ * quotes followed by a colon is a member's (inside a string value a quote
+ * is escaped). */
+static bool value_span(const struct jbuf *b, size_t from, size_t to, const char *key, size_t *at,
+		       size_t *end)
+{
+	size_t n = strlen(key);
+	const char *p = from < to && to <= b->len ? memmem(b->p + from, to - from, key, n) : NULL;
+	if (!p)
+		return false;
+	*at = (size_t)(p - b->p) + n;
+	*end = *at + strcspn(b->p + *at, ",}");
+	return *end <= to;
+}
+
+/* Finds the values of uptime_ms and now_ms in b, with the offsets the
+ * writer recorded; false when they are not all there. */
+static bool find_spans(const struct jbuf *b, struct spans *at)
+{
+	at->found = !b->oom && at->proc && at->model && at->tail &&
+		    value_span(b, at->proc, at->proc_end, "\"uptime_ms\":", &at->up, &at->up_end) &&
+		    value_span(b, at->model, at->tail, "\"now_ms\":", &at->now, &at->now_end) &&
+		    at->up_end <= at->now && at->now_end <= at->tail;
+	return at->found;
+}
+
+/* Whether the reply in b (its spans at found) is the warm one's but for
+ * those spans. */
+static bool same_as_warm(const struct warm *w, const struct jbuf *b, const struct spans *at)
+{
+	const struct spans *o = &w->at;
+	if (!w->text || !o->found || !at->found)
+		return false;
+	/* The three parts between the spans, of equal length and bytes. */
+	size_t a[3][2] = {{0, at->up}, {at->up_end, at->now}, {at->now_end, at->tail}};
+	size_t e[3][2] = {{0, o->up}, {o->up_end, o->now}, {o->now_end, o->tail}};
+	for (int i = 0; i < 3; i++)
+		if (a[i][1] - a[i][0] != e[i][1] - e[i][0] ||
+		    memcmp(b->p + a[i][0], w->body.p + e[i][0], a[i][1] - a[i][0]) != 0)
+			return false;
+	return true;
+}
+
+/* The text of the dump in d's body: the warm text with this capture's
+ * time and figures when nothing else differs, else rendered (and kept as
+ * the warm one when it is not too big).  Returns the text, which the
+ * caller frees when *owned, or NULL with err. */
+static char *render_body(struct daemon *d, const struct stack_req *r, size_t *len, bool *reused,
+			 bool *owned, char *err, size_t errlen)
+{
+	struct stacks *s = d->stacks;
+	struct warm *w = &s->warm;
+	struct jbuf *b = &s->body;
+	*reused = *owned = false;
+	if (find_spans(b, &s->cur) && same_as_warm(w, b, &s->cur)) {
+		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
+					     r->max_pause_ns};
+		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
+			*len = w->len;
+			*reused = true;
+			return w->text;
+		}
+		struct jdkdump_marks marks = {0};
+		char *text = jdkdump_json_remark(w->text, w->len, &w->marks, &now, len, &marks);
+		if (text) {
+			free(w->text);
+			w->text = text;
+			w->len = *len;
+			jdkdump_marks_free(&w->marks);
+			w->marks = marks;
+			*reused = true;
+			return text;
+		}
+		jdkdump_marks_free(&marks);
+	}
+	struct jv_doc *doc = NULL;
+	struct jdkdump_marks marks = {0};
+	char *text = NULL;
+	if (!b->oom && jv_parse(b->p, b->len, &doc, err, errlen) == 0)
+		text = jdkdump_json_doc_marked(jv_root(doc), len, &marks, err, errlen);
+	jv_free(doc);
+	warm_drop(w);
+	if (text && !marks.failed && s->cur.found && b->len + *len <= WARM_MAX) {
+		/* This reply and its text are the next dump's warm ones. */
+		w->body = *b;
+		jb_init(b);
+		w->at = s->cur;
+		w->text = text;
+		w->len = *len;
+		w->marks = marks;
+		return text;
+	}
+	jdkdump_marks_free(&marks);
+	/* One big dump's memory is not held until the next. */
+	if (b->cap > (8u << 20))
+		jb_free(b);
+	*owned = true;
+	return text;
 }
 
 /* Ends the reply body_begin() began.  A rendered dump goes out as a line
@@ -598,24 +812,18 @@ static void send_body(struct daemon *d, struct client *c, const struct stack_req
 		return;
 	}
 	char err[256] = "out of memory building the reply";
-	struct jbuf *b = &d->stacks->body;
-	struct jv_doc *doc = NULL;
-	char *text = NULL;
 	size_t len = 0;
-	jb_obj_end(b);
-	if (!b->oom && jv_parse(b->p, b->len, &doc, err, sizeof err) == 0)
-		text = jdkdump_json_doc(jv_root(doc), &len, err, sizeof err);
-	jv_free(doc);
-	/* One big dump's memory is not held until the next. */
-	if (b->cap > (8u << 20))
-		jb_free(b);
+	bool reused, owned;
+	jb_obj_end(&d->stacks->body);
+	char *text = render_body(d, r, &len, &reused, &owned, err, sizeof err);
 	if (!text) {
 		reply_error(c, r->req_id, "internal", "rendering the dump failed: %s", err);
 		return;
 	}
 	room_for_reply(c, c->out.len + len);
-	reply_text(c, r->req_id, text, len);
-	free(text);
+	reply_text(c, r->req_id, text, len, reused);
+	if (owned)
+		free(text);
 }
 
 /* Writes the reply: the stacks, and for a dump the tree of this same moment. */
@@ -624,9 +832,15 @@ static void write_reply(struct daemon *d, struct client *c, const struct stack_r
 	struct jbuf *b = body_begin(d, c, r);
 	if (r->dump) {
 		jb_key(b, "process");
+		body_at(d, b, &d->stacks->cur.proc);
 		proc_summary_json(b, r->proc, loop_now_ns());
+		body_at(d, b, &d->stacks->cur.proc_end);
 		jb_key(b, "model");
-		model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
+		body_at(d, b, &d->stacks->cur.model);
+		if (b == &d->stacks->body)
+			model_into_body(d, r->proc, b);
+		else
+			model_render(&r->proc->model, &r->proc->clk, realtime_ns(), b);
 		/* The pool advice of this moment, for the pool containers. */
 		if (r->proc->model.adv) {
 			jb_key(b, "advice");
@@ -920,6 +1134,16 @@ static void reqs_proc_ended(struct daemon *d, struct proc *p)
 	}
 }
 
+/* A process's model text goes with it (another could get its address). */
+static void reqs_proc_freed(struct daemon *d, struct proc *p)
+{
+	struct model_text *mt = d->stacks ? &d->stacks->mtext : NULL;
+	if (mt && mt->p == p) {
+		free(mt->rest);
+		memset(mt, 0, sizeof *mt);
+	}
+}
+
 static void reqs_client_gone(struct daemon *d, struct client *c)
 {
 	for (struct stack_req *r = d->reqs; r; r = r->next)
@@ -1042,8 +1266,11 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 			struct jbuf *b = body_begin(d, x->c, r);
 			if (dump) {
 				jb_key(b, "process");
+				body_at(d, b, &d->stacks->cur.proc);
 				anyproc_summary_json(b, &now);
+				body_at(d, b, &d->stacks->cur.proc_end);
 				jb_key(b, "model");
+				body_at(d, b, &d->stacks->cur.model);
 				model_render(&p->model, &p->clk, realtime_ns(), b);
 			}
 			stacks_json(d, b, r);

@@ -131,6 +131,25 @@ static int create_new(int dirfd, const char *base, const char *path, const struc
 	return rc;
 }
 
+/* Puts tmp in place of the regular file base by swapping the two names, then
+ * removes the old file; false (nothing changed) where the swap is refused
+ * (a file system without it, base gone) or base became a directory.  Why
+ * not rename(): over an existing file, ext4 first allocates and starts
+ * writing the new file's blocks (auto_da_alloc), about as long again as
+ * the rest of the replacement; a swap does not, and readers still see the
+ * old dump or the new one, whole. */
+static bool exchange(int dirfd, const char *tmp, const char *base)
+{
+	if (renameat2(dirfd, tmp, dirfd, base, RENAME_EXCHANGE) < 0)
+		return false;
+	if (unlinkat(dirfd, tmp, 0) == 0)
+		return true;
+	/* Not a file any more (a directory swapped in meanwhile): put it
+	 * back, and let rename() refuse it. */
+	renameat2(dirfd, tmp, dirfd, base, RENAME_EXCHANGE);
+	return false;
+}
+
 static int replace(int dirfd, const char *base, const char *path, const struct jdkdump_fill *f,
 		   char *err, size_t errlen)
 {
@@ -173,7 +192,8 @@ static int replace(int dirfd, const char *base, const char *path, const struct j
 	}
 	fchmod(fd, mode);
 	int rc = finish(fd, f);
-	if (!rc && renameat(dirfd, tmp, dirfd, base) < 0)
+	if (!rc && !(exists && S_ISREG(st.st_mode) && exchange(dirfd, tmp, base)) &&
+	    renameat(dirfd, tmp, dirfd, base) < 0)
 		rc = -errno;
 	if (rc < 0) {
 		unlinkat(dirfd, tmp, 0);

@@ -45,6 +45,14 @@ struct placed {
 	long joins;	   /* that scope (si[]), or -1 */
 	long ctx;	   /* the scope whose values it sees (si[]), or -1 */
 	bool crashed, gone;
+	long sx; /* the entry of stacks[] whose frames it shows, or -1 */
+};
+
+/* A stack's text as written the first time (text writers): threads that
+ * share a stack copy it, as it is a function of the entry alone. */
+struct stack_text {
+	size_t off, len; /* in the writer's text; len 0: not written yet */
+	int depth;
 };
 
 /* The tids placed: open addressing, for "each thread once" and owners. */
@@ -74,9 +82,11 @@ struct builder {
 	size_t ncont;
 	struct placed *placed;
 	size_t nplaced, capplaced;
-	json_t *names;	    /* container names in use */
-	struct tidset tids; /* tids placed */
-	json_t *frames;	    /* frame strings by address */
+	json_t *names;		     /* container names in use */
+	struct tidset tids;	     /* tids placed */
+	json_t *frames;		     /* frame strings by address */
+	struct stack_text *stext;    /* per stacks[] entry; NULL: no sharing */
+	struct jdkdump_marks *marks; /* text writers asked for them, else NULL */
 };
 
 static int ref_cmp(const void *a, const void *b)
@@ -554,25 +564,29 @@ static json_int_t crash_tid(const struct builder *b)
 	return is_tid(tid) ? jv_integer(tid) : -1;
 }
 
+/* The entry of stacks[] whose frames stack k's are: k itself, or with
+ * "same_stack_as" (the reply lists a stack once for alike threads) the one
+ * it names. */
+static long shared_stack(const struct builder *b, long k)
+{
+	const jv *st = jv_at(b->stacks, (size_t)k);
+	const jv *same = jv_get(st, "same_stack_as");
+	long o = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
+	if (o < 0 || jv_is_integer(jv_get(jv_at(b->stacks, (size_t)o), "same_stack_as")))
+		return k;
+	return o;
+}
+
 /* Builds one thread from its model entry t (NULL for a thread only the
  * stacks know) and puts it in the container of the task it runs, else its
  * pool's (an idle worker), else <root>. */
-/* The stack entry whose frames st's are: itself, or with "same_stack_as"
- * (the reply lists a stack once for alike threads) the one it names. */
-static const jv *shared_stack(const struct builder *b, const jv *st)
-{
-	const jv *same = jv_get(st, "same_stack_as");
-	long k = jv_is_integer(same) ? find(b->stack_ref, b->nstack_ref, jv_integer(same)) : -1;
-	const jv *o = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
-	return o && !jv_is_integer(jv_get(o, "same_stack_as")) ? o : st;
-}
-
 static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 {
 	long k = find(b->stack_ref, b->nstack_ref, tid);
 	const jv *st = k >= 0 ? jv_at(b->stacks, (size_t)k) : NULL;
 	/* The thread that crashed the process: the stack its last moment left. */
 	bool crashed = crash_tid(b) == tid;
+	long sx = st ? shared_stack(b, k) : -1;
 	if (!st && crashed)
 		st = b->crash;
 	const jv *task = t ? task_of(b, t, tid) : NULL;
@@ -624,8 +638,50 @@ static int add_thread(struct builder *b, const jv *t, json_int_t tid)
 	if (helping)
 		jj_set(b->containers[b->si[joins].container], "ownerRunsTask",
 		       jj_id_or_null(helping, "id"));
-	struct placed p = {container, tid, t, st, task, helping, joins, ctx, crashed, gone};
+	struct placed p = {container, tid, t, st, task, helping, joins, ctx, crashed, gone, sx};
 	return place(b, &p);
+}
+
+/* Writes a placed thread's "stack" and "inlinedFrames": from its entry
+ * the first time, then as a copy of that text. */
+static void write_stack(struct builder *b, struct jw *w, const struct placed *p)
+{
+	struct stack_text *x = b->stext && p->sx >= 0 ? &b->stext[p->sx] : NULL;
+	if (x && x->len && x->depth == w->depth && jw_copy_own(w, x->off, x->len))
+		return;
+	const jv *st = p->sx >= 0 ? jv_at(b->stacks, (size_t)p->sx) : p->st;
+	size_t off = jw_offset(w);
+	jj_write_stack(w, "stack", "inlinedFrames", st, JDKDUMP_MAX_FRAMES, b->frames);
+	if (x && !w->failed)
+		*x = (struct stack_text){off, jw_offset(w) - off, w->depth};
+}
+
+/* Remembers the value written since at as a mark of kind. */
+static void mark(struct builder *b, struct jw *w, size_t at, enum jdkdump_mark_kind kind)
+{
+	struct jdkdump_marks *m = b->marks;
+	if (!m || w->tree)
+		return;
+	if (m->n == m->cap) {
+		size_t ncap = m->cap ? 2 * m->cap : 1024;
+		struct jdkdump_mark *nm = realloc(m->m, ncap * sizeof *nm);
+		if (!nm) {
+			m->failed = true;
+			return;
+		}
+		m->m = nm;
+		m->cap = ncap;
+	}
+	m->m[m->n++] = (struct jdkdump_mark){at, jw_offset(w) - at, kind};
+}
+
+/* "time": the dump's time, marked. */
+static void write_time(struct builder *b, struct jw *w)
+{
+	jw_key(w, "time");
+	size_t at = jw_offset(w);
+	jw_str(w, b->now_iso);
+	mark(b, w, at, JDKDUMP_MARK_TIME);
 }
 
 /* Writes the JDK thread object of a placed thread. */
@@ -635,7 +691,7 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 	const char *name = jj_str(t, "name") ? jj_str(t, "name") : jj_str(st, "name");
 	jw_obj(w);
 	jw_kint(w, "tid", p->tid);
-	jw_kstr(w, "time", b->now_iso);
+	write_time(b, w);
 	jw_key(w, "name");
 	jw_text_str(w, name);
 	const char *state = p->gone ? "TERMINATED" : jj_thread_state(st);
@@ -650,8 +706,7 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 		jw_bool(w, true);
 	}
 	/* Beside the JDK's strings: which frames are inlined into the next. */
-	jj_write_stack(w, "stack", "inlinedFrames", shared_stack(b, st), JDKDUMP_MAX_FRAMES,
-		       b->frames);
+	write_stack(b, w, p);
 	jw_kenum_or_null(w, "role", t, "role", jj_roles);
 	jw_key(w, "task");
 	if (p->task)
@@ -862,7 +917,7 @@ static void write_dump(struct builder *b, struct jw *w)
 	jw_obj(w);
 	jw_kint(w, "formatVersion", 2);
 	jw_kint(w, "processId", jv_integer(pid) > 0 ? jv_integer(pid) : 0);
-	jw_kstr(w, "time", b->now_iso);
+	write_time(b, w);
 	/* A version where readers expect one; the runtime's name beside it. */
 	jw_kstr(w, "runtimeVersion", version_ok(rv) ? rv : "0");
 	jw_key(w, "threadContainers");
@@ -883,7 +938,10 @@ static void write_dump(struct builder *b, struct jw *w)
 	jw_kenum_or_null(w, "stackSource", b->reply, "source", jj_sources);
 	if (plain)
 		jw_kjson_new(w, "instrumented", json_false());
-	jw_kjson_new(w, "captureNs", duration_or_null(b->reply, "capture_ns"));
+	jw_key(w, "captureNs");
+	size_t at = jw_offset(w);
+	jw_json_new(w, duration_or_null(b->reply, "capture_ns"));
+	mark(b, w, at, JDKDUMP_MARK_CAPTURE_NS);
 	const jv *taken = jv_get(jv_get(b->reply, "last_stacks"), "taken_ms");
 	if (b->last && jv_is_number(taken))
 		jw_kjson_new(w, "lastStacksAt", iso_or_null(taken));
@@ -891,7 +949,10 @@ static void write_dump(struct builder *b, struct jw *w)
 	const jv *moved = jv_get(b->reply, "events_during_capture");
 	if (jv_is_integer(moved) && jv_integer(moved) >= 0)
 		jw_kjson_new(w, "eventsDuringCapture", json_integer(jv_integer(moved)));
-	jw_kjson_new(w, "maxPauseNs", duration_or_null(b->reply, "max_pause_ns"));
+	jw_key(w, "maxPauseNs");
+	at = jw_offset(w);
+	jw_json_new(w, duration_or_null(b->reply, "max_pause_ns"));
+	mark(b, w, at, JDKDUMP_MARK_MAX_PAUSE_NS);
 	jw_end(w);
 	jw_end(w);
 }
@@ -914,17 +975,19 @@ static void builder_free(struct builder *b)
 	json_decref(b->names);
 	free(b->tids.k);
 	json_decref(b->frames);
+	free(b->stext);
 }
 
 /* Builds the dump of reply through w; false (with err) when reply is not
  * an object or memory ran out. */
-static bool build(const jv *reply, struct jw *w, char *err, size_t errlen)
+static bool build(const jv *reply, struct jw *w, struct jdkdump_marks *marks, char *err,
+		  size_t errlen)
 {
 	if (!jv_is_object(reply)) {
 		snprintf(err, errlen, "the daemon's dump reply is not a JSON object");
 		return false;
 	}
-	struct builder b = {.reply = reply};
+	struct builder b = {.reply = reply, .marks = marks};
 	(void)jj_failed_take();
 	b.process = jv_get(reply, "process");
 	b.model = jv_get(reply, "model");
@@ -955,6 +1018,9 @@ static bool build(const jv *reply, struct jw *w, char *err, size_t errlen)
 	b.pool_ref = index_by(b.pools, "id", &b.npool_ref);
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
 	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
+	/* Without it every stack is written in full: the same text. */
+	if (!w->tree)
+		b.stext = calloc(jv_size(b.stacks) + 1, sizeof *b.stext);
 
 	bool ok = false;
 	if (b.names && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
@@ -977,22 +1043,38 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen)
 {
 	struct jw w;
 	jw_init(&w, true);
-	json_t *out = build(reply, &w, err, errlen) ? jw_take(&w) : NULL;
+	json_t *out = build(reply, &w, NULL, err, errlen) ? jw_take(&w) : NULL;
 	if (!out && !w.failed && jv_is_object(reply))
 		snprintf(err, errlen, "out of memory building the thread dump");
 	jw_fini(&w);
 	return out;
 }
 
+void jdkdump_marks_free(struct jdkdump_marks *m)
+{
+	free(m->m);
+	memset(m, 0, sizeof *m);
+}
+
 char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen)
 {
+	return jdkdump_json_doc_marked(reply, len, NULL, err, errlen);
+}
+
+char *jdkdump_json_doc_marked(const jv *reply, size_t *len, struct jdkdump_marks *marks, char *err,
+			      size_t errlen)
+{
+	if (marks) {
+		marks->n = 0;
+		marks->failed = false;
+	}
 	struct jw w;
 	jw_init(&w, false);
 	char *out = NULL;
 	/* A thread takes about a kilobyte and a half of text: the buffer is
 	 * sized once for all of them (and 64 KiB for the rest). */
 	(void)jw_reserve(&w, jv_size(jv_get(reply, "stacks")) * 1536 + (64u << 10));
-	if (build(reply, &w, err, errlen) && jw_text(&w, len)) {
+	if (build(reply, &w, marks, err, errlen) && jw_text(&w, len)) {
 		out = w.buf; /* the text is handed over whole */
 		w.buf = NULL;
 	} else if (jv_is_object(reply)) {
@@ -1000,6 +1082,90 @@ char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen)
 	}
 	jw_fini(&w);
 	return out;
+}
+
+/* The text a mark of kind stands for at now, written as the builder
+ * writes it, into v (room for 40 bytes); returns its length. */
+static size_t moment_value(const struct jdkdump_moment *now, enum jdkdump_mark_kind kind, char *v)
+{
+	char iso[40];
+	int64_t ns = kind == JDKDUMP_MARK_CAPTURE_NS ? now->capture_ns : now->max_pause_ns;
+	struct jw w;
+	jw_init(&w, false);
+	if (kind == JDKDUMP_MARK_TIME)
+		jw_str(&w, jdkdump_iso_time(now->now_ms, iso, sizeof iso));
+	else if (ns >= 0)
+		jw_int(&w, ns);
+	else
+		jw_null(&w);
+	size_t n = !w.failed && w.len < 40 ? w.len : 0;
+	if (n)
+		memcpy(v, w.buf, n);
+	jw_fini(&w);
+	return n;
+}
+
+char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_marks *marks,
+			  const struct jdkdump_moment *now, size_t *outlen,
+			  struct jdkdump_marks *out)
+{
+	char val[3][40];
+	size_t vlen[3];
+	for (int k = 0; k < 3; k++)
+		if (!(vlen[k] = moment_value(now, (enum jdkdump_mark_kind)k, val[k])))
+			return NULL;
+	out->n = 0;
+	out->failed = false;
+	if (out->cap < marks->n) {
+		struct jdkdump_mark *nm = realloc(out->m, (marks->n + 1) * sizeof *nm);
+		if (!nm)
+			return NULL;
+		out->m = nm;
+		out->cap = marks->n + 1;
+	}
+	char *o = malloc(len + 40 * marks->n + 1);
+	if (!o)
+		return NULL;
+	size_t from = 0, n = 0;
+	for (size_t i = 0; i < marks->n; i++) {
+		const struct jdkdump_mark *m = &marks->m[i];
+		if (m->at < from || m->at > len || m->len > len - m->at || (unsigned)m->kind > 2) {
+			free(o);
+			return NULL; /* not marks of this text */
+		}
+		memcpy(o + n, text + from, m->at - from);
+		n += m->at - from;
+		out->m[out->n++] = (struct jdkdump_mark){n, vlen[m->kind], m->kind};
+		memcpy(o + n, val[m->kind], vlen[m->kind]);
+		n += vlen[m->kind];
+		from = m->at + m->len;
+	}
+	memcpy(o + n, text + from, len - from);
+	n += len - from;
+	o[n] = '\0';
+	*outlen = n;
+	return o;
+}
+
+bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
+				 const struct jdkdump_moment *now)
+{
+	char val[3][40];
+	size_t vlen[3];
+	for (int k = 0; k < 3; k++)
+		if (!(vlen[k] = moment_value(now, (enum jdkdump_mark_kind)k, val[k])))
+			return false;
+	size_t from = 0;
+	for (size_t i = 0; i < marks->n; i++) {
+		const struct jdkdump_mark *m = &marks->m[i];
+		if (m->at < from || m->at > len || (unsigned)m->kind > 2 ||
+		    m->len != vlen[m->kind] || m->len > len - m->at)
+			return false;
+		from = m->at + m->len;
+	}
+	for (size_t i = 0; i < marks->n; i++)
+		memcpy(text + marks->m[i].at, val[marks->m[i].kind], marks->m[i].len);
+	return true;
 }
 
 json_t *jdkdump_build(const json_t *reply, char *err, size_t errlen)

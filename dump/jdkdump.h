@@ -33,6 +33,47 @@ json_t *jdkdump_build_doc(const jv *reply, char *err, size_t errlen);
  * (free()) and its length in *len, or NULL with a sentence in err. */
 char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen);
 
+/* Where a dump's text holds what differs between two dumps of a process
+ * in which nothing moved: the dump's time (the document's and each
+ * thread's), captureNs and maxPauseNs.  Each mark is a value's text (the
+ * quotes of a string included), in the order of the text. */
+enum jdkdump_mark_kind { JDKDUMP_MARK_TIME, JDKDUMP_MARK_CAPTURE_NS, JDKDUMP_MARK_MAX_PAUSE_NS };
+struct jdkdump_mark {
+	size_t at, len;
+	enum jdkdump_mark_kind kind;
+};
+struct jdkdump_marks {
+	struct jdkdump_mark *m;
+	size_t n, cap;
+	bool failed; /* memory ran out: the marks are not all there */
+};
+void jdkdump_marks_free(struct jdkdump_marks *m);
+
+/* jdkdump_json_doc() that also fills *marks (emptied first). */
+char *jdkdump_json_doc_marked(const jv *reply, size_t *len, struct jdkdump_marks *marks, char *err,
+			      size_t errlen);
+
+/* The values the marks stand for: the reply's model.now_ms as a number,
+ * capture_ns and max_pause_ns (a negative one is written null). */
+struct jdkdump_moment {
+	double now_ms;
+	int64_t capture_ns, max_pause_ns;
+};
+
+/* The text of a dump made with jdkdump_json_doc_marked() (len bytes, its
+ * marks) with the marked values those of now instead: byte for byte what
+ * rendering a reply that differs from the first in those three members
+ * only gives.  Returns new text (free()) with its length and, in *out
+ * (emptied first), its marks; NULL when memory ran out. */
+char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_marks *marks,
+			  const struct jdkdump_moment *now, size_t *outlen,
+			  struct jdkdump_marks *out);
+
+/* The same in place, when every new value is as long as the one it
+ * replaces (the times always are); false, with text untouched, when not. */
+bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
+				 const struct jdkdump_moment *now);
+
 /* Formats ms since the Unix epoch as ISO-8601 UTC with milliseconds
  * ("2026-11-29T19:35:06.123Z") into buf.  Out-of-range input gives
  * "1970-01-01T00:00:00.000Z".  Returns buf. */

@@ -62,17 +62,6 @@ bool jj_failed_take(void)
 	return f;
 }
 
-const char *jj_str(const jv *obj, const char *key)
-{
-	return jv_string(jv_get(obj, key));
-}
-
-bool jj_str_is(const jv *obj, const char *key, const char *want)
-{
-	const char *s = jj_str(obj, key);
-	return s && strcmp(s, want) == 0;
-}
-
 const char *jt_str(const json_t *obj, const char *key)
 {
 	return json_string_value(json_object_get(obj, key));
@@ -88,12 +77,6 @@ const json_t *jt_array(const json_t *obj, const char *key)
 {
 	const json_t *a = json_object_get(obj, key);
 	return json_is_array(a) ? a : NULL;
-}
-
-const jv *jj_array(const jv *obj, const char *key)
-{
-	const jv *a = jv_get(obj, key);
-	return jv_is_array(a) ? a : NULL;
 }
 
 /* Length of the valid UTF-8 sequence at s (at most avail bytes), or 0. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../common/jv.h"
 
@@ -21,9 +22,17 @@ bool jj_failed_take(void);
 /* Records a failure as a failed add would. */
 void jj_fail(void);
 
-/* Member key of obj when it is a string, else NULL.  obj may be anything. */
-const char *jj_str(const jv *obj, const char *key);
-bool jj_str_is(const jv *obj, const char *key, const char *want);
+/* Member key of obj when it is a string, else NULL.  obj may be anything.
+ * Inline, as jv_get(): keys are constants. */
+static inline const char *jj_str(const jv *obj, const char *key)
+{
+	return jv_string(jv_get(obj, key));
+}
+static inline bool jj_str_is(const jv *obj, const char *key, const char *want)
+{
+	const char *s = jj_str(obj, key);
+	return s && strcmp(s, want) == 0;
+}
 
 /* The same readers for jansson values (the dump being printed, small
  * replies such as list and tree). */
@@ -33,7 +42,11 @@ const json_t *jt_array(const json_t *obj, const char *key);
 
 /* Member key of obj when it is an array, else NULL (jv_size(NULL) is 0,
  * so callers can iterate without checking). */
-const jv *jj_array(const jv *obj, const char *key);
+static inline const jv *jj_array(const jv *obj, const char *key)
+{
+	const jv *a = jv_get(obj, key);
+	return jv_is_array(a) ? a : NULL;
+}
 
 /* Copies src (or def when src is NULL) into dst, cut at a UTF-8 character
  * boundary to fit. */

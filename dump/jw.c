@@ -49,6 +49,21 @@ bool jw_reserve(struct jw *w, size_t len)
 	return w->tree || reserve(w, len);
 }
 
+size_t jw_offset(const struct jw *w)
+{
+	return w->len;
+}
+
+bool jw_copy_own(struct jw *w, size_t off, size_t len)
+{
+	if (w->tree || off > w->len || len > w->len - off || !reserve(w, len))
+		return false;
+	/* After reserve(): the buffer may have moved. */
+	memcpy(w->buf + w->len, w->buf + off, len);
+	w->len += len;
+	return true;
+}
+
 static void put(struct jw *w, const char *s, size_t n)
 {
 	if (reserve(w, n)) {

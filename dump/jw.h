@@ -42,6 +42,14 @@ const char *jw_text(struct jw *w, size_t *len);
  * writers only. */
 json_t *jw_take(struct jw *w);
 
+/* Text writers: how many bytes are written so far; and a copy of the
+ * len bytes written at off appended again (false, with nothing written,
+ * when memory ran out or the writer is a tree).  For text that is a
+ * function of its input alone, written the same way at the same depth
+ * after a member of the same object. */
+size_t jw_offset(const struct jw *w);
+bool jw_copy_own(struct jw *w, size_t off, size_t len);
+
 /* Structure: a member name (the next value's), then one value.  Objects and
  * arrays open with jw_obj()/jw_arr() and close with jw_end(). */
 void jw_key(struct jw *w, const char *key);

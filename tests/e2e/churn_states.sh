@@ -42,7 +42,7 @@ else
 fi
 $PY "$TOP/tests/validate_dump.py" --pid "$tpid" "$D"/d*.json >"$D/v.out" 2>&1 ||
 	fail "a dump does not validate: $(grep -v ': valid$' "$D/v.out" | head -5)"
-$PY - "$D" "$DUMPS" <<'PYEOF' || fail "a thread state is not a java.lang.Thread.State"
+$PY - "$D" "$DUMPS" <<'PYEOF' || fail "a thread state is not a java.lang.Thread.State, or dumps in a row do not move with the tree (see above)"
 import glob, json, sys
 jdk = {"NEW", "RUNNABLE", "BLOCKED", "WAITING", "TIMED_WAITING", "TERMINATED"}
 threads = unknown = exited = 0
@@ -59,5 +59,17 @@ for p in glob.glob(sys.argv[1] + "/d*.json"):
 				assert t["state"] == "TERMINATED", t
 print("%s dumps, %d threads: %d exited during the capture, %d with no state known" %
       (sys.argv[2], threads, exited, unknown))
+# The tree moves all the time: dumps in a row show other tasks (a daemon
+# that served an old tree again, as if nothing had moved, would not).
+for mode in ("signal", "bpf"):
+	paths = sorted(glob.glob(sys.argv[1] + "/d%s*.json" % mode),
+		       key=lambda p: int(p.rsplit(mode, 1)[1][:-5]))
+	tasks = []
+	for p in paths:
+		td = json.load(open(p))["threadDump"]
+		tasks.append(sorted(t["task"]["id"] for c in td["threadContainers"]
+				    for t in c["threads"] if t.get("task")))
+	same = sum(a == b for a, b in zip(tasks, tasks[1:]))
+	assert same <= len(tasks) // 2, "%s: %d of %d dumps in a row show the tasks of the one before" % (mode, same, len(tasks))
 PYEOF
 echo "ok"

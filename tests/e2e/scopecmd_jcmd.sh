@@ -111,6 +111,11 @@ grep -q 'Locked ownable synchronizers' "$D/js.out" && bad "without -l the jstack
 run jsf $S $hpid Thread.dump_to_file -format=jstack "$D/dump.jstack"
 [ $rc -eq 0 ] && [ -s "$D/dump.jstack" ] || bad "dump_to_file -format=jstack: $(cat "$D/jsf.err")"
 run json $S $hpid Thread.dump_to_file -format=json -
+# Into a pipe (the daemon's bytes go there in the kernel): the same dump.
+$S $hpid Thread.dump_to_file -format=json - 2>/dev/null | $PY -c '
+import json, sys
+td = json.load(sys.stdin)["threadDump"]
+assert str(td["processId"]) == sys.argv[1], td["processId"]' "$hpid" || bad "dump_to_file -format=json - into a pipe is not the dump"
 run txt $S $hpid Thread.print -l -e
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/js.out" || bad "the jstack dump does not parse as HotSpot's"
 $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/jsl.out" || bad "the jstack -l dump does not parse as HotSpot's"
@@ -119,7 +124,7 @@ $PY "$TOP/tests/e2e/jstack_parse.py" --compare "$D/json.out" "$D/dump.jstack" ||
 # for): a line with text_bytes, exactly that many bytes of the JDK's JSON
 # text, and the connection goes on; "render" anywhere else is refused.
 $PY - "$(control_sock)" "$hpid" <<'PYEOF' || bad "the daemon's rendered dump (see above)"
-import json, socket, sys
+import json, os, socket, sys
 pid = int(sys.argv[2])
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(30)
@@ -136,6 +141,34 @@ td = json.loads(text)["threadDump"]
 assert td["formatVersion"] == 2 and str(td["processId"]) == str(pid), td.get("processId")
 assert any(c["container"].startswith("outer@") for c in td["threadContainers"])
 assert ask({"cmd": "status", "id": 2}).get("ok") is True
+# Dumps in a row of a process that does not move: the daemon re-makes the
+# text from the last one's ("reused"), which must be that text but for the
+# dump's time, captureNs and maxPauseNs, and valid JSON of its exact
+# length.  A dump of another process between makes the next one afresh.
+import re
+def norm(t):
+    t = re.sub(rb'"time": "[^"]*"', b'"time": T', t)
+    return re.sub(rb'"(captureNs|maxPauseNs)": (\d+|null)', rb'"\1": N', t)
+def render(rid, target):
+    h = ask({"cmd": "dump", "pid": target, "id": rid, "render": "jdk_json"})
+    assert h.get("ok") is True and h.get("reused") in (None, True), h
+    t = f.read(h["text_bytes"])
+    assert len(t) == h["text_bytes"] and t.endswith(b"}\n"), (len(t), t[-40:])
+    json.loads(t)
+    return h, t
+prev, reused = text, 0
+for i in range(80):
+    h, t = render(100 + i, pid)
+    if h.get("reused"):
+        assert norm(t) == norm(prev), "a reused dump differs from the one before"
+        reused += 1
+    prev = t
+    if reused >= 8:
+        break
+assert reused >= 3, "of 80 dumps in a row, %d were re-made from the one before" % reused
+render(200, os.getpid())
+h, t = render(201, pid)
+assert not h.get("reused"), "the dump after another process's was not made afresh"
 for req in ({"cmd": "stacks", "pid": pid, "id": 3, "render": "jdk_json"},
             {"cmd": "dump", "pid": pid, "id": 4, "render": "xml"}):
     r = ask(req)

@@ -158,13 +158,44 @@ static void test_plain_and_relative(void **state)
 	rm_tmp(&d);
 }
 
+/* Overwriting a regular file (swapped in, then the old one removed): the
+ * new contents under the name, the old file's mode kept, an open reader of
+ * the old file still reads it whole, and no temporary file left behind. */
+static void test_overwrite_regular(void **state)
+{
+	(void)state;
+	struct dir d;
+	mkdir_tmp(&d);
+	char path[128], err[256], buf[64] = "";
+	snprintf(path, sizeof path, "%s/d.json", d.path);
+	assert_int_equal(jdkdump_write_file(path, "old dump", 8, false, err, sizeof err), 0);
+	assert_int_equal(chmod(path, 0604), 0);
+	int reader = open(path, O_RDONLY);
+	assert_true(reader >= 0);
+	assert_int_equal(jdkdump_write_file(path, "new", 3, true, err, sizeof err), 0);
+	assert_int_equal(read(reader, buf, sizeof buf), 8);
+	assert_memory_equal(buf, "old dump", 8);
+	close(reader);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof buf), 3);
+	assert_memory_equal(buf, "new", 3);
+	close(fd);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0604);
+	char cmd[192];
+	snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s')\" = d.json", d.path);
+	assert_int_equal(system(cmd), 0);
+	rm_tmp(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_setid_target),
-	    cmocka_unit_test(test_not_regular),
-	    cmocka_unit_test(test_foreign_link),
-	    cmocka_unit_test(test_plain_and_relative),
+	    cmocka_unit_test(test_setid_target),      cmocka_unit_test(test_not_regular),
+	    cmocka_unit_test(test_foreign_link),      cmocka_unit_test(test_plain_and_relative),
+	    cmocka_unit_test(test_overwrite_regular),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

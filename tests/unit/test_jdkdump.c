@@ -530,6 +530,154 @@ static void test_inlined_frames(void **state)
 	json_decref(d);
 }
 
+/* Threads that share a stack ("same_stack_as") show its frames, in the
+ * tree and in the text (which writes each shared stack once and copies
+ * it): the same bytes either way; a chain or a missing target leaves the
+ * thread its own (empty) frames. */
+static void test_shared_stacks(void **state)
+{
+	(void)state;
+	static const char *reply =
+	    "{\"ok\":true,\"source\":\"bpf\",\"capture_ns\":10,\"max_pause_ns\":0,"
+	    "\"process\":{\"pid\":7,\"state\":\"live\",\"crash\":{\"tid\":5,\"signal\":11}},"
+	    "\"model\":{\"now_ms\":1764441605321.5,"
+	    " \"threads\":[{\"tid\":1,\"name\":\"a\",\"task\":null,\"state\":\"live\"},"
+	    "  {\"tid\":6,\"name\":\"w\",\"task\":10,\"state\":\"live\"}],"
+	    " \"pools\":[],"
+	    " \"scopes\":[{\"id\":3,\"name\":\"s\",\"parent\":null,\"owner\":1,"
+	    "  \"state\":\"joining\"}],"
+	    " \"tasks\":[{\"id\":10,\"scope\":3,\"state\":\"running\",\"worker\":6}]},"
+	    "\"stacks\":["
+	    " {\"tid\":1,\"state\":\"WAITING\",\"frames\":["
+	    "  {\"addr\":\"0x10\",\"func\":\"syscall\",\"file\":\"syscall.S\",\"line\":38},"
+	    "  {\"addr\":\"0x20\",\"func\":\"inner\",\"file\":\"d.c\",\"line\":8,\"inlined\":true},"
+	    "  {\"addr\":\"0x20\",\"func\":\"outer\",\"file\":\"d.c\",\"line\":17}]},"
+	    " {\"tid\":2,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":3,\"state\":\"WAITING\",\"same_stack_as\":2,\"frames\":[]},"
+	    " {\"tid\":4,\"state\":\"WAITING\",\"same_stack_as\":99,\"frames\":[]},"
+	    " {\"tid\":5,\"state\":\"RUNNABLE\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":6,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]},"
+	    " {\"tid\":8,\"state\":\"WAITING\",\"same_stack_as\":1,\"frames\":[]}]}";
+	json_t *d = build(reply); /* text and tree compared there */
+	const json_t *want = json_object_get(thread(d, 1), "stack");
+	assert_int_equal(json_array_size(want), 3);
+	static const json_int_t alike[] = {2, 5, 6, 8};
+	for (size_t i = 0; i < sizeof alike / sizeof *alike; i++) {
+		const json_t *t = thread(d, alike[i]);
+		assert_true(json_equal(json_object_get(t, "stack"), want));
+		assert_true(json_equal(json_object_get(t, "inlinedFrames"),
+				       json_object_get(thread(d, 1), "inlinedFrames")));
+	}
+	assert_int_equal(json_array_size(json_object_get(thread(d, 3), "stack")), 0);
+	assert_int_equal(json_array_size(json_object_get(thread(d, 4), "stack")), 0);
+	assert_null(json_object_get(thread(d, 3), "inlinedFrames"));
+	json_decref(d);
+}
+
+/* Renders reply (jansson) as text with its marks. */
+static char *render_marked(const json_t *reply, size_t *len, struct jdkdump_marks *marks)
+{
+	char err[256];
+	size_t tlen;
+	char *text = jtext_dump(reply, JSON_COMPACT, false, &tlen);
+	struct jv_doc *doc = NULL;
+	assert_non_null(text);
+	assert_int_equal(jv_parse(text, tlen, &doc, err, sizeof err), 0);
+	char *out = jdkdump_json_doc_marked(jv_root(doc), len, marks, err, sizeof err);
+	assert_non_null(out);
+	assert_false(marks->failed);
+	free(text);
+	jv_free(doc);
+	return out;
+}
+
+/* A dump re-made from the last one's text with another time, captureNs
+ * and maxPauseNs (what the daemon does when nothing else moved) is byte for
+ * byte the dump rendered afresh, with the same marks; and back again. */
+static void test_remark(void **state)
+{
+	(void)state;
+	static const struct {
+		double now_ms;
+		json_int_t capture, pause;
+	} moments[] = {{1764441605321.5, 1500, 900},
+		       {1764441699999.9, 123456789, -1},
+		       {1764441700000.25, 0, 77},
+		       {1764441700001.5, 5, 12},
+		       {1764441605321.5, 1500, 900}};
+	json_t *reply = load(canned);
+	struct jdkdump_marks prev = {0}, fresh = {0}, again = {0};
+	size_t plen = 0;
+	char *ptext = NULL;
+	for (size_t i = 0; i < sizeof moments / sizeof *moments; i++) {
+		json_object_set_new(json_object_get(reply, "model"), "now_ms",
+				    json_real(moments[i].now_ms));
+		json_object_set_new(reply, "capture_ns", json_integer(moments[i].capture));
+		json_object_set_new(reply, "max_pause_ns", json_integer(moments[i].pause));
+		size_t flen;
+		char *ftext = render_marked(reply, &flen, &fresh);
+		/* Every thread's time, the document's, captureNs and maxPauseNs. */
+		size_t times = 0;
+		for (const char *p = ftext; (p = strstr(p, "\"time\": ")) != NULL; p++)
+			times++;
+		assert_true(times > 5);
+		assert_int_equal(fresh.n, times + 2);
+		if (ptext) {
+			struct jdkdump_moment now = {moments[i].now_ms, moments[i].capture,
+						     moments[i].pause};
+			size_t rlen;
+			/* In place: the same bytes when every value keeps its
+			 * length, else refused with the text untouched. */
+			char *copy = malloc(plen);
+			assert_non_null(copy);
+			memcpy(copy, ptext, plen);
+			bool same_len = plen == flen;
+			for (size_t k = 0; same_len && k < prev.n; k++)
+				same_len = prev.m[k].len == fresh.m[k].len;
+			assert_int_equal(jdkdump_json_remark_inplace(copy, plen, &prev, &now),
+					 same_len);
+			if (same_len)
+				assert_memory_equal(copy, ftext, flen);
+			else
+				assert_memory_equal(copy, ptext, plen);
+			free(copy);
+			char *r = jdkdump_json_remark(ptext, plen, &prev, &now, &rlen, &again);
+			assert_non_null(r);
+			assert_int_equal(rlen, flen);
+			assert_memory_equal(r, ftext, flen);
+			assert_int_equal(again.n, fresh.n);
+			for (size_t k = 0; k < fresh.n; k++) {
+				assert_int_equal(again.m[k].at, fresh.m[k].at);
+				assert_int_equal(again.m[k].len, fresh.m[k].len);
+				assert_int_equal(again.m[k].kind, fresh.m[k].kind);
+			}
+			/* The next one is re-made from this one, as the daemon
+			 * does in a row. */
+			free(ftext);
+			ftext = r;
+			struct jdkdump_marks t = fresh;
+			fresh = again;
+			again = t;
+		}
+		free(ptext);
+		ptext = ftext;
+		plen = flen;
+		struct jdkdump_marks t = prev;
+		prev = fresh;
+		fresh = t;
+	}
+	/* Marks that do not fit the text are refused. */
+	struct jdkdump_moment now = {0, 0, 0};
+	size_t rlen;
+	prev.m[0].at = plen + 1;
+	assert_null(jdkdump_json_remark(ptext, plen, &prev, &now, &rlen, &again));
+	free(ptext);
+	jdkdump_marks_free(&prev);
+	jdkdump_marks_free(&fresh);
+	jdkdump_marks_free(&again);
+	json_decref(reply);
+}
+
 /* A worker that runs, inline while joining, a task of an inner scope is in
  * that inner scope's container, once. */
 static void test_inline_task(void **state)
@@ -995,7 +1143,8 @@ int main(void)
 	    cmocka_unit_test(test_structure),	   cmocka_unit_test(test_extras_and_frames),
 	    cmocka_unit_test(test_inlined_frames), cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_hostile_text),   cmocka_unit_test(test_odd_input),
-	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_closed_chain),
+	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_shared_stacks),
+	    cmocka_unit_test(test_remark),	   cmocka_unit_test(test_closed_chain),
 	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
 	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
 	    cmocka_unit_test(test_pool_advice),	   cmocka_unit_test(test_validate_saved),
