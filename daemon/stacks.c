@@ -116,6 +116,9 @@ struct stacks {
 	struct jbuf body; /* a rendered dump's reply, kept for the next one */
 	struct spans cur;   /* where body's changing members are */
 	struct tspans cur_ts; /* and its threads' */
+	/* SCOPED_CHECK_REMADE=1 (tests): every re-made text is compared with
+	 * the one rendered afresh, and a difference is an error reply. */
+	bool check_remade;
 	struct warm warm;
 	struct model_text mtext;
 };
@@ -314,6 +317,8 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 	if (!s)
 		return -ENOMEM;
 	s->src = &signal_source;
+	const char *check = getenv("SCOPED_CHECK_REMADE");
+	s->check_remade = check && strcmp(check, "1") == 0;
 	if (mode == STACKS_SIGNAL || mode == STACKS_PROC) {
 		if (mode == STACKS_PROC)
 			s->src = &proc_source;
@@ -825,6 +830,34 @@ static bool same_as_warm(const struct warm *w, const struct jbuf *b, const struc
 	return same_bytes(b, from, at->tail, &w->body, ofrom, o->tail);
 }
 
+/* Whether text (len bytes), re-made, is what rendering b afresh gives. */
+static bool remade_right(const struct jbuf *b, const char *text, size_t len)
+{
+	struct jv_doc *doc = NULL;
+	char err[256];
+	size_t flen = 0;
+	char *fresh = NULL;
+	if (!b->oom && jv_parse(b->p, b->len, &doc, err, sizeof err) == 0)
+		fresh = jdkdump_json_doc(jv_root(doc), &flen, err, sizeof err);
+	jv_free(doc);
+	bool same = fresh && flen == len && memcmp(fresh, text, len) == 0;
+	free(fresh);
+	return same;
+}
+
+/* text, re-made from the warm one for the reply in b; with check_remade,
+ * NULL with err when it is not the fresh render (the warm one dropped). */
+static char *remade(struct stacks *s, const struct jbuf *b, char *text, size_t len, char *err,
+		    size_t errlen)
+{
+	if (!s->check_remade || remade_right(b, text, len))
+		return text;
+	log_error("a re-made dump differs from the one rendered afresh");
+	snprintf(err, errlen, "the re-made dump differs from the one rendered afresh");
+	warm_drop(&s->warm);
+	return NULL;
+}
+
 /* The text of the dump in d's body: the warm text with this capture's
  * time and figures when nothing else differs, else rendered (and kept as
  * the warm one when it is not too big).  Returns the text, which the
@@ -862,7 +895,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 			w->ts = s->cur_ts;
 			s->cur_ts = ts;
 			*reused = true;
-			return text;
+			return remade(s, &w->body, text, *len, err, errlen);
 		}
 		free(text);
 		jdkdump_marks_free(&marks);
@@ -872,7 +905,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
 			*len = w->len;
 			*reused = true;
-			return w->text;
+			return remade(s, b, w->text, w->len, err, errlen);
 		}
 		struct jdkdump_marks marks = {0};
 		char *text = jdkdump_json_remark(w->text, w->len, &w->marks, &now, len, &marks);
@@ -883,7 +916,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 			jdkdump_marks_free(&w->marks);
 			w->marks = marks;
 			*reused = true;
-			return text;
+			return remade(s, b, text, *len, err, errlen);
 		}
 		jdkdump_marks_free(&marks);
 	}

@@ -15,6 +15,9 @@ trap 'stop_all $dpid $hpid $jpid' EXIT
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
+# Every dump the daemon re-makes from the last one is checked against a
+# fresh render of the same reply (an error reply when they differ).
+export SCOPED_CHECK_REMADE=1
 scoped_start "$D/log" || { echo "FAIL: scoped did not start"; exit 1; }
 "$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
 hpid=$!
