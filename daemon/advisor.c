@@ -65,29 +65,35 @@ static struct adv_pool *named_slot(struct model *m, uint64_t id)
 	return p;
 }
 
-static uint64_t task_pool_hinted(struct model *m, const struct m_task *t);
+static struct adv_pool *task_slot(struct model *m, const struct m_task *t);
 
 void advisor_task_forked(struct model *m, const struct m_task *t)
 {
-	uint64_t id = task_pool_hinted(m, t);
-	struct adv_pool *p = id ? named_slot(m, id) : NULL;
+	struct adv_pool *p = task_slot(m, t);
 	if (p) {
 		p->cur.forked++;
 		p->outstanding++;
 	}
 }
 
-/* task_pool(), through the last scope's hint.  A scope's pool never
- * changes, so the hint stays right while the scope lives; ids are not
- * reused within a process. */
-static uint64_t task_pool_hinted(struct model *m, const struct m_task *t)
+/* The slot of the pool t's scope forks on (NULL: none), through the last
+ * scope's hint.  A scope's pool never changes, so the hint stays right
+ * while the scope lives; ids are not reused within a process; slots are
+ * never freed. */
+static struct adv_pool *task_slot(struct model *m, const struct m_task *t)
 {
 	struct advisor *a = m->adv;
-	if (t->scope && t->scope == a->hint_scope)
-		return a->hint_scope_pool;
-	a->hint_scope = t->scope;
-	a->hint_scope_pool = task_pool(m, t);
-	return a->hint_scope_pool;
+	if (!t->scope || t->scope != a->hint_scope) {
+		a->hint_scope = t->scope;
+		a->hint_scope_pool = task_pool(m, t);
+		a->hint_slot = NULL;
+	}
+	if (!a->hint_scope_pool)
+		return NULL;
+	struct adv_pool *p = a->hint_slot;
+	if (!p || !p->name[0]) /* (named once the pool's name is known) */
+		p = a->hint_slot = named_slot(m, a->hint_scope_pool);
+	return p;
 }
 
 /* The pool of thread tid (0: none), through the last worker's hint, which
@@ -105,8 +111,8 @@ static uint64_t thread_pool_hinted(struct model *m, uint32_t tid)
 
 void advisor_task_ended(struct model *m, const struct m_task *t)
 {
-	uint64_t id = task_pool_hinted(m, t);
-	struct adv_pool *p = id ? named_slot(m, id) : NULL;
+	struct adv_pool *p = task_slot(m, t);
+	uint64_t id = m->adv->hint_scope_pool;
 	if (p && p->outstanding)
 		p->outstanding--;
 	if (!p || t->started <= 0)

@@ -120,6 +120,7 @@ struct advisor {
 	/* The last scope and worker looked up, and their pools: the tasks of a
 	 * fork storm end in runs of one scope on few threads. */
 	uint64_t hint_scope, hint_scope_pool;
+	struct adv_pool *hint_slot; /* hint_scope_pool's slot (NULL: not looked up yet) */
 	uint32_t hint_tid;
 	uint64_t hint_tid_pool;
 	adv_schedstat_fn read_schedstat;

@@ -7,6 +7,7 @@
 #include "idmap.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
@@ -108,6 +109,28 @@ int idmap_put(struct idmap *m, void *ent)
 	return 0;
 }
 
+void *idmap_get_slot(const struct idmap *m, uint64_t id, size_t *slot)
+{
+	*slot = SIZE_MAX;
+	if (!m->cap)
+		return NULL;
+	size_t i = find(m, id);
+	*slot = i;
+	return m->slots[i].e;
+}
+
+int idmap_put_at(struct idmap *m, void *ent, size_t slot)
+{
+	/* The general way when the map must grow first, or when the slot
+	 * ends a long run (which may take a new key). */
+	if (slot >= m->cap || (m->n + 1) * 4 > m->cap * 3 ||
+	    ((slot - slot_of(ent_id(ent), m->key, m->cap)) & (m->cap - 1)) > LONG_RUN)
+		return idmap_put(m, ent);
+	m->slots[slot] = (struct idmap_slot){ent_id(ent), ent};
+	m->n++;
+	return 0;
+}
+
 size_t idmap_longest_run(const struct idmap *m)
 {
 	size_t best = 0, run = 0;
@@ -124,7 +147,14 @@ void *idmap_del(struct idmap *m, uint64_t id)
 {
 	if (!m->cap)
 		return NULL;
-	size_t mask = m->cap - 1, i = find(m, id);
+	return idmap_del_at(m, find(m, id));
+}
+
+void *idmap_del_at(struct idmap *m, size_t i)
+{
+	if (i >= m->cap)
+		return NULL;
+	size_t mask = m->cap - 1;
 	void *found = m->slots[i].e;
 	if (!found)
 		return NULL;

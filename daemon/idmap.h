@@ -24,8 +24,16 @@ struct idmap {
 void *idmap_get(const struct idmap *m, uint64_t id);
 /* Inserts ent (its id must not be present).  0 or -ENOMEM. */
 int idmap_put(struct idmap *m, void *ent);
+/* The entity with id, or NULL with *slot set to where it would go, for an
+ * idmap_put_at of that id with no other change to the map in between: a
+ * lookup and an insert for one walk of the probe run. */
+void *idmap_get_slot(const struct idmap *m, uint64_t id, size_t *slot);
+int idmap_put_at(struct idmap *m, void *ent, size_t slot);
 /* Removes and returns the entity with id, or NULL. */
 void *idmap_del(struct idmap *m, uint64_t id);
+/* The same for the entity idmap_get_slot found at slot (no change to the
+ * map in between). */
+void *idmap_del_at(struct idmap *m, size_t slot);
 void idmap_free(struct idmap *m);
 /* The longest run of occupied slots (what a probe may walk at worst). */
 size_t idmap_longest_run(const struct idmap *m);

@@ -140,6 +140,8 @@ static void free_str(struct model *m, char *c)
 
 static void free_ent(struct model *m, enum ent_kind k, void *e)
 {
+	if (e == (void *)m->thread_hint)
+		m->thread_hint = NULL;
 	if (layout[k].name)
 		free_str(m, *(char **)((char *)e + layout[k].name));
 	if (k == ENT_SCOPE) {
@@ -207,11 +209,12 @@ static void touch(struct model *m, enum ent_kind k, void *e)
 		*ent_seen(k, e) = m->epoch;
 }
 
-/* The entity with id, created as a placeholder when absent.  NULL with the
- * error in *err (the cap or memory). */
-static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
+/* The entity with id, created as a placeholder when absent (in the live
+ * set when live).  NULL with the error in *err (the cap or memory). */
+static void *get_as(struct model *m, enum ent_kind k, uint64_t id, bool live, int *err)
 {
-	void *e = idmap_get(&m->ents[k], id);
+	size_t slot;
+	void *e = idmap_get_slot(&m->ents[k], id, &slot);
 	if (e)
 		return e;
 	if (held(m) >= m->lim.max_entities) {
@@ -224,7 +227,7 @@ static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
 	e = ent_alloc(m, k);
 	if (e)
 		*(uint64_t *)e = id; /* the map hashes on it */
-	if (!e || live_add(m, k, e) < 0 || idmap_put(&m->ents[k], e) < 0) {
+	if (!e || (live && live_add(m, k, e) < 0) || idmap_put_at(&m->ents[k], e, slot) < 0) {
 		if (e)
 			live_del(m, k, e);
 		if (e)
@@ -235,6 +238,11 @@ static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
 	}
 	*ent_flags(k, e) = EF_PLACEHOLDER;
 	return e;
+}
+
+static void *get(struct model *m, enum ent_kind k, uint64_t id, int *err)
+{
+	return get_as(m, k, id, true, err);
 }
 
 static void log_removal(struct model *m, enum ent_kind k, uint64_t id)
@@ -259,14 +267,19 @@ static void log_removal(struct model *m, enum ent_kind k, uint64_t id)
 	m->rm[m->nrm++] = (struct m_removal){gen, id, (uint8_t)k};
 }
 
-static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
+/* Frees e, which left the map of its kind. */
+static void removed(struct model *m, enum ent_kind k, void *e, uint64_t id)
 {
-	void *e = idmap_del(&m->ents[k], id);
-	if (!e)
-		return;
 	live_del(m, k, e);
 	free_ent(m, k, e);
 	log_removal(m, k, id);
+}
+
+static void remove_ent(struct model *m, enum ent_kind k, uint64_t id)
+{
+	void *e = idmap_del(&m->ents[k], id);
+	if (e)
+		removed(m, k, e, id);
 }
 
 void model_trim_removals(struct model *m, uint64_t gen)
@@ -282,8 +295,6 @@ void model_trim_removals(struct model *m, uint64_t gen)
 	}
 }
 
-static bool is_ended(struct model *m, enum ent_kind k, uint64_t id);
-
 /* Expiry reaches the oldest entities, long out of the caches: at the cap
  * in a fork storm, the misses on the expiring entity and its map slot were
  * a third of the daemon's time.  So each expiry starts loading the one
@@ -294,18 +305,26 @@ static bool is_ended(struct model *m, enum ent_kind k, uint64_t id);
 static void expire_oldest(struct model *m)
 {
 	struct m_expiry x = m->exp[m->exp_head];
-	m->exp_head = (m->exp_head + 1) % m->exp_cap;
+	m->exp_head = (m->exp_head + 1) & (m->exp_cap - 1);
 	m->exp_n--;
 	if (m->exp_n > EXPIRY_AHEAD) {
-		const struct m_expiry *y = &m->exp[(m->exp_head + EXPIRY_AHEAD) % m->exp_cap];
+		const struct m_expiry *y = &m->exp[(m->exp_head + EXPIRY_AHEAD) & (m->exp_cap - 1)];
 		idmap_prefetch(&m->ents[y->kind], y->id);
 		__builtin_prefetch(y->hint);
 		__builtin_prefetch(ent_flags(y->kind, y->hint));
 	}
-	if (is_ended(m, x.kind, x.id))
-		remove_ent(m, x.kind, x.id);
+	/* One walk of the map for the look and the removal. */
+	size_t slot;
+	struct idmap *map = &m->ents[x.kind];
+	void *e = idmap_get_slot(map, x.id, &slot);
+	if (e && (*ent_flags(x.kind, e) & EF_ENDED)) {
+		idmap_del_at(map, slot);
+		removed(m, x.kind, e, x.id);
+	}
 }
 
+/* The queue of expiries is a ring of a power of two entries (64, doubled
+ * when full): positions wrap with a mask, not a division. */
 static void expire_later(struct model *m, enum ent_kind k, const void *e, int64_t now)
 {
 	uint64_t id = *(const uint64_t *)e;
@@ -315,21 +334,15 @@ static void expire_later(struct model *m, enum ent_kind k, const void *e, int64_
 		if (!e)
 			return; /* kept until the process goes: a leak of history, not of state */
 		for (size_t i = 0; i < m->exp_n; i++)
-			e[i] = m->exp[(m->exp_head + i) % m->exp_cap];
+			e[i] = m->exp[(m->exp_head + i) & (m->exp_cap - 1)];
 		free(m->exp);
 		m->exp = e;
 		m->exp_head = 0;
 		m->exp_cap = cap;
 	}
-	m->exp[(m->exp_head + m->exp_n) % m->exp_cap] =
+	m->exp[(m->exp_head + m->exp_n) & (m->exp_cap - 1)] =
 	    (struct m_expiry){now + m->lim.retain_ns, id, e, (uint8_t)k};
 	m->exp_n++;
-}
-
-static bool is_ended(struct model *m, enum ent_kind k, uint64_t id)
-{
-	const void *e = idmap_get(&m->ents[k], id);
-	return e && (*ent_flags(k, e) & EF_ENDED);
 }
 
 void model_sweep(struct model *m, int64_t now_ns)
@@ -414,7 +427,11 @@ static int task_rank(unsigned state)
 
 static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64_t only_if)
 {
-	struct m_thread *t = idmap_get(&m->ents[ENT_THREAD], tid);
+	struct m_thread *t = m->thread_hint;
+	if (!t || t->id != tid) {
+		t = idmap_get(&m->ents[ENT_THREAD], tid);
+		m->thread_hint = t;
+	}
 	if (!t || (only_if && t->task != only_if) || t->task == task)
 		return;
 	t->task = task;
@@ -454,10 +471,14 @@ static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
 
 /* Gives a scope or task the call site numbered site: what its SITE defined,
  * or none when that number is not known (0, or its SITE was lost). */
-static void set_site(const struct model *m, uint32_t site, const char **file, const char **func,
+static void set_site(struct model *m, uint32_t site, const char **file, const char **func,
 		     int32_t *line)
 {
-	const struct m_site *s = site ? idmap_get(&m->sites, site) : NULL;
+	const struct m_site *s = m->site_hint;
+	if (!s || s->id != site) {
+		s = site ? idmap_get(&m->sites, site) : NULL;
+		m->site_hint = s;
+	}
 	*file = s ? s->file : NULL;
 	*func = s ? s->func : NULL;
 	*line = s ? s->line : 0;
@@ -466,7 +487,7 @@ static void set_site(const struct model *m, uint32_t site, const char **file, co
 /* A repeat of the event that opened or forked an entity names the site the
  * first one could not: its SITE was lost with the events the snapshot
  * after the loss repairs, and that snapshot sends it again first. */
-static void repair_site(const struct model *m, uint32_t site, const char **file, const char **func,
+static void repair_site(struct model *m, uint32_t site, const char **file, const char **func,
 			int32_t *line)
 {
 	if (!*file && !*func && !*line)
@@ -616,16 +637,16 @@ static int ev_scope_close(struct model *m, const struct proto_msg *msg, int64_t 
 	return 0;
 }
 
-static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t now)
+/* The fork of t at ts in the given state (TASK_FORK's, or TASK_DONE's
+ * FORKED), with its body fn and call site. */
+static void task_forked(struct model *m, struct m_task *t, const struct proto_msg *msg,
+			uint32_t state, int64_t now)
 {
-	(void)now;
-	struct m_task *t;
-	GET_TASK(t);
 	if (!t->fn)
 		t->fn = msg->fn;
-	if (task_rank(msg->state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
-		t->state = (uint8_t)msg->state;
-		if (task_rank(msg->state) == 2 && end_once(m, ENT_TASK, t, now)) {
+	if (task_rank(state) > task_rank(t->state) && !(t->flags & EF_ENDED)) {
+		t->state = (uint8_t)state;
+		if (task_rank(state) == 2 && end_once(m, ENT_TASK, t, now)) {
 			t->ended = msg->ts;
 			if (m->tally)
 				tally_task_ended(m, t);
@@ -633,13 +654,20 @@ static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t no
 	}
 	if (!(t->flags & EF_PLACEHOLDER) && t->forked) {
 		repair_site(m, msg->site, &t->file, &t->func, &t->line);
-		return 0;
+		return;
 	}
 	t->flags &= (uint8_t)~EF_PLACEHOLDER;
 	t->forked = msg->ts;
 	if (m->adv && !m->in_snapshot)
 		advisor_task_forked(m, t);
 	set_site(m, msg->site, &t->file, &t->func, &t->line);
+}
+
+static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_task *t;
+	GET_TASK(t);
+	task_forked(m, t, msg, msg->state, now);
 	return 0;
 }
 
@@ -655,10 +683,10 @@ static void task_started(struct model *m, struct m_task *t, int64_t ts, uint32_t
 	}
 }
 
-/* Ends t at ts, once: its state, time, error and worker; false when it had
- * ended already. */
+/* Ends t at ts, once: its state and error (msg's), time, and worker (tid,
+ * unless it had one); false when it had ended already. */
 static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *msg, int64_t ts,
-		     int64_t now)
+		     uint32_t tid, int64_t now)
 {
 	if (!end_once(m, ENT_TASK, t, now))
 		return false;
@@ -666,7 +694,7 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 	t->ended = ts;
 	t->error = msg->error;
 	if (!t->worker)
-		t->worker = msg->tid;
+		t->worker = tid;
 	if (m->tally)
 		tally_task_ended(m, t);
 	if (m->adv)
@@ -677,7 +705,7 @@ static bool task_end(struct model *m, struct m_task *t, const struct proto_msg *
 static void task_ended(struct model *m, struct m_task *t, const struct proto_msg *msg, int64_t ts,
 		       int64_t now)
 {
-	if (task_end(m, t, msg, ts, now))
+	if (task_end(m, t, msg, ts, msg->tid, now))
 		thread_set_task(m, t->worker, 0, t->id);
 }
 
@@ -698,28 +726,55 @@ static int ev_task_end(struct model *m, const struct proto_msg *msg, int64_t now
 	return 0;
 }
 
-/* A TASK_START and its TASK_END in one frame: both, with one lookup of the
- * task. */
-static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now)
+/* A TASK_START at start_ts on thread tid and its TASK_END (msg's end_ts,
+ * error and state), applied to t: both, with one lookup of the thread in
+ * the storm's case. */
+static void task_ran(struct model *m, struct m_task *t, const struct proto_msg *msg,
+		     int64_t start_ts, uint32_t tid, int64_t now)
 {
-	struct m_task *t;
-	GET_TASK(t);
-	if (task_rank(t->state) >= 1 || (t->started && t->worker != msg->tid)) {
+	if (task_rank(t->state) >= 1 || (t->started && t->worker != tid)) {
 		/* Known to run already, or on another thread: as the two. */
-		task_started(m, t, msg->ts, msg->tid);
-		task_ended(m, t, msg, msg->end_ts, now);
-		return 0;
+		task_started(m, t, start_ts, tid);
+		if (task_end(m, t, msg, msg->end_ts, tid, now))
+			thread_set_task(m, t->worker, 0, t->id);
+		return;
 	}
 	/* The storm's case: it started and ended in this frame, on the thread
 	 * that sent it, which runs nothing now (a task it was said to run
 	 * ended unseen).  The two would set that thread's task and clear it
 	 * again, a lookup each; this clears it, with one. */
 	if (!t->started) {
-		t->started = msg->ts;
-		t->worker = msg->tid;
+		t->started = start_ts;
+		t->worker = tid;
 	}
 	t->state = PROTO_TASK_RUNNING;
-	thread_set_task(m, msg->tid, task_end(m, t, msg, msg->end_ts, now) ? 0 : t->id, 0);
+	thread_set_task(m, tid, task_end(m, t, msg, msg->end_ts, tid, now) ? 0 : t->id, 0);
+}
+
+/* A TASK_START and its TASK_END in one frame: both, with one lookup of the
+ * task. */
+static int ev_task_ran(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	struct m_task *t;
+	GET_TASK(t);
+	task_ran(m, t, msg, msg->ts, msg->tid, now);
+	return 0;
+}
+
+/* A TASK_FORK (state FORKED) and its TASK_RAN in one frame: the three, with
+ * one lookup of the task.  A task the model has not seen is created
+ * outside the live set, which it would leave again within this frame. */
+static int ev_task_done(struct model *m, const struct proto_msg *msg, int64_t now)
+{
+	int err = 0;
+	struct m_task *t = get_as(m, ENT_TASK, msg->task, false, &err);
+	if (!t)
+		return err;
+	touch(m, ENT_TASK, t);
+	if (!t->scope)
+		t->scope = msg->scope;
+	task_forked(m, t, msg, PROTO_TASK_FORKED, now);
+	task_ran(m, t, msg, msg->start_ts, msg->worker, now);
 	return 0;
 }
 
@@ -818,6 +873,7 @@ static int refuse_site(struct model *m, uint32_t site)
 {
 	m->sites_refused++;
 	/* The old definition is not this number's any more. */
+	m->site_hint = NULL;
 	free(idmap_del(&m->sites, site));
 	return 0;
 }

@@ -189,6 +189,11 @@ struct model {
 	struct symbolizer *sym;
 	pid_t sym_pid;
 	unsigned long long sym_starttime;
+	/* The last thread and call site looked up by the task events (NULL:
+	 * none): a fork storm names the same few of each, event after event.
+	 * Unset when that thread or site leaves its map. */
+	struct m_thread *thread_hint;
+	const struct m_site *site_hint;
 	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
 	struct advisor *adv; /* pool measurement (advisor.h); NULL: none, freed with the model */
 };

@@ -271,12 +271,11 @@ static void clear_msg(struct proto_msg *msg)
 	memset(msg, 0, n);
 }
 
-/* The two frames of a fork storm, most of what a daemon decodes there:
- * TASK_FORK and TASK_RAN, read field by field without the layout walk and
- * its switch per field.  The code is wire.h's field lists expanded into
- * straight loads at constant offsets.  Their layouts fix their lengths
- * exactly and hold no string, array or checked value, so a right length is
- * all there is to check; any other length goes the general way, to its
+/* The frames of a fork storm, most of what a daemon decodes there:
+ * TASK_FORK and TASK_RAN, or TASK_DONE from version 4, read field by field without the layout walk
+ * and its switch per field.  The code is wire.h's field lists expanded into straight loads at
+ * constant offsets.  Their layouts fix their lengths exactly and hold no string, array or checked
+ * value, so a right length is all there is to check; any other length goes the general way, to its
  * error.  test_proto checks these against the table for every field.
  * Returns whether it decoded buf. */
 #define HOT_VER(m) HOT_U16(m) /* (not a hot message's kind: no check here) */
@@ -304,7 +303,50 @@ static int decode_hot(const uint8_t *buf, uint32_t flen, struct proto_msg *msg)
 
 	HOT_DECODE(EV_TASK_FORK, task_fork, EVENT)
 	HOT_DECODE(EV_TASK_RAN, task_ran, DERIVED)
+	HOT_DECODE(EV_TASK_DONE, task_done, DERIVED)
 	return 0;
+}
+
+/* Every field the hot messages decode into, zeroed: a message that only
+ * proto_decode_hot fills keeps nothing of the frame before. */
+#define HOT_ZERO_VER(m)
+#define HOT_ZERO_U16(m) msg->m = 0;
+#define HOT_ZERO_U32(m) msg->m = 0;
+#define HOT_ZERO_I32(m) msg->m = 0;
+#define HOT_ZERO_U64(m) msg->m = 0;
+#define HOT_ZERO_I64(m) msg->m = 0;
+#define HOT_ZERO_PAD16(m)
+#define HOT_ZERO_PAD32(m)
+#define HOT_ZERO(kind, m, source) HOT_ZERO_##kind(m)
+
+/* clang-format off */
+static void hot_zero(struct proto_msg *msg)
+{
+	PROTO_COMMON(HOT_ZERO)
+	PROTO_FIELDS_task_fork(HOT_ZERO)
+	PROTO_FIELDS_task_ran(HOT_ZERO)
+	PROTO_FIELDS_task_done(HOT_ZERO)
+}
+/* clang-format on */
+
+int proto_decode_hot(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used)
+{
+	if (len < PROTO_HDR_SIZE)
+		return 0;
+	uint32_t flen = get32(buf);
+	if (flen > len)
+		return 0;
+	uint16_t type = get16(buf + 4);
+	if (type != PROTO_EV_TASK_FORK && type != PROTO_EV_TASK_RAN && type != PROTO_EV_TASK_DONE)
+		return 0;
+	hot_zero(msg);
+	msg->len = flen;
+	msg->type = type;
+	msg->flags = get16(buf + 6);
+	if (!decode_hot(buf, flen, msg))
+		return 0; /* a wrong length: proto_decode says what is wrong */
+	*used = flen;
+	return 1;
 }
 
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used)

@@ -28,11 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The version this build speaks, and the oldest it still reads.  3: TASK_RAN;
- * 2: call sites sent once (SITE) and referred to by number.  A reader acks
- * the older of the HELLO's version and its own, and that is the session's:
- * an agent sends TASK_RAN only when the ack says 3 or later. */
-#define PROTO_VERSION 3
+/* The version this build speaks, and the oldest it still reads.  4:
+ * TASK_DONE; 3: TASK_RAN; 2: call sites sent once (SITE) and referred to by
+ * number.  A reader acks the older of the HELLO's version and its own, and
+ * that is the session's: an agent sends TASK_RAN only when the ack says 3 or
+ * later, TASK_DONE only when it says 4 or later. */
+#define PROTO_VERSION 4
 #define PROTO_VERSION_MIN 2
 #define PROTO_HDR_SIZE 8u
 #define PROTO_MAX_FRAME 65536u /* bytes, header included */
@@ -168,6 +169,8 @@ struct proto_msg {
 	/* events: ids and values (names as in enum proto_type) */
 	uint64_t scope, parent, parent_task, task, pool_id, fn;
 	int64_t deadline, result, error, end_ts;
+	int64_t start_ts; /* TASK_DONE: its TASK_START's ts */
+	uint32_t worker;  /* TASK_DONE: its TASK_START's tid */
 	uint32_t joiner, reason, state, role, kind, how;
 	/* SCOPE_CANCEL's cause, SCOPE_FLAGS', SCOPE_HANDLERS' counts */
 	uint32_t cause, scope_flags, armed, ran;
@@ -208,6 +211,15 @@ struct proto_msg {
  * needed at least); any other error means the stream is broken: drop the
  * peer.  Never allocates, never reads past len. */
 int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
+
+/* The hot frames of a fork storm (TASK_FORK, TASK_RAN, TASK_DONE) only,
+ * for a reader that keeps one message for them: when buf starts with a
+ * whole, well-formed one, decodes it into *msg, sets *used and returns 1,
+ * writing every field any of the three uses (zero where its own layout has
+ * none) and no other; so a *msg zeroed once ends as proto_decode would
+ * leave it, without clearing all of it per frame.  Otherwise returns 0
+ * (*msg's hot fields then mean nothing): proto_decode the frame. */
+int proto_decode_hot(const uint8_t *buf, size_t len, struct proto_msg *msg, size_t *used);
 
 /* Reads the i-th tid / address of a decoded STACK_REQUEST / STACK_REPLY. */
 uint32_t proto_tid_at(const struct proto_msg *msg, size_t i);

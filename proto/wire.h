@@ -74,6 +74,7 @@
 	X(EV_TASK_START, task_start, 0x0121, EVENT, NONE)              \
 	X(EV_TASK_END, task_end, 0x0122, EVENT, NONE)                  \
 	X(EV_TASK_RAN, task_ran, 0x0123, DERIVED, NONE)                \
+	X(EV_TASK_DONE, task_done, 0x0124, DERIVED, NONE)              \
 	X(EV_VIOLATION, violation, 0x0130, EVENT, NONE)                \
 	X(EV_VALUE_BIND, value_bind, 0x0131, EVENT, NONE)              \
 	X(EV_WARNING, warning, 0x0132, EVENT, NONE)                    \
@@ -185,6 +186,16 @@
 	F(U64, task, NA) F(U64, scope, NA) F(I64, error, NA) F(U32, state, NA)       \
 	F(PAD32, reserved0, NA) F(I64, end_ts, NA)
 #define PROTO_STRS_task_ran(S)
+/* A TASK_FORK (its common part: the fork's ts, the forker's tid) and the
+ * same task's TASK_RAN in one frame, from version 4: the agent composes it
+ * when both are due in one batch and the fork's state was FORKED.  worker
+ * and start_ts are the TASK_START's tid and ts, end_ts the TASK_END's ts,
+ * error and state the TASK_END's. */
+#define PROTO_FIELDS_task_done(F)                                                   \
+	F(U64, task, NA) F(U64, scope, NA) F(U64, fn, NA) F(I64, error, NA)          \
+	F(U32, state, NA) F(U32, site, NA) F(U32, worker, NA) F(PAD32, reserved0, NA) \
+	F(I64, start_ts, NA) F(I64, end_ts, NA)
+#define PROTO_STRS_task_done(S)
 /* scope: 0 when none; kind: enum proto_violation. */
 #define PROTO_FIELDS_violation(F) \
 	F(U64, scope, A) F(I64, error, I) F(U32, kind, U) F(PAD32, reserved0, NA)

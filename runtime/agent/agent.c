@@ -30,6 +30,7 @@
 #define OUT_MAX (64u << 20)	   /* cap of the output buffer (snapshots) */
 #define DRAIN_MS 1		   /* drain period while rings fill fast */
 #define IDLE_MS 4		   /* drain period while they stay nearly empty */
+#define HOLD_FORK_NS 2000000	   /* a fork waits this long at most for its end (TASK_DONE) */
 #define BLOCKED_REAP_NS 100000000  /* after this long blocked, exited threads' events go */
 #define SHED_MS 20		   /* after this long blocked, new events are only counted */
 #define STOP_CHECK_MS 5		   /* blocked this long: look whether the daemon is stopped */
@@ -375,7 +376,7 @@ static int handshake(void)
 		while ((got = next_msg(&m, frame)) == 1) {
 			if (m.type == PROTO_HELLO_ACK) {
 				/* The session's version (see PROTO_VERSION). */
-				sc_rings_coalesce(m.version >= 3);
+				sc_rings_coalesce(m.version >= 4 ? 2 : m.version >= 3);
 				return 0;
 			}
 			if (m.type == PROTO_ERROR)
@@ -519,7 +520,10 @@ static int on_sent(struct session *s)
 	 * before it has a ts below the horizon. */
 	uint64_t freq = atomic_load(&ag.flush_req);
 	int64_t now = now_ns();
-	size_t n = sc_rings_drain_unless(&ag.out, BATCH_BYTES, now, ag.lost_base);
+	/* Forks may wait a little for their task's end (TASK_DONE), unless
+	 * someone waits for a flush. */
+	int64_t hold = freq == atomic_load(&ag.flush_done) ? HOLD_FORK_NS : 0;
+	size_t n = sc_rings_drain_hold(&ag.out, BATCH_BYTES, now, ag.lost_base, hold);
 	atomic_fetch_add(&ag.events, n);
 	if (sc_rings_drops_seen() != ag.lost_base)
 		return 1; /* to the LOST and the snapshot */
@@ -531,7 +535,7 @@ static int on_sent(struct session *s)
 	if (ag.out.len >= BATCH_BYTES)
 		return 1; /* more is waiting: no sleep */
 	s->drained_gen = freq;
-	if (n == 0)
+	if (n == 0 && !sc_rings_held())
 		atomic_store(&ag.flush_done, freq);
 	s->period = next_period(s->period, n);
 	return 0;

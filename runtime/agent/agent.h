@@ -144,9 +144,18 @@ SC_HIDDEN size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t ho
  * of the events written after a loss go out ahead of its LOST. */
 SC_HIDDEN size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horizon,
 				       uint64_t drops);
-/* Whether drains may write a TASK_START and its TASK_END as one TASK_RAN
- * (the session's protocol version is 3 or later). */
-SC_HIDDEN void sc_rings_coalesce(int on);
+/* The same, and with the session at version 4 (sc_rings_coalesce 2) it
+ * may keep TASK_FORKs whose task has not run yet for the next drain, while
+ * they are younger than hold_ns before the horizon, so that more of them
+ * go out with their TASK_RAN as one TASK_DONE.  hold_ns 0: keeps none. */
+SC_HIDDEN size_t sc_rings_drain_hold(struct sc_buf *out, size_t max_bytes, int64_t horizon,
+				     uint64_t drops, int64_t hold_ns);
+/* TASK_FORKs a drain kept for the next (none unless hold_ns was set). */
+SC_HIDDEN size_t sc_rings_held(void);
+/* What drains may compose: 0 nothing; 1 a TASK_START and its TASK_END as
+ * one TASK_RAN (the session's protocol version is 3 or later); 2 that, and
+ * a TASK_FORK and its TASK_RAN as one TASK_DONE (version 4 or later). */
+SC_HIDDEN void sc_rings_coalesce(int level);
 /* While on, threads count their new events as dropped instead of writing
  * them (the agent sets it when the daemon has not read for SHED_NS). */
 SC_HIDDEN void sc_rings_shed(int on);

@@ -529,17 +529,21 @@ static unsigned last_fill_pct;
  * a second in a fork storm), and that walk was 6% of the agent's time.
  * Only the agent thread walks, reaps and reads this, so no lock. */
 static uint64_t drops_seen;
-static _Atomic int coalesce; /* the session is version 3 or later: TASK_RAN */
+/* What the session lets a drain compose (sc_rings_coalesce): 0 nothing,
+ * 1 TASK_RAN (version 3), 2 TASK_RAN and TASK_DONE (version 4). */
+static _Atomic int coalesce;
 
-void sc_rings_coalesce(int on)
+void sc_rings_coalesce(int level)
 {
-	atomic_store_explicit(&coalesce, on, memory_order_relaxed);
+	atomic_store_explicit(&coalesce, level, memory_order_relaxed);
 }
 
-/* Frame sizes of the three task events (fixed: no strings). */
+/* Frame sizes of the task events (fixed: no strings). */
+#define FORK_LEN ((uint32_t)PROTO_FIXED(task_fork))
 #define START_LEN ((uint32_t)PROTO_FIXED(task_start))
 #define END_LEN ((uint32_t)PROTO_FIXED(task_end))
 #define RAN_LEN ((uint32_t)PROTO_FIXED(task_ran))
+#define DONE_LEN ((uint32_t)PROTO_FIXED(task_done))
 
 /* Copies field m of a src_name frame at src into field m of a dst_name
  * frame at dst, both where proto/wire.h lays them out. */
@@ -552,16 +556,202 @@ void sc_rings_coalesce(int on)
 		       FIELD_SIZE(dst_name, dst_m));                                               \
 	} while (0)
 
+static uint64_t frame_task(const uint8_t *f)
+{
+	uint64_t id;
+	_Static_assert(PROTO_OFF(task_fork, task) == PROTO_OFF(task_start, task) &&
+			   PROTO_OFF(task_start, task) == PROTO_OFF(task_end, task),
+		       "a task event's task is at one offset");
+	memcpy(&id, f + PROTO_OFF(task_fork, task), sizeof id);
+	return id;
+}
+
+/* TASK_FORKs held back within one drain (version 4): a fork storm's task
+ * is forked, started and ended between two drains, and its TASK_FORK and
+ * TASK_RAN then go out as one TASK_DONE at the TASK_RAN's place: one frame
+ * of 88 bytes instead of two of 120, and one event instead of two for the
+ * reader.  A held fork goes out alone ahead of any other event of its task
+ * in the drain, or at the drain's end; none of the frames it then follows
+ * is about its task, and all of them leave in the same write.  Agent
+ * thread only. */
+#define HOLD_MAX 4096u		  /* forks held in one drain at most */
+#define HOLD_SLOTS (2 * HOLD_MAX) /* hash slots: load <= 1/2 */
+#define HOLD_KEEP (HOLD_MAX / 4)  /* forks kept for the next drain at most */
+struct hold_slot {
+	uint64_t task; /* its frame's, so that a probe reads no frame */
+	uint32_t k;    /* held index + 1; 0: empty */
+};
+static struct {
+	uint8_t (*frame)[PROTO_FIXED(task_fork)]; /* the held frames, in merge order */
+	uint32_t *slot_of;			  /* each held frame's hash slot */
+	struct hold_slot *slots;
+	uint8_t *gone;	/* sent (as TASK_DONE or alone) */
+	uint32_t n;	/* frames in the table, sent ones too */
+	uint32_t first; /* none before it is still to send */
+	size_t bytes;	/* of the held frames not yet sent */
+	bool failed;	/* no memory for the tables: nothing is held */
+} hold;
+
+static bool hold_ready(void)
+{
+	if (hold.slots || hold.failed)
+		return hold.slots != NULL;
+	hold.frame = malloc(HOLD_MAX * sizeof *hold.frame);
+	hold.slot_of = malloc(HOLD_MAX * sizeof *hold.slot_of);
+	hold.gone = malloc(HOLD_MAX);
+	hold.slots = calloc(HOLD_SLOTS, sizeof *hold.slots);
+	if (!hold.frame || !hold.slot_of || !hold.gone || !hold.slots) {
+		free(hold.frame);
+		free(hold.slot_of);
+		free(hold.gone);
+		free(hold.slots);
+		hold.slots = NULL;
+		hold.failed = true;
+	}
+	return hold.slots != NULL;
+}
+
+/* A task's slot: its id's low bits.  The runtime hands ids out in dense
+ * blocks (SC_ID_BLOCK a thread), and a drain holds and finds them in about
+ * the order they were forked, so consecutive ids share cache lines; a
+ * multiplicative hash scattered them, and the table's misses were most of
+ * the holding's cost (the ids are the process's own, not a peer's). */
+static uint32_t hold_hash(uint64_t task)
+{
+	return (uint32_t)task & (HOLD_SLOTS - 1);
+}
+
+/* The held, unsent TASK_FORK of task, or -1. */
+static int hold_find(uint64_t task)
+{
+	for (uint32_t i = hold_hash(task);; i = (i + 1) & (HOLD_SLOTS - 1)) {
+		uint32_t k = hold.slots[i].k;
+		if (!k)
+			return -1;
+		if (hold.slots[i].task == task && !hold.gone[k - 1])
+			return (int)k - 1;
+	}
+}
+
+static void hold_put(const uint8_t *f)
+{
+	uint64_t task = frame_task(f);
+	uint32_t i = hold_hash(task);
+	while (hold.slots[i].k)
+		i = (i + 1) & (HOLD_SLOTS - 1);
+	if (f != hold.frame[hold.n])
+		memcpy(hold.frame[hold.n], f, FORK_LEN);
+	hold.gone[hold.n] = 0;
+	hold.slot_of[hold.n] = i;
+	hold.slots[i] = (struct hold_slot){task, hold.n + 1};
+	hold.n++;
+	hold.bytes += FORK_LEN;
+}
+
+/* Sends held fork k alone (room was reserved when it was held). */
+static void hold_send(struct sc_buf *out, int k)
+{
+	uint8_t *d = sc_buf_reserve(out, FORK_LEN);
+	if (d) { /* (it cannot fail: see the reservations in the drain) */
+		memcpy(d, hold.frame[k], FORK_LEN);
+		out->len += FORK_LEN;
+	}
+	hold.gone[k] = 1;
+	hold.bytes -= FORK_LEN;
+}
+
+static int64_t frame_ts(const uint8_t *f)
+{
+	int64_t ts;
+	memcpy(&ts, f + PROTO_HDR_SIZE + offsetof(struct proto_wire_common, ts), sizeof ts);
+	return ts;
+}
+
+/* Moves the held forks not sent yet to the front, and hashes them again
+ * (the slots of sent ones are only freed here or by hold_drop). */
+static void hold_compact(void)
+{
+	uint32_t kept = 0;
+	for (uint32_t k = 0; k < hold.n; k++)
+		hold.slots[hold.slot_of[k]].k = 0;
+	for (uint32_t k = 0; k < hold.n; k++) {
+		if (hold.gone[k])
+			continue;
+		if (kept != k)
+			memcpy(hold.frame[kept], hold.frame[k], FORK_LEN);
+		kept++;
+	}
+	hold.n = 0;
+	hold.first = 0;
+	hold.bytes = 0;
+	for (uint32_t k = 0; k < kept; k++)
+		hold_put(hold.frame[k]);
+}
+
+static void hold_drop(void);
+
+/* At a drain's end: sends the held forks stamped before cutoff (or far
+ * after it: a bogus ts), oldest first, up to the first younger one, and
+ * more while over HOLD_KEEP are left; the rest wait for the next drain.
+ * Only what is sent is walked, so a drain that keeps a thousand forks
+ * costs nothing for them; the table is compacted once it is half full,
+ * which HOLD_KEEP makes rare.  Returns the events sent. */
+static size_t hold_settle(struct sc_buf *out, int64_t cutoff)
+{
+	size_t sent = 0;
+	uint32_t k = hold.first;
+	for (; k < hold.n; k++) {
+		if (hold.gone[k])
+			continue;
+		int64_t ts = frame_ts(hold.frame[k]);
+		if (ts >= cutoff && (uint64_t)ts - (uint64_t)cutoff <= 1000000000u &&
+		    hold.bytes <= HOLD_KEEP * FORK_LEN)
+			break;
+		hold_send(out, (int)k);
+		sent++;
+	}
+	hold.first = k;
+	if (!hold.bytes)
+		hold_drop();
+	else if (hold.n > HOLD_MAX / 2)
+		hold_compact();
+	return sent;
+}
+
+/* Forgets the held forks (the rings' events are thrown away too). */
+static void hold_drop(void)
+{
+	for (uint32_t k = 0; k < hold.n; k++)
+		hold.slots[hold.slot_of[k]].k = 0;
+	hold.n = 0;
+	hold.first = 0;
+	hold.bytes = 0;
+}
+
+/* Whether the frame at f, the top of the merge, is a TASK_FORK to hold. */
+static bool holdable(const uint8_t *f, uint32_t len, uint16_t type)
+{
+	if (type != PROTO_EV_TASK_FORK || len != FORK_LEN || hold.n >= HOLD_MAX)
+		return false;
+	uint16_t flags;
+	uint32_t state;
+	memcpy(&flags, f + PROTO_HDR_OFF(flags), sizeof flags);
+	memcpy(&state, f + PROTO_OFF(task_fork, state), sizeof state);
+	return flags == 0 && state == PROTO_TASK_FORKED;
+}
+
 /* When the frame at c is a TASK_START whose very next record in its ring is
  * the same task's TASK_END, sendable too, writes both as one TASK_RAN into
- * out and returns the bytes they took in the ring; else 0.  In a fork storm
- * nearly every task starts and ends between two drains, and the pair is
- * a third of the events: one frame instead of two is 32 bytes less to copy
- * and to send, and one event less for the reader to apply.  The TASK_END
- * goes out at its TASK_START's place in the merge, ahead of other threads'
- * events stamped between the two; none of those can depend on the end (an
- * effect is stamped after its cause). */
-static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t horizon)
+ * out (or, with the task's TASK_FORK held, the three as one TASK_DONE) and
+ * returns the bytes they took in the ring; else 0.  In a fork storm nearly
+ * every task starts and ends between two drains, and the pair is a third
+ * of the events: one frame instead of two is 32 bytes less to copy and to
+ * send, and one event less for the reader to apply.  The TASK_END goes out
+ * at its TASK_START's place in the merge, ahead of other threads' events
+ * stamped between the two; none of those can depend on the end (an effect
+ * is stamped after its cause).  *events: the events the frame carries. */
+static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t horizon,
+			 size_t *events)
 {
 	const uint8_t *s = c->buf + (c->pos & c->mask);
 	uint64_t next = c->pos + rec_size(START_LEN);
@@ -575,11 +765,39 @@ static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t hor
 	const uint8_t *e = c->buf + (next & c->mask);
 	int64_t end_ts;
 	memcpy(&end_ts, e + PROTO_OFF(task_end, ts), sizeof end_ts);
-	if (memcmp(s + PROTO_OFF(task_start, task), e + PROTO_OFF(task_end, task),
-		   FIELD_SIZE(task_start, task)) ||
-	    end_ts >= horizon)
+	if (frame_task(s) != frame_task(e) || end_ts >= horizon)
 		return 0;
-	uint8_t *d = sc_buf_reserve(out, RAN_LEN);
+	int k = hold.n ? hold_find(frame_task(s)) : -1;
+	if (k >= 0) {
+		uint8_t *d = sc_buf_reserve(out, DONE_LEN + hold.bytes);
+		if (!d)
+			return 0;
+		/* The fork's header flags, common part, task, scope, fn and
+		 * site; the start's tid and ts; the end's error, state and ts. */
+		const uint8_t *f = hold.frame[k];
+		uint32_t hdr[2] = {DONE_LEN, PROTO_EV_TASK_DONE};
+		memcpy(d, hdr, 8);
+		memcpy(d + PROTO_HDR_OFF(flags), f + PROTO_HDR_OFF(flags), 2);
+		COPY_FIELD(d, task_done, ts, f, task_fork, ts);
+		COPY_FIELD(d, task_done, tid, f, task_fork, tid);
+		COPY_FIELD(d, task_done, reserved_c, f, task_fork, reserved_c);
+		COPY_FIELD(d, task_done, task, f, task_fork, task);
+		COPY_FIELD(d, task_done, scope, f, task_fork, scope);
+		COPY_FIELD(d, task_done, fn, f, task_fork, fn);
+		COPY_FIELD(d, task_done, site, f, task_fork, site);
+		COPY_FIELD(d, task_done, worker, s, task_start, tid);
+		COPY_FIELD(d, task_done, start_ts, s, task_start, ts);
+		COPY_FIELD(d, task_done, error, e, task_end, error);
+		COPY_FIELD(d, task_done, state, e, task_end, state);
+		COPY_FIELD(d, task_done, reserved0, e, task_end, reserved0);
+		COPY_FIELD(d, task_done, end_ts, e, task_end, ts);
+		out->len += DONE_LEN;
+		hold.gone[k] = 1;
+		hold.bytes -= FORK_LEN;
+		*events = 3;
+		return rec_size(START_LEN) + rec_size(END_LEN);
+	}
+	uint8_t *d = sc_buf_reserve(out, RAN_LEN + hold.bytes);
 	if (!d)
 		return 0;
 	/* The start's header flags, common part, task and scope; the end's
@@ -597,6 +815,7 @@ static uint64_t take_ran(const struct cursor *c, struct sc_buf *out, int64_t hor
 	COPY_FIELD(d, task_ran, reserved0, e, task_end, reserved0);
 	COPY_FIELD(d, task_ran, end_ts, e, task_end, ts);
 	out->len += RAN_LEN;
+	*events = 2;
 	return rec_size(START_LEN) + rec_size(END_LEN);
 }
 
@@ -660,10 +879,21 @@ unsigned sc_rings_last_fill(void)
 
 size_t sc_rings_drain(struct sc_buf *out, size_t max_bytes, int64_t horizon)
 {
-	return sc_rings_drain_unless(out, max_bytes, horizon, UINT64_MAX);
+	return sc_rings_drain_hold(out, max_bytes, horizon, UINT64_MAX, 0);
 }
 
 size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horizon, uint64_t drops)
+{
+	return sc_rings_drain_hold(out, max_bytes, horizon, drops, 0);
+}
+
+size_t sc_rings_held(void)
+{
+	return hold.bytes / FORK_LEN;
+}
+
+size_t sc_rings_drain_hold(struct sc_buf *out, size_t max_bytes, int64_t horizon, uint64_t drops,
+			   int64_t hold_ns)
 {
 	size_t nc = 0, nheap = 0, moved = 0;
 	unsigned fill = 0;
@@ -697,25 +927,47 @@ size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horiz
 	drops_seen = seen;
 	if (drops != UINT64_MAX && seen != drops)
 		return 0; /* the events after a loss wait for the session's LOST */
+	/* Room for the forks held since the last drain, whatever follows. */
+	if (hold.bytes && !sc_buf_reserve(out, hold.bytes))
+		return 0;
 	for (size_t i = 0; i < nc; i++)
 		if (cursor_settle(&cursors[i]) && sendable(&cursors[i], horizon))
 			heap_push(&nheap, i);
 
-	int ran = atomic_load_explicit(&coalesce, memory_order_relaxed);
-	while (nheap > 0 && out->len < max_bytes) {
+	int level = atomic_load_explicit(&coalesce, memory_order_relaxed);
+	bool fold = level >= 2 && hold_ready();
+	/* Every reservation below leaves room for the held forks too, so that
+	 * whatever stops the drain, they still fit at its end. */
+	while (nheap > 0 && out->len + hold.bytes < max_bytes) {
 		struct cursor *c = &cursors[heap[0]];
+		const uint8_t *f = c->buf + (c->pos & c->mask);
 		uint32_t len;
 		uint16_t type;
 		rec_at(c->buf, c->mask, c->pos, &len, &type);
 		uint64_t took = 0;
-		if (ran && type == PROTO_EV_TASK_START && len == START_LEN &&
-		    (took = take_ran(c, out, horizon)) != 0) {
-			moved += 2;
+		size_t events = 0;
+		if (fold && holdable(f, len, type)) {
+			if (!sc_buf_reserve(out, hold.bytes + FORK_LEN))
+				break;
+			hold_put(f);
+			took = rec_size(len);
+		} else if (level && type == PROTO_EV_TASK_START && len == START_LEN &&
+			   (took = take_ran(c, out, horizon, &events)) != 0) {
+			moved += events;
 		} else {
-			uint8_t *dst = sc_buf_reserve(out, len);
+			int k = -1;
+			if (hold.n && (type == PROTO_EV_TASK_START || type == PROTO_EV_TASK_END) &&
+			    len >= PROTO_OFF(task_fork, task) + 8)
+				k = hold_find(frame_task(f));
+			uint8_t *dst = sc_buf_reserve(out, len + hold.bytes);
 			if (!dst)
 				break;
-			memcpy(dst, c->buf + (c->pos & c->mask), len);
+			if (k >= 0) { /* its fork first (room was there) */
+				hold_send(out, k);
+				moved++;
+				dst = out->p + out->len;
+			}
+			memcpy(dst, f, len);
 			out->len += len;
 			moved++;
 			took = rec_size(len);
@@ -727,6 +979,8 @@ size_t sc_rings_drain_unless(struct sc_buf *out, size_t max_bytes, int64_t horiz
 			heap[0] = heap[--nheap];
 		heap_sift_top(nheap);
 	}
+	if (hold.n)
+		moved += hold_settle(out, hold_ns > 0 ? horizon - hold_ns : INT64_MAX);
 	for (size_t i = 0; i < nc; i++)
 		atomic_store_explicit(&cursors[i].r->tail, cursors[i].pos, memory_order_release);
 	return moved;
@@ -764,6 +1018,7 @@ static uint64_t throw_away(const struct sc_ring *r, uint64_t end)
 
 void sc_rings_discard(void)
 {
+	hold_drop();
 	uint64_t seen = atomic_load_explicit(&gone_dropped, memory_order_relaxed);
 	for (struct sc_ring *r = atomic_load_explicit(&rings, memory_order_acquire); r;
 	     r = r->next) {
@@ -881,4 +1136,6 @@ void sc_rings_forget(void)
 	my_ring = NULL;
 	pthread_mutex_init(&rings_lock, NULL);
 	drops_seen = 0;
+	if (hold.slots)
+		hold_drop();
 }

@@ -117,7 +117,7 @@ def main():
     plain.terminate(); plain.wait(5)
 
     s = scrape(url)
-    check(value(s, "scoped_build_info", version="0.1.0", protocol="3") == 1 and
+    check(value(s, "scoped_build_info", version="0.1.0", protocol="4") == 1 and
           value(s, "scoped_processes", state="live") == 0, "an idle daemon's scrape")
 
     # The known workload, started once the daemon holds the process.

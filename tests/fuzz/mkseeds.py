@@ -38,6 +38,12 @@ SEEDS = {
                 + frame(0x0123, common() + struct.pack('<QQqIIq', 13, 7, 0, 2, 0, 1900)),
     'hello_v3': frame(0x0001, struct.pack('<HHIqqq', 3, 0, 4242, 1, 2, 3)
                       + s('0.2.0') + s('scope-demo') + s('/usr/bin/scope-demo')),
+    'task_done': frame(0x0124, common() + struct.pack('<QQQqIIIIqq', 14, 7, 0x401136, -5, 3, 2,
+                                                          4243, 0, 1500, 1900))
+                 + frame(0x0120, common() + struct.pack('<QQQII', 15, 7, 0x401136, 0, 2))
+                 + frame(0x0123, common() + struct.pack('<QQqIIq', 15, 7, 0, 2, 0, 2100)),
+    'hello_v4': frame(0x0001, struct.pack('<HHIqqq', 4, 0, 4242, 1, 2, 3)
+                      + s('0.2.0') + s('scope-demo') + s('/usr/bin/scope-demo')),
     'scope_end': frame(0x0111, common() + struct.pack('<Q', 7))
                  + frame(0x0113, common() + struct.pack('<QII', 7, 2, 0))
                  + frame(0x0112, common() + struct.pack('<Qq', 7, -110))

@@ -288,7 +288,8 @@ static void apply(struct model *m, const struct proto_msg *e)
 		r->owner = e->tid;
 		break;
 	case PROTO_EV_TASK_END:
-	case PROTO_EV_TASK_RAN: /* a START and its END in one frame */
+	case PROTO_EV_TASK_RAN:	 /* a START and its END in one frame */
+	case PROTO_EV_TASK_DONE: /* a FORK, its START and its END in one frame */
 		/* Ended tasks leave the live model (the registry lists live ones). */
 		del(m, slot_of(m, R_TASK, e->task, 0));
 		break;

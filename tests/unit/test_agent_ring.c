@@ -6,7 +6,8 @@
  * producer racing the drain loses nothing it does not count; a calm thread's
  * grown ring shrinks back; call sites are
  * defined once, ahead of their first use (protocol v2); a task's start and
- * end drained together go out as one TASK_RAN (protocol v3); a violation
+ * end drained together go out as one TASK_RAN (protocol v3), and with their
+ * fork as one TASK_DONE (protocol v4); a violation
  * the rings lose is handed on to be kept; the agent's drop count comes from
  * its drains, and a drain holds back the events after a loss. */
 #include <setjmp.h>
@@ -541,6 +542,186 @@ static void test_start_end_coalesce(void **state)
 	sc_buf_free(&out);
 }
 
+/* A TASK_FORK written as the runtime does (fn in d, no call site). */
+static void emit_fork_at(uint64_t task, int64_t ts)
+{
+	struct sc_ev ev;
+	memset(&ev, 0, sizeof ev);
+	ev.kind = SC_EV_TASK_FORK;
+	ev.tid = sc_gettid();
+	ev.ts = ts;
+	ev.a = task;
+	ev.b = 7;
+	ev.d = 0xf000 + task;
+	ev.u = SC_TASK_FORKED;
+	sc_emit(&ev);
+}
+
+/* The events another thread writes: kind, task, ts, state, error. */
+struct scripted {
+	int n;
+	struct {
+		uint16_t kind;
+		uint64_t task;
+		int64_t ts;
+		uint32_t state;
+		int64_t err;
+	} ev[8];
+	uint32_t tid;
+};
+
+static void *emit_scripted(void *arg)
+{
+	struct scripted *sc = arg;
+	sc->tid = sc_gettid();
+	for (int i = 0; i < sc->n; i++)
+		emit_task_ev(sc->ev[i].kind, sc->ev[i].task, sc->ev[i].ts, sc->ev[i].state,
+			     sc->ev[i].err);
+	return NULL;
+}
+
+static uint32_t run_scripted(struct scripted *sc)
+{
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, emit_scripted, sc), 0);
+	pthread_join(th, NULL);
+	return sc->tid;
+}
+
+/* With a version-4 session, a TASK_FORK whose task starts and ends in the
+ * same drain goes out with them as one TASK_DONE, at the TASK_RAN's place;
+ * a held fork goes out alone just ahead of any other event of its task, and
+ * at the drain's end when its task did nothing in it. */
+static void test_fork_run_fold(void **state)
+{
+	(void)state;
+	struct proto_msg m[16];
+	struct sc_buf out = {.max = 1u << 20};
+	uint32_t me = sc_gettid();
+
+	sc_rings_coalesce(2);
+	for (uint64_t t = 200; t <= 203; t++)
+		emit_fork_at(t, 1000 + 100 * (int64_t)(t - 200));
+	struct scripted w = {5,
+			     {{SC_EV_TASK_START, 200, 1500, 0, 0},
+			      {SC_EV_TASK_END, 200, 1600, SC_TASK_FAILED, -7},
+			      {SC_EV_TASK_START, 201, 1700, 0, 0},
+			      {SC_EV_TASK_START, 299, 1750, 0, 0}, /* 201 is not done */
+			      {SC_EV_TASK_END, 201, 1800, SC_TASK_SUCCESS, 0}},
+			     0};
+	uint32_t wt = run_scripted(&w);
+	emit_task_ev(SC_EV_TASK_END, 203, 1900, SC_TASK_UNAVAILABLE, 0); /* never started */
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, 6000), 10);
+	assert_int_equal(sc_rings_held(), 0);
+	size_t n = decode_all(&out, m, 16);
+	assert_int_equal(n, 8);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_DONE);
+	assert_int_equal(m[0].task, 200);
+	assert_int_equal(m[0].scope, 7);
+	assert_int_equal(m[0].fn, 0xf000 + 200);
+	assert_int_equal(m[0].ts, 1000);
+	assert_int_equal(m[0].tid, me);
+	assert_int_equal(m[0].worker, wt);
+	assert_int_equal(m[0].start_ts, 1500);
+	assert_int_equal(m[0].end_ts, 1600);
+	assert_int_equal(m[0].state, SC_TASK_FAILED);
+	assert_int_equal(m[0].error, -7);
+	assert_int_equal(m[0].flags, 0);
+	static const struct {
+		uint16_t type;
+		uint64_t task;
+	} rest[] = {{PROTO_EV_TASK_FORK, 201},	{PROTO_EV_TASK_START, 201},
+		    {PROTO_EV_TASK_START, 299}, {PROTO_EV_TASK_END, 201},
+		    {PROTO_EV_TASK_FORK, 203},	{PROTO_EV_TASK_END, 203},
+		    {PROTO_EV_TASK_FORK, 202}};
+	for (size_t i = 0; i < 7; i++) {
+		assert_int_equal(m[1 + i].type, rest[i].type);
+		assert_int_equal(m[1 + i].task, rest[i].task);
+	}
+	assert_int_equal(m[1].ts, 1100);
+	assert_int_equal(m[1].fn, 0xf000 + 201);
+
+	/* A fork may wait for the next drain, while younger than hold_ns. */
+	out.len = 0;
+	emit_fork_at(400, 10000);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 10500, UINT64_MAX, 1000), 0);
+	assert_int_equal(out.len, 0);
+	assert_int_equal(sc_rings_held(), 1);
+	struct scripted w2 = {2,
+			      {{SC_EV_TASK_START, 400, 10600, 0, 0},
+			       {SC_EV_TASK_END, 400, 10700, SC_TASK_SUCCESS, 0}},
+			      0};
+	run_scripted(&w2);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 11000, UINT64_MAX, 1000), 3);
+	assert_int_equal(decode_all(&out, m, 16), 1);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_DONE);
+	assert_int_equal(m[0].task, 400);
+	assert_int_equal(m[0].ts, 10000);
+	assert_int_equal(sc_rings_held(), 0);
+	/* ... and goes out alone once older. */
+	out.len = 0;
+	emit_fork_at(401, 20000);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 20500, UINT64_MAX, 1000), 0);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 21500, UINT64_MAX, 1000), 1);
+	assert_int_equal(decode_all(&out, m, 16), 1);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_FORK);
+	assert_int_equal(m[0].task, 401);
+	/* A drain without hold_ns sends what was held. */
+	out.len = 0;
+	emit_fork_at(402, 30000);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 30500, UINT64_MAX, 1000), 0);
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, 30600), 1);
+	assert_int_equal(decode_all(&out, m, 16), 1);
+	assert_int_equal(m[0].task, 402);
+	/* Thrown away with the rings' events (a snapshot follows). */
+	out.len = 0;
+	emit_fork_at(403, 40000);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 40500, UINT64_MAX, 1000), 0);
+	sc_rings_discard();
+	assert_int_equal(sc_rings_held(), 0);
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 0);
+	assert_int_equal(out.len, 0);
+
+	/* At most HOLD_KEEP (1024) forks wait for the next drain: the oldest
+	 * of more go now, in order; a later drain sends the rest. */
+	out.len = 0;
+	for (uint64_t t = 0; t < 2000; t++)
+		emit_fork_at(1000 + t, 60000 + (int64_t)t);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, 62010, UINT64_MAX, 1000000), 976);
+	assert_int_equal(sc_rings_held(), 1024);
+	struct sc_buf more = {.max = 1u << 20};
+	assert_int_equal(sc_rings_drain(&more, 1u << 20, 62020), 1024);
+	assert_int_equal(sc_rings_held(), 0);
+	uint64_t next = 1000;
+	for (int pass = 0; pass < 2; pass++) {
+		const struct sc_buf *b = pass ? &more : &out;
+		for (size_t off = 0; off < b->len;) {
+			struct proto_msg f;
+			size_t used;
+			assert_int_equal(proto_decode(b->p + off, b->len - off, &f, &used),
+					 PROTO_OK);
+			assert_int_equal(f.type, PROTO_EV_TASK_FORK);
+			assert_int_equal(f.task, next++);
+			off += used;
+		}
+	}
+	assert_int_equal(next, 3000);
+	sc_buf_free(&more);
+	out.len = 0;
+
+	/* A version-3 session: the fork goes out alone, the run as TASK_RAN. */
+	sc_rings_coalesce(1);
+	emit_fork_at(500, 50000);
+	emit_task_ev(SC_EV_TASK_START, 500, 50100, 0, 0);
+	emit_task_ev(SC_EV_TASK_END, 500, 50200, SC_TASK_SUCCESS, 0);
+	assert_int_equal(sc_rings_drain_hold(&out, 1u << 20, INT64_MAX, UINT64_MAX, 1000), 3);
+	assert_int_equal(decode_all(&out, m, 16), 2);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_FORK);
+	assert_int_equal(m[1].type, PROTO_EV_TASK_RAN);
+	sc_rings_coalesce(0);
+	sc_buf_free(&out);
+}
+
 /* A TASK_START that ends 8 bytes before its ring's end, so that its
  * TASK_END follows an 8-byte pad record at offset 0: the drain sends them
  * as two frames, and reads nothing past the ring (ASan checks that). */
@@ -820,6 +1001,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_start_end_coalesce, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_shed_counts_instead_of_writing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_coalesce_across_the_ring_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_run_fold, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),

@@ -115,6 +115,25 @@ static void test_idmap(void **state)
 	}
 	assert_null(idmap_del(&m, 999999999));
 	idmap_free(&m);
+
+	/* The same through idmap_get_slot and idmap_put_at, from an empty
+	 * map (growing on the way) and into the holes of the deletes. */
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			if (round && i % 3)
+				continue;
+			size_t slot;
+			assert_null(idmap_get_slot(&m, e[i].id, &slot));
+			assert_int_equal(idmap_put_at(&m, &e[i], slot), 0);
+			assert_ptr_equal(idmap_get_slot(&m, e[i].id, &slot), &e[i]);
+		}
+		assert_int_equal(m.n, N);
+		for (int i = 0; i < N; i++)
+			assert_ptr_equal(idmap_get(&m, e[i].id), &e[i]);
+		for (int i = 0; i < N; i += 3)
+			assert_ptr_equal(idmap_del(&m, e[i].id), &e[i]);
+	}
+	idmap_free(&m);
 	free(e);
 }
 

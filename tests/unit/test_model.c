@@ -993,6 +993,113 @@ static void test_task_ran(void **state)
 	model_free(&b);
 }
 
+/* Checks that two models hold task id alike, and its worker thread alike. */
+static void same_task(const struct model *a, const struct model *b, uint64_t id)
+{
+	const struct m_task *ta = idmap_get(&a->ents[ENT_TASK], id);
+	const struct m_task *tb = idmap_get(&b->ents[ENT_TASK], id);
+	assert_non_null(ta);
+	assert_non_null(tb);
+	assert_int_equal(ta->scope, tb->scope);
+	assert_int_equal(ta->fn, tb->fn);
+	assert_int_equal(ta->state, tb->state);
+	assert_int_equal(ta->forked, tb->forked);
+	assert_int_equal(ta->started, tb->started);
+	assert_int_equal(ta->ended, tb->ended);
+	assert_int_equal(ta->error, tb->error);
+	assert_int_equal(ta->worker, tb->worker);
+	assert_int_equal(ta->flags, tb->flags);
+	assert_string_equal(ta->file ? ta->file : "(none)", tb->file ? tb->file : "(none)");
+	assert_string_equal(ta->func ? ta->func : "(none)", tb->func ? tb->func : "(none)");
+	assert_int_equal(ta->line, tb->line);
+	const struct m_thread *wa = idmap_get(&a->ents[ENT_THREAD], ta->worker);
+	const struct m_thread *wb = idmap_get(&b->ents[ENT_THREAD], tb->worker);
+	assert_int_equal(wa != NULL, wb != NULL);
+	if (wa)
+		assert_int_equal(wa->task, wb->task);
+}
+
+/* TASK_DONE leaves a task, its worker and the live set as its TASK_FORK,
+ * TASK_START and TASK_END would: for a task the model has not seen (the
+ * storm's case, which keeps it out of the live set), for one a snapshot
+ * already showed forked, and for one already known to run on another
+ * thread; a repeat changes nothing; it expires as an ended task does. */
+static void test_task_done(void **state)
+{
+	(void)state;
+	struct model a, b;
+	init(&a, 0);
+	init(&b, 0);
+	struct model *ms[2] = {&a, &b};
+	for (int i = 0; i < 2; i++) {
+		apply_ok(ms[i], thread_start(100, "main", PROTO_ROLE_MAIN), 0);
+		apply_ok(ms[i], thread_start(101, "worker", PROTO_ROLE_WORKER), 0);
+		apply_ok(ms[i], thread_start(102, "worker-2", PROTO_ROLE_WORKER), 0);
+		apply_ok(ms[i], scope_open(1, 0, "root"), 0);
+		/* Task 6 forked before (a snapshot, say); task 7 runs on 102. */
+		apply_ok(ms[i], fork_fn(6, 0x6000), 0);
+		apply_ok(ms[i], fork_fn(7, 0x7000), 0);
+		struct proto_msg st = task(PROTO_EV_TASK_START, 7, 1, PROTO_TASK_RUNNING);
+		st.tid = 102;
+		st.ts = 700;
+		apply_ok(ms[i], st, 0);
+	}
+	for (uint64_t id = 5; id <= 7; id++) {
+		struct proto_msg f = fork_fn(id, 0x1000 * id);
+		f.ts = (int64_t)id * 100;
+		f.tid = 100;
+		struct proto_msg s = task(PROTO_EV_TASK_START, id, 1, PROTO_TASK_RUNNING);
+		s.ts = (int64_t)id * 100 + 10;
+		struct proto_msg e = task(PROTO_EV_TASK_END, id, 1,
+					  id == 5 ? PROTO_TASK_FAILED : PROTO_TASK_SUCCESS);
+		e.ts = (int64_t)id * 100 + 20;
+		e.error = id == 5 ? -5 : 0;
+		struct proto_msg d = task(PROTO_EV_TASK_DONE, id, 1, e.state);
+		d.ts = f.ts;
+		d.tid = 100;
+		d.fn = f.fn;
+		d.site = SITE_SERVE;
+		d.worker = 101;
+		d.start_ts = s.ts;
+		d.end_ts = e.ts;
+		d.error = e.error;
+		if (id != 7)
+			apply_ok(&a, f, 0);
+		if (id != 7)
+			apply_ok(&a, s, 0);
+		apply_ok(&a, e, 0);
+		apply_ok(&b, d, 0);
+		same_task(&a, &b, id);
+	}
+	const struct m_task *t5 = idmap_get(&b.ents[ENT_TASK], 5);
+	assert_int_equal(t5->state, PROTO_TASK_FAILED);
+	assert_int_equal(t5->forked, 500);
+	assert_int_equal(t5->started, 510);
+	assert_int_equal(t5->ended, 520);
+	assert_int_equal(t5->error, -5);
+	assert_int_equal(t5->worker, 101);
+	assert_int_equal(t5->fn, 0x5000);
+	assert_string_equal(t5->func, "serve");
+	assert_true(t5->flags & EF_ENDED);
+	assert_false(t5->flags & EF_PLACEHOLDER);
+	assert_int_equal(((const struct m_task *)idmap_get(&b.ents[ENT_TASK], 7))->worker, 102);
+	assert_int_equal(a.live[ENT_TASK].n, 0);
+	assert_int_equal(b.live[ENT_TASK].n, 0);
+	/* A repeat changes nothing: the task ended once. */
+	struct proto_msg again = task(PROTO_EV_TASK_DONE, 5, 1, PROTO_TASK_SUCCESS);
+	again.end_ts = 9000;
+	again.start_ts = 8000;
+	again.worker = 102;
+	apply_ok(&b, again, 0);
+	same_task(&a, &b, 5);
+	/* Ended tasks expire after the retention time, these too. */
+	model_sweep(&b, 6 * SEC);
+	assert_null(idmap_get(&b.ents[ENT_TASK], 5));
+	assert_int_equal(model_count(&b, ENT_TASK), 0);
+	model_free(&a);
+	model_free(&b);
+}
+
 static void test_task_function(void **state)
 {
 	(void)state;
@@ -1246,6 +1353,7 @@ int main(void)
 	    cmocka_unit_test(test_random_streams),
 	    cmocka_unit_test(test_task_function),
 	    cmocka_unit_test(test_task_ran),
+	    cmocka_unit_test(test_task_done),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

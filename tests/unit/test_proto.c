@@ -322,6 +322,9 @@ static void build_spelled(struct fb *f, const struct bad_case *c)
 		}                                                                                  \
 	}
 
+/* TASK_DONE's 64 bytes of fields (any values decode). */
+#define DONE_FIELDS "taskTASKscopSCOPfn..FN..errrERRRstatsiteworkresvstartSTAend_END_"
+
 static const struct bad_case bad_cases[] = {
     BUILT("len below the header size", bad_len_under_header, PROTO_ESHORT),
     BUILT("len over PROTO_MAX_FRAME", bad_len_over_max, PROTO_ETOOBIG),
@@ -373,6 +376,12 @@ static const struct bad_case bad_cases[] = {
 	    U64(0), U32(2), U32(0)),
     SPELLED("TASK_RAN with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_RAN, U64(1),
 	    U64(2), U64(0), U32(2), U32(0), U32(9)),
+    SPELLED("TASK_DONE with a field more", PROTO_ELONG, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 64), U32(0)),
+    SPELLED("TASK_DONE without end_ts", PROTO_ESHORT, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 56)),
+    SPELLED("TASK_DONE with end_ts cut short", PROTO_ESHORT, COMMON, PROTO_EV_TASK_DONE,
+	    RAW(DONE_FIELDS, 60)),
 };
 
 static void test_bad_frames(void **state)
@@ -423,6 +432,8 @@ static void fill(struct proto_msg *m, uint16_t type, uint32_t *tids, uint64_t *a
 	m->result = -20001;
 	m->error = -110;
 	m->end_ts = 5000000999;
+	m->start_ts = 5000000555;
+	m->worker = 0xfffffff1u;
 	m->joiner = 3;
 	m->reason = 4;
 	m->state = 2;
@@ -627,23 +638,24 @@ static void test_field_values(void **state)
 	assert_int_equal(d.value.len, 0);
 }
 
-/* TASK_FORK and TASK_RAN decode without the layout walk: the result is
- * exactly what the table says, every field the type uses and nothing else
- * (the rest stays zero, as for every type). */
+/* TASK_FORK, TASK_RAN and TASK_DONE decode without the layout walk: the
+ * result is exactly what the table says, every field the type uses and
+ * nothing else (the rest stays zero, as for every type). */
 static void test_hot_frames_exact(void **state)
 {
 	(void)state;
-	static const uint16_t hot[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN};
+	static const uint16_t hot[] = {PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN, PROTO_EV_TASK_DONE};
+	static const int len[] = {56, 64, 88};
 	uint8_t a[256];
 	uint32_t tids[3];
 	uint64_t addrs[4];
 	struct proto_msg m, d, want;
 	size_t used;
 
-	for (int t = 0; t < 2; t++) {
+	for (int t = 0; t < 3; t++) {
 		fill(&m, hot[t], tids, addrs);
 		int n = proto_encode(a, sizeof a, &m, NULL, NULL);
-		assert_int_equal(n, hot[t] == PROTO_EV_TASK_FORK ? 56 : 64);
+		assert_int_equal(n, len[t]);
 		memset(&d, 0x5a, sizeof d); /* what a reused message held before */
 		assert_int_equal(proto_decode(a, (size_t)n, &d, &used), PROTO_OK);
 		memset(&want, 0, sizeof want);
@@ -655,15 +667,64 @@ static void test_hot_frames_exact(void **state)
 		want.task = m.task;
 		want.scope = m.scope;
 		want.state = m.state;
-		if (hot[t] == PROTO_EV_TASK_FORK) {
+		if (hot[t] != PROTO_EV_TASK_RAN) {
 			want.fn = m.fn;
 			want.site = m.site;
-		} else {
+		}
+		if (hot[t] != PROTO_EV_TASK_FORK) {
 			want.error = m.error;
 			want.end_ts = m.end_ts;
 		}
+		if (hot[t] == PROTO_EV_TASK_DONE) {
+			want.start_ts = m.start_ts;
+			want.worker = m.worker;
+		}
 		assert_memory_equal(&d, &want, sizeof d);
 	}
+}
+
+/* proto_decode_hot, into one message zeroed once and reused for hot frames
+ * of every kind in turn, leaves it exactly as proto_decode leaves a message
+ * of its own; it takes no other frame, no wrong length, no part of a
+ * frame. */
+static void test_decode_hot_reused(void **state)
+{
+	(void)state;
+	static const uint16_t seq[] = {PROTO_EV_TASK_DONE, PROTO_EV_TASK_FORK, PROTO_EV_TASK_RAN,
+				       PROTO_EV_TASK_DONE, PROTO_EV_TASK_RAN,  PROTO_EV_TASK_FORK};
+	uint8_t a[256];
+	uint32_t tids[3];
+	uint64_t addrs[4];
+	struct proto_msg m, hot, want;
+	size_t used;
+
+	memset(&hot, 0, sizeof hot);
+	for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+		fill(&m, seq[i], tids, addrs);
+		m.flags = (uint16_t)i;
+		m.task += i;
+		m.ts += (int64_t)i;
+		int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+		assert_true(n > 0);
+		assert_int_equal(proto_decode(a, (size_t)n, &want, &used), PROTO_OK);
+		used = 0;
+		assert_int_equal(proto_decode_hot(a, (size_t)n, &hot, &used), 1);
+		assert_int_equal(used, (size_t)n);
+		assert_memory_equal(&hot, &want, sizeof hot);
+		assert_int_equal(proto_decode_hot(a, (size_t)n - 1, &hot, &used), 0);
+	}
+	/* Not hot: another type; a hot type with a byte more (which
+	 * proto_decode refuses). */
+	fill(&m, PROTO_EV_TASK_START, tids, addrs);
+	int n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	assert_int_equal(proto_decode_hot(a, (size_t)n, &hot, &used), 0);
+	fill(&m, PROTO_EV_TASK_DONE, tids, addrs);
+	n = proto_encode(a, sizeof a, &m, NULL, NULL);
+	a[n] = 0;
+	a[0] = (uint8_t)(n + 1);
+	assert_int_equal(proto_decode_hot(a, (size_t)n + 1, &hot, &used), 0);
+	assert_int_equal(proto_decode(a, (size_t)n + 1, &want, &used), PROTO_ELONG);
+	assert_int_equal(proto_decode_hot(a, 3, &hot, &used), 0);
 }
 
 /* The packed struct proto_wire_<name> of every message, which code that
@@ -709,6 +770,9 @@ static void test_wire_structs_match_frames(void **state)
 	assert_int_equal(checked, NTYPES);
 	assert_int_equal(PROTO_FIXED(task_ran), 64);
 	assert_int_equal(PROTO_OFF(task_ran, end_ts), 56);
+	assert_int_equal(PROTO_FIXED(task_done), 88);
+	assert_int_equal(PROTO_OFF(task_done, start_ts), 72);
+	assert_int_equal(PROTO_OFF(task_done, end_ts), 80);
 }
 
 /* A newer message in a known range is skipped by its len, not refused. */
@@ -837,6 +901,7 @@ int main(void)
 	    cmocka_unit_test(test_round_trip_every_type),
 	    cmocka_unit_test(test_field_values),
 	    cmocka_unit_test(test_hot_frames_exact),
+	    cmocka_unit_test(test_decode_hot_reused),
 	    cmocka_unit_test(test_wire_structs_match_frames),
 	    cmocka_unit_test(test_bad_frames),
 	    cmocka_unit_test(test_unknown_type_in_range_skipped),
