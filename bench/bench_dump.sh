@@ -157,7 +157,7 @@ print("%d %s %s %s %s" % (len(reu), mid(reu, 0), mid(reu, 2), mid(ren, 0), mid(r
 PYEOF
 		{ echo "scopecmd failed"; rc=1; scoped_stop; continue; }
 	set -- $(sed -n 3p "$D/runs-$mode")
-	echo "  daemon's rendered reply, $RUNS in a row ($mode): $1 re-made from the one before (nothing moved):" \
+	echo "  daemon's rendered reply, $RUNS in a row ($mode): $1 re-made from the one before (nothing moved but threads' state or blocked-in):" \
 		"$2 ms wall, $3 ms daemon CPU; rendered afresh: $4 ms wall, $5 ms daemon CPU" >>"$D/breakdown"
 	eval "reused_$mode=$1 reused_ms_$mode=$2 reused_cpu_$mode=$3"
 	set -- $(head -1 "$D/runs-$mode")

@@ -57,13 +57,28 @@ struct spans {
 	bool found; /* up and now are there */
 };
 
+/* Where each stacks[] entry's state and blocked_in values sit in a dump
+ * reply ([0] state, [1] blocked_in): what moves when a thread that stays
+ * where it was waits elsewhere or runs. */
+struct tspan {
+	uint64_t tid;
+	size_t at[2], end[2];
+};
+struct tspans {
+	struct tspan *v;
+	size_t n, cap;
+	bool failed; /* memory ran out: not all there */
+};
+
 /* The last dump rendered, for the next: the reply it came from (with its
  * spans), its text and the text's marks (dump/jdkdump.h).  A reply that
  * is the same but in those spans gives that text with the new time and
- * capture figures, without a parse or a render. */
+ * capture figures and the moved threads' state and blockedIn, without a
+ * parse or a render. */
 struct warm {
 	struct jbuf body;
 	struct spans at;
+	struct tspans ts;
 	char *text;
 	size_t len;
 	struct jdkdump_marks marks;
@@ -99,7 +114,11 @@ struct stacks {
 	} plain[PLAIN_KEEP];
 	uint64_t plain_clock;
 	struct jbuf body; /* a rendered dump's reply, kept for the next one */
-	struct spans cur; /* where body's changing members are */
+	struct spans cur;   /* where body's changing members are */
+	struct tspans cur_ts; /* and its threads' */
+	/* SCOPED_CHECK_REMADE=1 (tests): every re-made text is compared with
+	 * the one rendered afresh, and a difference is an error reply. */
+	bool check_remade;
 	struct warm warm;
 	struct model_text mtext;
 };
@@ -230,6 +249,7 @@ static const struct stack_source proc_source = {"proc", proc_capture};
 static void warm_drop(struct warm *w)
 {
 	jb_free(&w->body);
+	free(w->ts.v);
 	free(w->text);
 	jdkdump_marks_free(&w->marks);
 	memset(w, 0, sizeof *w);
@@ -297,6 +317,8 @@ int stacks_open(struct stacks **out, int mode, char *why, size_t whylen)
 	if (!s)
 		return -ENOMEM;
 	s->src = &signal_source;
+	const char *check = getenv("SCOPED_CHECK_REMADE");
+	s->check_remade = check && strcmp(check, "1") == 0;
 	if (mode == STACKS_SIGNAL || mode == STACKS_PROC) {
 		if (mode == STACKS_PROC)
 			s->src = &proc_source;
@@ -334,6 +356,7 @@ void stacks_close(struct stacks *s)
 	procstack_close(s->ps);
 	jb_free(&s->body);
 	warm_drop(&s->warm);
+	free(s->cur_ts.v);
 	free(s->mtext.rest);
 	free(s);
 }
@@ -588,6 +611,27 @@ static const struct stack_thread *shared_find(struct shared *s, const struct sta
 	}
 }
 
+/* A new span of thread tid when b is the body of a dump being rendered,
+ * else (or out of memory) NULL. */
+static struct tspan *thread_span(struct daemon *d, const struct jbuf *b, uint64_t tid)
+{
+	struct tspans *s = &d->stacks->cur_ts;
+	if (b != &d->stacks->body || s->failed)
+		return NULL;
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? 2 * s->cap : 256;
+		struct tspan *nv = realloc(s->v, ncap * sizeof *nv);
+		if (!nv) {
+			s->failed = true;
+			return NULL;
+		}
+		s->v = nv;
+		s->cap = ncap;
+	}
+	s->v[s->n] = (struct tspan){.tid = tid};
+	return &s->v[s->n++];
+}
+
 static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
@@ -613,14 +657,23 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		jb_str(b, t->error ? (t->error_why ? t->error_why : strerror(-t->error)) : NULL);
 		bool gone = false;
 		const char *state = t->state ? t->state : proc_thread_state(p->pid, t->tid, &gone);
+		struct tspan *ts = thread_span(d, b, t->tid);
 		jb_key(b, "state");
+		if (ts)
+			ts->at[0] = b->len;
 		jb_str(b, state);
+		if (ts)
+			ts->end[0] = b->len;
 		if (gone) {
 			jb_key(b, "exited");
 			jb_bool(b, true);
 		}
 		jb_key(b, "blocked_in");
+		if (ts)
+			ts->at[1] = b->len;
 		jb_str(b, t->blocked_in);
+		if (ts)
+			ts->end[1] = b->len;
 		jb_key(b, "approximate");
 		jb_bool(b, t->approximate);
 		if (t->approximate_why)
@@ -694,6 +747,8 @@ static struct jbuf *body_begin(struct daemon *d, struct client *c, const struct 
 	struct jbuf *b = &d->stacks->body;
 	jb_reset(b);
 	memset(&d->stacks->cur, 0, sizeof d->stacks->cur);
+	d->stacks->cur_ts.n = 0;
+	d->stacks->cur_ts.failed = false;
 	jb_obj(b);
 	jf_bool(b, "ok", true);
 	return b;
@@ -726,21 +781,81 @@ static bool find_spans(const struct jbuf *b, struct spans *at)
 	return at->found;
 }
 
-/* Whether the reply in b (its spans at found) is the warm one's but for
- * those spans. */
-static bool same_as_warm(const struct warm *w, const struct jbuf *b, const struct spans *at)
+/* Whether the bytes of b from [f, t) are those of o from [of, ot). */
+static bool same_bytes(const struct jbuf *b, size_t f, size_t t, const struct jbuf *o, size_t of,
+		       size_t ot)
+{
+	return f <= t && of <= ot && t <= b->len && ot <= o->len && t - f == ot - of &&
+	       memcmp(b->p + f, o->p + of, t - f) == 0;
+}
+
+/* Whether the reply in b (its spans at and ts found) is the warm one's but
+ * for those spans: the times, and at most JDKDUMP_MAX_MOVED threads' state
+ * or blocked_in values, which go into moved (*nmoved). */
+static bool same_as_warm(const struct warm *w, const struct jbuf *b, const struct spans *at,
+			 const struct tspans *ts, struct jdkdump_moved *moved, size_t *nmoved)
 {
 	const struct spans *o = &w->at;
+	*nmoved = 0;
 	if (!w->text || !o->found || !at->found)
 		return false;
-	/* The three parts between the spans, of equal length and bytes. */
-	size_t a[3][2] = {{0, at->up}, {at->up_end, at->now}, {at->now_end, at->tail}};
-	size_t e[3][2] = {{0, o->up}, {o->up_end, o->now}, {o->now_end, o->tail}};
-	for (int i = 0; i < 3; i++)
-		if (a[i][1] - a[i][0] != e[i][1] - e[i][0] ||
-		    memcmp(b->p + a[i][0], w->body.p + e[i][0], a[i][1] - a[i][0]) != 0)
+	/* The parts between the spans, of equal length and bytes. */
+	size_t a[2][2] = {{0, at->up}, {at->up_end, at->now}};
+	size_t e[2][2] = {{0, o->up}, {o->up_end, o->now}};
+	for (int i = 0; i < 2; i++)
+		if (!same_bytes(b, a[i][0], a[i][1], &w->body, e[i][0], e[i][1]))
 			return false;
-	return true;
+	if (ts->failed || w->ts.failed || ts->n != w->ts.n)
+		return false;
+	size_t from = at->now_end, ofrom = o->now_end;
+	for (size_t i = 0; i < ts->n; i++) {
+		const struct tspan *c = &ts->v[i], *p = &w->ts.v[i];
+		for (int k = 0; k < 2; k++) {
+			if (c->at[k] < from || c->end[k] < c->at[k] || p->at[k] < ofrom ||
+			    p->end[k] < p->at[k] || c->end[k] > at->tail || p->end[k] > o->tail ||
+			    !same_bytes(b, from, c->at[k], &w->body, ofrom, p->at[k]))
+				return false;
+			/* The tids are in the bytes before: the same thread. */
+			if (!same_bytes(b, c->at[k], c->end[k], &w->body, p->at[k], p->end[k])) {
+				if (*nmoved == JDKDUMP_MAX_MOVED)
+					return false;
+				moved[(*nmoved)++] = (struct jdkdump_moved){
+				    (int64_t)c->tid, k ? JDKDUMP_MARK_BLOCKED_IN : JDKDUMP_MARK_STATE,
+				    b->p + c->at[k], c->end[k] - c->at[k]};
+			}
+			from = c->end[k];
+			ofrom = p->end[k];
+		}
+	}
+	return same_bytes(b, from, at->tail, &w->body, ofrom, o->tail);
+}
+
+/* Whether text (len bytes), re-made, is what rendering b afresh gives. */
+static bool remade_right(const struct jbuf *b, const char *text, size_t len)
+{
+	struct jv_doc *doc = NULL;
+	char err[256];
+	size_t flen = 0;
+	char *fresh = NULL;
+	if (!b->oom && jv_parse(b->p, b->len, &doc, err, sizeof err) == 0)
+		fresh = jdkdump_json_doc(jv_root(doc), &flen, err, sizeof err);
+	jv_free(doc);
+	bool same = fresh && flen == len && memcmp(fresh, text, len) == 0;
+	free(fresh);
+	return same;
+}
+
+/* text, re-made from the warm one for the reply in b; with check_remade,
+ * NULL with err when it is not the fresh render (the warm one dropped). */
+static char *remade(struct stacks *s, const struct jbuf *b, char *text, size_t len, char *err,
+		    size_t errlen)
+{
+	if (!s->check_remade || remade_right(b, text, len))
+		return text;
+	log_error("a re-made dump differs from the one rendered afresh");
+	snprintf(err, errlen, "the re-made dump differs from the one rendered afresh");
+	warm_drop(&s->warm);
+	return NULL;
 }
 
 /* The text of the dump in d's body: the warm text with this capture's
@@ -754,13 +869,43 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 	struct warm *w = &s->warm;
 	struct jbuf *b = &s->body;
 	*reused = *owned = false;
-	if (find_spans(b, &s->cur) && same_as_warm(w, b, &s->cur)) {
+	struct jdkdump_moved moved[JDKDUMP_MAX_MOVED];
+	size_t nmoved = 0;
+	bool same = find_spans(b, &s->cur) &&
+		    same_as_warm(w, b, &s->cur, &s->cur_ts, moved, &nmoved);
+	if (same && nmoved) {
+		/* Threads moved: the text with their new values; this reply
+		 * is the warm one now. */
+		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
+					     r->max_pause_ns};
+		struct jdkdump_marks marks = {0};
+		char *text = jdkdump_json_remark_moved(w->text, w->len, &w->marks, &now, moved,
+						       nmoved, len, &marks);
+		if (text && b->len + *len <= WARM_MAX) {
+			free(w->text);
+			w->text = text;
+			w->len = *len;
+			jdkdump_marks_free(&w->marks);
+			w->marks = marks;
+			struct jbuf body = w->body;
+			w->body = *b;
+			*b = body;
+			w->at = s->cur;
+			struct tspans ts = w->ts;
+			w->ts = s->cur_ts;
+			s->cur_ts = ts;
+			*reused = true;
+			return remade(s, &w->body, text, *len, err, errlen);
+		}
+		free(text);
+		jdkdump_marks_free(&marks);
+	} else if (same) {
 		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
 					     r->max_pause_ns};
 		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
 			*len = w->len;
 			*reused = true;
-			return w->text;
+			return remade(s, b, w->text, w->len, err, errlen);
 		}
 		struct jdkdump_marks marks = {0};
 		char *text = jdkdump_json_remark(w->text, w->len, &w->marks, &now, len, &marks);
@@ -771,7 +916,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 			jdkdump_marks_free(&w->marks);
 			w->marks = marks;
 			*reused = true;
-			return text;
+			return remade(s, b, text, *len, err, errlen);
 		}
 		jdkdump_marks_free(&marks);
 	}
@@ -787,6 +932,9 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		w->body = *b;
 		jb_init(b);
 		w->at = s->cur;
+		struct tspans ts = w->ts;
+		w->ts = s->cur_ts;
+		s->cur_ts = ts;
 		w->text = text;
 		w->len = *len;
 		w->marks = marks;

@@ -657,7 +657,8 @@ static void write_stack(struct builder *b, struct jw *w, const struct placed *p)
 }
 
 /* Remembers the value written since at as a mark of kind. */
-static void mark(struct builder *b, struct jw *w, size_t at, enum jdkdump_mark_kind kind)
+static void mark_tid(struct builder *b, struct jw *w, size_t at, enum jdkdump_mark_kind kind,
+		     int64_t tid)
 {
 	struct jdkdump_marks *m = b->marks;
 	if (!m || w->tree)
@@ -672,7 +673,12 @@ static void mark(struct builder *b, struct jw *w, size_t at, enum jdkdump_mark_k
 		m->m = nm;
 		m->cap = ncap;
 	}
-	m->m[m->n++] = (struct jdkdump_mark){at, jw_offset(w) - at, kind};
+	m->m[m->n++] = (struct jdkdump_mark){at, jw_offset(w) - at, kind, tid};
+}
+
+static void mark(struct builder *b, struct jw *w, size_t at, enum jdkdump_mark_kind kind)
+{
+	mark_tid(b, w, at, kind, 0);
 }
 
 /* "time": the dump's time, marked. */
@@ -682,6 +688,16 @@ static void write_time(struct builder *b, struct jw *w)
 	size_t at = jw_offset(w);
 	jw_str(w, b->now_iso);
 	mark(b, w, at, JDKDUMP_MARK_TIME);
+}
+
+/* A thread's "blockedIn" value: its stack entry's blocked_in. */
+static void write_blocked_in(struct jw *w, const jv *st)
+{
+	const char *s = jj_str(st, "blocked_in");
+	if (s)
+		jw_text_str(w, s);
+	else
+		jw_null(w);
 }
 
 /* Writes the JDK thread object of a placed thread. */
@@ -695,8 +711,15 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 	jw_key(w, "name");
 	jw_text_str(w, name);
 	const char *state = p->gone ? "TERMINATED" : jj_thread_state(st);
+	/* Its state and blockedIn are of its own stack entry's state and
+	 * blocked_in alone (marked) unless it is gone, exited or crashed. */
+	bool own = st && st != b->crash && !p->gone && !jv_is_true(jv_get(st, "exited"));
 	/* Only JDK states: what we do not know goes beside, not into it. */
-	jw_kstr(w, "state", state ? state : "RUNNABLE");
+	jw_key(w, "state");
+	size_t at = jw_offset(w);
+	jw_str(w, state ? state : "RUNNABLE");
+	if (own && state)
+		mark_tid(b, w, at, JDKDUMP_MARK_STATE, p->tid);
 	if (!state) {
 		jw_key(w, "stateKnown");
 		jw_bool(w, false);
@@ -735,7 +758,11 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 		jw_obj(w);
 		jw_end(w);
 	}
-	jw_kstr_or_null(w, "blockedIn", st, "blocked_in");
+	jw_key(w, "blockedIn");
+	at = jw_offset(w);
+	write_blocked_in(w, st);
+	if (own)
+		mark_tid(b, w, at, JDKDUMP_MARK_BLOCKED_IN, p->tid);
 	dumplocks_write(w, st);
 	if (jv_is_true(jv_get(st, "approximate"))) {
 		jw_key(w, "approximate");
@@ -1105,46 +1132,126 @@ static size_t moment_value(const struct jdkdump_moment *now, enum jdkdump_mark_k
 	return n;
 }
 
-char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_marks *marks,
-			  const struct jdkdump_moment *now, size_t *outlen,
-			  struct jdkdump_marks *out)
+/* The text of a moved thread's marked value, written as write_thread()
+ * does from a stack entry whose state or blocked_in (m->kind) is m->raw,
+ * into a new jw; false when it is not a value the mark can stand for. */
+static bool moved_value(const struct jdkdump_moved *m, struct jw *w)
+{
+	static const char pre[2][16] = {"{\"state\":", "{\"blocked_in\":"};
+	int k = m->kind == JDKDUMP_MARK_STATE ? 0 : 1;
+	if ((m->kind != JDKDUMP_MARK_STATE && m->kind != JDKDUMP_MARK_BLOCKED_IN) || !m->raw ||
+	    m->rawlen > (1u << 20))
+		return false;
+	size_t n = strlen(pre[k]);
+	char *obj = malloc(n + m->rawlen + 2);
+	if (!obj)
+		return false;
+	memcpy(obj, pre[k], n);
+	memcpy(obj + n, m->raw, m->rawlen);
+	memcpy(obj + n + m->rawlen, "}", 2);
+	struct jv_doc *doc = NULL;
+	char err[64];
+	bool ok = jv_parse(obj, n + m->rawlen + 1, &doc, err, sizeof err) == 0;
+	free(obj);
+	if (ok) {
+		const jv *st = jv_root(doc);
+		const char *state = k == 0 ? jj_thread_state(st) : NULL;
+		if (k == 0 && !state)
+			ok = false; /* "stateKnown" would come (or go): not a mark's change */
+		else if (k == 0)
+			jw_str(w, state);
+		else
+			write_blocked_in(w, st);
+	}
+	jv_free(doc);
+	return ok && !w->failed;
+}
+
+char *jdkdump_json_remark_moved(const char *text, size_t len, const struct jdkdump_marks *marks,
+				const struct jdkdump_moment *now, const struct jdkdump_moved *moved,
+				size_t nmoved, size_t *outlen, struct jdkdump_marks *out)
 {
 	char val[3][40];
 	size_t vlen[3];
 	for (int k = 0; k < 3; k++)
 		if (!(vlen[k] = moment_value(now, (enum jdkdump_mark_kind)k, val[k])))
 			return NULL;
+	if (nmoved > JDKDUMP_MAX_MOVED)
+		return NULL;
+	/* The moved values' new text, each used once. */
+	struct jw mv[JDKDUMP_MAX_MOVED];
+	bool used[JDKDUMP_MAX_MOVED] = {false};
+	size_t extra = 0, nmv = 0;
+	char *o = NULL;
+	for (; nmv < nmoved; nmv++) {
+		jw_init(&mv[nmv], false);
+		if (!moved_value(&moved[nmv], &mv[nmv])) {
+			nmv++;
+			goto out;
+		}
+		extra += mv[nmv].len;
+	}
 	out->n = 0;
 	out->failed = false;
-	if (out->cap < marks->n) {
+	if (out->cap < marks->n + 1) {
 		struct jdkdump_mark *nm = realloc(out->m, (marks->n + 1) * sizeof *nm);
 		if (!nm)
-			return NULL;
+			goto out;
 		out->m = nm;
 		out->cap = marks->n + 1;
 	}
-	char *o = malloc(len + 40 * marks->n + 1);
-	if (!o)
-		return NULL;
+	if (!(o = malloc(len + 40 * marks->n + extra + 1)))
+		goto out;
 	size_t from = 0, n = 0;
 	for (size_t i = 0; i < marks->n; i++) {
 		const struct jdkdump_mark *m = &marks->m[i];
-		if (m->at < from || m->at > len || m->len > len - m->at || (unsigned)m->kind > 2) {
-			free(o);
-			return NULL; /* not marks of this text */
-		}
+		if (m->at < from || m->at > len || m->len > len - m->at ||
+		    (unsigned)m->kind > JDKDUMP_MARK_BLOCKED_IN)
+			goto fail; /* not marks of this text */
 		memcpy(o + n, text + from, m->at - from);
 		n += m->at - from;
-		out->m[out->n++] = (struct jdkdump_mark){n, vlen[m->kind], m->kind};
-		memcpy(o + n, val[m->kind], vlen[m->kind]);
-		n += vlen[m->kind];
+		const char *v = text + m->at;
+		size_t vl = m->len;
+		if ((unsigned)m->kind <= JDKDUMP_MARK_MAX_PAUSE_NS) {
+			v = val[m->kind];
+			vl = vlen[m->kind];
+		} else {
+			for (size_t j = 0; j < nmoved; j++)
+				if (moved[j].tid == m->tid && moved[j].kind == m->kind) {
+					if (used[j] || v != text + m->at)
+						goto fail; /* twice: not one value */
+					used[j] = true;
+					v = mv[j].buf;
+					vl = mv[j].len;
+				}
+		}
+		out->m[out->n++] = (struct jdkdump_mark){n, vl, m->kind, m->tid};
+		memcpy(o + n, v, vl);
+		n += vl;
 		from = m->at + m->len;
 	}
+	for (size_t j = 0; j < nmoved; j++)
+		if (!used[j])
+			goto fail; /* a moved value the text has no mark for */
 	memcpy(o + n, text + from, len - from);
 	n += len - from;
 	o[n] = '\0';
 	*outlen = n;
+	goto out;
+fail:
+	free(o);
+	o = NULL;
+out:
+	for (size_t j = 0; j < nmv; j++)
+		jw_fini(&mv[j]);
 	return o;
+}
+
+char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_marks *marks,
+			  const struct jdkdump_moment *now, size_t *outlen,
+			  struct jdkdump_marks *out)
+{
+	return jdkdump_json_remark_moved(text, len, marks, now, NULL, 0, outlen, out);
 }
 
 bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
@@ -1158,13 +1265,15 @@ bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_ma
 	size_t from = 0;
 	for (size_t i = 0; i < marks->n; i++) {
 		const struct jdkdump_mark *m = &marks->m[i];
-		if (m->at < from || m->at > len || (unsigned)m->kind > 2 ||
-		    m->len != vlen[m->kind] || m->len > len - m->at)
+		if (m->at < from || m->at > len || (unsigned)m->kind > JDKDUMP_MARK_BLOCKED_IN ||
+		    m->len > len - m->at ||
+		    ((unsigned)m->kind <= JDKDUMP_MARK_MAX_PAUSE_NS && m->len != vlen[m->kind]))
 			return false;
 		from = m->at + m->len;
 	}
 	for (size_t i = 0; i < marks->n; i++)
-		memcpy(text + marks->m[i].at, val[marks->m[i].kind], marks->m[i].len);
+		if ((unsigned)marks->m[i].kind <= JDKDUMP_MARK_MAX_PAUSE_NS)
+			memcpy(text + marks->m[i].at, val[marks->m[i].kind], marks->m[i].len);
 	return true;
 }
 

@@ -37,10 +37,29 @@ char *jdkdump_json_doc(const jv *reply, size_t *len, char *err, size_t errlen);
  * in which nothing moved: the dump's time (the document's and each
  * thread's), captureNs and maxPauseNs.  Each mark is a value's text (the
  * quotes of a string included), in the order of the text. */
-enum jdkdump_mark_kind { JDKDUMP_MARK_TIME, JDKDUMP_MARK_CAPTURE_NS, JDKDUMP_MARK_MAX_PAUSE_NS };
+enum jdkdump_mark_kind {
+	JDKDUMP_MARK_TIME,
+	JDKDUMP_MARK_CAPTURE_NS,
+	JDKDUMP_MARK_MAX_PAUSE_NS,
+	/* A thread's "state" and "blockedIn", where they are written from its
+	 * own stack entry's state and blocked_in alone (tid says whose): a
+	 * dump in which only those moved is the last one's text with them
+	 * replaced (jdkdump_json_remark()'s moved). */
+	JDKDUMP_MARK_STATE,
+	JDKDUMP_MARK_BLOCKED_IN,
+};
 struct jdkdump_mark {
 	size_t at, len;
 	enum jdkdump_mark_kind kind;
+	int64_t tid; /* STATE and BLOCKED_IN: the thread's */
+};
+/* A thread whose stack entry's state or blocked_in (kind) is now the JSON
+ * value raw (rawlen bytes, as the reply has it). */
+struct jdkdump_moved {
+	int64_t tid;
+	enum jdkdump_mark_kind kind;
+	const char *raw;
+	size_t rawlen;
 };
 struct jdkdump_marks {
 	struct jdkdump_mark *m;
@@ -69,8 +88,19 @@ char *jdkdump_json_remark(const char *text, size_t len, const struct jdkdump_mar
 			  const struct jdkdump_moment *now, size_t *outlen,
 			  struct jdkdump_marks *out);
 
-/* The same in place, when every new value is as long as the one it
- * replaces (the times always are); false, with text untouched, when not. */
+/* The same for a reply that also differs in the stack entries' state or
+ * blocked_in values listed in moved (nmoved, each tid and kind at most
+ * once): byte for byte what rendering that reply gives.  NULL also when
+ * one of them has no mark in text, or its new value is not one the mark
+ * can stand for (a state the JDK does not have): render it afresh. */
+#define JDKDUMP_MAX_MOVED 16 /* more: a render is as cheap */
+char *jdkdump_json_remark_moved(const char *text, size_t len, const struct jdkdump_marks *marks,
+				const struct jdkdump_moment *now, const struct jdkdump_moved *moved,
+				size_t nmoved, size_t *outlen, struct jdkdump_marks *out);
+
+/* jdkdump_json_remark() in place, when every new value is as long as the
+ * one it replaces (the times always are); false, with text untouched, when
+ * not. */
 bool jdkdump_json_remark_inplace(char *text, size_t len, const struct jdkdump_marks *marks,
 				 const struct jdkdump_moment *now);
 

@@ -30,6 +30,9 @@ dumps() { # mode
 	done
 	DUMPS=$((DUMPS + N))
 }
+# Every dump the daemon re-makes from the last one is checked against a
+# fresh render of the same reply (an error reply when they differ).
+export SCOPED_CHECK_REMADE=1
 scoped_start "$D/log" --stacks=signal || fail "scoped did not start"
 poll 200 registered || fail "churn never registered"
 dumps signal

@@ -15,6 +15,9 @@ trap 'stop_all $dpid $hpid $jpid' EXIT
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
+# Every dump the daemon re-makes from the last one is checked against a
+# fresh render of the same reply (an error reply when they differ).
+export SCOPED_CHECK_REMADE=1
 scoped_start "$D/log" || { echo "FAIL: scoped did not start"; exit 1; }
 "$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
 hpid=$!
@@ -143,11 +146,15 @@ assert any(c["container"].startswith("outer@") for c in td["threadContainers"])
 assert ask({"cmd": "status", "id": 2}).get("ok") is True
 # Dumps in a row of a process that does not move: the daemon re-makes the
 # text from the last one's ("reused"), which must be that text but for the
-# dump's time, captureNs and maxPauseNs, and valid JSON of its exact
-# length.  A dump of another process between makes the next one afresh.
+# dump's time, captureNs and maxPauseNs and threads' state and blockedIn (a
+# thread that ran or waits elsewhere; byte for byte a fresh render in
+# test_jdkdump), and valid JSON of its exact length.  A dump of another
+# process between makes the next one afresh.
 import re
 def norm(t):
     t = re.sub(rb'"time": "[^"]*"', b'"time": T', t)
+    t = re.sub(rb'"state": "[A-Z_]+"', b'"state": S', t)
+    t = re.sub(rb'"blockedIn": (null|"(\\.|[^"\\])*")', b'"blockedIn": B', t)
     return re.sub(rb'"(captureNs|maxPauseNs)": (\d+|null)', rb'"\1": N', t)
 def render(rid, target):
     h = ask({"cmd": "dump", "pid": target, "id": rid, "render": "jdk_json"})

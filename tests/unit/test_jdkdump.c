@@ -621,7 +621,10 @@ static void test_remark(void **state)
 		for (const char *p = ftext; (p = strstr(p, "\"time\": ")) != NULL; p++)
 			times++;
 		assert_true(times > 5);
-		assert_int_equal(fresh.n, times + 2);
+		size_t moments_n = 0;
+		for (size_t k = 0; k < fresh.n; k++)
+			moments_n += fresh.m[k].kind <= JDKDUMP_MARK_MAX_PAUSE_NS;
+		assert_int_equal(moments_n, times + 2);
 		if (ptext) {
 			struct jdkdump_moment now = {moments[i].now_ms, moments[i].capture,
 						     moments[i].pause};
@@ -650,6 +653,7 @@ static void test_remark(void **state)
 				assert_int_equal(again.m[k].at, fresh.m[k].at);
 				assert_int_equal(again.m[k].len, fresh.m[k].len);
 				assert_int_equal(again.m[k].kind, fresh.m[k].kind);
+				assert_int_equal(again.m[k].tid, fresh.m[k].tid);
 			}
 			/* The next one is re-made from this one, as the daemon
 			 * does in a row. */
@@ -676,6 +680,115 @@ static void test_remark(void **state)
 	jdkdump_marks_free(&fresh);
 	jdkdump_marks_free(&again);
 	json_decref(reply);
+}
+
+/* Sets stacks[] entry i's member key to v (stolen) in reply; returns the
+ * value's JSON text as the reply has it (free()). */
+static char *set_stack(json_t *reply, size_t i, const char *key, json_t *v)
+{
+	json_object_set_new(json_array_get(json_object_get(reply, "stacks"), i), key, v);
+	char *raw = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	assert_non_null(raw);
+	return raw;
+}
+
+/* A dump in which some threads' state or blocked_in moved, re-made from
+ * the last one's text with those values replaced: byte for byte the text
+ * rendered afresh, with the same marks; the last text served as it was
+ * (a moved thread's stale state) differs; what a mark cannot stand for is
+ * refused. */
+static void test_remark_moved(void **state)
+{
+	(void)state;
+	json_t *a = load(canned);
+	struct jdkdump_marks ma = {0}, mb = {0}, mr = {0};
+	size_t alen, blen, rlen;
+	char *atext = render_marked(a, &alen, &ma);
+	struct jdkdump_moment now = {1764441605999.5, 2500, -1};
+
+	json_t *b = json_deep_copy(a);
+	json_object_set_new(json_object_get(b, "model"), "now_ms", json_real(now.now_ms));
+	json_object_set_new(b, "capture_ns", json_integer(now.capture_ns));
+	json_object_set_new(b, "max_pause_ns", json_integer(now.max_pause_ns));
+	/* 101 ran (WAITING in futex -> RUNNABLE, blocked in nothing); 100
+	 * went to sleep in a call whose name needs escapes. */
+	char *r1 = set_stack(b, 0, "state", json_string("RUNNABLE"));
+	char *r2 = set_stack(b, 0, "blocked_in", json_null());
+	char *r3 = set_stack(b, 1, "state", json_string("TIMED_WAITING"));
+	char *r4 = set_stack(b, 1, "blocked_in", json_string("clock_\"nano\"sleep\n"));
+	struct jdkdump_moved mv[] = {{101, JDKDUMP_MARK_STATE, r1, strlen(r1)},
+				     {101, JDKDUMP_MARK_BLOCKED_IN, r2, strlen(r2)},
+				     {100, JDKDUMP_MARK_STATE, r3, strlen(r3)},
+				     {100, JDKDUMP_MARK_BLOCKED_IN, r4, strlen(r4)}};
+	char *btext = render_marked(b, &blen, &mb);
+	assert_true(blen != alen || memcmp(atext, btext, alen) != 0);
+	char *re = jdkdump_json_remark_moved(atext, alen, &ma, &now, mv, 4, &rlen, &mr);
+	assert_non_null(re);
+	assert_int_equal(rlen, blen);
+	assert_memory_equal(re, btext, blen);
+	assert_int_equal(mr.n, mb.n);
+	for (size_t k = 0; k < mb.n; k++) {
+		assert_int_equal(mr.m[k].at, mb.m[k].at);
+		assert_int_equal(mr.m[k].len, mb.m[k].len);
+		assert_int_equal(mr.m[k].kind, mb.m[k].kind);
+		assert_int_equal(mr.m[k].tid, mb.m[k].tid);
+	}
+	free(re);
+
+	/* Stale: the moved threads' old text served (only the times new),
+	 * or one of the moved values left out, is not the dump. */
+	re = jdkdump_json_remark(atext, alen, &ma, &now, &rlen, &mr);
+	assert_non_null(re);
+	assert_false(rlen == blen && memcmp(re, btext, blen) == 0);
+	free(re);
+	re = jdkdump_json_remark_moved(atext, alen, &ma, &now, mv, 3, &rlen, &mr);
+	assert_non_null(re);
+	assert_false(rlen == blen && memcmp(re, btext, blen) == 0);
+	free(re);
+	/* In place leaves the threads' values as they were: not for moves. */
+
+	/* Refused: a state the JDK does not have ("stateKnown" would come), a
+	 * thread whose state has no mark (105's SLEEPY), a tid not in the
+	 * dump, the same value twice, too many. */
+	const char *sleepy = "\"SLEEPY\"", *waiting = "\"WAITING\"";
+	struct jdkdump_moved bad[][2] = {
+	    {{101, JDKDUMP_MARK_STATE, sleepy, strlen(sleepy)}},
+	    {{105, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
+	    {{999, JDKDUMP_MARK_BLOCKED_IN, r2, strlen(r2)}},
+	    {{101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)},
+	     {101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
+	    {{101, JDKDUMP_MARK_TIME, waiting, strlen(waiting)}},
+	    {{101, JDKDUMP_MARK_STATE, "\"RUNN", 5}}};
+	size_t nbad[] = {1, 1, 1, 2, 1, 1};
+	for (size_t i = 0; i < sizeof nbad / sizeof *nbad; i++)
+		assert_null(jdkdump_json_remark_moved(atext, alen, &ma, &now, bad[i], nbad[i],
+						      &rlen, &mr));
+	struct jdkdump_moved many[JDKDUMP_MAX_MOVED + 1];
+	for (size_t i = 0; i < JDKDUMP_MAX_MOVED + 1; i++)
+		many[i] = mv[0];
+	assert_null(jdkdump_json_remark_moved(atext, alen, &ma, &now, many,
+					      JDKDUMP_MAX_MOVED + 1, &rlen, &mr));
+	/* 105 has a blockedIn mark (its state has none): it may move. */
+	char *r5 = set_stack(b, 2, "blocked_in", json_string("read"));
+	struct jdkdump_moved mv5[] = {{105, JDKDUMP_MARK_BLOCKED_IN, r5, strlen(r5)}};
+	free(btext);
+	jdkdump_marks_free(&mb);
+	btext = render_marked(b, &blen, &mb);
+	char *re2 = jdkdump_json_remark_moved(atext, alen, &ma, &now, mv, 4, &rlen, &mr);
+	assert_non_null(re2);
+	struct jdkdump_marks m2 = {0};
+	re = jdkdump_json_remark_moved(re2, rlen, &mr, &now, mv5, 1, &rlen, &m2);
+	assert_non_null(re);
+	assert_int_equal(rlen, blen);
+	assert_memory_equal(re, btext, blen);
+	free(re);
+	free(re2);
+	jdkdump_marks_free(&m2);
+
+	free(r1), free(r2), free(r3), free(r4), free(r5);
+	free(atext), free(btext);
+	jdkdump_marks_free(&ma), jdkdump_marks_free(&mb), jdkdump_marks_free(&mr);
+	json_decref(a), json_decref(b);
 }
 
 /* A worker that runs, inline while joining, a task of an inner scope is in
@@ -1144,7 +1257,7 @@ int main(void)
 	    cmocka_unit_test(test_inlined_frames), cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_hostile_text),   cmocka_unit_test(test_odd_input),
 	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_shared_stacks),
-	    cmocka_unit_test(test_remark),	   cmocka_unit_test(test_closed_chain),
+	    cmocka_unit_test(test_remark),	   cmocka_unit_test(test_remark_moved),	   cmocka_unit_test(test_closed_chain),
 	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
 	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
 	    cmocka_unit_test(test_pool_advice),	   cmocka_unit_test(test_validate_saved),
