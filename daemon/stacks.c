@@ -113,8 +113,8 @@ struct stacks {
 		uint64_t used;
 	} plain[PLAIN_KEEP];
 	uint64_t plain_clock;
-	struct jbuf body; /* a rendered dump's reply, kept for the next one */
-	struct spans cur;   /* where body's changing members are */
+	struct jbuf body;     /* a rendered dump's reply, kept for the next one */
+	struct spans cur;     /* where body's changing members are */
 	struct tspans cur_ts; /* and its threads' */
 	/* SCOPED_CHECK_REMADE=1 (tests): every re-made text is compared with
 	 * the one rendered afresh, and a difference is an error reply. */
@@ -820,7 +820,8 @@ static bool same_as_warm(const struct warm *w, const struct jbuf *b, const struc
 				if (*nmoved == JDKDUMP_MAX_MOVED)
 					return false;
 				moved[(*nmoved)++] = (struct jdkdump_moved){
-				    (int64_t)c->tid, k ? JDKDUMP_MARK_BLOCKED_IN : JDKDUMP_MARK_STATE,
+				    (int64_t)c->tid,
+				    k ? JDKDUMP_MARK_BLOCKED_IN : JDKDUMP_MARK_STATE,
 				    b->p + c->at[k], c->end[k] - c->at[k]};
 			}
 			from = c->end[k];
@@ -871,8 +872,8 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 	*reused = *owned = false;
 	struct jdkdump_moved moved[JDKDUMP_MAX_MOVED];
 	size_t nmoved = 0;
-	bool same = find_spans(b, &s->cur) &&
-		    same_as_warm(w, b, &s->cur, &s->cur_ts, moved, &nmoved);
+	bool same =
+	    find_spans(b, &s->cur) && same_as_warm(w, b, &s->cur, &s->cur_ts, moved, &nmoved);
 	if (same && nmoved) {
 		/* Threads moved: the text with their new values; this reply
 		 * is the warm one now. */

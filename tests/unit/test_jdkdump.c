@@ -751,23 +751,22 @@ static void test_remark_moved(void **state)
 	 * thread whose state has no mark (105's SLEEPY), a tid not in the
 	 * dump, the same value twice, too many. */
 	const char *sleepy = "\"SLEEPY\"", *waiting = "\"WAITING\"";
-	struct jdkdump_moved bad[][2] = {
-	    {{101, JDKDUMP_MARK_STATE, sleepy, strlen(sleepy)}},
-	    {{105, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
-	    {{999, JDKDUMP_MARK_BLOCKED_IN, r2, strlen(r2)}},
-	    {{101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)},
-	     {101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
-	    {{101, JDKDUMP_MARK_TIME, waiting, strlen(waiting)}},
-	    {{101, JDKDUMP_MARK_STATE, "\"RUNN", 5}}};
+	struct jdkdump_moved bad[][2] = {{{101, JDKDUMP_MARK_STATE, sleepy, strlen(sleepy)}},
+					 {{105, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
+					 {{999, JDKDUMP_MARK_BLOCKED_IN, r2, strlen(r2)}},
+					 {{101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)},
+					  {101, JDKDUMP_MARK_STATE, waiting, strlen(waiting)}},
+					 {{101, JDKDUMP_MARK_TIME, waiting, strlen(waiting)}},
+					 {{101, JDKDUMP_MARK_STATE, "\"RUNN", 5}}};
 	size_t nbad[] = {1, 1, 1, 2, 1, 1};
 	for (size_t i = 0; i < sizeof nbad / sizeof *nbad; i++)
-		assert_null(jdkdump_json_remark_moved(atext, alen, &ma, &now, bad[i], nbad[i],
-						      &rlen, &mr));
+		assert_null(
+		    jdkdump_json_remark_moved(atext, alen, &ma, &now, bad[i], nbad[i], &rlen, &mr));
 	struct jdkdump_moved many[JDKDUMP_MAX_MOVED + 1];
 	for (size_t i = 0; i < JDKDUMP_MAX_MOVED + 1; i++)
 		many[i] = mv[0];
-	assert_null(jdkdump_json_remark_moved(atext, alen, &ma, &now, many,
-					      JDKDUMP_MAX_MOVED + 1, &rlen, &mr));
+	assert_null(jdkdump_json_remark_moved(atext, alen, &ma, &now, many, JDKDUMP_MAX_MOVED + 1,
+					      &rlen, &mr));
 	/* 105 has a blockedIn mark (its state has none): it may move. */
 	char *r5 = set_stack(b, 2, "blocked_in", json_string("read"));
 	struct jdkdump_moved mv5[] = {{105, JDKDUMP_MARK_BLOCKED_IN, r5, strlen(r5)}};
@@ -1257,10 +1256,11 @@ int main(void)
 	    cmocka_unit_test(test_inlined_frames), cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_hostile_text),   cmocka_unit_test(test_odd_input),
 	    cmocka_unit_test(test_inline_task),	   cmocka_unit_test(test_shared_stacks),
-	    cmocka_unit_test(test_remark),	   cmocka_unit_test(test_remark_moved),	   cmocka_unit_test(test_closed_chain),
-	    cmocka_unit_test(test_deep_and_long),  cmocka_unit_test(test_iso_time),
-	    cmocka_unit_test(test_write_file),	   cmocka_unit_test(test_random_damage),
-	    cmocka_unit_test(test_pool_advice),	   cmocka_unit_test(test_validate_saved),
+	    cmocka_unit_test(test_remark),	   cmocka_unit_test(test_remark_moved),
+	    cmocka_unit_test(test_closed_chain),   cmocka_unit_test(test_deep_and_long),
+	    cmocka_unit_test(test_iso_time),	   cmocka_unit_test(test_write_file),
+	    cmocka_unit_test(test_random_damage),  cmocka_unit_test(test_pool_advice),
+	    cmocka_unit_test(test_validate_saved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
