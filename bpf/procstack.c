@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,8 @@ struct unw_memo {
 
 /* The files of a thread kept open between captures of one process, read
  * with one pread each instead of an open, a read and a close. */
-enum { TF_SCHED, TF_COMM, TF_STAT, TF_N };
-static const char *const tf_file[TF_N] = {"schedstat", "comm", "stat"};
+enum { TF_SCHED, TF_COMM, TF_STAT, TF_SYSCALL, TF_N };
+static const char *const tf_file[TF_N] = {"schedstat", "comm", "stat", "syscall"};
 
 /* One thread of the process of the last capture. */
 struct tfiles {
@@ -71,6 +72,7 @@ struct tfiles {
 
 struct slot {
 	int fd;		    /* /proc/PID/task/TID/syscall, open for the re-read */
+	bool own;	    /* fd is this capture's to close (not kept) */
 	int state;	    /* SLOT_* */
 	char line[160];	    /* what the first read gave */
 	struct stk_rec rec; /* registers and syscall from it */
@@ -574,15 +576,24 @@ static uint64_t mix(uint64_t h, uint64_t v)
 static uint64_t memo_key(const struct stk_rec *r, const unsigned char *win)
 {
 	uint64_t h = mix(mix(r->regs[STK_REG_SP], r->regs[STK_REG_IP]), r->ustack_len);
-	size_t n = r->ustack_len / 8;
+	/* Four lanes, so the multiplies of one step run side by side. */
+	uint64_t lane[4] = {h, ~h, h ^ 0x5bd1e995u, h + 1};
+	size_t n = r->ustack_len / 8, i = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (; i + 4 <= n; i += 4)
+		for (int l = 0; l < 4; l++) {
+			uint64_t w;
+
+			memcpy(&w, win + (i + (size_t)l) * 8, 8);
+			lane[l] = mix(lane[l], w);
+		}
+	for (; i < n; i++) {
 		uint64_t w;
 
 		memcpy(&w, win + i * 8, 8);
-		h = mix(h, w);
+		lane[0] = mix(lane[0], w);
 	}
-	return h;
+	return mix(mix(mix(lane[0], lane[1]), lane[2]), lane[3]);
 }
 
 /* The memo slot of tid (its own, or the free one it would take); NULL when
@@ -691,11 +702,12 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread **t, size_
 	}
 }
 
-static void continue_close(struct slot *s)
+static void slot_close(struct slot *s)
 {
-	if (s->fd >= 0)
+	if (s->own && s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
+	s->own = false;
 }
 
 /* One chunk of threads (their entries in t, their files in f): name and
@@ -713,18 +725,34 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 		s->state = SLOT_NONE;
 		t[i]->tid = f[i]->tid;
 		s->fd = -1;
+		s->own = false;
 		if (read_stat(ps, taskfd, f[i], t[i]) < 0) {
 			fail_thread(t[i], -ESRCH, "the thread exited during the capture");
 			t[i]->sched_state = 'X';
 			f[i]->known = false;
 			continue;
 		}
-		snprintf(path, sizeof(path), "%u/syscall", (unsigned)t[i]->tid);
-		s->fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
+		s->fd = f[i]->fd[TF_SYSCALL];
+		s->own = false;
+		if (s->fd < 0) {
+			snprintf(path, sizeof(path), "%u/syscall", (unsigned)t[i]->tid);
+			s->fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
+			if (s->fd >= 0 && ps->nfds < ps->fd_budget) {
+				f[i]->fd[TF_SYSCALL] = s->fd;
+				ps->nfds++;
+			} else {
+				s->own = s->fd >= 0;
+			}
+		}
 		if (s->fd >= 0)
 			len = pread(s->fd, s->line, sizeof(s->line) - 1, 0);
 		if (len < 0) {
 			int e = errno;
+			if (s->fd >= 0 && !s->own) {
+				/* Read afresh next time (the thread may be gone). */
+				tf_close(ps, f[i]);
+				s->fd = -1;
+			}
 			fail_thread(t[i], e == EACCES || e == EPERM ? -EPERM : -e,
 				    e == EACCES || e == EPERM
 					? "the kernel refuses scoped its registers (ptrace rules)"
@@ -772,7 +800,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 				       m->nframes * sizeof(t[i]->frames[0]));
 				t[i]->nframes = m->nframes;
 				ps->memo_hits++;
-				continue_close(s);
+				slot_close(s);
 				continue;
 			}
 			t[i]->error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
@@ -798,9 +826,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 		} else if (t[i]->sched_state != 'X') {
 			bpfs_classify_syscall(&s->rec, t[i]);
 		}
-		if (s->fd >= 0)
-			close(s->fd);
-		s->fd = -1;
+		slot_close(s);
 	}
 }
 
@@ -921,6 +947,22 @@ static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated)
 	return 0;
 }
 
+/* Copies a thread's entry, with the frames it has (not all the arrays
+ * hold). */
+static void copy_entry(struct bpfstack_thread *to, const struct bpfstack_thread *from)
+{
+	size_t tail = offsetof(struct bpfstack_thread, blocked_in);
+	size_t nf = from->nframes < BPFSTACK_MAX_FRAMES ? from->nframes : BPFSTACK_MAX_FRAMES;
+	size_t nk = from->nkframes < BPFSTACK_MAX_KFRAMES ? from->nkframes : BPFSTACK_MAX_KFRAMES;
+
+	memcpy(to, from, offsetof(struct bpfstack_thread, frames));
+	to->nframes = nf;
+	memcpy(to->frames, from->frames, nf * sizeof(from->frames[0]));
+	to->nkframes = nk;
+	memcpy(to->kframes, from->kframes, nk * sizeof(from->kframes[0]));
+	memcpy((char *)to + tail, (const char *)from + tail, sizeof(*to) - tail);
+}
+
 /* Keeps a copy of a capture's result for the next capture of the same
  * process. */
 static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n)
@@ -931,7 +973,8 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 	ps->prev_pid = 0;
 	if (n > MAX_KEPT || !ps->start || !(ps->prev = malloc(n * sizeof(*t))))
 		return;
-	memcpy(ps->prev, t, n * sizeof(*t));
+	for (size_t i = 0; i < n; i++)
+		copy_entry(&ps->prev[i], &t[i]);
 	ps->nprev = n;
 	ps->prev_pid = ps->pid;
 	ps->prev_start = ps->start;
@@ -979,7 +1022,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 			fail_thread(t, -ESRCH, "the thread exited during the capture");
 			t->sched_state = 'X';
 		} else if (p) {
-			*t = *p;
+			copy_entry(t, p);
 			t->reused = true;
 			t->ran_during_capture = false;
 			continue;
