@@ -986,10 +986,11 @@ static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated);
  * last capture keep its entry (and, when any thread of the process ran,
  * came or went, their name is read again: a name changes without its
  * thread running only by another thread of the process); the rest are read
- * in full.  The threads are the last capture's unless listed: when one of
- * them ran or went, the process's list is read, and when it differs the
- * capture must start again from it (1; the threads found moved stay so).
- * Returns 0, 1, or the error of reading the process's mappings. */
+ * in full.  The threads are the last capture's unless listed (the process
+ * has as many): when one of them went, the process's list is read, and when
+ * it differs the capture must start again from it (1; the threads found
+ * moved stay so).  Returns 0, 1, or the error of reading the process's
+ * mappings. */
 static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool listed)
 {
 	struct bpfstack_thread **todo = malloc((ps->n ? ps->n : 1) * sizeof(*todo));
@@ -1008,6 +1009,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	 * it runs throughout, and the kernel moves its counters only when it
 	 * leaves the CPU. */
 	uint32_t self = ps->pid == getpid() ? (uint32_t)syscall(SYS_gettid) : 0;
+	bool went = false;
 	for (size_t i = 0; i < ps->n; i++) {
 		struct bpfstack_thread *t = &ps->t[i];
 		struct tfiles *f = &ps->files[i];
@@ -1021,6 +1023,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		if (gone) {
 			fail_thread(t, -ESRCH, "the thread exited during the capture");
 			t->sched_state = 'X';
+			went = true;
 		} else if (p) {
 			copy_entry(t, p);
 			t->reused = true;
@@ -1032,9 +1035,10 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		}
 		moved = true;
 	}
-	if (moved && !listed) {
-		/* Threads come and go only by a thread of the process that ran
-		 * (or went): with none, the last list still holds. */
+	if (went && !listed) {
+		/* As many threads as before (the caller checked the count) and
+		 * none of them gone: no thread came either, and the last list
+		 * still holds.  With one gone, read the list. */
 		uint32_t *now = NULL;
 		size_t nnow = 0;
 		bool truncated, differ = true;
