@@ -346,14 +346,20 @@ int procstack_lock_wait(pid_t pid, uint32_t tid, uint64_t *addr, int *how)
 	return t.lock_how != BPFSTACK_LOCK_NONE;
 }
 
+/* Closes one kept file of a thread. */
+static void tf_drop(struct procstack *ps, struct tfiles *f, int k)
+{
+	if (f->fd[k] >= 0) {
+		close(f->fd[k]);
+		f->fd[k] = -1;
+		ps->nfds--;
+	}
+}
+
 static void tf_close(struct procstack *ps, struct tfiles *f)
 {
 	for (int k = 0; k < TF_N; k++)
-		if (f->fd[k] >= 0) {
-			close(f->fd[k]);
-			f->fd[k] = -1;
-			ps->nfds--;
-		}
+		tf_drop(ps, f, k);
 	f->known = false;
 }
 
@@ -1078,6 +1084,14 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	for (size_t i = 0; rc == 0 && i < ntodo; i += CHUNK)
 		capture_chunk(ps, taskfd, todo + i, files + i,
 			      ntodo - i < CHUNK ? ntodo - i : CHUNK);
+	/* Each thread keeps the files its kind of capture reads next time: one
+	 * that did not run its name, one read in full its stat and syscall
+	 * files (each open /proc file holds a page of kernel memory). */
+	for (size_t i = 0; rc == 0 && i < ps->n; i++) {
+		tf_drop(ps, &ps->files[i], ps->t[i].reused ? TF_STAT : TF_COMM);
+		if (ps->t[i].reused)
+			tf_drop(ps, &ps->files[i], TF_SYSCALL);
+	}
 	free(todo);
 	free(files);
 	return rc;
