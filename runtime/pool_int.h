@@ -130,17 +130,17 @@ struct scope_pool {
 
 /* Steal pacing (pool_work.c, steal_pace): a worker's wait before its next
  * steal, from its wait before the last one, whether the work that steal
- * brought was brief, and whether the victim's owner ran its own tasks
- * meanwhile.  Brief work makes it wait STEAL_PACE_MIN_NS, twice as long
- * each time while the owner runs its tasks, up to STEAL_PACE_MAX_NS; other
- * work, no wait. */
+ * brought was brief, and whether the victim's owner worked at its end of
+ * the deque meanwhile (pushed or popped).  Brief work makes it wait
+ * STEAL_PACE_MIN_NS, twice as long each time while the owner is busy
+ * there, up to STEAL_PACE_MAX_NS; other work, no wait. */
 #define STEAL_PACE_MIN_NS 1000
 #define STEAL_PACE_MAX_NS 32000
-static inline int64_t sc_steal_pace_next(int64_t pace, bool brief, bool owner_ran)
+static inline int64_t sc_steal_pace_next(int64_t pace, bool brief, bool owner_busy)
 {
 	if (!brief)
 		return 0;
-	if (!pace || !owner_ran)
+	if (!pace || !owner_busy)
 		return STEAL_PACE_MIN_NS;
 	return pace < STEAL_PACE_MAX_NS / 2 ? pace * 2 : STEAL_PACE_MAX_NS;
 }

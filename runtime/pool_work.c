@@ -939,8 +939,9 @@ static bool spin_for_work(scope_pool_t *p)
  * cores: 6-8x faster).  So a worker whose stolen work (the task and what it
  * forked here) took less than STEAL_SHORT_X times what the steal itself
  * took waits STEAL_PACE_MIN_NS before its next steal, and while the
- * victim's owner runs its own tasks meanwhile (a joiner), twice as long
- * each time up to STEAL_PACE_MAX_NS; longer work, or finding nothing
+ * victim's owner works at its end of the deque meanwhile (forks more, or
+ * runs its own tasks as a joiner), twice as long each time up to
+ * STEAL_PACE_MAX_NS; longer work, or finding nothing
  * (take()), ends the pacing.  It costs the thief two clock reads a timed
  * steal: every steal while it paces, else one in STEAL_TIMED_EVERY.  (The
  * cycle counter instead of the clock, measured: no gain.) */
@@ -973,12 +974,13 @@ static void steal_pace(struct worker *w, scope_pool_t *p)
 {
 	if (w->stole_at) {
 		bool brief = steal_tick() - w->stole_at < STEAL_SHORT_X * w->steal_ticks;
-		/* The victim's owner ran its own tasks meanwhile: its end came
-		 * down (read only when it decides). */
-		bool owner_ran = brief && w->pace &&
-				 atomic_load_explicit(&w->victim->bottom, memory_order_relaxed) <
-				     w->victim_bottom;
-		w->pace = sc_steal_pace_next(w->pace, brief, owner_ran);
+		/* The victim's owner worked at its end meanwhile, pushing or
+		 * popping (read only when it decides): it is there to run its
+		 * tasks, and every look at its deque costs it a line. */
+		bool owner_busy = brief && w->pace &&
+				  atomic_load_explicit(&w->victim->bottom, memory_order_relaxed) !=
+				      w->victim_bottom;
+		w->pace = sc_steal_pace_next(w->pace, brief, owner_busy);
 		w->stole_at = 0;
 	}
 	if (!w->pace)

@@ -558,9 +558,9 @@ static void default_pool_fanout_threads(void **state)
 }
 
 /* Steal pacing's rule (pool_int.h): brief stolen work makes the thief
- * wait, longer each time only while the victim's owner runs its own tasks;
- * other work, or a forker that does not run its tasks, keeps the wait at
- * its shortest. */
+ * wait, longer each time only while the victim's owner is busy at its end
+ * of the deque (forking, or running its own tasks); other work, or a forker
+ * that has stopped there, keeps the wait at its shortest. */
 static void steal_pace_rule(void **state)
 {
 	int64_t pace = 0;
@@ -571,7 +571,7 @@ static void steal_pace_rule(void **state)
 	assert_int_equal(sc_steal_pace_next(STEAL_PACE_MAX_NS, false, true), 0);
 	/* Brief: the shortest wait first. */
 	assert_int_equal(sc_steal_pace_next(0, true, true), STEAL_PACE_MIN_NS);
-	/* Doubling while the owner runs its tasks, up to the cap. */
+	/* Doubling while the owner is busy at its end, up to the cap. */
 	pace = STEAL_PACE_MIN_NS;
 	for (int i = 0; i < 20; i++) {
 		int64_t next = sc_steal_pace_next(pace, true, true);
@@ -580,7 +580,7 @@ static void steal_pace_rule(void **state)
 		pace = next;
 	}
 	assert_int_equal(pace, STEAL_PACE_MAX_NS);
-	/* An owner that does not run its tasks: back to the shortest. */
+	/* An owner that left its end alone: back to the shortest. */
 	assert_int_equal(sc_steal_pace_next(pace, true, false), STEAL_PACE_MIN_NS);
 }
 
