@@ -3,8 +3,8 @@
  * known functions (names, states, frames that libdw names as the parking
  * function, the same frames from the second capture's memo), a thread
  * created between captures, a thread that moved or renamed itself between
- * captures, the files kept between captures and their bound, and a pid that
- * does not exist. */
+ * captures, the files kept between captures, their bound and their closing
+ * when the process exits, and a pid that does not exist. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -464,6 +465,46 @@ static void test_fd_bound(void **state)
 	assert_int_equal(open_fds(), base);
 }
 
+/* The files kept for a process that exited are closed by
+ * procstack_forget_gone(), and only then. */
+static void test_forget_gone(void **state)
+{
+	(void)state;
+	char err[256];
+	struct bpfstack_thread *t;
+	size_t n;
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(ready[0]);
+		(void)!write(ready[1], "x", 1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	struct procstack *ps = procstack_open();
+	int rc = ps ? procstack_capture(ps, child, &t, &n, err, sizeof err) : -ENOMEM;
+	size_t kept = procstack_kept_fds(ps);
+	procstack_forget_gone(ps); /* still there: kept */
+	size_t still = procstack_kept_fds(ps);
+	/* The child goes before any assertion can leave it behind. */
+	kill(child, SIGKILL);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_int_equal(rc, 0);
+	assert_true(n >= 1); /* a sanitizer's runtime may add a thread */
+	free(t);
+	assert_true(kept > 0);
+	assert_int_equal(still, kept);
+	procstack_forget_gone(ps);
+	assert_int_equal(procstack_kept_fds(ps), 0);
+	procstack_close(ps);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -487,7 +528,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_classify_syscall), cmocka_unit_test(test_capture_self),
 	    cmocka_unit_test(test_kept_files),	     cmocka_unit_test(test_moved_thread),
-	    cmocka_unit_test(test_fd_bound),	     cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_fd_bound),	     cmocka_unit_test(test_forget_gone),
+	    cmocka_unit_test(test_no_such_process),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
