@@ -471,8 +471,8 @@ static void test_forget_gone(void **state)
 {
 	(void)state;
 	char err[256];
-	struct bpfstack_thread *t;
-	size_t n;
+	struct bpfstack_thread *t = NULL;
+	size_t n = 0;
 	int ready[2];
 	assert_int_equal(pipe(ready), 0);
 	pid_t child = fork();
