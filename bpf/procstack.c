@@ -80,6 +80,8 @@ struct slot {
 
 enum { SLOT_NONE, SLOT_BLOCKED, SLOT_RUNNING };
 
+static const char ran_while_read[] = "it ran while its stack was read";
+
 struct procstack {
 	struct bpfs_unwinder *unw;
 	unsigned char *win; /* CHUNK windows */
@@ -460,7 +462,9 @@ static void probe(struct procstack *ps, int taskfd, struct tfiles *f, bool *same
 static int read_stat(struct procstack *ps, int taskfd, struct tfiles *f, struct bpfstack_thread *t)
 {
 	char buf[1024];
-	ssize_t n = tf_read(ps, taskfd, f, TF_STAT, false, buf, sizeof(buf));
+	/* A kept file that fails may be of a thread whose tid another took
+	 * since the probe opened its schedstat file afresh: read that one. */
+	ssize_t n = tf_read(ps, taskfd, f, TF_STAT, true, buf, sizeof(buf));
 	const char *open_paren, *close_paren;
 
 	if (n < 0)
@@ -559,7 +563,8 @@ static int tid_cmp(const void *a, const void *b);
 
 /* The last capture's entry for tid, when this capture is of the same
  * process and the entry can stand for a thread that did not run since (it
- * has a stack, and was not on a CPU). */
+ * has a stack, was not on a CPU, and was not read while it ran: read again,
+ * it is exact). */
 static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint32_t tid)
 {
 	struct bpfstack_thread key = {.tid = tid};
@@ -568,7 +573,7 @@ static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint
 	if (ps->prev_pid != ps->pid || !ps->start || ps->prev_start != ps->start)
 		return NULL;
 	p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
-	return p && !p->error && !p->on_cpu ? p : NULL;
+	return p && !p->error && !p->on_cpu && p->approximate_why != ran_while_read ? p : NULL;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -792,7 +797,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 			len = pread(s->fd, again, sizeof(again) - 1, 0);
 			if (len < 0 || (again[len] = '\0', strcmp(again, s->line) != 0)) {
 				t[i]->approximate = true;
-				t[i]->approximate_why = "it ran while its stack was read";
+				t[i]->approximate_why = ran_while_read;
 			}
 			s->rec.exec_vm = ps->key.exec_vm;
 			s->rec.start_code = ps->key.start_code;
