@@ -1047,9 +1047,9 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		moved = true;
 	}
 	if (went && !listed) {
-		/* As many threads as before (the caller checked the count) and
-		 * none of them gone: no thread came either, and the last list
-		 * still holds.  With one gone, read the list. */
+		/* The threads are the last capture's, as many as the process
+		 * has (the caller checked): while none of them is gone no thread
+		 * came either, and the list holds.  One is gone: read it. */
 		uint32_t *now = NULL;
 		size_t nnow = 0;
 		bool truncated, differ = true;
