@@ -2,8 +2,10 @@
  * and instruction pointers from /proc/PID/task/TID/syscall, its stack window
  * copied in one batched process_vm_readv per chunk of threads, the same
  * file read again to tell an exact stack from one that moved, and libdw's
- * unwinder (bpfs_unwind.c) on the copy.  Nothing stops the target and no
- * signal reaches it. */
+ * unwinder (bpfs_unwind.c) on the copy.  Between captures of one process a
+ * thread that did not run keeps its last entry: its schedstat file (time on
+ * a CPU, times scheduled in) says whether it ran.  Nothing stops the target
+ * and no signal reaches it. */
 #include "procstack.h"
 
 #include "bpfs_int.h"
@@ -12,10 +14,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -31,8 +35,10 @@
 #define PERF_TIMEOUT_MS 10
 /* Threads of the last capture kept for the next one (about 1.4 KiB each). */
 #define MAX_KEPT 10240
-/* Of the descriptor limit, the share the kept status files may hold. */
+/* Of the descriptor limit, the share the kept files may hold; and at most
+ * this many (each open /proc file also holds a page of kernel memory). */
 #define FD_SHARE 4
+#define MAX_KEPT_FDS 8192
 
 struct range {
 	uint64_t start, end;
@@ -49,23 +55,32 @@ struct unw_memo {
 	uint64_t *frames;
 };
 
-/* A thread's status file, kept open between captures of one process: a
- * capture then reads it with one pread, not an open, a read and a close
- * (half the cost of the pass that finds the threads that did not move). */
-struct status_fd {
+/* The files of a thread kept open between captures of one process, read
+ * with one pread each instead of an open, a read and a close. */
+enum { TF_SCHED, TF_COMM, TF_STAT, TF_SYSCALL, TF_N };
+static const char *const tf_file[TF_N] = {"schedstat", "comm", "stat", "syscall"};
+
+/* One thread of the process of the last capture. */
+struct tfiles {
 	uint32_t tid;
-	int fd;
-	uint32_t seen; /* the capture that last read it */
+	bool known;   /* run_ns and slices are of the entry in prev */
+	int fd[TF_N]; /* -1: not kept */
+	/* From its schedstat file: time on a CPU and times scheduled in.
+	 * Either moves whenever the thread runs. */
+	uint64_t run_ns, slices;
 };
 
 struct slot {
 	int fd;		    /* /proc/PID/task/TID/syscall, open for the re-read */
+	bool own;	    /* fd is this capture's to close (not kept) */
 	int state;	    /* SLOT_* */
 	char line[160];	    /* what the first read gave */
 	struct stk_rec rec; /* registers and syscall from it */
 };
 
-enum { SLOT_NONE, SLOT_BLOCKED, SLOT_RUNNING, SLOT_REUSED };
+enum { SLOT_NONE, SLOT_BLOCKED, SLOT_RUNNING };
+
+static const char ran_while_read[] = "it ran while its stack was read";
 
 struct procstack {
 	struct bpfs_unwinder *unw;
@@ -89,14 +104,13 @@ struct procstack {
 	pid_t prev_pid;
 	unsigned long long prev_start, start;
 	size_t reused;
-	/* Status files of the process of the last capture, by tid, and those
-	 * the capture in progress opened (merged in at its end). */
-	struct status_fd *sfd, *added;
-	size_t nsfd, nadded, capadded, fd_budget;
-	pid_t sfd_pid;
-	unsigned long long sfd_start;
-	uint32_t gen;
-	bool keep_fds; /* new status files may be kept (not in a retry) */
+	/* Files of the threads of the last capture, by tid (one entry per
+	 * thread of ps->t while a capture runs), and whose. */
+	struct tfiles *files;
+	size_t nfiles, nfds, fd_budget;
+	pid_t files_pid;
+	unsigned long long files_start;
+	bool have_schedstat; /* the kernel has /proc/PID/task/TID/schedstat */
 	/* The capture in progress. */
 	pid_t pid;
 	struct stk_rec key; /* the address space's identity */
@@ -116,8 +130,9 @@ struct procstack *procstack_open(void)
 	ps->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
 			    ? rl.rlim_cur / FD_SHARE
 			    : 256;
-	if (ps->fd_budget > MAX_KEPT)
-		ps->fd_budget = MAX_KEPT;
+	if (ps->fd_budget > MAX_KEPT_FDS)
+		ps->fd_budget = MAX_KEPT_FDS;
+	ps->have_schedstat = access("/proc/self/schedstat", R_OK) == 0;
 	ps->unw = bpfs_unwinder_new();
 	ps->win = malloc((size_t)CHUNK * WINDOW);
 	if (!ps->unw || !ps->win) {
@@ -132,12 +147,7 @@ void procstack_close(struct procstack *ps)
 	if (!ps)
 		return;
 	bpfs_unwinder_free(ps->unw);
-	for (size_t i = 0; i < ps->nsfd; i++)
-		close(ps->sfd[i].fd);
-	for (size_t i = 0; i < ps->nadded; i++)
-		close(ps->added[i].fd);
-	free(ps->sfd);
-	free(ps->added);
+	procstack_release(ps);
 	for (size_t i = 0; i < ps->memo_cap; i++)
 		free(ps->memo[i].frames);
 	free(ps->memo);
@@ -338,45 +348,66 @@ int procstack_lock_wait(pid_t pid, uint32_t tid, uint64_t *addr, int *how)
 	return t.lock_how != BPFSTACK_LOCK_NONE;
 }
 
-/* The value of the "key:\t" line of a /proc status file, or NULL. */
-static const char *status_field(const char *buf, const char *key)
+/* Closes one kept file of a thread. */
+static void tf_drop(struct procstack *ps, struct tfiles *f, int k)
 {
-	size_t k = strlen(key);
-	for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (!strncmp(p, key, k) && p[k] == ':' && p[k + 1] == '\t')
-			return p + k + 2;
-	return NULL;
+	if (f->fd[k] >= 0) {
+		close(f->fd[k]);
+		f->fd[k] = -1;
+		ps->nfds--;
+	}
 }
 
-static int sfd_cmp(const void *a, const void *b)
+static void tf_close(struct procstack *ps, struct tfiles *f)
 {
-	const struct status_fd *x = a, *y = b;
-	return (x->tid > y->tid) - (x->tid < y->tid);
+	for (int k = 0; k < TF_N; k++)
+		tf_drop(ps, f, k);
+	f->known = false;
 }
 
-/* Reads tid's status file into buf: through its kept descriptor when it
- * has one, else opened afresh (and kept, within the budget). */
-static ssize_t status_text(struct procstack *ps, int taskfd, const char *tid, uint32_t id,
-			   char *buf, size_t len)
+void procstack_release(struct procstack *ps)
 {
-	struct status_fd key = {.tid = id};
-	struct status_fd *k =
-	    ps->nsfd ? bsearch(&key, ps->sfd, ps->nsfd, sizeof(key), sfd_cmp) : NULL;
+	if (!ps)
+		return;
+	for (size_t i = 0; i < ps->nfiles; i++)
+		tf_close(ps, &ps->files[i]);
+	free(ps->files);
+	ps->files = NULL;
+	ps->nfiles = 0;
+	ps->files_pid = 0;
+	free(ps->prev);
+	ps->prev = NULL;
+	ps->nprev = 0;
+	ps->prev_pid = 0;
+}
+
+size_t procstack_kept_fds(const struct procstack *ps)
+{
+	return ps ? ps->nfds : 0;
+}
+
+/* Reads one of a thread's files into buf (NUL-terminated): through its
+ * kept descriptor when it has one, else opened afresh (and kept, within
+ * the budget).  A kept descriptor that fails is of a thread that exited:
+ * all of its files are closed, and with reopen the file is opened afresh
+ * (a new thread may have the tid); else -ESRCH. */
+static ssize_t tf_read(struct procstack *ps, int taskfd, struct tfiles *f, int k, bool reopen,
+		       char *buf, size_t len)
+{
 	char path[48];
-	ssize_t n = -1;
+	ssize_t n;
 
-	if (k && k->fd >= 0) {
-		n = pread(k->fd, buf, len - 1, 0);
+	if (f->fd[k] >= 0) {
+		n = pread(f->fd[k], buf, len - 1, 0);
 		if (n >= 0) {
-			k->seen = ps->gen;
 			buf[n] = '\0';
 			return n;
 		}
-		/* The thread exited (or its tid was taken again). */
-		close(k->fd);
-		k->fd = -1;
+		tf_close(ps, f);
+		if (!reopen)
+			return -ESRCH;
 	}
-	snprintf(path, sizeof(path), "%s/status", tid);
+	snprintf(path, sizeof(path), "%u/%s", (unsigned)f->tid, tf_file[k]);
 	int fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -384,134 +415,165 @@ static ssize_t status_text(struct procstack *ps, int taskfd, const char *tid, ui
 	n = n < 0 ? -errno : n;
 	if (n >= 0)
 		buf[n] = '\0';
-	bool room = ps->keep_fds && ps->nsfd + ps->nadded < ps->fd_budget;
-	if (n >= 0 && room && ps->nadded == ps->capadded) {
-		size_t ncap = ps->capadded ? 2 * ps->capadded : 256;
-		struct status_fd *a = realloc(ps->added, ncap * sizeof(*a));
-		if (a) {
-			ps->added = a;
-			ps->capadded = ncap;
-		}
-	}
-	if (n >= 0 && room && ps->nadded < ps->capadded)
-		ps->added[ps->nadded++] = (struct status_fd){id, fd, ps->gen};
-	else
+	if (n >= 0 && ps->nfds < ps->fd_budget) {
+		f->fd[k] = fd;
+		ps->nfds++;
+	} else {
 		close(fd);
+	}
 	return n;
 }
 
-/* Begins a capture of pid: status files kept from another process (or
- * from an earlier one with this pid) are closed. */
-static void status_begin(struct procstack *ps, pid_t pid, unsigned long long start)
+/* Reads a thread's schedstat file: *same when it did not run since the
+ * last capture read it (false when that cannot be told: no earlier
+ * reading, a kernel without the file or with its values all zero); *gone
+ * when the thread is gone. */
+static void probe(struct procstack *ps, int taskfd, struct tfiles *f, bool *same, bool *gone)
 {
-	if (ps->sfd_pid != pid || ps->sfd_start != start || !start) {
-		for (size_t i = 0; i < ps->nsfd; i++)
-			close(ps->sfd[i].fd);
-		ps->nsfd = 0;
+	char buf[96];
+	char *e;
+	uint64_t run, slices;
+
+	*same = false;
+	*gone = false;
+	if (!ps->have_schedstat)
+		return;
+	/* A kept file that fails was another thread's: known is then false
+	 * (tf_close). */
+	ssize_t n = tf_read(ps, taskfd, f, TF_SCHED, true, buf, sizeof(buf));
+	bool was = f->known;
+	f->known = false;
+	if (n < 0) {
+		*gone = n == -ESRCH || n == -ENOENT;
+		return;
 	}
-	ps->sfd_pid = pid;
-	ps->sfd_start = start;
-	ps->gen++;
-	ps->keep_fds = true;
+	run = strtoull(buf, &e, 10);
+	(void)strtoull(e, &e, 10);
+	slices = strtoull(e, NULL, 10);
+	if (!run && !slices)
+		return;
+	*same = was && f->run_ns == run && f->slices == slices;
+	f->run_ns = run;
+	f->slices = slices;
+	f->known = true;
 }
 
-/* Ends it: the files of threads that are gone are closed, those opened
- * join the rest. */
-static void status_end(struct procstack *ps)
+/* Name and scheduler state from /proc/PID/task/TID/stat. */
+static int read_stat(struct procstack *ps, int taskfd, struct tfiles *f, struct bpfstack_thread *t)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < ps->nsfd; i++) {
-		if (ps->sfd[i].fd >= 0 && ps->sfd[i].seen == ps->gen)
-			ps->sfd[n++] = ps->sfd[i];
-		else if (ps->sfd[i].fd >= 0)
-			close(ps->sfd[i].fd);
-	}
-	ps->nsfd = n;
-	if (ps->nadded) {
-		struct status_fd *all = realloc(ps->sfd, (n + ps->nadded) * sizeof(*all));
-		if (!all) {
-			for (size_t i = 0; i < ps->nadded; i++)
-				close(ps->added[i].fd);
-		} else {
-			memcpy(all + n, ps->added, ps->nadded * sizeof(*all));
-			ps->sfd = all;
-			ps->nsfd = n + ps->nadded;
-			qsort(ps->sfd, ps->nsfd, sizeof(*all), sfd_cmp);
-		}
-		ps->nadded = 0;
-	}
-	ps->keep_fds = false;
-}
+	char buf[1024];
+	/* A kept file that fails may be of a thread whose tid another took
+	 * since the probe opened its schedstat file afresh: read that one. */
+	ssize_t n = tf_read(ps, taskfd, f, TF_STAT, true, buf, sizeof(buf));
+	const char *open_paren, *close_paren;
 
-/* Name, scheduler state and context-switch counters from
- * /proc/PID/task/TID/status (one read: the counters tell whether the
- * thread ran since the last capture). */
-static int read_status(struct procstack *ps, int taskfd, const char *tid, struct bpfstack_thread *t)
-{
-	char buf[4096];
-	const char *name, *state, *vol, *invol;
-	ssize_t n;
-
-	n = status_text(ps, taskfd, tid, t->tid, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
-	name = status_field(buf, "Name");
-	state = status_field(buf, "State");
-	vol = status_field(buf, "voluntary_ctxt_switches");
-	invol = status_field(buf, "nonvoluntary_ctxt_switches");
-	if (!name || !state || !vol || !invol)
+	open_paren = strchr(buf, '(');
+	/* The name may hold ") ": the state follows the last one. */
+	close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren || close_paren[1] != ' ')
 		return -EINVAL;
-	/* The kernel writes a newline in a name as "\n" and a backslash as
-	 * "\\" here. */
-	size_t o = 0;
-	for (const char *c = name; *c && *c != '\n' && o < sizeof(t->comm) - 1; c++) {
-		if (*c == '\\' && (c[1] == 'n' || c[1] == '\\'))
-			t->comm[o++] = *++c == 'n' ? '\n' : '\\';
-		else
-			t->comm[o++] = *c;
+	size_t len = (size_t)(close_paren - open_paren - 1);
+	if (len > sizeof(t->comm) - 1)
+		len = sizeof(t->comm) - 1;
+	memcpy(t->comm, open_paren + 1, len);
+	t->comm[len] = '\0';
+	t->sched_state = close_paren[2];
+	return 0;
+}
+
+/* The name of a thread from its comm file (the name as set, then a
+ * newline). */
+static int read_comm(struct procstack *ps, int taskfd, struct tfiles *f, char *comm, size_t len)
+{
+	char buf[64];
+	ssize_t n = tf_read(ps, taskfd, f, TF_COMM, false, buf, sizeof(buf));
+
+	if (n < 0)
+		return (int)n;
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	if ((size_t)n > len - 1)
+		n = (ssize_t)len - 1;
+	memcpy(comm, buf, (size_t)n);
+	comm[n] = '\0';
+	return 0;
+}
+
+/* Takes the files of the last capture into one entry per thread of this
+ * one (tids sorted); files of threads that are gone, or of another
+ * process, are closed. */
+static int files_begin(struct procstack *ps, const uint32_t *tids, size_t n,
+		       unsigned long long start)
+{
+	struct tfiles *nf = calloc(n ? n : 1, sizeof(*nf));
+	size_t j = 0;
+
+	if (!nf)
+		return -ENOMEM;
+	if (ps->files_pid != ps->pid || ps->files_start != start || !start)
+		for (size_t i = 0; i < ps->nfiles; i++)
+			tf_close(ps, &ps->files[i]);
+	for (size_t i = 0; i < n; i++) {
+		while (j < ps->nfiles && ps->files[j].tid < tids[i])
+			tf_close(ps, &ps->files[j++]);
+		if (j < ps->nfiles && ps->files[j].tid == tids[i]) {
+			nf[i] = ps->files[j++];
+			continue;
+		}
+		nf[i].tid = tids[i];
+		for (int k = 0; k < TF_N; k++)
+			nf[i].fd[k] = -1;
 	}
-	t->comm[o] = '\0';
-	t->sched_state = *state;
-	t->nvcsw = strtoull(vol, NULL, 10);
-	t->nivcsw = strtoull(invol, NULL, 10);
+	while (j < ps->nfiles)
+		tf_close(ps, &ps->files[j++]);
+	free(ps->files);
+	ps->files = nf;
+	ps->nfiles = n;
+	ps->files_pid = ps->pid;
+	ps->files_start = start;
 	return 0;
 }
 
 /* The start time of the process (field 22 of its main thread's stat file:
  * /proc/PID/stat would sum every thread's times too), 0 when it cannot be
- * read: with the pid it names one process. */
-static unsigned long long proc_start(int procfd, pid_t pid)
+ * read: with the pid it names one process.  *threads: its thread count
+ * (field 20), -1 when unknown. */
+static unsigned long long proc_start(int procfd, pid_t pid, long *threads)
 {
 	char buf[1024], path[48];
 	const char *p;
 	snprintf(path, sizeof(path), "task/%d/stat", (int)pid);
 	ssize_t n = read_at(procfd, path, buf, sizeof(buf));
 
+	*threads = -1;
 	if (n < 0 || !(p = strrchr(buf, ')')))
 		return 0;
 	/* Fields 3 .. 21 before it. */
-	for (int field = 2; field < 22 && p; field++)
+	for (int field = 2; field < 22 && p; field++) {
 		p = strchr(p + 1, ' ');
+		if (field == 19 && p)
+			*threads = strtol(p + 1, NULL, 10);
+	}
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 static int tid_cmp(const void *a, const void *b);
 
-/* The last capture's entry for t, when t has not run since: the same
- * process, and the same name, state and switch counters. */
-static const struct bpfstack_thread *unchanged(const struct procstack *ps,
-					       const struct bpfstack_thread *t)
+/* The last capture's entry for tid, when this capture is of the same
+ * process and the entry can stand for a thread that did not run since (it
+ * has a stack, was not on a CPU, and was not read while it ran: read again,
+ * it is exact). */
+static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint32_t tid)
 {
-	struct bpfstack_thread key = {.tid = t->tid};
+	struct bpfstack_thread key = {.tid = tid};
 	const struct bpfstack_thread *p;
 
 	if (ps->prev_pid != ps->pid || !ps->start || ps->prev_start != ps->start)
 		return NULL;
 	p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
-	if (!p || p->error || p->on_cpu || p->nvcsw != t->nvcsw || p->nivcsw != t->nivcsw ||
-	    p->sched_state != t->sched_state || strcmp(p->comm, t->comm) != 0)
-		return NULL;
-	return p;
+	return p && !p->error && !p->on_cpu && p->approximate_why != ran_while_read ? p : NULL;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -525,15 +587,24 @@ static uint64_t mix(uint64_t h, uint64_t v)
 static uint64_t memo_key(const struct stk_rec *r, const unsigned char *win)
 {
 	uint64_t h = mix(mix(r->regs[STK_REG_SP], r->regs[STK_REG_IP]), r->ustack_len);
-	size_t n = r->ustack_len / 8;
+	/* Four lanes, so the multiplies of one step run side by side. */
+	uint64_t lane[4] = {h, ~h, h ^ 0x5bd1e995u, h + 1};
+	size_t n = r->ustack_len / 8, i = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (; i + 4 <= n; i += 4)
+		for (int l = 0; l < 4; l++) {
+			uint64_t w;
+
+			memcpy(&w, win + (i + (size_t)l) * 8, 8);
+			lane[l] = mix(lane[l], w);
+		}
+	for (; i < n; i++) {
 		uint64_t w;
 
 		memcpy(&w, win + i * 8, 8);
-		h = mix(h, w);
+		lane[0] = mix(lane[0], w);
 	}
-	return h;
+	return mix(mix(mix(lane[0], lane[1]), lane[2]), lane[3]);
 }
 
 /* The memo slot of tid (its own, or the free one it would take); NULL when
@@ -584,7 +655,7 @@ static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 /* Copies the stack windows of the chunk's blocked threads: one
  * process_vm_readv for all, and again from past the first window that
  * failed (a mapping that went away) until every window was tried. */
-static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t n)
+static void copy_windows(struct procstack *ps, struct bpfstack_thread **t, size_t n)
 {
 	struct iovec local[CHUNK], remote[CHUNK];
 	size_t idx[CHUNK], k = 0;
@@ -597,8 +668,7 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 			continue;
 		end = stack_end(ps, sp);
 		if (!end) {
-			fail_thread(&t[i], -EFAULT,
-				    "its stack pointer lies in no writable mapping");
+			fail_thread(t[i], -EFAULT, "its stack pointer lies in no writable mapping");
 			s->state = SLOT_NONE;
 			continue;
 		}
@@ -615,7 +685,7 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 
 		if (got < 0 && (errno == EPERM || errno == ESRCH)) {
 			for (size_t j = from; j < k; j++)
-				fail_thread(&t[idx[j]], -errno,
+				fail_thread(t[idx[j]], -errno,
 					    errno == EPERM
 						? "the kernel refuses to let scoped read its memory"
 						: "the process exited during the capture");
@@ -635,7 +705,7 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 			if (got > 0) {
 				s->rec.ustack_len = (uint32_t)got; /* what could be read */
 			} else {
-				fail_thread(&t[idx[from]], -EFAULT, "its stack could not be read");
+				fail_thread(t[idx[from]], -EFAULT, "its stack could not be read");
 				s->state = SLOT_NONE;
 			}
 			from++;
@@ -643,17 +713,18 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread *t, size_t
 	}
 }
 
-static void continue_close(struct slot *s)
+static void slot_close(struct slot *s)
 {
-	if (s->fd >= 0)
+	if (s->own && s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
+	s->own = false;
 }
 
-/* One chunk of threads (names in tids): first read, copy, second read,
- * unwind. */
-static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
-			  struct bpfstack_thread *t, size_t n)
+/* One chunk of threads (their entries in t, their files in f): name and
+ * state, first read, copy, second read, unwind. */
+static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thread **t,
+			  struct tfiles **f, size_t n)
 {
 	char path[48], again[sizeof(ps->slots[0].line)];
 
@@ -663,29 +734,37 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 
 		memset(&s->rec, 0, sizeof(s->rec));
 		s->state = SLOT_NONE;
-		t[i].tid = (uint32_t)strtoul(tids[i], NULL, 10);
+		t[i]->tid = f[i]->tid;
 		s->fd = -1;
-		if (read_status(ps, taskfd, tids[i], &t[i]) < 0) {
-			fail_thread(&t[i], -ESRCH, "the thread exited during the capture");
-			t[i].sched_state = 'X';
+		s->own = false;
+		if (read_stat(ps, taskfd, f[i], t[i]) < 0) {
+			fail_thread(t[i], -ESRCH, "the thread exited during the capture");
+			t[i]->sched_state = 'X';
+			f[i]->known = false;
 			continue;
 		}
-		const struct bpfstack_thread *same = unchanged(ps, &t[i]);
-		if (same) {
-			t[i] = *same;
-			t[i].reused = true;
-			t[i].ran_during_capture = false;
-			s->state = SLOT_REUSED;
-			ps->reused++;
-			continue;
+		s->fd = f[i]->fd[TF_SYSCALL];
+		s->own = false;
+		if (s->fd < 0) {
+			snprintf(path, sizeof(path), "%u/syscall", (unsigned)t[i]->tid);
+			s->fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
+			if (s->fd >= 0 && ps->nfds < ps->fd_budget) {
+				f[i]->fd[TF_SYSCALL] = s->fd;
+				ps->nfds++;
+			} else {
+				s->own = s->fd >= 0;
+			}
 		}
-		snprintf(path, sizeof(path), "%s/syscall", tids[i]);
-		s->fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
 		if (s->fd >= 0)
 			len = pread(s->fd, s->line, sizeof(s->line) - 1, 0);
 		if (len < 0) {
 			int e = errno;
-			fail_thread(&t[i], e == EACCES || e == EPERM ? -EPERM : -e,
+			if (s->fd >= 0 && !s->own) {
+				/* Read afresh next time (the thread may be gone). */
+				tf_close(ps, f[i]);
+				s->fd = -1;
+			}
+			fail_thread(t[i], e == EACCES || e == EPERM ? -EPERM : -e,
 				    e == EACCES || e == EPERM
 					? "the kernel refuses scoped its registers (ptrace rules)"
 					: "its registers could not be read");
@@ -693,18 +772,18 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 		}
 		s->line[len] = '\0';
 		s->state = parse_syscall(s->line, &s->rec);
-		s->rec.tid = t[i].tid;
+		s->rec.tid = t[i]->tid;
 		if (s->state == SLOT_RUNNING) {
-			t[i].on_cpu = true;
-			t[i].sched_state = 'R';
+			t[i]->on_cpu = true;
+			t[i]->sched_state = 'R';
 			if (ps->nbusy < BPFS_PERF_MAX)
-				ps->busy[ps->nbusy++] = (pid_t)t[i].tid;
+				ps->busy[ps->nbusy++] = (pid_t)t[i]->tid;
 			fail_thread(
-			    &t[i], -EBUSY,
+			    t[i], -EBUSY,
 			    "running on a CPU throughout the capture; its stack cannot be read "
 			    "without stopping it");
 		} else if (s->state == SLOT_NONE) {
-			fail_thread(&t[i], -ENODATA, "the kernel gave no registers for it");
+			fail_thread(t[i], -ENODATA, "the kernel gave no registers for it");
 		}
 	}
 	copy_windows(ps, t, n);
@@ -717,48 +796,48 @@ static void capture_chunk(struct procstack *ps, int taskfd, char (*tids)[16],
 			 * moment. */
 			len = pread(s->fd, again, sizeof(again) - 1, 0);
 			if (len < 0 || (again[len] = '\0', strcmp(again, s->line) != 0)) {
-				t[i].approximate = true;
-				t[i].approximate_why = "it ran while its stack was read";
+				t[i]->approximate = true;
+				t[i]->approximate_why = ran_while_read;
 			}
 			s->rec.exec_vm = ps->key.exec_vm;
 			s->rec.start_code = ps->key.start_code;
 			s->rec.leader_start_ns = ps->key.leader_start_ns;
-			bpfs_classify_syscall(&s->rec, &t[i]);
+			bpfs_classify_syscall(&s->rec, t[i]);
 			bool inferred = false;
 			uint64_t key = memo_key(&s->rec, ps->win + i * WINDOW);
-			struct unw_memo *m = memo_slot(ps, t[i].tid);
-			if (m && m->tid == t[i].tid && m->key == key) {
-				memcpy(t[i].frames, m->frames, m->nframes * sizeof(t[i].frames[0]));
-				t[i].nframes = m->nframes;
+			struct unw_memo *m = memo_slot(ps, t[i]->tid);
+			if (m && m->tid == t[i]->tid && m->key == key) {
+				memcpy(t[i]->frames, m->frames,
+				       m->nframes * sizeof(t[i]->frames[0]));
+				t[i]->nframes = m->nframes;
 				ps->memo_hits++;
-				continue_close(s);
+				slot_close(s);
 				continue;
 			}
-			t[i].error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
-						       ps->win + i * WINDOW, &t[i], &inferred);
-			if (t[i].error)
-				t[i].error_why = "its stack could not be unwound";
-			if (inferred && !t[i].approximate) {
-				t[i].approximate = true;
-				t[i].approximate_why =
+			t[i]->error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
+							ps->win + i * WINDOW, t[i], &inferred);
+			if (t[i]->error)
+				t[i]->error_why = "its stack could not be unwound";
+			if (inferred && !t[i]->approximate) {
+				t[i]->approximate = true;
+				t[i]->approximate_why =
 				    "its frame pointer was found on the stack, and the "
 				    "unwind did not reach the thread's first function";
 			}
-			uint64_t *copy = !t[i].error && m && t[i].nframes
-					     ? malloc(t[i].nframes * sizeof(*copy))
+			uint64_t *copy = !t[i]->error && m && t[i]->nframes
+					     ? malloc(t[i]->nframes * sizeof(*copy))
 					     : NULL;
 			if (copy) {
-				memcpy(copy, t[i].frames, t[i].nframes * sizeof(*copy));
+				memcpy(copy, t[i]->frames, t[i]->nframes * sizeof(*copy));
 				free(m->frames);
 				ps->memo_used += m->tid == 0;
-				*m = (struct unw_memo){t[i].tid, key, (uint16_t)t[i].nframes, copy};
+				*m = (struct unw_memo){t[i]->tid, key, (uint16_t)t[i]->nframes,
+						       copy};
 			}
-		} else if (t[i].sched_state != 'X' && s->state != SLOT_REUSED) {
-			bpfs_classify_syscall(&s->rec, &t[i]);
+		} else if (t[i]->sched_state != 'X') {
+			bpfs_classify_syscall(&s->rec, t[i]);
 		}
-		if (s->fd >= 0)
-			close(s->fd);
-		s->fd = -1;
+		slot_close(s);
 	}
 }
 
@@ -767,13 +846,6 @@ static int tid_cmp(const void *a, const void *b)
 	const struct bpfstack_thread *x = a, *y = b;
 
 	return (x->tid > y->tid) - (x->tid < y->tid);
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-	unsigned long x = strtoul(a, NULL, 10), y = strtoul(b, NULL, 10);
-
-	return (x > y) - (x < y);
 }
 
 /* A perf sample of a thread that ran throughout: its exact stack at that
@@ -805,36 +877,45 @@ static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *u
  * now (they were starting, or between two waits): read them once more. */
 static void retry_running(struct procstack *ps, int taskfd)
 {
-	char names[BPFS_PERF_MAX][16];
 	struct bpfstack_thread *again = calloc(BPFS_PERF_MAX, sizeof(*again));
-	struct bpfstack_thread *orig[BPFS_PERF_MAX];
+	struct bpfstack_thread *orig[BPFS_PERF_MAX], *tp[BPFS_PERF_MAX];
+	struct tfiles *fp[BPFS_PERF_MAX];
 	size_t n = 0;
 
 	if (!again)
 		return;
 	for (size_t i = 0; i < ps->n && n < BPFS_PERF_MAX; i++)
 		if (ps->t[i].error == -EBUSY) {
-			snprintf(names[n], sizeof(names[n]), "%u", ps->t[i].tid);
-			orig[n++] = &ps->t[i];
+			orig[n] = &ps->t[i];
+			tp[n] = &again[n];
+			fp[n++] = &ps->files[i];
 		}
 	ps->nbusy = 0;
 	if (n)
-		capture_chunk(ps, taskfd, names, again, n);
+		capture_chunk(ps, taskfd, tp, fp, n);
 	for (size_t i = 0; i < n; i++)
 		if (again[i].error != -EBUSY && again[i].sched_state != 'X' && !again[i].error)
 			*orig[i] = again[i];
 	free(again);
 }
 
-/* The thread directory names of pid, sorted by tid; *n of them. */
-static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The thread ids of pid, sorted; *n of them. */
+static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated)
 {
 	int fd = dup(taskfd);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	size_t cap = 0;
+	bool sorted = true;
 
-	*names = NULL;
+	*tids = NULL;
 	*n = 0;
 	*truncated = false;
 	if (!dir) {
@@ -843,7 +924,13 @@ static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 		return -errno;
 	}
 	while ((de = readdir(dir))) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || strlen(de->d_name) > 15)
+		char *e;
+		unsigned long v;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		v = strtoul(de->d_name, &e, 10);
+		if (*e || v == 0 || v > UINT32_MAX)
 			continue;
 		if (*n == MAX_THREADS) {
 			*truncated = true;
@@ -851,21 +938,40 @@ static int list_tids(int taskfd, char (**names)[16], size_t *n, bool *truncated)
 		}
 		if (*n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
-			char(*p)[16] = realloc(*names, ncap * sizeof(**names));
+			uint32_t *p = realloc(*tids, ncap * sizeof(**tids));
 
 			if (!p) {
 				closedir(dir);
 				return -ENOMEM;
 			}
-			*names = p;
+			*tids = p;
 			cap = ncap;
 		}
-		memcpy((*names)[(*n)++], de->d_name, strlen(de->d_name) + 1);
+		sorted = sorted && (*n == 0 || (*tids)[*n - 1] < (uint32_t)v);
+		(*tids)[(*n)++] = (uint32_t)v;
 	}
 	closedir(dir);
-	if (*n > 1) /* qsort wants an array, and no entries may mean none */
-		qsort(*names, *n, sizeof(**names), name_cmp);
+	/* The kernel lists threads in the order they were made: by tid until
+	 * the tids wrap. */
+	if (!sorted)
+		qsort(*tids, *n, sizeof(**tids), u32_cmp);
 	return 0;
+}
+
+/* Copies a thread's entry, with the frames it has (not all the arrays
+ * hold). */
+static void copy_entry(struct bpfstack_thread *to, const struct bpfstack_thread *from)
+{
+	size_t tail = offsetof(struct bpfstack_thread, blocked_in);
+	size_t nf = from->nframes < BPFSTACK_MAX_FRAMES ? from->nframes : BPFSTACK_MAX_FRAMES;
+	size_t nk = from->nkframes < BPFSTACK_MAX_KFRAMES ? from->nkframes : BPFSTACK_MAX_KFRAMES;
+
+	memcpy(to, from, offsetof(struct bpfstack_thread, frames));
+	to->nframes = nf;
+	memcpy(to->frames, from->frames, nf * sizeof(from->frames[0]));
+	to->nkframes = nk;
+	memcpy(to->kframes, from->kframes, nk * sizeof(from->kframes[0]));
+	memcpy((char *)to + tail, (const char *)from + tail, sizeof(*to) - tail);
 }
 
 /* Keeps a copy of a capture's result for the next capture of the same
@@ -878,18 +984,132 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 	ps->prev_pid = 0;
 	if (n > MAX_KEPT || !ps->start || !(ps->prev = malloc(n * sizeof(*t))))
 		return;
-	memcpy(ps->prev, t, n * sizeof(*t));
+	for (size_t i = 0; i < n; i++)
+		copy_entry(&ps->prev[i], &t[i]);
 	ps->nprev = n;
 	ps->prev_pid = ps->pid;
 	ps->prev_start = ps->start;
 }
 
+static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated);
+
+/* Every thread of the capture in progress: those that did not run since the
+ * last capture keep its entry (and, when any thread of the process ran,
+ * came or went, their name is read again: a name changes without its
+ * thread running only by another thread of the process); the rest are read
+ * in full.  The threads are the last capture's unless listed (the process
+ * has as many): when one of them went, the process's list is read, and when
+ * it differs the capture must start again from it (1; the threads found
+ * moved stay so).  Returns 0, 1, or the error of reading the process's
+ * mappings. */
+static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool listed)
+{
+	struct bpfstack_thread **todo = malloc((ps->n ? ps->n : 1) * sizeof(*todo));
+	struct tfiles **files = malloc((ps->n ? ps->n : 1) * sizeof(*files));
+	size_t ntodo = 0;
+	int rc = 0;
+
+	if (!todo || !files) {
+		free(todo);
+		free(files);
+		return -ENOMEM;
+	}
+	/* Threads came or went, or another process: not one unchanged set. */
+	bool moved = ps->prev_pid != ps->pid || ps->prev_start != ps->start || ps->nprev != ps->n;
+	/* The thread running this capture, when it captures its own process:
+	 * it runs throughout, and the kernel moves its counters only when it
+	 * leaves the CPU. */
+	uint32_t self = ps->pid == getpid() ? (uint32_t)syscall(SYS_gettid) : 0;
+	bool went = false;
+	for (size_t i = 0; i < ps->n; i++) {
+		struct bpfstack_thread *t = &ps->t[i];
+		struct tfiles *f = &ps->files[i];
+		bool same, gone;
+
+		t->tid = f->tid;
+		moved = moved || ps->prev[i].tid != t->tid;
+		probe(ps, taskfd, f, &same, &gone);
+		const struct bpfstack_thread *p =
+		    same && t->tid != self ? last_entry(ps, t->tid) : NULL;
+		if (gone) {
+			fail_thread(t, -ESRCH, "the thread exited during the capture");
+			t->sched_state = 'X';
+			went = true;
+		} else if (p) {
+			copy_entry(t, p);
+			t->reused = true;
+			t->ran_during_capture = false;
+			continue;
+		} else {
+			todo[ntodo] = t;
+			files[ntodo++] = f;
+		}
+		moved = true;
+	}
+	if (went && !listed) {
+		/* The threads are the last capture's, as many as the process
+		 * has (the caller checked): while none of them is gone no thread
+		 * came either, and the list holds.  One is gone: read it. */
+		uint32_t *now = NULL;
+		size_t nnow = 0;
+		bool truncated, differ = true;
+		rc = list_tids(taskfd, &now, &nnow, &truncated);
+		if (rc == 0 && nnow == ps->n) {
+			differ = false;
+			for (size_t i = 0; i < nnow && !differ; i++)
+				differ = now[i] != ps->t[i].tid;
+		}
+		free(now);
+		if (rc < 0 || differ) {
+			for (size_t i = 0; i < ntodo; i++)
+				files[i]->known = false;
+			free(todo);
+			free(files);
+			return rc < 0 ? rc : 1;
+		}
+	}
+	for (size_t i = 0; moved && i < ps->n; i++) {
+		if (!ps->t[i].reused)
+			continue;
+		if (read_comm(ps, taskfd, &ps->files[i], ps->t[i].comm, sizeof(ps->t[i].comm)) <
+		    0) {
+			ps->t[i].reused = false;
+			fail_thread(&ps->t[i], -ESRCH, "the thread exited during the capture");
+			ps->t[i].sched_state = 'X';
+			ps->files[i].known = false;
+		}
+	}
+	for (size_t i = 0; i < ps->n; i++)
+		ps->reused += ps->t[i].reused;
+	if (ntodo) {
+		rc = read_maps(ps, procfd);
+		if (rc == 0)
+			memo_begin(ps, ps->n);
+	}
+	for (size_t i = 0; rc == 0 && i < ntodo; i += CHUNK)
+		capture_chunk(ps, taskfd, todo + i, files + i,
+			      ntodo - i < CHUNK ? ntodo - i : CHUNK);
+	/* Each thread keeps the files its kind of capture reads next time: one
+	 * that did not run its name, one read in full its stat and syscall
+	 * files (each open /proc file holds a page of kernel memory). */
+	for (size_t i = 0; rc == 0 && i < ps->n; i++) {
+		tf_drop(ps, &ps->files[i], ps->t[i].reused ? TF_STAT : TF_COMM);
+		if (ps->t[i].reused)
+			tf_drop(ps, &ps->files[i], TF_SYSCALL);
+	}
+	free(todo);
+	free(files);
+	return rc;
+}
+
 int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		      char *err, size_t errlen)
 {
-	char path[64], (*names)[16] = NULL;
+	char path[64];
+	uint32_t *tids = NULL;
 	size_t count = 0;
-	bool truncated;
+	long nthreads;
+	bool truncated = false;
 	int procfd, taskfd, rc;
 
 	*threads = NULL;
@@ -905,9 +1125,47 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 		return -ESRCH;
 	}
 	taskfd = openat(procfd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = taskfd < 0 ? -errno : list_tids(taskfd, &names, &count, &truncated);
-	if (rc == 0)
-		rc = read_maps(ps, procfd);
+	ps->pid = pid;
+	ps->key.leader_start_ns = 0;
+	ps->nbusy = 0;
+	ps->start = proc_start(procfd, pid, &nthreads);
+	/* As many threads as the last capture of this process found: the
+	 * same ones, unless one of them ran or went (capture_threads). */
+	bool listed = !(ps->prev_pid == pid && ps->start && ps->prev_start == ps->start &&
+			ps->nprev && nthreads == (long)ps->nprev);
+	rc = taskfd < 0 ? -errno : 0;
+	for (int pass = 0; rc == 0 && pass < 2; pass++, listed = true) {
+		free(tids);
+		tids = NULL;
+		free(ps->t);
+		ps->t = NULL;
+		ps->n = 0;
+		ps->reused = 0;
+		truncated = false;
+		if (listed) {
+			rc = list_tids(taskfd, &tids, &count, &truncated);
+		} else if ((tids = malloc(ps->nprev * sizeof(*tids)))) {
+			count = ps->nprev;
+			for (size_t i = 0; i < count; i++)
+				tids[i] = ps->prev[i].tid;
+		} else {
+			rc = -ENOMEM;
+		}
+		ps->t = rc == 0 ? calloc(count ? count : 1, sizeof(*ps->t)) : NULL;
+		if (rc == 0 && (!ps->t || files_begin(ps, tids, count, ps->start) < 0))
+			rc = -ENOMEM;
+		if (rc == 0) {
+			ps->n = count;
+			rc = capture_threads(ps, procfd, taskfd, listed);
+		}
+		if (rc != 1)
+			break;
+		rc = 0;
+	}
+	if (rc == 0 && ps->nbusy > 0) {
+		bpfs_perf_sample(ps->busy, ps->nbusy, PERF_TIMEOUT_MS, on_sample, ps);
+		retry_running(ps, taskfd);
+	}
 	if (rc == -EACCES || rc == -EPERM) {
 		snprintf(
 		    err, errlen,
@@ -915,34 +1173,13 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 		    "another user's or a setuid process)",
 		    (unsigned)geteuid(), (int)pid);
 		rc = -EPERM;
+	} else if (rc == -ENOMEM) {
+		snprintf(err, errlen, "out of memory for %zu threads", count);
 	} else if (rc < 0) {
 		snprintf(err, errlen, "cannot read process %d: %s", (int)pid, strerror(-rc));
 		rc = rc == -ENOENT ? -ESRCH : rc;
 	}
-	ps->pid = pid;
-	ps->key.leader_start_ns = 0;
-	ps->nbusy = 0;
-	ps->reused = 0;
-	ps->start = rc == 0 ? proc_start(procfd, pid) : 0;
-	ps->t = rc == 0 ? calloc(count ? count : 1, sizeof(*ps->t)) : NULL;
-	if (rc == 0 && !ps->t) {
-		snprintf(err, errlen, "out of memory for %zu threads", count);
-		rc = -ENOMEM;
-	}
 	if (rc == 0) {
-		ps->n = count;
-		memo_begin(ps, count);
-		status_begin(ps, pid, ps->start);
-		for (size_t i = 0; i < count; i += CHUNK)
-			capture_chunk(ps, taskfd, names + i, ps->t + i,
-				      count - i < CHUNK ? count - i : CHUNK);
-		status_end(ps);
-		if (ps->n > 1)
-			qsort(ps->t, ps->n, sizeof(*ps->t), tid_cmp);
-		if (ps->nbusy > 0) {
-			bpfs_perf_sample(ps->busy, ps->nbusy, PERF_TIMEOUT_MS, on_sample, ps);
-			retry_running(ps, taskfd);
-		}
 		/* Every thread refused: the process, not a thread, is out of reach. */
 		size_t refused = 0;
 		for (size_t i = 0; i < ps->n; i++)
@@ -952,24 +1189,43 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 				 "the kernel refuses scoped (uid %u) the registers and memory of "
 				 "process %d (ptrace rules: another user's or a setuid process)",
 				 (unsigned)geteuid(), (int)pid);
-			free(ps->t);
 			rc = -EPERM;
-		} else {
-			keep(ps, ps->t, ps->n);
-			*threads = ps->t;
-			*n = ps->n;
-			if (truncated)
-				snprintf(
-				    err, errlen,
-				    "pid %d has more than %d threads; the first %d are captured",
-				    (int)pid, MAX_THREADS, MAX_THREADS);
 		}
-		ps->t = NULL;
-		ps->n = 0;
 	}
-	free(names);
+	if (rc == 0) {
+		keep(ps, ps->t, ps->n);
+		*threads = ps->t;
+		*n = ps->n;
+		if (truncated)
+			snprintf(err, errlen,
+				 "pid %d has more than %d threads; the first %d are captured",
+				 (int)pid, MAX_THREADS, MAX_THREADS);
+	} else {
+		/* Nothing of a process out of reach is kept. */
+		free(ps->t);
+		procstack_release(ps);
+	}
+	ps->t = NULL;
+	ps->n = 0;
+	free(tids);
 	if (taskfd >= 0)
 		close(taskfd);
 	close(procfd);
 	return rc;
+}
+
+void procstack_forget_gone(struct procstack *ps)
+{
+	char path[48];
+	int procfd;
+
+	if (!ps || !ps->files_pid)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d", (int)ps->files_pid);
+	procfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	long threads;
+	if (procfd < 0 || proc_start(procfd, ps->files_pid, &threads) != ps->files_start)
+		procstack_release(ps);
+	if (procfd >= 0)
+		close(procfd);
 }

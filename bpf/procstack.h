@@ -1,7 +1,8 @@
 /* procstack.h - stacks of any process the daemon may read, without BPF and
  * without stopping it: the kernel's register view of each thread blocked in
  * the kernel (/proc/PID/task/TID/syscall), one batched process_vm_readv of
- * the stack windows, unwound with libdw.  Threads running on a CPU get one
+ * the stack windows, unwound with libdw.  A thread that did not run since
+ * the last capture of its process keeps its entry.  Threads running on a CPU get one
  * user-mode perf sample where perf allows it, else are reported as not
  * captured, with the reason.
  *
@@ -27,6 +28,17 @@ void procstack_close(struct procstack *ps);
  * has error set and error_why saying why. */
 int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		      char *err, size_t errlen);
+
+/* Closes the files kept open for the next capture and drops the last
+ * capture's result. */
+void procstack_release(struct procstack *ps);
+
+/* The same, when the process of the last capture has exited. */
+void procstack_forget_gone(struct procstack *ps);
+
+/* Descriptors kept open for the next capture (at most a quarter of
+ * RLIMIT_NOFILE, and 8192). */
+size_t procstack_kept_fds(const struct procstack *ps);
 
 /* The futex thread tid of pid sleeps on, when the wait has a lock's shape
  * (see bpfstack_thread.lock_how), from /proc/PID/task/TID/syscall alone: for

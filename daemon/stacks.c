@@ -1255,6 +1255,9 @@ static void reqs_agent_msg(struct daemon *d, const struct proto_msg *m, struct p
 
 void stack_reqs_housekeep(struct daemon *d, int64_t now_ns)
 {
+	/* The /proc source's files of a process that exited are closed. */
+	if (d->stacks)
+		procstack_forget_gone(d->stacks->ps);
 	for (struct stack_req *r = d->reqs, *next; r; r = next) {
 		next = r->next;
 		if (now_ns >= r->deadline_ns) {

@@ -3,8 +3,9 @@
  * holds, a condition variable, and (with -s) a busy loop; for the tests and
  * the benchmark that dump processes without an agent.
  *
- * usage: plain_threads [-s] [EXTRA]   (EXTRA more threads, named "idle-N",
- * wait on the condition variable, up to 20000)
+ * usage: plain_threads [-s] [-t] [EXTRA]   (EXTRA more threads, named
+ * "idle-N", wait on the condition variable, up to 20000; -t adds a thread
+ * "ticker" that wakes every millisecond)
  * stdout: "main <pid>", "<name> <tid>" per named thread, then "ready"; exits at EOF on
  * stdin or any line, releasing every thread first. */
 #include <pthread.h>
@@ -79,6 +80,15 @@ __attribute__((noinline)) void plain_spin(void)
 	NO_TAIL_CALL();
 }
 
+__attribute__((noinline)) void plain_tick(void)
+{
+	while (!atomic_load(&quitting)) {
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
+		NO_TAIL_CALL();
+	}
+}
+
 struct role {
 	const char *name;
 	void (*park)(void);
@@ -88,6 +98,7 @@ static const struct role roles[] = {
     {"sleeper", plain_park_sleep}, {"reader", plain_park_read}, {"locker", plain_park_mutex},
     {"waiter", plain_park_cond},   {"spinner", plain_spin},
 };
+static const struct role ticker = {"ticker", plain_tick};
 
 static void *role_main(void *arg)
 {
@@ -111,11 +122,13 @@ static void *idle_main(void *arg)
 
 int main(int argc, char **argv)
 {
-	bool spin = false;
+	bool spin = false, tick = false;
 	long extra = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-s"))
 			spin = true;
+		else if (!strcmp(argv[i], "-t"))
+			tick = true;
 		else
 			extra = strtol(argv[i], NULL, 10);
 	}
@@ -138,7 +151,10 @@ int main(int argc, char **argv)
 		if (pthread_create(&th[nroles + (size_t)i], &small, idle_main,
 				   (void *)(intptr_t)i) != 0)
 			return 3;
-	while (atomic_load(&started) < (int)(nroles + (size_t)extra))
+	pthread_t tick_th;
+	if (tick && pthread_create(&tick_th, NULL, role_main, (void *)&ticker) != 0)
+		return 3;
+	while (atomic_load(&started) < (int)(nroles + (size_t)extra + tick))
 		usleep(1000);
 	usleep(20000); /* every thread into its wait */
 	printf("ready\n");
@@ -154,5 +170,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nroles + (size_t)extra; i++)
 		if (i != 0) /* the sleeper sleeps an hour: the exit ends it */
 			pthread_join(th[i], NULL);
+	if (tick)
+		pthread_join(tick_th, NULL);
 	return 0;
 }

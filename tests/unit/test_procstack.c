@@ -2,8 +2,9 @@
  * system call alone, and real captures of threads of this test parked in
  * known functions (names, states, frames that libdw names as the parking
  * function, the same frames from the second capture's memo), a thread
- * created between captures, the status files kept between captures, and a
- * pid that does not exist. */
+ * created between captures, a thread that moved or renamed itself between
+ * captures, the files kept between captures, their bound and their closing
+ * when the process exits, and a pid that does not exist. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,14 +196,16 @@ static void test_capture_self(void **state)
 	assert_true(l2->reused);
 	assert_string_equal(l2->jstate, "BLOCKED");
 	assert_string_equal(l2->blocked_in, "mutex");
-	/* Renamed by another thread while it waits: read afresh. */
+	/* Renamed by another thread while it waits: it did not run, so its
+	 * stack is the same, under its new name. */
 	assert_int_equal(pthread_setname_np(b, "ps-renamed"), 0);
 	size_t n3;
 	struct bpfstack_thread *t3 = capture_parked(ps, &n3);
 	const struct bpfstack_thread *l3 = find_tid(t3, n3, atomic_load(&locker_tid));
-	assert_false(l3->reused);
 	assert_string_equal(l3->comm, "ps-renamed");
+	assert_string_equal(l3->blocked_in, "mutex");
 	assert_int_equal(l3->nframes, l->nframes);
+	assert_memory_equal(l3->frames, l->frames, l->nframes * sizeof l->frames[0]);
 	free(t3);
 
 	atomic_store(&quit, 1);
@@ -234,6 +240,22 @@ static size_t open_fds(void)
 	return n;
 }
 
+/* Descriptors open on files of this process's threads. */
+static size_t task_fds(void)
+{
+	char path[64], to[256];
+	size_t n = 0;
+	for (int fd = 0; fd < 4096; fd++) {
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		ssize_t len = readlink(path, to, sizeof to - 1);
+		if (len > 0) {
+			to[len] = '\0';
+			n += strstr(to, "/task/") != NULL;
+		}
+	}
+	return n;
+}
+
 static bool has_name(const struct bpfstack_thread *t, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
@@ -242,11 +264,11 @@ static bool has_name(const struct bpfstack_thread *t, size_t n, const char *name
 	return false;
 }
 
-/* The status files kept open between captures: a thread that exited is
- * gone from the next capture, one created since is in it under its name
- * (even when it took the old one's tid), and closing the state leaves no
- * descriptor behind. */
-static void test_kept_status_files(void **state)
+/* The files kept open between captures: a thread that exited is gone from
+ * the next capture, one created since is in it under its name (even when it
+ * took the old one's tid), and closing the state leaves no descriptor
+ * behind. */
+static void test_kept_files(void **state)
 {
 	(void)state;
 	char err[256];
@@ -288,6 +310,201 @@ static void test_kept_status_files(void **state)
 	assert_int_equal(open_fds(), base);
 }
 
+static pthread_mutex_t move_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t move_cv = PTHREAD_COND_INITIALIZER;
+static int move_step; /* under move_mu: 0 park in a, 1 move to b, 2 quit */
+static atomic_long mover_tid;
+
+__attribute__((noinline)) void procstack_test_park_a(void)
+{
+	pthread_mutex_lock(&move_mu);
+	while (move_step == 0)
+		pthread_cond_wait(&move_cv, &move_mu);
+	pthread_mutex_unlock(&move_mu);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void procstack_test_park_b(void)
+{
+	pthread_mutex_lock(&move_mu);
+	while (move_step == 1)
+		pthread_cond_wait(&move_cv, &move_mu);
+	pthread_mutex_unlock(&move_mu);
+	__asm__ volatile("" ::: "memory");
+}
+
+static void *mover(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ps-mover");
+	atomic_store(&mover_tid, (long)syscall(SYS_gettid));
+	procstack_test_park_a();
+	prctl(PR_SET_NAME, "ps-moved");
+	procstack_test_park_b();
+	return NULL;
+}
+
+/* Captures until the mover is seen, exact, in the function called fn. */
+static struct bpfstack_thread *capture_mover(struct procstack *ps, Dwfl *dwfl, const char *fn,
+					     size_t *n)
+{
+	char err[256];
+	for (int tries = 0; tries < 200; tries++) {
+		struct bpfstack_thread *t = NULL;
+		assert_int_equal(procstack_capture(ps, getpid(), &t, n, err, sizeof err), 0);
+		const struct bpfstack_thread *m = find_tid(t, *n, atomic_load(&mover_tid));
+		if (m && !m->error && !m->approximate && has_function(dwfl, m, fn))
+			return t;
+		free(t);
+		usleep(5000);
+	}
+	fail_msg("the mover was never seen in %s", fn);
+	return NULL;
+}
+
+/* A thread that did not run keeps its entry; one that ran since (to
+ * another wait, under a name it gave itself) is read afresh: the entry
+ * kept from before it ran is never shown again. */
+static void test_moved_thread(void **state)
+{
+	(void)state;
+	static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+					  .find_debuginfo = dwfl_standard_find_debuginfo};
+	Dwfl *dwfl = dwfl_begin(&cb);
+	assert_non_null(dwfl);
+	dwfl_report_begin(dwfl);
+	assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
+	dwfl_report_end(dwfl, NULL, NULL);
+	pthread_t th;
+	move_step = 0;
+	atomic_store(&mover_tid, 0);
+	assert_int_equal(pthread_create(&th, NULL, mover, NULL), 0);
+	while (!atomic_load(&mover_tid))
+		usleep(1000);
+	struct procstack *ps = procstack_open();
+	assert_non_null(ps);
+	size_t n;
+	struct bpfstack_thread *t = capture_mover(ps, dwfl, "procstack_test_park_a", &n);
+	free(t);
+	char err[256];
+	assert_int_equal(procstack_capture(ps, getpid(), &t, &n, err, sizeof err), 0);
+	const struct bpfstack_thread *m = find_tid(t, n, atomic_load(&mover_tid));
+	assert_non_null(m);
+	assert_true(m->reused);
+	assert_string_equal(m->comm, "ps-mover");
+	assert_true(has_function(dwfl, m, "procstack_test_park_a"));
+	free(t);
+
+	pthread_mutex_lock(&move_mu);
+	move_step = 1;
+	pthread_cond_broadcast(&move_cv);
+	pthread_mutex_unlock(&move_mu);
+	t = capture_mover(ps, dwfl, "procstack_test_park_b", &n);
+	m = find_tid(t, n, atomic_load(&mover_tid));
+	assert_string_equal(m->comm, "ps-moved");
+	assert_false(has_function(dwfl, m, "procstack_test_park_a"));
+	free(t);
+
+	pthread_mutex_lock(&move_mu);
+	move_step = 2;
+	pthread_cond_broadcast(&move_cv);
+	pthread_mutex_unlock(&move_mu);
+	pthread_join(th, NULL);
+	procstack_close(ps);
+	dwfl_end(dwfl);
+}
+
+/* The descriptors kept are within a quarter of RLIMIT_NOFILE, and threads
+ * past that bound are still captured (their files opened and closed). */
+static void test_fd_bound(void **state)
+{
+	(void)state;
+	struct rlimit old, low;
+	enum { NAPPERS = 24 };
+	pthread_t th[NAPPERS];
+	char names[NAPPERS][16], err[256];
+	size_t base = open_fds();
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = base + 64 < old.rlim_cur ? base + 64 : old.rlim_cur;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct procstack *ps = procstack_open();
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_non_null(ps);
+	atomic_store(&napping_stop, 0);
+	for (int i = 0; i < NAPPERS; i++) {
+		snprintf(names[i], sizeof names[i], "ps-nap-%d", i);
+		assert_int_equal(pthread_create(&th[i], NULL, napper, names[i]), 0);
+	}
+	for (int round = 0; round < 3; round++) {
+		struct bpfstack_thread *t;
+		size_t n;
+		bool all = false;
+		for (int tries = 0; tries < 200 && !all; tries++) {
+			assert_int_equal(procstack_capture(ps, getpid(), &t, &n, err, sizeof err),
+					 0);
+			all = true;
+			for (int i = 0; i < NAPPERS; i++)
+				all = all && has_name(t, n, names[i]);
+			free(t);
+			if (!all)
+				usleep(5000);
+		}
+		assert_true(all);
+		assert_true(procstack_kept_fds(ps) <= low.rlim_cur / 4);
+		assert_true(procstack_kept_fds(ps) > 0);
+		assert_true(task_fds() <= low.rlim_cur / 4);
+	}
+	atomic_store(&napping_stop, 1);
+	for (int i = 0; i < NAPPERS; i++)
+		pthread_join(th[i], NULL);
+	procstack_release(ps);
+	assert_int_equal(procstack_kept_fds(ps), 0);
+	assert_int_equal(task_fds(), 0);
+	procstack_close(ps);
+	assert_int_equal(open_fds(), base);
+}
+
+/* The files kept for a process that exited are closed by
+ * procstack_forget_gone(), and only then. */
+static void test_forget_gone(void **state)
+{
+	(void)state;
+	char err[256];
+	struct bpfstack_thread *t = NULL;
+	size_t n = 0;
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(ready[0]);
+		(void)!write(ready[1], "x", 1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	struct procstack *ps = procstack_open();
+	int rc = ps ? procstack_capture(ps, child, &t, &n, err, sizeof err) : -ENOMEM;
+	size_t kept = procstack_kept_fds(ps);
+	procstack_forget_gone(ps); /* still there: kept */
+	size_t still = procstack_kept_fds(ps);
+	/* The child goes before any assertion can leave it behind. */
+	kill(child, SIGKILL);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_int_equal(rc, 0);
+	assert_true(n >= 1); /* a sanitizer's runtime may add a thread */
+	free(t);
+	assert_true(kept > 0);
+	assert_int_equal(still, kept);
+	procstack_forget_gone(ps);
+	assert_int_equal(procstack_kept_fds(ps), 0);
+	procstack_close(ps);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -309,9 +526,9 @@ static void test_no_such_process(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_classify_syscall),
-	    cmocka_unit_test(test_capture_self),
-	    cmocka_unit_test(test_kept_status_files),
+	    cmocka_unit_test(test_classify_syscall), cmocka_unit_test(test_capture_self),
+	    cmocka_unit_test(test_kept_files),	     cmocka_unit_test(test_moved_thread),
+	    cmocka_unit_test(test_fd_bound),	     cmocka_unit_test(test_forget_gone),
 	    cmocka_unit_test(test_no_such_process),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
