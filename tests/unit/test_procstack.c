@@ -131,6 +131,19 @@ static const struct bpfstack_thread *find_tid(const struct bpfstack_thread *t, s
 	return NULL;
 }
 
+/* libdw's view of this process, for naming the captured frames. */
+static Dwfl *own_dwfl(void)
+{
+	static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+					  .find_debuginfo = dwfl_standard_find_debuginfo};
+	Dwfl *dwfl = dwfl_begin(&cb);
+	assert_non_null(dwfl);
+	dwfl_report_begin(dwfl);
+	assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
+	dwfl_report_end(dwfl, NULL, NULL);
+	return dwfl;
+}
+
 /* Captures until the parked threads are seen in their waits (a thread can
  * be between two sleeps, or not yet at the lock). */
 static struct bpfstack_thread *capture_parked(struct procstack *ps, size_t *n)
@@ -161,13 +174,7 @@ static void test_capture_self(void **state)
 	while (atomic_load(&parked) < 2)
 		usleep(1000);
 
-	static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
-					  .find_debuginfo = dwfl_standard_find_debuginfo};
-	Dwfl *dwfl = dwfl_begin(&cb);
-	assert_non_null(dwfl);
-	dwfl_report_begin(dwfl);
-	assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
-	dwfl_report_end(dwfl, NULL, NULL);
+	Dwfl *dwfl = own_dwfl();
 
 	struct procstack *ps = procstack_open();
 	assert_non_null(ps);
@@ -315,21 +322,25 @@ static pthread_cond_t move_cv = PTHREAD_COND_INITIALIZER;
 static int move_step; /* under move_mu: 0 park in a, 1 move to b, 2 quit */
 static atomic_long mover_tid;
 
-__attribute__((noinline)) void procstack_test_park_a(void)
+/* The mover waits while the step is still `step`. */
+static void wait_past(int step)
 {
 	pthread_mutex_lock(&move_mu);
-	while (move_step == 0)
+	while (move_step == step)
 		pthread_cond_wait(&move_cv, &move_mu);
 	pthread_mutex_unlock(&move_mu);
+}
+
+/* Two waits the stacks tell apart. */
+__attribute__((noinline)) void procstack_test_park_a(void)
+{
+	wait_past(0);
 	__asm__ volatile("" ::: "memory");
 }
 
 __attribute__((noinline)) void procstack_test_park_b(void)
 {
-	pthread_mutex_lock(&move_mu);
-	while (move_step == 1)
-		pthread_cond_wait(&move_cv, &move_mu);
-	pthread_mutex_unlock(&move_mu);
+	wait_past(1);
 	__asm__ volatile("" ::: "memory");
 }
 
@@ -342,6 +353,15 @@ static void *mover(void *arg)
 	prctl(PR_SET_NAME, "ps-moved");
 	procstack_test_park_b();
 	return NULL;
+}
+
+/* Tells the mover to go on to step (its next wait, or its end). */
+static void move_to(int step)
+{
+	pthread_mutex_lock(&move_mu);
+	move_step = step;
+	pthread_cond_broadcast(&move_cv);
+	pthread_mutex_unlock(&move_mu);
 }
 
 /* Captures until the mover is seen, exact, in the function called fn. */
@@ -368,13 +388,7 @@ static struct bpfstack_thread *capture_mover(struct procstack *ps, Dwfl *dwfl, c
 static void test_moved_thread(void **state)
 {
 	(void)state;
-	static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
-					  .find_debuginfo = dwfl_standard_find_debuginfo};
-	Dwfl *dwfl = dwfl_begin(&cb);
-	assert_non_null(dwfl);
-	dwfl_report_begin(dwfl);
-	assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
-	dwfl_report_end(dwfl, NULL, NULL);
+	Dwfl *dwfl = own_dwfl();
 	pthread_t th;
 	move_step = 0;
 	atomic_store(&mover_tid, 0);
@@ -395,20 +409,14 @@ static void test_moved_thread(void **state)
 	assert_true(has_function(dwfl, m, "procstack_test_park_a"));
 	free(t);
 
-	pthread_mutex_lock(&move_mu);
-	move_step = 1;
-	pthread_cond_broadcast(&move_cv);
-	pthread_mutex_unlock(&move_mu);
+	move_to(1);
 	t = capture_mover(ps, dwfl, "procstack_test_park_b", &n);
 	m = find_tid(t, n, atomic_load(&mover_tid));
 	assert_string_equal(m->comm, "ps-moved");
 	assert_false(has_function(dwfl, m, "procstack_test_park_a"));
 	free(t);
 
-	pthread_mutex_lock(&move_mu);
-	move_step = 2;
-	pthread_cond_broadcast(&move_cv);
-	pthread_mutex_unlock(&move_mu);
+	move_to(2);
 	pthread_join(th, NULL);
 	procstack_close(ps);
 	dwfl_end(dwfl);
@@ -422,7 +430,7 @@ static void test_fd_bound(void **state)
 	struct rlimit old, low;
 	enum { NAPPERS = 24 };
 	pthread_t th[NAPPERS];
-	char names[NAPPERS][16], err[256];
+	char names[NAPPERS][24], err[256];
 	size_t base = open_fds();
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
 	low = old;
