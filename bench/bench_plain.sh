@@ -249,16 +249,19 @@ def parts(rep):
 	return [rep["capture_ns"] / 1e6, rep["read_ns"] / 1e6, rep["unwind_ns"] / 1e6,
 		rep["symbols_ns"] / 1e6]
 split = {}
-_, rep, _ = control("proccold", {"cmd": "dump", "pid": pid, "id": 0})
+# As scopecmd asks: threads with the same stack name the first.
+_, rep, _ = control("proccold", {"cmd": "dump", "pid": pid, "id": 0, "share_stacks": True})
 split["cold (first)"] = [parts(rep)]
 for t, name in ((pid, "warm, none ran"), (ticking, "warm, one ran")):
-	reps = [control("proc", {"cmd": "dump", "pid": t, "id": i})[1] for i in range(max(15, 2 * runs) + 1)]
+	reps = [control("proc", {"cmd": "dump", "pid": t, "id": i, "share_stacks": True})[1]
+		for i in range(max(15, 2 * runs) + 1)]
 	split[name] = [parts(r) for r in reps[1:]]
 if have_eu:
 	split["every thread moved"] = []
 	for i in range(runs):
 		eustack(pid)
-		split["every thread moved"].append(parts(control("proc", {"cmd": "dump", "pid": pid, "id": i})[1]))
+		split["every thread moved"].append(parts(control("proc", {"cmd": "dump", "pid": pid, "id": i,
+			"share_stacks": True})[1]))
 print("\n/proc capture of %d threads in its parts (the daemon's replies; medians [ranges] ms; "
       "load average %.1f)" % (nthreads, os.getloadavg()[0]))
 print("  %-20s %22s %22s %22s %22s" % ("", "capture", "of it: read", "of it: unwind", "symbols (after)"))
