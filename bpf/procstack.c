@@ -120,10 +120,11 @@ struct procstack {
 	unsigned long long files_start;
 	bool have_schedstat; /* the kernel has /proc/PID/task/TID/schedstat */
 	/* The write system calls of the process (syscw of /proc/PID/io: all
-	 * its threads', those that exited too) when this capture began, and
-	 * when the last capture began; *_ok: read (a kernel without
-	 * CONFIG_TASK_IO_ACCOUNTING has no such file). */
-	bool have_io;
+	 * its threads', those that exited too), read by this capture (when a
+	 * thread ran, came or went: after the probes, before any name is
+	 * read) and by the last capture that read it; *_ok: read (a kernel
+	 * without CONFIG_TASK_IO_ACCOUNTING has no such file). */
+	bool have_io, syscw_read;
 	uint64_t syscw, prev_syscw;
 	bool syscw_ok, prev_syscw_ok;
 	/* When this capture began, and when the last one that read every
@@ -422,6 +423,7 @@ void procstack_release(struct procstack *ps)
 	ps->prev = NULL;
 	ps->nprev = 0;
 	ps->prev_pid = 0;
+	ps->prev_syscw_ok = false;
 }
 
 void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st)
@@ -1050,8 +1052,10 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 	ps->nprev = n;
 	ps->prev_pid = ps->pid;
 	ps->prev_start = ps->start;
-	ps->prev_syscw = ps->syscw;
-	ps->prev_syscw_ok = ps->syscw_ok;
+	if (ps->syscw_read) {
+		ps->prev_syscw = ps->syscw;
+		ps->prev_syscw_ok = ps->syscw_ok;
+	}
 	if (ps->all_names)
 		ps->names_ns = ps->began_ns;
 }
@@ -1152,6 +1156,14 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 			return rc < 0 ? rc : 1;
 		}
 	}
+	if (changed || ran) {
+		/* Before any name is read: a rename that returned before this
+		 * moment counts here (names_hold), one after it in the next
+		 * capture's.  When nothing ran, the last reading stays the
+		 * baseline. */
+		ps->syscw_ok = ps->have_io && read_syscw(procfd, &ps->syscw);
+		ps->syscw_read = true;
+	}
 	bool reread = changed || (ran && !names_hold(ps, io_worker));
 	ps->all_names = reread || ntodo == ps->n;
 	for (size_t i = 0; reread && i < ps->n; i++) {
@@ -1219,9 +1231,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	ps->stats = (struct procstack_stats){0};
 	ps->memo_hits = 0;
 	ps->all_names = false;
-	/* Before any thread is read: a rename that returned before this
-	 * moment counts here (names_hold). */
-	ps->syscw_ok = ps->have_io && read_syscw(procfd, &ps->syscw);
+	ps->syscw_read = ps->syscw_ok = false;
 	ps->start = proc_start(procfd, pid, &nthreads);
 	/* As many threads as the last capture of this process found: the
 	 * same ones, unless one of them ran or went (capture_threads). */
