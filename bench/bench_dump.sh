@@ -3,8 +3,9 @@
 # nested scopes (tests/helpers/dump_many): `scopecmd Thread.dump_to_file
 # -format=json` against `eu-stack -p` and gdb's `thread apply all bt` on the
 # same process in the same run; prints medians, ratios and the target's
-# longest per-thread pause.  The daemon runs twice: with its default stack
-# source (auto: BPF when it loads) and forced to signal mode.  Fails when
+# longest per-thread pause.  The daemon runs three times: with its default
+# stack source (auto: BPF when it loads), the /proc source (--stacks=proc)
+# and forced to signal mode.  Fails when
 # scopecmd with the default source is not at least 10x faster than eu-stack.
 # Also where a dump goes (the capture the dump reports, the daemon's reply
 # alone on its control socket, rendered as scopecmd asks for it and plain,
@@ -60,7 +61,7 @@ hpid=$!
 many_ready() { grep -q ready "$D/many" 2>/dev/null; }
 poll 600 many_ready || { echo "bench_dump: dump_many did not start its threads"; exit 1; }
 nthreads=$(ls /proc/$hpid/task | wc -l)
-echo "target: dump_many pid $hpid, $nthreads threads in 111 nested scopes (10 x 10 x 9 tasks)"
+echo "target: dump_many pid $hpid, $nthreads threads in 111 nested scopes (10 x 10 x 9 tasks); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Peers first, against the same process: ptrace may be refused.
 eu_ms= gdb_ms=
@@ -87,7 +88,7 @@ fi
 
 rc=0
 printf '\n%-40s %10s %6s %16s %12s\n' "tool" "median ms" "runs" "vs scopecmd" "max pause"
-for mode in auto signal; do
+for mode in auto proc signal; do
 	start_daemon $mode || continue
 	# The first run is the cold one (the daemon's symbol cache, the page
 	# cache; for BPF, nothing to reuse yet), not counted in the median.
@@ -188,7 +189,7 @@ for peer in eu gdb; do
 		"$(echo "$v $best" | awk '{printf "%.1fx slower", $1/$2}')" "all stopped"
 done
 if [ -n "$eu_ms" ]; then
-	for mode in auto signal; do
+	for mode in auto proc signal; do
 		eval "m=\${med_$mode:-}"
 		[ -n "$m" ] || continue
 		ratio=$(echo "$eu_ms $m" | awk '{printf "%.1f", $1/$2}')
@@ -218,4 +219,5 @@ if [ -n "${med_auto:-}" ]; then
 		"(${cap_auto} ms); >= 60x eu-stack: $([ -n "$eu_ms" ] && echo "$eu_ms $med_auto" |
 			awk '{print ($1 / $2 >= 60) ? "met" : "NOT MET"}' || echo "n/a (no eu-stack)")"
 fi
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $rc

@@ -14,7 +14,11 @@
 # after the rounds is a warm one.  Then the capture alone, as the daemon
 # reports it: cold (its first of the process), every thread moved (the
 # rounds), warm (captures in a row of the parked threads), and warm with one
-# thread that wakes every millisecond (a second plain_threads, -t).
+# thread that wakes every millisecond (a second plain_threads, -t).  And
+# the /proc capture in its parts, from the daemon's replies (read_ns: the
+# threads' files, registers and stack windows; unwind_ns; then symbols_ns,
+# naming the frames after the capture) for the same four cases, the cold
+# one from a daemon that dumps nothing before it.
 # BENCH_THREADS (1000), BENCH_RUNS (9), BENCH_BIG (10000; 0 skips it),
 # BENCH_BASE (the bin directory of another build, e.g. main's: its scoped
 # runs the /proc source too, as mode "base", in the same rounds and the
@@ -59,6 +63,7 @@ daemon() {
 
 helper "$D/t" "$N"
 daemon proc --stacks=signal || { echo "bench_plain: scoped did not start"; exit 1; }
+daemon proccold --stacks=signal || { echo "bench_plain: scoped did not start"; exit 1; }
 modes=proc
 BASE=${BENCH_BASE:-}
 if [ -n "$BASE" ]; then
@@ -237,6 +242,38 @@ for m in modes:
 	if m != "base":
 		limit = 2 if m == "bpf" else 5
 		print("  %s target: capture <= %d ms (warm): %s" % (m, limit, "met" if med(warm[m]) <= limit else "NOT MET"))
+# The /proc capture in its parts: read (files, registers, stack windows),
+# unwind, the rest of captureNs (threads taken, locks), and the frames'
+# symbols after it.
+def parts(rep):
+	return [rep["capture_ns"] / 1e6, rep["read_ns"] / 1e6, rep["unwind_ns"] / 1e6,
+		rep["symbols_ns"] / 1e6]
+split = {}
+# As scopecmd asks: threads with the same stack name the first.
+_, rep, _ = control("proccold", {"cmd": "dump", "pid": pid, "id": 0, "share_stacks": True})
+split["cold (first)"] = [parts(rep)]
+for t, name in ((pid, "warm, none ran"), (ticking, "warm, one ran")):
+	reps = [control("proc", {"cmd": "dump", "pid": t, "id": i, "share_stacks": True})[1]
+		for i in range(max(15, 2 * runs) + 1)]
+	split[name] = [parts(r) for r in reps[1:]]
+if have_eu:
+	split["every thread moved"] = []
+	for i in range(runs):
+		eustack(pid)
+		split["every thread moved"].append(parts(control("proc", {"cmd": "dump", "pid": pid, "id": i,
+			"share_stacks": True})[1]))
+print("\n/proc capture of %d threads in its parts (the daemon's replies; medians [ranges] ms; "
+      "load average %.1f)" % (nthreads, os.getloadavg()[0]))
+print("  %-20s %22s %22s %22s %22s" % ("", "capture", "of it: read", "of it: unwind", "symbols (after)"))
+for name in ("warm, none ran", "warm, one ran", "every thread moved", "cold (first)"):
+	if name not in split:
+		continue
+	cols = list(zip(*split[name]))
+	print("  %-20s %22s %22s %22s %22s" % ((name,) + tuple(
+		"%.2f [%.2f-%.2f]" % (med(c), min(c), max(c)) for c in cols)))
+	print("  %-20s target 5 ms: capture %s, read alone %s" % ("", "met" if med(cols[0]) <= 5 else "NOT MET",
+		"met" if med(cols[1]) <= 5 else "NOT MET"))
+
 # The daemon's memory after dumping 100 other processes (symbol caches and
 # module maps): it keeps the modules of the last 16 only.
 def rss_kb(pid):

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Threads one capture returns at most (as the BPF source). */
@@ -39,6 +40,13 @@
  * this many (each open /proc file also holds a page of kernel memory). */
 #define FD_SHARE 4
 #define MAX_KEPT_FDS 8192
+/* PF_IO_WORKER in a thread's stat flags: an io_uring worker (or SQPOLL)
+ * thread, which writes files for other threads without a write system
+ * call of its own. */
+#define PF_IO_WORKER_FLAG 0x10u
+/* Names kept while threads ran, on the process's write count alone, are
+ * read again at least this often (see names_hold). */
+#define NAMES_MAX_AGE_NS (5 * 1000000000LL)
 
 struct range {
 	uint64_t start, end;
@@ -68,6 +76,7 @@ struct tfiles {
 	/* From its schedstat file: time on a CPU and times scheduled in.
 	 * Either moves whenever the thread runs. */
 	uint64_t run_ns, slices;
+	bool io_worker; /* an io_uring worker, by its stat flags (fixed for a thread) */
 };
 
 struct slot {
@@ -103,7 +112,6 @@ struct procstack {
 	size_t nprev;
 	pid_t prev_pid;
 	unsigned long long prev_start, start;
-	size_t reused;
 	/* Files of the threads of the last capture, by tid (one entry per
 	 * thread of ps->t while a capture runs), and whose. */
 	struct tfiles *files;
@@ -111,6 +119,19 @@ struct procstack {
 	pid_t files_pid;
 	unsigned long long files_start;
 	bool have_schedstat; /* the kernel has /proc/PID/task/TID/schedstat */
+	/* The write system calls of the process (syscw of /proc/PID/io: all
+	 * its threads', those that exited too), read by this capture (when a
+	 * thread ran, came or went: after the probes, before any name is
+	 * read) and by the last capture that read it; *_ok: read (a kernel
+	 * without CONFIG_TASK_IO_ACCOUNTING has no such file). */
+	bool have_io, syscw_read;
+	uint64_t syscw, prev_syscw;
+	bool syscw_ok, prev_syscw_ok;
+	/* When this capture began, and when the last one that read every
+	 * thread's name (in full or again) began. */
+	int64_t began_ns, names_ns;
+	bool all_names; /* this capture read every name */
+	struct procstack_stats stats;
 	/* The capture in progress. */
 	pid_t pid;
 	struct stk_rec key; /* the address space's identity */
@@ -133,6 +154,7 @@ struct procstack *procstack_open(void)
 	if (ps->fd_budget > MAX_KEPT_FDS)
 		ps->fd_budget = MAX_KEPT_FDS;
 	ps->have_schedstat = access("/proc/self/schedstat", R_OK) == 0;
+	ps->have_io = access("/proc/self/io", R_OK) == 0;
 	ps->unw = bpfs_unwinder_new();
 	ps->win = malloc((size_t)CHUNK * WINDOW);
 	if (!ps->unw || !ps->win) {
@@ -173,6 +195,27 @@ static ssize_t read_at(int dirfd, const char *path, char *buf, size_t len)
 	if (n >= 0)
 		buf[n] = '\0';
 	return n;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The write system calls of every thread of the process, those that exited
+ * too (syscw in /proc/PID/io); false when it cannot be read. */
+static bool read_syscw(int procfd, uint64_t *syscw)
+{
+	char buf[512];
+	ssize_t n = read_at(procfd, "io", buf, sizeof(buf));
+	const char *p = n > 0 ? strstr(buf, "\nsyscw: ") : NULL;
+
+	if (!p)
+		return false;
+	*syscw = strtoull(p + 8, NULL, 10);
+	return true;
 }
 
 static uint64_t hex_at(const char **s)
@@ -363,6 +406,7 @@ static void tf_close(struct procstack *ps, struct tfiles *f)
 	for (int k = 0; k < TF_N; k++)
 		tf_drop(ps, f, k);
 	f->known = false;
+	f->io_worker = false;
 }
 
 void procstack_release(struct procstack *ps)
@@ -379,6 +423,12 @@ void procstack_release(struct procstack *ps)
 	ps->prev = NULL;
 	ps->nprev = 0;
 	ps->prev_pid = 0;
+	ps->prev_syscw_ok = false;
+}
+
+void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st)
+{
+	*st = ps ? ps->stats : (struct procstack_stats){0};
 }
 
 size_t procstack_kept_fds(const struct procstack *ps)
@@ -480,6 +530,11 @@ static int read_stat(struct procstack *ps, int taskfd, struct tfiles *f, struct 
 	memcpy(t->comm, open_paren + 1, len);
 	t->comm[len] = '\0';
 	t->sched_state = close_paren[2];
+	/* Field 9, flags: the state is field 3. */
+	const char *p = close_paren + 2;
+	for (int field = 3; field < 9 && p; field++)
+		p = strchr(p + 1, ' ');
+	f->io_worker = p && (strtoul(p + 1, NULL, 10) & PF_IO_WORKER_FLAG);
 	return 0;
 }
 
@@ -804,6 +859,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 			s->rec.leader_start_ns = ps->key.leader_start_ns;
 			bpfs_classify_syscall(&s->rec, t[i]);
 			bool inferred = false;
+			int64_t u0 = mono_ns();
 			uint64_t key = memo_key(&s->rec, ps->win + i * WINDOW);
 			struct unw_memo *m = memo_slot(ps, t[i]->tid);
 			if (m && m->tid == t[i]->tid && m->key == key) {
@@ -811,6 +867,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 				       m->nframes * sizeof(t[i]->frames[0]));
 				t[i]->nframes = m->nframes;
 				ps->memo_hits++;
+				ps->stats.unwind_ns += mono_ns() - u0;
 				slot_close(s);
 				continue;
 			}
@@ -834,6 +891,8 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 				*m = (struct unw_memo){t[i]->tid, key, (uint16_t)t[i]->nframes,
 						       copy};
 			}
+			ps->stats.unwound++;
+			ps->stats.unwind_ns += mono_ns() - u0;
 		} else if (t[i]->sched_state != 'X') {
 			bpfs_classify_syscall(&s->rec, t[i]);
 		}
@@ -863,7 +922,11 @@ static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *u
 	r.start_code = ps->key.start_code;
 	r.leader_start_ns = ps->key.leader_start_ns;
 	tmp = *t;
-	if (bpfs_unwind(ps->unw, ps->pid, &r, ustack, &tmp) == 0 && tmp.nframes > 0) {
+	int64_t u0 = mono_ns();
+	int rc = bpfs_unwind(ps->unw, ps->pid, &r, ustack, &tmp);
+	ps->stats.unwound++;
+	ps->stats.unwind_ns += mono_ns() - u0;
+	if (rc == 0 && tmp.nframes > 0) {
 		memcpy(t->frames, tmp.frames, tmp.nframes * sizeof(t->frames[0]));
 		t->nframes = tmp.nframes;
 		t->error = 0;
@@ -989,19 +1052,43 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 	ps->nprev = n;
 	ps->prev_pid = ps->pid;
 	ps->prev_start = ps->start;
+	if (ps->syscw_read) {
+		ps->prev_syscw = ps->syscw;
+		ps->prev_syscw_ok = ps->syscw_ok;
+	}
+	if (ps->all_names)
+		ps->names_ns = ps->began_ns;
 }
 
 static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated);
 
+/* Whether the names of the threads that did not run since the last capture
+ * still hold although some thread ran.  A name changes without its thread
+ * running only by a write to its comm file from another thread of the
+ * process (the kernel refuses other processes; prctl(PR_SET_NAME) names the
+ * caller).  Every write(2) and writev(2) counts in the writer's syscw, and
+ * /proc/PID/io sums it over the threads, those that exited too; pwrite,
+ * sendfile, splice, copy_file_range and AIO fail on a comm file.  The one
+ * write that escapes syscw is io_uring's: an io-wq worker thread of the
+ * process writes it.  A worker that lives on is a thread of the process
+ * (its stat flags say so): while the process has one, names are read
+ * again.  What remains: a thread that starts after one capture and ends
+ * before the next, having renamed another through io_uring (its workers
+ * end with it); so names kept this way are read again at least every
+ * NAMES_MAX_AGE_NS. */
+static bool names_hold(const struct procstack *ps, bool io_worker)
+{
+	return ps->syscw_ok && ps->prev_syscw_ok && ps->syscw == ps->prev_syscw && !io_worker &&
+	       ps->names_ns && ps->began_ns - ps->names_ns < NAMES_MAX_AGE_NS;
+}
+
 /* Every thread of the capture in progress: those that did not run since the
- * last capture keep its entry (and, when any thread of the process ran,
- * came or went, their name is read again: a name changes without its
- * thread running only by another thread of the process); the rest are read
- * in full.  The threads are the last capture's unless listed (the process
- * has as many): when one of them went, the process's list is read, and when
- * it differs the capture must start again from it (1; the threads found
- * moved stay so).  Returns 0, 1, or the error of reading the process's
- * mappings. */
+ * last capture keep its entry (and, when a thread of the process came or
+ * went, or one ran and the names may have changed (names_hold), their name
+ * is read again); the rest are read in full.  The threads are the last capture's unless listed (the
+ * process has as many): when one of them went, the process's list is read, and when it differs the
+ * capture must start again from it (1; the threads found moved stay so).  Returns 0, 1, or the
+ * error of reading the process's mappings. */
 static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool listed)
 {
 	struct bpfstack_thread **todo = malloc((ps->n ? ps->n : 1) * sizeof(*todo));
@@ -1015,7 +1102,8 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		return -ENOMEM;
 	}
 	/* Threads came or went, or another process: not one unchanged set. */
-	bool moved = ps->prev_pid != ps->pid || ps->prev_start != ps->start || ps->nprev != ps->n;
+	bool changed = ps->prev_pid != ps->pid || ps->prev_start != ps->start || ps->nprev != ps->n;
+	bool ran = false, io_worker = false;
 	/* The thread running this capture, when it captures its own process:
 	 * it runs throughout, and the kernel moves its counters only when it
 	 * leaves the CPU. */
@@ -1027,24 +1115,24 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		bool same, gone;
 
 		t->tid = f->tid;
-		moved = moved || ps->prev[i].tid != t->tid;
+		changed = changed || ps->prev[i].tid != t->tid;
+		io_worker = io_worker || f->io_worker;
 		probe(ps, taskfd, f, &same, &gone);
 		const struct bpfstack_thread *p =
 		    same && t->tid != self ? last_entry(ps, t->tid) : NULL;
 		if (gone) {
 			fail_thread(t, -ESRCH, "the thread exited during the capture");
 			t->sched_state = 'X';
-			went = true;
+			went = changed = true;
 		} else if (p) {
 			copy_entry(t, p);
 			t->reused = true;
 			t->ran_during_capture = false;
-			continue;
 		} else {
 			todo[ntodo] = t;
 			files[ntodo++] = f;
+			ran = true;
 		}
-		moved = true;
 	}
 	if (went && !listed) {
 		/* The threads are the last capture's, as many as the process
@@ -1068,9 +1156,20 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 			return rc < 0 ? rc : 1;
 		}
 	}
-	for (size_t i = 0; moved && i < ps->n; i++) {
+	if (changed || ran) {
+		/* Before any name is read: a rename that returned before this
+		 * moment counts here (names_hold), one after it in the next
+		 * capture's.  When nothing ran, the last reading stays the
+		 * baseline. */
+		ps->syscw_ok = ps->have_io && read_syscw(procfd, &ps->syscw);
+		ps->syscw_read = true;
+	}
+	bool reread = changed || (ran && !names_hold(ps, io_worker));
+	ps->all_names = reread || ntodo == ps->n;
+	for (size_t i = 0; reread && i < ps->n; i++) {
 		if (!ps->t[i].reused)
 			continue;
+		ps->stats.names_read++;
 		if (read_comm(ps, taskfd, &ps->files[i], ps->t[i].comm, sizeof(ps->t[i].comm)) <
 		    0) {
 			ps->t[i].reused = false;
@@ -1080,7 +1179,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 		}
 	}
 	for (size_t i = 0; i < ps->n; i++)
-		ps->reused += ps->t[i].reused;
+		ps->stats.reused += ps->t[i].reused;
 	if (ntodo) {
 		rc = read_maps(ps, procfd);
 		if (rc == 0)
@@ -1128,6 +1227,11 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	ps->pid = pid;
 	ps->key.leader_start_ns = 0;
 	ps->nbusy = 0;
+	ps->began_ns = mono_ns();
+	ps->stats = (struct procstack_stats){0};
+	ps->memo_hits = 0;
+	ps->all_names = false;
+	ps->syscw_read = ps->syscw_ok = false;
 	ps->start = proc_start(procfd, pid, &nthreads);
 	/* As many threads as the last capture of this process found: the
 	 * same ones, unless one of them ran or went (capture_threads). */
@@ -1140,7 +1244,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 		free(ps->t);
 		ps->t = NULL;
 		ps->n = 0;
-		ps->reused = 0;
+		ps->stats.reused = ps->stats.names_read = 0;
 		truncated = false;
 		if (listed) {
 			rc = list_tids(taskfd, &tids, &count, &truncated);
@@ -1192,6 +1296,9 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 			rc = -EPERM;
 		}
 	}
+	ps->stats.threads = rc == 0 ? ps->n : 0;
+	ps->stats.memo_hits = ps->memo_hits;
+	ps->stats.read_ns = mono_ns() - ps->began_ns - ps->stats.unwind_ns;
 	if (rc == 0) {
 		keep(ps, ps->t, ps->n);
 		*threads = ps->t;

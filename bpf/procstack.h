@@ -36,6 +36,21 @@ void procstack_release(struct procstack *ps);
 /* The same, when the process of the last capture has exited. */
 void procstack_forget_gone(struct procstack *ps);
 
+/* What the last capture did and where its time went (for tests and
+ * benchmarks). */
+struct procstack_stats {
+	size_t threads;	   /* captured */
+	size_t reused;	   /* kept the last capture's entry: they did not run since */
+	size_t names_read; /* of those, whose name was read again */
+	size_t unwound;	   /* unwound (the other moved threads: the memo's frames) */
+	size_t memo_hits;
+	/* Reading: the threads' files, registers, stack windows, the mappings,
+	 * and the wait for perf samples of threads on a CPU. */
+	int64_t read_ns;
+	int64_t unwind_ns; /* unwinding, the memo's hashes included */
+};
+void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st);
+
 /* Descriptors kept open for the next capture (at most a quarter of
  * RLIMIT_NOFILE, and 8192). */
 size_t procstack_kept_fds(const struct procstack *ps);

@@ -143,6 +143,10 @@ struct stack_req {
 	struct stack_thread *threads;
 	size_t nthreads, cap;
 	int64_t capture_ns, max_pause_ns;
+	/* Of capture_ns, for a source that tells them apart (/proc): reading
+	 * the threads' files, registers and stack windows, and unwinding; -1
+	 * when not told. */
+	int64_t read_ns, unwind_ns;
 };
 
 struct metrics;

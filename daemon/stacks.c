@@ -235,6 +235,10 @@ static int proc_capture(struct daemon *d, struct stack_req *r, char *err, size_t
 	int rc = procstack_capture(d->stacks->ps, r->proc->pid, &th, &n, err, errlen);
 	if (rc < 0)
 		return rc;
+	struct procstack_stats st;
+	procstack_last_stats(d->stacks->ps, &st);
+	r->read_ns = st.read_ns;
+	r->unwind_ns = st.unwind_ns;
 	take_threads(r, th, n);
 	free(th);
 	locks_resolve(r->proc->pid, r->threads, r->nthreads, false);
@@ -642,6 +646,7 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		sh.cap = 2 * r->nthreads + 1;
 		sh.slot = calloc(sh.cap, sizeof *sh.slot); /* NULL: every stack in full */
 	}
+	int64_t symbols_ns = 0; /* in frames_json: symbols and their text */
 	jb_key(b, "source");
 	jb_str(b, r->source);
 	jb_key(b, "stacks");
@@ -687,7 +692,9 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 			jb_arr(b);
 			jb_arr_end(b);
 		} else {
+			int64_t s0 = loop_now_ns();
 			frames_json(d->sym, b, p, t->frames, t->nframes);
+			symbols_ns += loop_now_ns() - s0;
 		}
 		jb_obj_end(b);
 	}
@@ -701,6 +708,16 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 	jb_i64(b, r->capture_ns);
 	jb_key(b, "max_pause_ns");
 	jb_i64(b, r->max_pause_ns);
+	/* Where the time went, past the capture: not compared between dumps
+	 * (the tail). */
+	if (r->read_ns >= 0) {
+		jb_key(b, "read_ns");
+		jb_i64(b, r->read_ns);
+		jb_key(b, "unwind_ns");
+		jb_i64(b, r->unwind_ns);
+	}
+	jb_key(b, "symbols_ns");
+	jb_i64(b, symbols_ns);
 }
 
 /* A post-mortem dump's "last_stacks": each thread's stack as the last
@@ -1120,6 +1137,7 @@ int stacks_start(struct cmd_ctx *x, struct proc *p, bool dump)
 	r->dump = dump;
 	r->id = ++d->next_req;
 	r->started_ns = loop_now_ns();
+	r->read_ns = r->unwind_ns = -1;
 	r->deadline_ns = r->started_ns + DAEMON_STACK_TIMEOUT_NS;
 	const struct stack_source *src = stacks_source(d->stacks);
 	r->source = src->name;
@@ -1388,6 +1406,7 @@ int stacks_start_plain(struct cmd_ctx *x, pid_t pid, bool dump)
 		reply_error(x->c, x->id, "internal", "out of memory");
 		return CMD_DONE;
 	}
+	r->read_ns = r->unwind_ns = -1;
 	struct model_limits lim = daemon_model_limits(d);
 	model_init(&p->model, &lim);
 	p->pid = pid;

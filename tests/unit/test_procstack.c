@@ -4,7 +4,9 @@
  * function, the same frames from the second capture's memo), a thread
  * created between captures, a thread that moved or renamed itself between
  * captures, the files kept between captures, their bound and their closing
- * when the process exits, and a pid that does not exist. */
+ * when the process exits, names kept while another thread ran and read
+ * again after a rename (by write(2) and by io_uring), and a pid that does
+ * not exist. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,12 +16,15 @@
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -513,6 +518,305 @@ static void test_forget_gone(void **state)
 	procstack_close(ps);
 }
 
+/* A thread that waits for commands on its own condition variable (a
+ * futex: no write system call), runs each, counts it done, and waits
+ * again. */
+struct cmd_thread {
+	const char *name;
+	void (*fn)(struct cmd_thread *);
+	const char *arg;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int asked, done; /* under mu */
+	bool quit;	 /* under mu */
+	atomic_long tid;
+	int result;
+};
+
+static void *cmd_main(void *arg)
+{
+	struct cmd_thread *c = arg;
+	pthread_setname_np(pthread_self(), c->name); /* itself: prctl, no write */
+	atomic_store(&c->tid, (long)syscall(SYS_gettid));
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (c->asked == c->done && !c->quit)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (c->quit)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		c->fn(c);
+		pthread_mutex_lock(&c->mu);
+		c->done++;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void cmd_start(struct cmd_thread *c)
+{
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->asked = c->done = 0;
+	c->quit = false;
+	atomic_store(&c->tid, 0);
+	assert_int_equal(pthread_create(&c->th, NULL, cmd_main, c), 0);
+	while (!atomic_load(&c->tid))
+		usleep(1000);
+}
+
+/* Runs c's command once, with arg, and waits until it is done. */
+static int cmd_run(struct cmd_thread *c, const char *arg)
+{
+	pthread_mutex_lock(&c->mu);
+	c->arg = arg;
+	c->asked++;
+	pthread_cond_broadcast(&c->cv);
+	while (c->done < c->asked)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	return c->result;
+}
+
+static void cmd_stop(struct cmd_thread *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->quit = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->th, NULL);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+}
+
+static void spin_a_while(struct cmd_thread *c)
+{
+	volatile unsigned long n = 0;
+	for (int i = 0; i < 200000; i++)
+		n += (unsigned long)i;
+	c->result = (int)(n & 1);
+}
+
+static struct cmd_thread keeper = {.name = "ps-keep"};
+
+static void idle_cmd(struct cmd_thread *c)
+{
+	(void)c;
+}
+
+/* pthread_setname_np on another thread: a write(2) to its comm file. */
+static void rename_keeper(struct cmd_thread *c)
+{
+	c->result = pthread_setname_np(keeper.th, c->arg);
+}
+
+/* Captures this process; *k: the keeper's entry (must be there). */
+static struct bpfstack_thread *
+capture_keeper(struct procstack *ps, const struct bpfstack_thread **k, struct procstack_stats *st)
+{
+	char err[256];
+	struct bpfstack_thread *t = NULL;
+	size_t n;
+	assert_int_equal(procstack_capture(ps, getpid(), &t, &n, err, sizeof err), 0);
+	procstack_last_stats(ps, st);
+	assert_int_equal(st->threads, n);
+	*k = find_tid(t, n, atomic_load(&keeper.tid));
+	assert_non_null(*k);
+	return t;
+}
+
+/* Captures until the keeper keeps its entry (it has settled in its wait). */
+static void settle_keeper(struct procstack *ps)
+{
+	for (int tries = 0; tries < 200; tries++) {
+		struct procstack_stats st;
+		const struct bpfstack_thread *k;
+		struct bpfstack_thread *t = capture_keeper(ps, &k, &st);
+		bool kept = k->reused;
+		free(t);
+		if (kept)
+			return;
+		usleep(5000);
+	}
+	fail_msg("the keeper never kept its entry");
+}
+
+/* Names of threads that did not run are kept when the threads that ran
+ * made no write system call (their names cannot have changed), and read
+ * again after one renamed another. */
+static void test_names_kept(void **state)
+{
+	(void)state;
+	struct cmd_thread runner = {.name = "ps-runner", .fn = spin_a_while};
+	struct cmd_thread namer = {.name = "ps-namer", .fn = rename_keeper};
+	keeper.fn = idle_cmd;
+	cmd_start(&keeper);
+	cmd_start(&runner);
+	cmd_start(&namer);
+	struct procstack *ps = procstack_open();
+	assert_non_null(ps);
+	struct procstack_stats st;
+	const struct bpfstack_thread *k, *r;
+	struct bpfstack_thread *t;
+	settle_keeper(ps);
+
+	/* A thread ran without writing: the keeper's entry and name are kept,
+	 * no name is read again. */
+	for (int i = 0; i < 3; i++) {
+		cmd_run(&runner, NULL);
+		t = capture_keeper(ps, &k, &st);
+		r = find_tid(t, st.threads, atomic_load(&runner.tid));
+		assert_non_null(r);
+		assert_false(r->reused); /* it ran */
+		assert_true(k->reused);
+		assert_string_equal(k->comm, "ps-keep");
+		assert_true(st.reused > 0);
+		assert_int_equal(st.names_read, 0);
+		free(t);
+	}
+
+	/* Another thread renames the keeper, which does not run: the name is
+	 * read again, the entry kept. */
+	assert_int_equal(cmd_run(&namer, "ps-keep-2"), 0);
+	t = capture_keeper(ps, &k, &st);
+	assert_true(k->reused);
+	assert_string_equal(k->comm, "ps-keep-2");
+	assert_true(st.names_read > 0);
+	free(t);
+	/* And the rename is kept: a thread runs, nothing is written. */
+	cmd_run(&runner, NULL);
+	t = capture_keeper(ps, &k, &st);
+	assert_string_equal(k->comm, "ps-keep-2");
+	assert_int_equal(st.names_read, 0);
+	free(t);
+
+	procstack_close(ps);
+	cmd_stop(&namer);
+	cmd_stop(&runner);
+	cmd_stop(&keeper);
+}
+
+/* A ring of one entry, set up with the raw system calls. */
+struct ring {
+	int fd;
+	void *sq, *cq;
+	size_t sq_len, cq_len, sqes_len;
+	struct io_uring_sqe *sqes;
+	struct io_uring_params p;
+};
+
+static int ring_open(struct ring *r)
+{
+	memset(r, 0, sizeof *r);
+	r->fd = (int)syscall(SYS_io_uring_setup, 1, &r->p);
+	if (r->fd < 0)
+		return -errno;
+	r->sq_len = r->p.sq_off.array + r->p.sq_entries * sizeof(unsigned);
+	r->cq_len = r->p.cq_off.cqes + r->p.cq_entries * sizeof(struct io_uring_cqe);
+	r->sqes_len = r->p.sq_entries * sizeof(struct io_uring_sqe);
+	r->sq =
+	    mmap(NULL, r->sq_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_SQ_RING);
+	r->cq =
+	    mmap(NULL, r->cq_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_CQ_RING);
+	r->sqes =
+	    mmap(NULL, r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_SQES);
+	if (r->sq == MAP_FAILED || r->cq == MAP_FAILED || r->sqes == MAP_FAILED)
+		return -ENOMEM;
+	return 0;
+}
+
+static void ring_close(struct ring *r)
+{
+	munmap(r->sq, r->sq_len);
+	munmap(r->cq, r->cq_len);
+	munmap(r->sqes, r->sqes_len);
+	close(r->fd);
+}
+
+/* Writes buf to fd through the ring and waits: the write's result. */
+static int ring_write(struct ring *r, int fd, const char *buf, size_t len)
+{
+	unsigned *tail = (unsigned *)((char *)r->sq + r->p.sq_off.tail);
+	unsigned mask = *(unsigned *)((char *)r->sq + r->p.sq_off.ring_mask);
+	unsigned *array = (unsigned *)((char *)r->sq + r->p.sq_off.array);
+	unsigned at = *tail & mask;
+	memset(&r->sqes[at], 0, sizeof r->sqes[at]);
+	r->sqes[at].opcode = IORING_OP_WRITE;
+	r->sqes[at].fd = fd;
+	r->sqes[at].addr = (uint64_t)(uintptr_t)buf;
+	r->sqes[at].len = (unsigned)len;
+	array[at] = at;
+	__atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+		return -errno;
+	unsigned *head = (unsigned *)((char *)r->cq + r->p.cq_off.head);
+	unsigned cmask = *(unsigned *)((char *)r->cq + r->p.cq_off.ring_mask);
+	struct io_uring_cqe *cqes = (struct io_uring_cqe *)((char *)r->cq + r->p.cq_off.cqes);
+	int res = cqes[__atomic_load_n(head, __ATOMIC_ACQUIRE) & cmask].res;
+	__atomic_store_n(head, *head + 1, __ATOMIC_RELEASE);
+	return res;
+}
+
+static struct ring uring;
+
+/* Renames the keeper through io_uring: an io-wq worker thread of this
+ * process writes its comm file; no thread makes a write system call. */
+static void uring_rename_keeper(struct cmd_thread *c)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%ld/comm", atomic_load(&keeper.tid));
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	c->result = fd < 0 ? -errno : ring_write(&uring, fd, c->arg, strlen(c->arg));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The rename no write system call counts: while the process has an
+ * io_uring worker thread, names are read again whenever a thread ran. */
+static void test_names_io_uring(void **state)
+{
+	(void)state;
+	int rc = ring_open(&uring);
+	if (rc < 0) {
+		if (uring.fd >= 0)
+			ring_close(&uring);
+		print_message(
+		    "io_uring unavailable here (%s): the rename through it is not tried\n",
+		    strerror(-rc));
+		skip();
+	}
+	struct cmd_thread namer = {.name = "ps-uring", .fn = uring_rename_keeper};
+	keeper.fn = idle_cmd;
+	cmd_start(&keeper);
+	cmd_start(&namer);
+	struct procstack *ps = procstack_open();
+	assert_non_null(ps);
+	struct procstack_stats st;
+	const struct bpfstack_thread *k;
+	struct bpfstack_thread *t;
+	settle_keeper(ps);
+	/* The first makes the worker (a thread came), the second is done by
+	 * the worker made then: the names of both show. */
+	const char *names[] = {"ps-uring-1", "ps-uring-2", "ps-uring-3"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		assert_int_equal(cmd_run(&namer, names[i]), (int)strlen(names[i]));
+		t = capture_keeper(ps, &k, &st);
+		assert_string_equal(k->comm, names[i]);
+		if (i > 0) {
+			assert_true(k->reused);
+			assert_true(st.names_read > 0);
+		}
+		free(t);
+	}
+	procstack_close(ps);
+	/* The worker ends with the thread that made it. */
+	cmd_stop(&namer);
+	cmd_stop(&keeper);
+	ring_close(&uring);
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -537,7 +841,8 @@ int main(void)
 	    cmocka_unit_test(test_classify_syscall), cmocka_unit_test(test_capture_self),
 	    cmocka_unit_test(test_kept_files),	     cmocka_unit_test(test_moved_thread),
 	    cmocka_unit_test(test_fd_bound),	     cmocka_unit_test(test_forget_gone),
-	    cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_no_such_process),  cmocka_unit_test(test_names_kept),
+	    cmocka_unit_test(test_names_io_uring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
