@@ -1,7 +1,9 @@
 /* bpfs_unwind.c - unwinds captured user stacks with libdw's CFI unwinder,
  * reading registers and stack from the capture (and past its window from
  * /proc/PID/mem), with a frame-pointer walk where CFI gives up; keeps one
- * Dwfl per process so a warm capture opens no files. */
+ * Dwfl per process so a warm capture opens no files, and each thread's
+ * last unwind with the stack words it read, so a thread that ran and came
+ * back to where it was costs a comparison of those words, not an unwind. */
 #include "bpfs_int.h"
 
 #include <elfutils/libdwfl.h>
@@ -21,6 +23,34 @@
 /* A map rebuilt because unwinding reached unknown code is not rebuilt
  * again for this long (JIT code would otherwise cost a rebuild a thread). */
 #define REBUILD_MIN_NS 1000000000LL
+/* Stack words an unwind may read and still be remembered (a CFI unwind of
+ * 30 frames reads about 60; the frame-pointer search reads many more). */
+#define MEMO_MAX_READS 160
+/* Bytes the remembered unwinds of all processes hold at most. */
+#define MEMO_BYTES_MAX (24u << 20)
+/* Slots of one process's table at most (a power of two). */
+#define MEMO_SLOTS_MAX 32768u
+
+/* A word an unwind read from the captured window. */
+struct memo_read {
+	uint64_t addr, val;
+};
+
+enum { MEMO_FULL = 1, MEMO_SP_IP };
+
+/* A thread's last unwind.  Unwinding is a function of the registers it
+ * starts from, the words it reads from the stack and the module map (the
+ * cache below is dropped whenever the map is rebuilt): the same registers
+ * and the same values at the same addresses give the same frames, whatever
+ * else on the stack changed, and whichever thread it is. */
+struct unw_memo {
+	uint32_t tid; /* 0: free */
+	uint8_t kind; /* MEMO_*: which entry point unwound it */
+	bool inferred;
+	uint16_t nframes, nreads;
+	uint64_t regs[STK_NREGS];
+	uint64_t *frames; /* nframes, then nreads struct memo_read: one block */
+};
 
 struct unw_proc {
 	pid_t pid;
@@ -40,11 +70,21 @@ struct unw_proc {
 	 * function: the same few addresses end every stack. */
 	uint64_t end_pc[16];
 	int8_t end_outermost[16];
+	/* Remembered unwinds by tid (open addressing, a power of two). */
+	struct unw_memo *memo;
+	size_t memo_cap, memo_used, memo_bytes;
+	/* The words the unwind in progress read from its window; lost: it
+	 * read more, or read past the window (what /proc/PID/mem gives is
+	 * not in the next capture to compare with). */
+	struct memo_read reads[MEMO_MAX_READS];
+	unsigned nreads;
+	bool reads_lost;
 };
 
 struct bpfs_unwinder {
 	struct unw_proc procs[UNW_PROCS];
 	uint64_t clock;
+	size_t memo_hits;
 };
 
 /* Unwinding needs only .eh_frame and the symbol tables of the files
@@ -113,11 +153,21 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	const struct stk_rec *h = p->cur;
 
 	(void)dwfl;
+	/* Page zero, which no process maps (vm.mmap_min_addr): where an
+	 * unwind through a cleared frame pointer ends, the same in every
+	 * capture, so it does not keep the unwind from being remembered. */
+	if (addr < STK_PAGE_SIZE)
+		return false;
 	if (h && addr >= h->ustack_base && addr - h->ustack_base <= h->ustack_len &&
 	    h->ustack_len - (addr - h->ustack_base) >= sizeof(*result)) {
 		memcpy(result, p->ustack + (addr - h->ustack_base), sizeof(*result));
+		if (p->nreads < MEMO_MAX_READS)
+			p->reads[p->nreads++] = (struct memo_read){addr, *result};
+		else
+			p->reads_lost = true;
 		return true;
 	}
+	p->reads_lost = true;
 	return read_past_window(p, addr, result);
 }
 
@@ -152,8 +202,18 @@ struct bpfs_unwinder *bpfs_unwinder_new(void)
 	return u;
 }
 
+static void memo_clear(struct unw_proc *p)
+{
+	for (size_t i = 0; i < p->memo_cap; i++)
+		free(p->memo[i].frames);
+	free(p->memo);
+	p->memo = NULL;
+	p->memo_cap = p->memo_used = p->memo_bytes = 0;
+}
+
 static void proc_drop(struct unw_proc *p)
 {
+	memo_clear(p);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	if (p->memfd >= 0)
@@ -227,6 +287,124 @@ static struct unw_proc *proc_get(struct bpfs_unwinder *u, pid_t pid, const struc
 		*err = 0;
 	p->last_use = ++u->clock;
 	return *err ? NULL : p;
+}
+
+/* The slot of tid in p's table: its own, or the free one it would take;
+ * NULL when there is no table. */
+static struct unw_memo *memo_slot(struct unw_proc *p, uint32_t tid)
+{
+	size_t mask = p->memo_cap - 1;
+
+	if (!p->memo_cap)
+		return NULL;
+	for (size_t i = (tid * 2654435761u) & mask;; i = (i + 1) & mask)
+		if (p->memo[i].tid == tid || p->memo[i].tid == 0)
+			return &p->memo[i];
+}
+
+/* Gives t the remembered unwind of h's thread when it still holds: the
+ * same entry point, the same registers, the same words at every address
+ * it read. */
+static bool memo_take(struct bpfs_unwinder *u, struct unw_proc *p, const struct stk_rec *h,
+		      const unsigned char *ustack, int kind, struct bpfstack_thread *t,
+		      bool *inferred)
+{
+	const struct unw_memo *m = memo_slot(p, h->tid);
+	const struct memo_read *r;
+
+	if (!m || m->tid != h->tid || m->kind != kind ||
+	    memcmp(m->regs, h->regs, sizeof(m->regs)) != 0)
+		return false;
+	r = (const struct memo_read *)(m->frames + m->nframes);
+	for (unsigned i = 0; i < m->nreads; i++) {
+		uint64_t off = r[i].addr - h->ustack_base, v;
+
+		if (r[i].addr < h->ustack_base || off > h->ustack_len ||
+		    h->ustack_len - off < sizeof(v))
+			return false;
+		memcpy(&v, ustack + off, sizeof(v));
+		if (v != r[i].val)
+			return false;
+	}
+	memcpy(t->frames, m->frames, m->nframes * sizeof(t->frames[0]));
+	t->nframes = m->nframes;
+	if (inferred)
+		*inferred = m->inferred;
+	u->memo_hits++;
+	return true;
+}
+
+/* Bytes the remembered unwinds of all processes hold. */
+static size_t memo_total(const struct bpfs_unwinder *u)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < UNW_PROCS; i++)
+		n += u->procs[i].memo_bytes + u->procs[i].memo_cap * sizeof(struct unw_memo);
+	return n;
+}
+
+/* Remembers the unwind just made of h's thread, with the words it read;
+ * nothing when it read too many or past its window, or when the tables
+ * are at their bound.  A table grows while it is at most half full; one
+ * at its largest and three quarters full (tids of threads long gone)
+ * starts again. */
+static void memo_put(struct bpfs_unwinder *u, struct unw_proc *p, const struct stk_rec *h, int kind,
+		     const struct bpfstack_thread *t, bool inferred)
+{
+	struct unw_memo *m;
+	size_t bytes = t->nframes * sizeof(uint64_t) + p->nreads * sizeof(struct memo_read);
+
+	if (p->reads_lost || !h->tid || memo_total(u) + bytes > MEMO_BYTES_MAX)
+		return;
+	if (p->memo_cap && p->memo_used * 4 >= p->memo_cap * 3 && p->memo_cap >= MEMO_SLOTS_MAX)
+		memo_clear(p);
+	if (p->memo_used * 2 >= p->memo_cap && p->memo_cap < MEMO_SLOTS_MAX) {
+		size_t cap = p->memo_cap ? 2 * p->memo_cap : 256;
+		struct unw_memo *old = p->memo, *nm = calloc(cap, sizeof(*nm));
+		size_t oldcap = p->memo_cap;
+
+		if (!nm)
+			return;
+		p->memo = nm;
+		p->memo_cap = cap;
+		for (size_t i = 0; i < oldcap; i++)
+			if (old[i].tid)
+				*memo_slot(p, old[i].tid) = old[i];
+		free(old);
+	}
+	if (!(m = memo_slot(p, h->tid)))
+		return;
+	uint64_t *block = malloc(bytes ? bytes : 1);
+	if (!block)
+		return;
+	if (m->tid) {
+		p->memo_bytes -=
+		    m->nframes * sizeof(uint64_t) + m->nreads * sizeof(struct memo_read);
+		free(m->frames);
+	} else {
+		p->memo_used++;
+	}
+	memcpy(block, t->frames, t->nframes * sizeof(uint64_t));
+	memcpy(block + t->nframes, p->reads, p->nreads * sizeof(struct memo_read));
+	*m = (struct unw_memo){.tid = h->tid,
+			       .kind = (uint8_t)kind,
+			       .inferred = inferred,
+			       .nframes = (uint16_t)t->nframes,
+			       .nreads = (uint16_t)p->nreads,
+			       .frames = block};
+	memcpy(m->regs, h->regs, sizeof(m->regs));
+	p->memo_bytes += bytes;
+}
+
+size_t bpfs_unwinder_memo_hits(const struct bpfs_unwinder *u)
+{
+	return u->memo_hits;
+}
+
+size_t bpfs_unwinder_memo_bytes(const struct bpfs_unwinder *u)
+{
+	return memo_total(u);
 }
 
 struct walk {
@@ -315,18 +493,29 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 	p = proc_get(u, pid, h, &err);
 	if (!p)
 		return err;
+	if (memo_take(u, p, h, ustack, MEMO_FULL, t, NULL))
+		return 0;
 	p->cur = h;
 	p->ustack = ustack;
+	p->nreads = 0;
+	p->reads_lost = false;
 	/* Code mapped without moving exec_vm (a library swapped for one of the
-	 * same size): the map is stale, rebuild it and try once more. */
-	if (unwind_once(p, h, t) && mono_ns() - p->built_ns > REBUILD_MIN_NS) {
+	 * same size): the map is stale, rebuild it and try once more.  An
+	 * unwind that still ends in no module is not remembered: the next may
+	 * rebuild the map. */
+	bool unknown = unwind_once(p, h, t);
+	if (unknown && mono_ns() - p->built_ns > REBUILD_MIN_NS) {
 		err = proc_build(p, pid, h);
 		if (!err) {
 			p->cur = h;
 			p->ustack = ustack;
-			unwind_once(p, h, t);
+			p->nreads = 0;
+			p->reads_lost = false;
+			unknown = unwind_once(p, h, t);
 		}
 	}
+	if (!err && !unknown)
+		memo_put(u, p, h, MEMO_FULL, t, false);
 	if (!err) {
 		p->cur = NULL;
 		p->ustack = NULL;
@@ -436,8 +625,12 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 	p = proc_get(u, pid, h, &err);
 	if (!p)
 		return err;
+	if (memo_take(u, p, h, ustack, MEMO_SP_IP, t, inferred))
+		return 0;
 	p->cur = h;
 	p->ustack = ustack;
+	p->nreads = 0;
+	p->reads_lost = false;
 	unwind_walk(p, h, t, &end, &sp);
 	if (t->nframes == 0 || at_outermost(p, t))
 		sp = 0;
@@ -453,8 +646,10 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 		if (!looks_like_link(p, a))
 			continue;
 		tries++;
-		if (!again && !(again = malloc(sizeof(*again))))
+		if (!again && !(again = malloc(sizeof(*again)))) {
+			p->reads_lost = true; /* not the unwind a retry makes */
 			break;
+		}
 		g = *h;
 		g.regs[STK_REG_BP] = a;
 		p->cur = &g;
@@ -469,8 +664,10 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 		 * else the longest is kept, and the stack is approximate. */
 		bool whole = at_outermost(p, again);
 		if (whole || !best || again->nframes > best->nframes) {
-			if (!best && !(best = malloc(sizeof(*best))))
+			if (!best && !(best = malloc(sizeof(*best)))) {
+				p->reads_lost = true;
 				break;
+			}
 			memcpy(best, again, sizeof(*best));
 			best_whole = whole;
 		}
@@ -484,6 +681,7 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 		free(best);
 	}
 	free(again);
+	memo_put(u, p, h, MEMO_SP_IP, t, *inferred);
 	p->cur = NULL;
 	p->ustack = NULL;
 	return 0;

@@ -52,17 +52,6 @@ struct range {
 	uint64_t start, end;
 };
 
-/* A thread's last unwind, kept for the next capture of the same process:
- * the same stack pointer, instruction pointer and window bytes unwind to
- * the same frames, so a thread that did not move costs a hash, not an
- * unwind. */
-struct unw_memo {
-	uint32_t tid; /* 0: free */
-	uint64_t key;
-	uint16_t nframes;
-	uint64_t *frames;
-};
-
 /* The files of a thread kept open between captures of one process, read
  * with one pread each instead of an open, a read and a close. */
 enum { TF_SCHED, TF_COMM, TF_STAT, TF_SYSCALL, TF_N };
@@ -99,11 +88,7 @@ struct procstack {
 	size_t maps_cap;
 	struct range *stacks; /* writable mappings, by start: where a sp may lie */
 	size_t nstacks, stacks_cap;
-	struct unw_memo *memo; /* open addressing by tid */
-	size_t memo_cap;
-	pid_t memo_pid;
-	uint64_t memo_space; /* the address space the memo is of */
-	size_t memo_hits, memo_used;
+	size_t memo_hits0; /* the unwinder's count when this capture began */
 	/* The last capture's result, sorted by tid, and whose it is (pid and
 	 * start time): a thread whose name, state and switch counters are
 	 * those of its entry there has not run since, and keeps that entry
@@ -170,9 +155,6 @@ void procstack_close(struct procstack *ps)
 		return;
 	bpfs_unwinder_free(ps->unw);
 	procstack_release(ps);
-	for (size_t i = 0; i < ps->memo_cap; i++)
-		free(ps->memo[i].frames);
-	free(ps->memo);
 	free(ps->prev);
 	free(ps->win);
 	free(ps->maps);
@@ -631,75 +613,6 @@ static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint
 	return p && !p->error && !p->on_cpu && p->approximate_why != ran_while_read ? p : NULL;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v;
-	h *= 0x9e3779b97f4a7c15ull;
-	return h ^ (h >> 29);
-}
-
-/* What a thread's unwind depends on: its registers and its window. */
-static uint64_t memo_key(const struct stk_rec *r, const unsigned char *win)
-{
-	uint64_t h = mix(mix(r->regs[STK_REG_SP], r->regs[STK_REG_IP]), r->ustack_len);
-	/* Four lanes, so the multiplies of one step run side by side. */
-	uint64_t lane[4] = {h, ~h, h ^ 0x5bd1e995u, h + 1};
-	size_t n = r->ustack_len / 8, i = 0;
-
-	for (; i + 4 <= n; i += 4)
-		for (int l = 0; l < 4; l++) {
-			uint64_t w;
-
-			memcpy(&w, win + (i + (size_t)l) * 8, 8);
-			lane[l] = mix(lane[l], w);
-		}
-	for (; i < n; i++) {
-		uint64_t w;
-
-		memcpy(&w, win + i * 8, 8);
-		lane[0] = mix(lane[0], w);
-	}
-	return mix(mix(mix(lane[0], lane[1]), lane[2]), lane[3]);
-}
-
-/* The memo slot of tid (its own, or the free one it would take); NULL when
- * there is no memo. */
-static struct unw_memo *memo_slot(struct procstack *ps, uint32_t tid)
-{
-	if (!ps->memo_cap)
-		return NULL;
-	for (size_t i = (tid * 2654435761u) % ps->memo_cap, k = 0; k < ps->memo_cap;
-	     i = (i + 1) % ps->memo_cap, k++)
-		if (ps->memo[i].tid == tid || ps->memo[i].tid == 0)
-			return &ps->memo[i];
-	return NULL;
-}
-
-/* Starts the memo for this capture: kept for the same process and address
- * space, else emptied; sized for twice the threads. */
-static void memo_begin(struct procstack *ps, size_t nthreads)
-{
-	uint64_t space = mix(ps->key.exec_vm, ps->key.start_code);
-	/* Threads come and go: a memo filled by tids past their use starts
-	 * again. */
-	bool keep = ps->memo_pid == ps->pid && ps->memo_space == space &&
-		    ps->memo_cap >= 2 * nthreads && ps->memo_used <= ps->memo_cap * 3 / 4;
-
-	ps->memo_hits = 0;
-	if (keep)
-		return;
-	for (size_t i = 0; i < ps->memo_cap; i++)
-		free(ps->memo[i].frames);
-	free(ps->memo);
-	ps->memo_used = 0;
-	ps->memo_cap = 2 * nthreads + 16;
-	ps->memo = calloc(ps->memo_cap, sizeof(*ps->memo));
-	if (!ps->memo)
-		ps->memo_cap = 0;
-	ps->memo_pid = ps->pid;
-	ps->memo_space = space;
-}
-
 static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 {
 	t->error = err;
@@ -858,19 +771,10 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 			s->rec.start_code = ps->key.start_code;
 			s->rec.leader_start_ns = ps->key.leader_start_ns;
 			bpfs_classify_syscall(&s->rec, t[i]);
+			/* A thread that ran and came back to where it was: the
+			 * unwinder's memory of it answers (see bpfs_unwind.c). */
 			bool inferred = false;
 			int64_t u0 = mono_ns();
-			uint64_t key = memo_key(&s->rec, ps->win + i * WINDOW);
-			struct unw_memo *m = memo_slot(ps, t[i]->tid);
-			if (m && m->tid == t[i]->tid && m->key == key) {
-				memcpy(t[i]->frames, m->frames,
-				       m->nframes * sizeof(t[i]->frames[0]));
-				t[i]->nframes = m->nframes;
-				ps->memo_hits++;
-				ps->stats.unwind_ns += mono_ns() - u0;
-				slot_close(s);
-				continue;
-			}
 			t[i]->error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
 							ps->win + i * WINDOW, t[i], &inferred);
 			if (t[i]->error)
@@ -880,16 +784,6 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 				t[i]->approximate_why =
 				    "its frame pointer was found on the stack, and the "
 				    "unwind did not reach the thread's first function";
-			}
-			uint64_t *copy = !t[i]->error && m && t[i]->nframes
-					     ? malloc(t[i]->nframes * sizeof(*copy))
-					     : NULL;
-			if (copy) {
-				memcpy(copy, t[i]->frames, t[i]->nframes * sizeof(*copy));
-				free(m->frames);
-				ps->memo_used += m->tid == 0;
-				*m = (struct unw_memo){t[i]->tid, key, (uint16_t)t[i]->nframes,
-						       copy};
 			}
 			ps->stats.unwound++;
 			ps->stats.unwind_ns += mono_ns() - u0;
@@ -1180,11 +1074,8 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	}
 	for (size_t i = 0; i < ps->n; i++)
 		ps->stats.reused += ps->t[i].reused;
-	if (ntodo) {
+	if (ntodo)
 		rc = read_maps(ps, procfd);
-		if (rc == 0)
-			memo_begin(ps, ps->n);
-	}
 	for (size_t i = 0; rc == 0 && i < ntodo; i += CHUNK)
 		capture_chunk(ps, taskfd, todo + i, files + i,
 			      ntodo - i < CHUNK ? ntodo - i : CHUNK);
@@ -1229,7 +1120,7 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 	ps->nbusy = 0;
 	ps->began_ns = mono_ns();
 	ps->stats = (struct procstack_stats){0};
-	ps->memo_hits = 0;
+	ps->memo_hits0 = bpfs_unwinder_memo_hits(ps->unw);
 	ps->all_names = false;
 	ps->syscw_read = ps->syscw_ok = false;
 	ps->start = proc_start(procfd, pid, &nthreads);
@@ -1297,7 +1188,9 @@ int procstack_capture(struct procstack *ps, pid_t pid, struct bpfstack_thread **
 		}
 	}
 	ps->stats.threads = rc == 0 ? ps->n : 0;
-	ps->stats.memo_hits = ps->memo_hits;
+	/* Unwinds the unwinder answered from memory are not counted as made. */
+	ps->stats.memo_hits = bpfs_unwinder_memo_hits(ps->unw) - ps->memo_hits0;
+	ps->stats.unwound -= ps->stats.memo_hits;
 	ps->stats.read_ns = mono_ns() - ps->began_ns - ps->stats.unwind_ns;
 	if (rc == 0) {
 		keep(ps, ps->t, ps->n);

@@ -43,11 +43,11 @@ struct procstack_stats {
 	size_t reused;	   /* kept the last capture's entry: they did not run since */
 	size_t names_read; /* of those, whose name was read again */
 	size_t unwound;	   /* unwound (the other moved threads: the memo's frames) */
-	size_t memo_hits;
+	size_t memo_hits;  /* moved threads the unwinder's memory answered */
 	/* Reading: the threads' files, registers, stack windows, the mappings,
 	 * and the wait for perf samples of threads on a CPU. */
 	int64_t read_ns;
-	int64_t unwind_ns; /* unwinding, the memo's hashes included */
+	int64_t unwind_ns; /* unwinding, the memo's checks included */
 };
 void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st);
 

@@ -3,10 +3,10 @@
  * known functions (names, states, frames that libdw names as the parking
  * function, the same frames from the second capture's memo), a thread
  * created between captures, a thread that moved or renamed itself between
- * captures, the files kept between captures, their bound and their closing
- * when the process exits, names kept while another thread ran and read
- * again after a rename (by write(2) and by io_uring), and a pid that does
- * not exist. */
+ * captures, the unwinder's memory of a thread that came back to the same
+ * wait (and not of one that waits there called from elsewhere), the files kept between captures,
+ * their bound and their closing when the process exits, names kept while another thread ran and
+ * read again after a rename (by write(2) and by io_uring), and a pid that does not exist. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -427,6 +427,128 @@ static void test_moved_thread(void **state)
 	dwfl_end(dwfl);
 }
 
+/* Two waits on a pipe the stacks tell apart, with frames alike: the stack
+ * and instruction pointers of the read can be the same in both, and only
+ * the return address on the stack says which function waits. */
+__attribute__((noinline)) char procstack_test_via_a(int fd)
+{
+	char c = 0;
+	if (read(fd, &c, 1) != 1)
+		c = 'q';
+	__asm__ volatile("" ::: "memory");
+	return c;
+}
+
+__attribute__((noinline)) char procstack_test_via_b(int fd)
+{
+	char c = 0;
+	if (read(fd, &c, 1) != 1)
+		c = 'q';
+	__asm__ volatile("" ::: "memory");
+	return c == 'z' ? 'y' : c;
+}
+
+/* The bouncer: a thread of a child process (its stack shallow, so the
+ * copied window holds all of it) that says its tid, then waits in via_a or
+ * via_b as the byte last read says and acknowledges each byte. */
+static int bounce_in, bounce_ack;
+
+static void *bouncer(void *arg)
+{
+	(void)arg;
+	int32_t tid = (int32_t)syscall(SYS_gettid);
+	char next = 'a';
+	if (write(bounce_ack, &tid, sizeof tid) != sizeof tid)
+		return NULL;
+	while (next == 'a' || next == 'b') {
+		next =
+		    next == 'a' ? procstack_test_via_a(bounce_in) : procstack_test_via_b(bounce_in);
+		if (write(bounce_ack, "k", 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
+/* Captures the bouncer until it is seen exact in fn and not in other;
+ * returns that capture's count of unwinds the unwinder's memory answered. */
+static size_t capture_bouncer(struct procstack *ps, Dwfl *dwfl, pid_t pid, int32_t tid,
+			      const char *fn, const char *other)
+{
+	char err[256];
+	for (int tries = 0; tries < 200; tries++) {
+		struct bpfstack_thread *t = NULL;
+		struct procstack_stats st;
+		size_t n;
+		assert_int_equal(procstack_capture(ps, pid, &t, &n, err, sizeof err), 0);
+		procstack_last_stats(ps, &st);
+		const struct bpfstack_thread *b = find_tid(t, n, tid);
+		assert_non_null(b);
+		bool seen = !b->error && !b->approximate && has_function(dwfl, b, fn);
+		if (seen && has_function(dwfl, b, other))
+			fail_msg("the bouncer is shown in %s and in %s", fn, other);
+		free(t);
+		if (seen)
+			return st.memo_hits;
+		usleep(5000);
+	}
+	fail_msg("the bouncer was never seen in %s", fn);
+	return 0;
+}
+
+/* A thread that ran and came back to the same wait is answered from the
+ * unwinder's memory (the same registers, the same words where the unwind
+ * read the stack); one that waits at the same place called from another
+ * function is unwound afresh, never given the frames remembered. */
+static void test_unwind_memo(void **state)
+{
+	(void)state;
+	int in[2], ack[2];
+	char k;
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(ack), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pthread_t th;
+		close(in[1]);
+		close(ack[0]);
+		bounce_in = in[0];
+		bounce_ack = ack[1];
+		if (pthread_create(&th, NULL, bouncer, NULL) == 0)
+			pthread_join(th, NULL);
+		_exit(0);
+	}
+	close(in[0]);
+	close(ack[1]);
+	int32_t tid;
+	assert_int_equal(read(ack[0], &tid, sizeof tid), sizeof tid);
+	/* fork keeps the layout: this process's map names the child's frames. */
+	Dwfl *dwfl = own_dwfl();
+	struct procstack *ps = procstack_open();
+	assert_non_null(ps);
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b");
+	size_t hits = 0;
+	for (int i = 0; i < 5 && !hits; i++) {
+		assert_int_equal(write(in[1], "a", 1), 1);
+		assert_int_equal(read(ack[0], &k, 1), 1);
+		hits = capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a",
+				       "procstack_test_via_b");
+	}
+	assert_true(hits > 0);
+	assert_int_equal(write(in[1], "b", 1), 1);
+	assert_int_equal(read(ack[0], &k, 1), 1);
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_b", "procstack_test_via_a");
+	assert_int_equal(write(in[1], "a", 1), 1);
+	assert_int_equal(read(ack[0], &k, 1), 1);
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b");
+	close(in[1]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(ack[0]);
+	procstack_close(ps);
+	dwfl_end(dwfl);
+}
+
 /* The descriptors kept are within a quarter of RLIMIT_NOFILE, and threads
  * past that bound are still captured (their files opened and closed). */
 static void test_fd_bound(void **state)
@@ -840,9 +962,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_classify_syscall), cmocka_unit_test(test_capture_self),
 	    cmocka_unit_test(test_kept_files),	     cmocka_unit_test(test_moved_thread),
-	    cmocka_unit_test(test_fd_bound),	     cmocka_unit_test(test_forget_gone),
-	    cmocka_unit_test(test_no_such_process),  cmocka_unit_test(test_names_kept),
-	    cmocka_unit_test(test_names_io_uring),
+	    cmocka_unit_test(test_unwind_memo),	     cmocka_unit_test(test_fd_bound),
+	    cmocka_unit_test(test_forget_gone),	     cmocka_unit_test(test_no_such_process),
+	    cmocka_unit_test(test_names_kept),	     cmocka_unit_test(test_names_io_uring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
