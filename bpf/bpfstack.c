@@ -37,7 +37,8 @@ struct capture {
 	struct stk_mark *dropped;
 	size_t ndropped, dropped_cap;
 	int dropped_nomem;
-	int stale; /* a thread the iterator skipped is not in prev: pass again */
+	int stale;	/* a thread the iterator skipped is not in prev: pass again */
+	size_t nreused; /* entries taken from the last capture */
 	int truncated;
 	int bad_records;
 	int nomem;
@@ -313,6 +314,7 @@ static void reuse_thread(struct bpfstack *b, const struct stk_mark *m)
 	t->on_cpu = false;
 	t->ran_during_capture = false;
 	t->reused = true;
+	b->cur.nreused++;
 }
 
 /* Full pass: a thread whose record found the ring buffer full still gets
@@ -450,7 +452,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	b->skel->bss->cfg.reuse = b->prev_pid == pid && b->nprev;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err, errlen);
 	if (!rc && c->stale) {
-		c->n = c->ndropped = 0;
+		c->n = c->ndropped = c->nreused = 0;
 		c->stale = 0;
 		b->skel->bss->cfg.reuse = 0;
 		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_FULL, on_full_mark, b, err,
@@ -469,11 +471,19 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory for the thread stacks of pid %d", (int)pid);
 	}
+	/* When every thread kept its last entry (none ran since the last
+	 * capture), each entry is of the moment its mark was read, none has a
+	 * stack taken on a CPU to sample, and the counters pass would only
+	 * say which threads ran after their marks: it is not made. */
+	bool all_reused = c->nreused == c->n;
 	if (!rc) {
 		if (c->n > 1)
 			qsort(c->t, c->n, sizeof(*c->t), tid_cmp);
-		rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS, on_counters_mark, b,
-				    err, errlen);
+		if (all_reused)
+			memset(c->seen, 1, c->n);
+		else
+			rc = bpfs_iter_pass(b->skel, b->rb, pid, STK_MODE_COUNTERS,
+					    on_counters_mark, b, err, errlen);
 	}
 	if (!rc && c->nbusy)
 		bpfs_perf_sample(c->busy, c->nbusy, PERF_TIMEOUT_MS, on_sample, b);

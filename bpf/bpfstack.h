@@ -22,7 +22,8 @@ struct bpfstack_thread {
 	char comm[16];
 	char sched_state;	 /* 'R', 'S', 'D', 'T', ... as in /proc/PID/stat */
 	bool on_cpu;		 /* was running on a CPU at capture */
-	bool ran_during_capture; /* context-switch counters moved during capture */
+	bool ran_during_capture; /* context-switch counters moved during capture (not
+				  * looked for when no thread ran since the last one) */
 	bool approximate;	 /* user stack as of its last kernel entry */
 	bool reused; /* not run since the last capture of this process: that entry, unchanged */
 	uint64_t nvcsw, nivcsw;
