@@ -153,10 +153,12 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	const struct stk_rec *h = p->cur;
 
 	(void)dwfl;
-	/* Page zero, which no process maps (vm.mmap_min_addr): where an
-	 * unwind through a cleared frame pointer ends, the same in every
-	 * capture, so it does not keep the unwind from being remembered. */
-	if (addr < STK_PAGE_SIZE)
+	/* Page zero, which no process maps (vm.mmap_min_addr), and the upper
+	 * half of the address space, the kernel's: where an unwind through a
+	 * cleared frame pointer reads (0 + 16, 0 - 40), failing the same in
+	 * every capture, so it does not keep the unwind from being
+	 * remembered. */
+	if (addr < STK_PAGE_SIZE || addr >= (Dwarf_Addr)1 << 63)
 		return false;
 	if (h && addr >= h->ustack_base && addr - h->ustack_base <= h->ustack_len &&
 	    h->ustack_len - (addr - h->ustack_base) >= sizeof(*result)) {
