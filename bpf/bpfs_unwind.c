@@ -299,9 +299,10 @@ static struct unw_memo *memo_slot(struct unw_proc *p, uint32_t tid)
 
 	if (!p->memo_cap)
 		return NULL;
-	for (size_t i = (tid * 2654435761u) & mask;; i = (i + 1) & mask)
+	for (size_t i = (tid * 2654435761u) & mask, k = 0; k < p->memo_cap; i = (i + 1) & mask, k++)
 		if (p->memo[i].tid == tid || p->memo[i].tid == 0)
 			return &p->memo[i];
+	return NULL;
 }
 
 /* Gives t the remembered unwind of h's thread when it still holds: the
@@ -348,9 +349,9 @@ static size_t memo_total(const struct bpfs_unwinder *u)
 
 /* Remembers the unwind just made of h's thread, with the words it read;
  * nothing when it read too many or past its window, or when the tables
- * are at their bound.  A table grows while it is at most half full; one
- * at its largest and three quarters full (tids of threads long gone)
- * starts again. */
+ * are at their bound.  A table doubles when half full, up to its largest
+ * size and within the bound; one three quarters full (it could not grow:
+ * tids of threads long gone fill it) starts again. */
 static void memo_put(struct bpfs_unwinder *u, struct unw_proc *p, const struct stk_rec *h, int kind,
 		     const struct bpfstack_thread *t, bool inferred)
 {
@@ -359,22 +360,26 @@ static void memo_put(struct bpfs_unwinder *u, struct unw_proc *p, const struct s
 
 	if (p->reads_lost || !h->tid || memo_total(u) + bytes > MEMO_BYTES_MAX)
 		return;
-	if (p->memo_cap && p->memo_used * 4 >= p->memo_cap * 3 && p->memo_cap >= MEMO_SLOTS_MAX)
+	if (p->memo_cap && p->memo_used * 4 >= p->memo_cap * 3)
 		memo_clear(p);
-	if (p->memo_used * 2 >= p->memo_cap && p->memo_cap < MEMO_SLOTS_MAX) {
-		size_t cap = p->memo_cap ? 2 * p->memo_cap : 256;
+	size_t cap = p->memo_cap ? 2 * p->memo_cap : 256;
+	if (p->memo_used * 2 >= p->memo_cap && p->memo_cap < MEMO_SLOTS_MAX &&
+	    memo_total(u) + bytes + cap * sizeof(struct unw_memo) <= MEMO_BYTES_MAX) {
 		struct unw_memo *old = p->memo, *nm = calloc(cap, sizeof(*nm));
 		size_t oldcap = p->memo_cap;
 
-		if (!nm)
-			return;
-		p->memo = nm;
-		p->memo_cap = cap;
-		for (size_t i = 0; i < oldcap; i++)
-			if (old[i].tid)
-				*memo_slot(p, old[i].tid) = old[i];
-		free(old);
+		if (nm) {
+			p->memo = nm;
+			p->memo_cap = cap;
+			for (size_t i = 0; i < oldcap; i++)
+				if (old[i].tid)
+					*memo_slot(p, old[i].tid) = old[i];
+			free(old);
+		}
 	}
+	/* Never filled past three quarters: a lookup ends at a free slot. */
+	if (!p->memo_cap || p->memo_used * 4 >= p->memo_cap * 3)
+		return;
 	if (!(m = memo_slot(p, h->tid)))
 		return;
 	uint64_t *block = malloc(bytes ? bytes : 1);
