@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "bpfstack.h"
@@ -59,13 +60,14 @@ struct ring_buffer;
 
 typedef void (*bpfs_mark_fn)(void *ctx, const struct stk_mark *m);
 
-/* One pass of the task iterator over pid's threads in mode (STK_MODE_*):
- * every mark read goes to on_mark(ctx, ...), and in STK_MODE_FULL the ring
- * buffer rb is drained after each bounded batch, so its callback sees each
- * record before the next batch is produced.  Returns 0 or a negative errno
- * with the reason in err. */
-int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, uint32_t mode,
-		   bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen);
+/* One pass of the task iterator over pid's threads (or, tid not 0, over
+ * that thread alone: -EINVAL on a kernel older than 6.1, -ESRCH when it is
+ * gone) in mode (STK_MODE_*): every mark read goes to on_mark(ctx, ...),
+ * and in STK_MODE_FULL the ring buffer rb is drained after each bounded
+ * batch, so its callback sees each record before the next batch is
+ * produced.  Returns 0 or a negative errno with the reason in err. */
+int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, pid_t tid,
+		   uint32_t mode, bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen);
 
 /* Whether a ring buffer record of size bytes holds a whole stk_rec and the
  * user stack it announces. */
@@ -83,6 +85,22 @@ typedef void (*bpfs_sample_fn)(void *ctx, const struct stk_rec *h, const unsigne
  * waiting at most timeout_ms in all.  Returns how many were sampled, or a
  * negative errno when perf events cannot be opened at all. */
 int bpfs_perf_sample(const pid_t *tids, size_t n, int timeout_ms, bpfs_sample_fn fn, void *ctx);
+
+/* Copies a thread's entry: the frames it has, not the whole arrays (an
+ * entry is about 1.4 KiB, mostly room for frames). */
+static inline void bpfs_thread_copy(struct bpfstack_thread *to, const struct bpfstack_thread *from)
+{
+	size_t tail = offsetof(struct bpfstack_thread, blocked_in);
+	size_t nf = from->nframes < BPFSTACK_MAX_FRAMES ? from->nframes : BPFSTACK_MAX_FRAMES;
+	size_t nk = from->nkframes < BPFSTACK_MAX_KFRAMES ? from->nkframes : BPFSTACK_MAX_KFRAMES;
+
+	memcpy(to, from, offsetof(struct bpfstack_thread, frames));
+	to->nframes = nf;
+	memcpy(to->frames, from->frames, nf * sizeof(from->frames[0]));
+	to->nkframes = nk;
+	memcpy(to->kframes, from->kframes, nk * sizeof(from->kframes[0]));
+	memcpy((char *)to + tail, (const char *)from + tail, sizeof(*to) - tail);
+}
 
 /* ---- unwinding (bpfs_unwind.c) ------------------------------------------ */
 

@@ -25,28 +25,33 @@ int bpfs_rec_valid(const void *data, size_t size)
 	       size - sizeof(*h) >= h->ustack_len;
 }
 
-/* The task iterator restricted to pid's threads by the kernel (6.1+), or
- * walking every task with the program's own tgid check on older kernels. */
-static struct bpf_link *attach_iter(struct stacks_bpf *skel, pid_t pid)
+/* The task iterator restricted by the kernel (6.1+) to pid's threads, or
+ * to the thread tid alone; on older kernels, for a whole process, walking
+ * every task with the program's own tgid check (a tid alone is then
+ * refused: EINVAL). */
+static struct bpf_link *attach_iter(struct stacks_bpf *skel, pid_t pid, pid_t tid)
 {
 	union bpf_iter_link_info linfo;
 	struct bpf_link *link;
 
 	memset(&linfo, 0, sizeof(linfo));
-	linfo.task.pid = (__u32)pid;
+	if (tid)
+		linfo.task.tid = (__u32)tid;
+	else
+		linfo.task.pid = (__u32)pid;
 	LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &linfo,
 		    .link_info_len = sizeof(linfo));
 	skel->bss->cfg.check_tgid = 0;
 	link = bpf_program__attach_iter(skel->progs.capture, &opts);
-	if (!link && errno == EINVAL) {
+	if (!link && errno == EINVAL && !tid) {
 		skel->bss->cfg.check_tgid = 1;
 		link = bpf_program__attach_iter(skel->progs.capture, NULL);
 	}
 	return link;
 }
 
-int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, uint32_t mode,
-		   bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen)
+int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, pid_t tid,
+		   uint32_t mode, bpfs_mark_fn on_mark, void *ctx, char *err, size_t errlen)
 {
 	struct stk_mark marks[BATCH];
 	size_t have = 0;
@@ -55,9 +60,12 @@ int bpfs_iter_pass(struct stacks_bpf *skel, struct ring_buffer *rb, pid_t pid, u
 
 	skel->bss->cfg.tgid = (__u32)pid;
 	skel->bss->cfg.mode = mode;
-	link = attach_iter(skel, pid);
+	link = attach_iter(skel, pid, tid);
 	if (!link && (errno == ENOENT || errno == ESRCH)) {
-		snprintf(err, errlen, "no process %d (has it exited?)", (int)pid);
+		if (tid)
+			snprintf(err, errlen, "no thread %d (has it exited?)", (int)tid);
+		else
+			snprintf(err, errlen, "no process %d (has it exited?)", (int)pid);
 		return -ESRCH;
 	}
 	if (!link) {

@@ -915,22 +915,6 @@ static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated)
 	return 0;
 }
 
-/* Copies a thread's entry, with the frames it has (not all the arrays
- * hold). */
-static void copy_entry(struct bpfstack_thread *to, const struct bpfstack_thread *from)
-{
-	size_t tail = offsetof(struct bpfstack_thread, blocked_in);
-	size_t nf = from->nframes < BPFSTACK_MAX_FRAMES ? from->nframes : BPFSTACK_MAX_FRAMES;
-	size_t nk = from->nkframes < BPFSTACK_MAX_KFRAMES ? from->nkframes : BPFSTACK_MAX_KFRAMES;
-
-	memcpy(to, from, offsetof(struct bpfstack_thread, frames));
-	to->nframes = nf;
-	memcpy(to->frames, from->frames, nf * sizeof(from->frames[0]));
-	to->nkframes = nk;
-	memcpy(to->kframes, from->kframes, nk * sizeof(from->kframes[0]));
-	memcpy((char *)to + tail, (const char *)from + tail, sizeof(*to) - tail);
-}
-
 /* Keeps a copy of a capture's result for the next capture of the same
  * process. */
 static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n)
@@ -942,7 +926,7 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 	if (n > MAX_KEPT || !ps->start || !(ps->prev = malloc(n * sizeof(*t))))
 		return;
 	for (size_t i = 0; i < n; i++)
-		copy_entry(&ps->prev[i], &t[i]);
+		bpfs_thread_copy(&ps->prev[i], &t[i]);
 	ps->nprev = n;
 	ps->prev_pid = ps->pid;
 	ps->prev_start = ps->start;
@@ -1019,7 +1003,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 			t->sched_state = 'X';
 			went = changed = true;
 		} else if (p) {
-			copy_entry(t, p);
+			bpfs_thread_copy(t, p);
 			t->reused = true;
 			t->ran_during_capture = false;
 		} else {
