@@ -115,7 +115,7 @@ grep -Eq "^    #$a \"kp-[0-9]+\" [A-Z_]+\$" "$D/t.txt" || fail "thread a is not 
 grep -Eq '^ +at known_wait_a \(dump_known\.c:[0-9]+\)$' "$D/t.txt" || fail "no 'at known_wait_a (dump_known.c:N)' line"
 grep -q 'scoped values: ' "$D/t.txt" || fail "-e did not add scoped values"
 grep -Eq '^ +task [0-9]+ known_task_c\(\) running, forked at .* by open_fork_join \(dump_known\.c:[0-9]+\)$' "$D/t.txt" ||
-	fail "-e does not name task c's body (known_task_c)"
+	fail "-e does not name task c's body (known_task_c); its task lines: $(grep -E '^ +task ' "$D/t.txt")"
 
 # The text file form, by name target.
 out=$("$BIN/scopecmd" --no-start dump_kno Thread.dump_to_file -format=text "$D/d.txt") || fail "dump by name failed"
