@@ -221,9 +221,8 @@ int bpfstack_open(struct bpfstack **out, char *err, size_t errlen)
 	return 0;
 }
 
-/* A new zeroed entry at the end of the capture, or NULL past the cap. */
-/* A new entry at the end of c->t, zeroed when clear (else the caller
- * writes every field, as bpfs_thread_copy does). */
+/* A new entry at the end of the capture, or NULL past the cap; zeroed when
+ * clear (else the caller writes every field, as bpfs_thread_copy does). */
 static struct bpfstack_thread *new_entry(struct capture *c, bool clear)
 {
 	if (c->n >= MAX_THREADS) {
@@ -246,6 +245,7 @@ static struct bpfstack_thread *new_entry(struct capture *c, bool clear)
 	return &c->t[c->n++];
 }
 
+/* A new zeroed entry at the end of the capture, or NULL past the cap. */
 static struct bpfstack_thread *new_thread(struct capture *c)
 {
 	return new_entry(c, true);
@@ -443,8 +443,8 @@ static void keep(struct bpfstack *b, pid_t pid, const struct bpfstack_thread *t,
  * sample.  None read afresh: no pass.  A few: a pass over each alone (a
  * whole pass walks every thread of the process in the kernel, 0.6-0.75 ms
  * for 1,012, where a pass over one thread takes 0.03 ms); a thread gone by
- * its pass stays unseen.  Else, or on a kernel
- * that cannot iterate one thread, one pass over all. */
+ * its pass stays unseen.  More, or a kernel that cannot iterate one
+ * thread: one pass over all. */
 static int counters_pass(struct bpfstack *b, pid_t pid, char *err, size_t errlen)
 {
 	struct capture *c = &b->cur;
