@@ -125,8 +125,7 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 
 /* Unwinds both calls above answered from a thread's remembered unwind (the
  * same registers and the same words where it read the stack), since the
- * unwinder was made; and the bytes those memories hold (bounded). */
+ * unwinder was made.  Those memories hold 24 MiB at most in all. */
 size_t bpfs_unwinder_memo_hits(const struct bpfs_unwinder *u);
-size_t bpfs_unwinder_memo_bytes(const struct bpfs_unwinder *u);
 
 #endif /* BPFS_INT_H */

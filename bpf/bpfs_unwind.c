@@ -409,11 +409,6 @@ size_t bpfs_unwinder_memo_hits(const struct bpfs_unwinder *u)
 	return u->memo_hits;
 }
 
-size_t bpfs_unwinder_memo_bytes(const struct bpfs_unwinder *u)
-{
-	return memo_total(u);
-}
-
 struct walk {
 	struct bpfstack_thread *t;
 	Dwarf_Word bp, sp;
