@@ -27,6 +27,10 @@ dumps() { # mode
 		"$BIN/scopecmd" --no-start "$tpid" Thread.dump_to_file -format=json "$D/d$1$i.json" \
 			>/dev/null 2>"$D/err" || fail "$1 dump $i failed: $(cat "$D/err")"
 		i=$((i + 1))
+		# Longer than a task lives (a nap of at most 3 ms): a warm dump
+		# takes about 3 ms, and two in a row could show the same task
+		# still asleep, which is no stale tree.
+		sleep 0.01
 	done
 	DUMPS=$((DUMPS + N))
 }
@@ -62,8 +66,9 @@ for p in glob.glob(sys.argv[1] + "/d*.json"):
 				assert t["state"] == "TERMINATED", t
 print("%s dumps, %d threads: %d exited during the capture, %d with no state known" %
       (sys.argv[2], threads, exited, unknown))
-# The tree moves all the time: dumps in a row show other tasks (a daemon
-# that served an old tree again, as if nothing had moved, would not).
+# The tree moves all the time: dumps in a row, 10 ms apart, show other
+# tasks (a daemon that served an old tree again, as if nothing had moved,
+# would not).
 for mode in ("signal", "bpf"):
 	paths = sorted(glob.glob(sys.argv[1] + "/d%s*.json" % mode),
 		       key=lambda p: int(p.rsplit(mode, 1)[1][:-5]))
