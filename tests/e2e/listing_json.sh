@@ -19,6 +19,9 @@ scoped_start "$D/log" || { echo "FAIL: scoped did not start"; exit 1; }
 "$TOP/$BUILD/tests/helpers/dump_known" >"$D/known" &
 hpid=$!
 poll 100 is_listed $hpid || { echo "FAIL: dump_known did not register"; exit 1; }
+# The nesting checked below is the whole tree, which the model holds a
+# drain or a few after the program registered.
+poll 200 known_tree $hpid || { echo "FAIL: dump_known's tree never showed up"; exit 1; }
 S="$BIN/scopecmd --no-start"
 
 $S -l --json >"$D/list.json" || bad "-l --json failed"
