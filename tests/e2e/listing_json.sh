@@ -21,7 +21,13 @@ hpid=$!
 poll 100 is_listed $hpid || { echo "FAIL: dump_known did not register"; exit 1; }
 # The nesting checked below is the whole tree, which the model holds a
 # drain or a few after the program registered.
-poll 200 known_tree $hpid || { echo "FAIL: dump_known's tree never showed up"; exit 1; }
+poll 200 known_tree $hpid || {
+	echo "FAIL: dump_known's tree never showed up; the last Scope.tree:"
+	cat "$D/known-tree"
+	echo "dump_known said: $(cat "$D/known")"
+	tail -5 "$D/log"
+	exit 1
+}
 S="$BIN/scopecmd --no-start"
 
 $S -l --json >"$D/list.json" || bad "-l --json failed"
