@@ -98,14 +98,24 @@ extern _Atomic(sc_observer_fn) sc_observer SC_HIDDEN;
 
 static inline void sc_emit(const struct sc_ev *ev)
 {
+	/* The state the event tells of is stored before the observer is
+	 * read: see sc_observed. */
+	atomic_signal_fence(memory_order_seq_cst);
 	sc_observer_fn fn = atomic_load_explicit(&sc_observer, memory_order_relaxed);
 	if (__builtin_expect(fn != 0, 0))
 		fn(ev);
 }
 
-/* Whether anything observes (to skip building an event at all). */
+/* Whether anything observes (to skip building an event at all).  Callers
+ * store the state the event tells of (a task forked, started, ended; a
+ * scope linked) before they ask; the compiler barrier keeps that order in
+ * the code, and the agent's process-wide barrier (membarrier, when it
+ * installs the observer and before its snapshot reads those states) stands
+ * for the CPU's: either this load sees the observer, or the snapshot sees
+ * the state.  A fence here would cost every fork. */
 static inline int sc_observed(void)
 {
+	atomic_signal_fence(memory_order_seq_cst);
 	return atomic_load_explicit(&sc_observer, memory_order_relaxed) != 0;
 }
 

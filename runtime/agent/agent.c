@@ -4,6 +4,7 @@
  * requests; never lets the daemon block the application. */
 #include <errno.h>
 #include <limits.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -244,12 +246,38 @@ static void send_kept(void)
 	pthread_mutex_unlock(&kept_lock);
 }
 
+/* Whether MEMBARRIER_CMD_PRIVATE_EXPEDITED was registered (agent_main). */
+static bool membarrier_ok;
+
+/* A full memory barrier on every thread of the process that runs now (the
+ * kernel's IPIs; a thread not running went through a context switch).
+ * The runtime stores a task's or scope's state and then reads whether
+ * anything observes, with only a compiler barrier between (sc_observed:
+ * the hot path pays no fence); the agent stores the observer, then reads
+ * those states in its walk.  Without a full barrier on both sides, both
+ * loads can see the old values (x86 lets a load pass an earlier store):
+ * the event is not written because nothing observed yet, and the walk
+ * skips the task because it was not forked yet, so the daemon never hears
+ * of the fork.  This barrier stands for the runtime's half. */
+static void barrier_all_threads(void)
+{
+	if (membarrier_ok && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* Slower (it waits for every CPU to pass a quiescent state), but
+	 * needs no registration. */
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		atomic_thread_fence(
+		    memory_order_seq_cst); /* no membarrier: the agent's half only */
+}
+
 /* SNAPSHOT_BEGIN, the registry walk, SNAPSHOT_END.  What the rings held is
  * thrown away first: the walk covers it. */
 static void send_snapshot(void)
 {
 	uint64_t count = 0;
 	sc_agent_set_streaming(1);
+	/* Before the walk reads any state: see barrier_all_threads. */
+	barrier_all_threads();
 	sc_rings_discard();
 	ag.lost_base = sc_rings_drops_seen();
 	ag.out.overflow = 0;
@@ -687,6 +715,8 @@ static void *agent_main(void *arg)
 	 * the kernel. */
 	prctl(PR_SET_NAME, AGENT_NAME);
 	sc_thread_mark_agent();
+	membarrier_ok =
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	atomic_store(&ag.tid, sc_gettid());
 	while (!atomic_load(&ag.stop)) {
 		if (atomic_load(&ag.exit_req)) {
