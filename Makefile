@@ -91,8 +91,12 @@ test-asan:
 test-tsan:
 	@$(MAKE) --no-print-directory SAN=tsan test
 
+# Programs the benchmarks run (bench_dump.sh, bench_plain.sh, bench_bpf):
+# built with them, so that `make bench` on a fresh tree skips none.
+BENCH_HELPERS := $(addprefix $(BUILD)/tests/helpers/,dump_many plain_threads plain_procfloor bpf_target)
+
 bench: deps
-	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@$(MAKE) --no-print-directory all $(BENCH_BINS) $(BENCH_HELPERS)
 	@sh bench/run.sh $(BUILD)
 
 demo: deps
