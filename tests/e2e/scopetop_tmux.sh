@@ -47,7 +47,10 @@ poll 100 grep -qs ready "$D/helper.out" ||
 # say what is missing if it never does).
 once_full() {
 	SCOPED_SOCKET=$SOCK "$BIN/scopetop" --once "$HPID" >"$D/once" 2>&1
-	grep -q "queued" "$D/once" && grep -q "handle" "$D/once"
+	# The backlog's row, not any "queued": the pool's line says "queued 0"
+	# before the backlog's fork reaches the daemon (the agent holds a
+	# fork up to 2 ms for its end, docs/agent.md).
+	grep -Eq "queued .*tui_backlog " "$D/once" && grep -q "handle" "$D/once"
 }
 poll 100 once_full || :
 # Subtask rows are named by the function they run (tui_tree.c's bodies).
