@@ -115,39 +115,71 @@ void jb_arr_end(struct jbuf *b)
 	close_(b, ']');
 }
 
-static void quoted(struct jbuf *b, const char *s, size_t n)
+/* The bytes a JSON string holds as they are: printable ASCII but the quote
+ * and the backslash. */
+static inline bool plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* What a byte that is not plain becomes, from s[i] on (n bytes in all);
+ * returns how many bytes of s it took. */
+static size_t escape(struct jbuf *b, const char *s, size_t i, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
+	unsigned char c = (unsigned char)s[i];
+	if (c == '"' || c == '\\') {
+		char esc[2] = {'\\', (char)c};
+		jb_raw(b, esc, 2);
+		return 1;
+	}
+	if (c < 0x80) {
+		char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+		jb_raw(b, esc, 6);
+		return 1;
+	}
+	/* Output is always UTF-8, whatever came in (a thread's kernel name may
+	 * hold any byte): an invalid byte becomes U+FFFD, a C1 control an
+	 * escape. */
+	size_t seq = utf8_seq((const unsigned char *)s + i, n - i);
+	if (!seq) {
+		jb_raw(b, "\xef\xbf\xbd", 3);
+		return 1;
+	}
+	if (seq == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) {
+		unsigned char c1 = (unsigned char)s[i + 1];
+		char esc[6] = {'\\', 'u', '0', '0', hex[c1 >> 4], hex[c1 & 15]};
+		jb_raw(b, esc, 6);
+		return 2;
+	}
+	jb_raw(b, s + i, seq);
+	return seq;
+}
+
+/* s as a JSON string.  Runs of plain bytes are copied whole: a dump's
+ * reply is mostly names, states and symbols with nothing to escape, and a
+ * byte at a time was most of the cost of writing it. */
+static void quoted(struct jbuf *b, const char *s, size_t n)
+{
 	if (!reserve(b, n + 2))
 		return;
-	put(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-			put(b, (char)c);
-		} else if (c == '"' || c == '\\') {
-			put(b, '\\');
-			put(b, (char)c);
-		} else if (c < 0x80) {
-			char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-			jb_raw(b, esc, 6);
-		} else {
-			/* Output is always UTF-8, whatever came in (a thread's
-			 * kernel name may hold any byte): an invalid byte becomes
-			 * U+FFFD, a C1 control an escape. */
-			size_t seq = utf8_seq((const unsigned char *)s + i, n - i);
-			if (!seq) {
-				jb_raw(b, "\xef\xbf\xbd", 3);
-			} else if (seq == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) {
-				unsigned char c1 = (unsigned char)s[i + 1];
-				char esc[6] = {'\\', 'u', '0', '0', hex[c1 >> 4], hex[c1 & 15]};
-				jb_raw(b, esc, 6);
-				i++;
-			} else {
-				jb_raw(b, s + i, seq);
-				i += seq - 1;
-			}
+	b->p[b->len++] = '"';
+	size_t i = 0;
+	while (i < n) {
+		size_t j = i;
+		while (j < n && plain((unsigned char)s[j]))
+			j++;
+		if (j > i) {
+			/* Room for the run was reserved, unless escapes before
+			 * it used some. */
+			if (!reserve(b, j - i + 1))
+				return;
+			memcpy(b->p + b->len, s + i, j - i);
+			b->len += j - i;
+			i = j;
 		}
+		if (i < n)
+			i += escape(b, s, i, n);
 	}
 	put(b, '"');
 }

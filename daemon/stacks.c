@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "options.h"
 #include "procstat.h"
+#include "stackkey.h"
 #include "symbolize.h"
 
 #include <errno.h>
@@ -53,6 +54,7 @@ static const struct watcher reqs_watch = {
  * now_ms (offsets of each value's text), and the tail from capture_ns on. */
 struct spans {
 	size_t proc, proc_end, model; /* where those objects begin (end) */
+	size_t threads, threads_end;  /* the stacks[] entries of the threads */
 	size_t up, up_end, now, now_end, tail;
 	bool found; /* up and now are there */
 };
@@ -75,6 +77,20 @@ struct tspans {
  * is the same but in those spans gives that text with the new time and
  * capture figures and the moved threads' state and blockedIn, without a
  * parse or a render. */
+/* What a reply's thread entries were written from (all but each one's
+ * state and blocked_in, which its tspans hold): the threads, and the
+ * process's model and symbols of that moment.  The next reply whose
+ * threads and process are the same takes the entries' text from it. */
+struct entries_key {
+	struct stack_key threads;
+	const struct proc *p;
+	pid_t pid;
+	unsigned long long starttime;
+	uint64_t gen, sym_gen; /* the model's and the symbolizer's */
+	const char *source;
+	bool share;
+};
+
 struct warm {
 	struct jbuf body;
 	struct spans at;
@@ -82,6 +98,7 @@ struct warm {
 	char *text;
 	size_t len;
 	struct jdkdump_marks marks;
+	struct entries_key key; /* of body's thread entries, when valid */
 };
 
 /* The model's JSON of the last rendered dump after its now_ms (the
@@ -120,6 +137,12 @@ struct stacks {
 	 * the one rendered afresh, and a difference is an error reply. */
 	bool check_remade;
 	struct warm warm;
+	/* body's thread entries: what they were written from, or (cur_reused)
+	 * the warm key's, their text taken from the warm reply; with
+	 * check_remade, whether that text differed from the one written
+	 * afresh. */
+	struct entries_key cur_key;
+	bool cur_reused, entries_differ;
 	struct model_text mtext;
 };
 
@@ -256,7 +279,10 @@ static void warm_drop(struct warm *w)
 	free(w->ts.v);
 	free(w->text);
 	jdkdump_marks_free(&w->marks);
+	struct stack_key k = w->key.threads; /* its arrays, for the next */
 	memset(w, 0, sizeof *w);
+	k.valid = false;
+	w->key.threads = k;
 }
 
 static bool value_span(const struct jbuf *b, size_t from, size_t to, const char *key, size_t *at,
@@ -360,6 +386,8 @@ void stacks_close(struct stacks *s)
 	procstack_close(s->ps);
 	jb_free(&s->body);
 	warm_drop(&s->warm);
+	stack_key_free(&s->warm.key.threads);
+	stack_key_free(&s->cur_key.threads);
 	free(s->cur_ts.v);
 	free(s->mtext.rest);
 	free(s);
@@ -481,8 +509,8 @@ static void frame_json(struct jbuf *b, uint64_t addr, const struct sym_frame *f)
  * functions inlined there first, then the one that holds the code.  Past
  * twice the physical frames, only physical frames are added, so a deep
  * recursion of inlined helpers cannot multiply a reply. */
-static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct proc *p,
-			const uint64_t *frames, uint16_t nframes)
+static void frames_json_found(struct symbolizer *sym, struct jbuf *b, const struct proc *p,
+			      const uint64_t *frames, uint16_t nframes, bool *all_found)
 {
 	size_t budget = 2 * (size_t)nframes + SYM_MAX_INLINE, out = 0;
 	jb_key(b, "frames");
@@ -495,14 +523,23 @@ static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct pro
 			size_t left = (size_t)(nframes - k); /* physical frames still to add */
 			size_t room = budget - out > left ? budget - out - left : 0;
 			size_t max = room + 1 < SYM_MAX_INLINE + 1 ? room + 1 : SYM_MAX_INLINE + 1;
+			bool found = false;
 			n = sym_lookup_inline(sym, p->pid, p->starttime, frames[k], k > 0, f, max,
-					      NULL);
+					      &found);
+			*all_found = *all_found && found;
 		}
 		for (size_t i = 0; i < n; i++)
 			frame_json(b, frames[k], &f[i]);
 		out += n;
 	}
 	jb_arr_end(b);
+}
+
+static void frames_json(struct symbolizer *sym, struct jbuf *b, const struct proc *p,
+			const uint64_t *frames, uint16_t nframes)
+{
+	bool found = true;
+	frames_json_found(sym, b, p, frames, nframes, &found);
 }
 
 void stacks_crash_json(struct jbuf *b, const struct proc *p)
@@ -636,7 +673,10 @@ static struct tspan *thread_span(struct daemon *d, const struct jbuf *b, uint64_
 	return &s->v[s->n++];
 }
 
-static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
+/* Writes the stacks[] entries of r's threads; *all_found: every frame's
+ * address was in a module (else left as it is). */
+static void entries_json(struct daemon *d, struct jbuf *b, const struct stack_req *r,
+			 int64_t *symbols_ns, bool *all_found)
 {
 	const struct proc *p = r->proc;
 	struct shared sh = {0};
@@ -646,11 +686,6 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 		sh.cap = 2 * r->nthreads + 1;
 		sh.slot = calloc(sh.cap, sizeof *sh.slot); /* NULL: every stack in full */
 	}
-	int64_t symbols_ns = 0; /* in frames_json: symbols and their text */
-	jb_key(b, "source");
-	jb_str(b, r->source);
-	jb_key(b, "stacks");
-	jb_arr(b);
 	for (size_t i = 0; i < r->nthreads; i++) {
 		const struct stack_thread *t = &r->threads[i];
 		jb_obj(b);
@@ -693,13 +728,155 @@ static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req
 			jb_arr_end(b);
 		} else {
 			int64_t s0 = loop_now_ns();
-			frames_json(d->sym, b, p, t->frames, t->nframes);
-			symbols_ns += loop_now_ns() - s0;
+			frames_json_found(d->sym, b, p, t->frames, t->nframes, all_found);
+			*symbols_ns += loop_now_ns() - s0;
 		}
 		jb_obj_end(b);
 	}
 	free(sh.slot);
 	locks_index_free(&locks);
+}
+
+/* Whether key describes the entries r's threads would have in a reply
+ * written now, their state and blocked_in apart. */
+static bool key_fits(const struct entries_key *k, struct daemon *d, const struct stack_req *r)
+{
+	const struct proc *p = r->proc;
+	if (!k->threads.valid || k->p != p || k->pid != p->pid || k->starttime != p->starttime ||
+	    k->gen != p->model.gen || k->source != r->source || k->share != r->share_stacks ||
+	    !d->sym || k->sym_gen != sym_generation(d->sym, p->pid, p->starttime))
+		return false;
+	/* A state the source did not give is read from /proc when written. */
+	for (size_t i = 0; i < r->nthreads; i++)
+		if (!r->threads[i].state)
+			return false;
+	return stack_key_same(&k->threads, r->threads, r->nthreads);
+}
+
+/* The thread entries of the warm reply, each with its state and blocked_in
+ * of now, into b (the body being rendered); false, with b as it was, when
+ * the warm reply's spans do not allow it. */
+static bool entries_from_warm(struct daemon *d, struct jbuf *b, const struct stack_req *r)
+{
+	struct stacks *s = d->stacks;
+	const struct warm *w = &s->warm;
+	const struct tspans *ts = &w->ts;
+	if (!w->text || !w->at.found || ts->failed || ts->n != r->nthreads ||
+	    w->at.threads > w->at.threads_end || w->at.threads_end > w->body.len)
+		return false;
+	size_t from = w->at.threads;
+	for (size_t i = 0; i < ts->n; i++) {
+		const struct tspan *t = &ts->v[i];
+		if (t->tid != r->threads[i].tid || t->at[0] < from || t->end[0] < t->at[0] ||
+		    t->at[1] < t->end[0] || t->end[1] < t->at[1] || t->end[1] > w->at.threads_end)
+			return false;
+		from = t->end[1];
+	}
+	size_t len0 = b->len, nts = s->cur_ts.n;
+	from = w->at.threads;
+	for (size_t i = 0; i < ts->n; i++) {
+		const struct tspan *t = &ts->v[i];
+		const struct stack_thread *th = &r->threads[i];
+		struct tspan *now = thread_span(d, b, th->tid);
+		if (!now)
+			break;
+		const char *v[2] = {th->state, th->blocked_in};
+		for (int k = 0; k < 2; k++) {
+			jb_raw(b, w->body.p + from, t->at[k] - from);
+			now->at[k] = b->len;
+			b->after_key = true; /* the value alone: its key was copied */
+			jb_str(b, v[k]);
+			now->end[k] = b->len;
+			from = t->end[k];
+		}
+	}
+	if (b->oom || s->cur_ts.n != nts + ts->n) {
+		b->len = len0;
+		b->oom = false;
+		s->cur_ts.n = nts;
+		return false;
+	}
+	jb_raw(b, w->body.p + from, w->at.threads_end - from);
+	if (ts->n)
+		b->first[b->depth] = false;
+	return true;
+}
+
+/* Whether the entries written in b from at on are those written afresh
+ * (SCOPED_CHECK_REMADE). */
+static bool entries_right(struct daemon *d, const struct jbuf *b, size_t at,
+			  const struct stack_req *r)
+{
+	struct jbuf fresh;
+	jb_init(&fresh);
+	int64_t ns = 0;
+	bool found = true;
+	entries_json(d, &fresh, r, &ns, &found);
+	bool same = !fresh.oom && at <= b->len && fresh.len == b->len - at &&
+		    memcmp(fresh.p, b->p + at, fresh.len) == 0;
+	jb_free(&fresh);
+	return same;
+}
+
+/* The thread entries of a reply, written afresh or, in the body being
+ * rendered when the warm reply's were written from the same, taken from
+ * it; the body's key says which (for the warm reply it may become). */
+static void entries(struct daemon *d, struct jbuf *b, const struct stack_req *r,
+		    int64_t *symbols_ns)
+{
+	struct stacks *s = d->stacks;
+	const struct proc *p = r->proc;
+	bool render = b == &s->body;
+	if (render) {
+		s->cur_reused = s->entries_differ = false;
+		s->cur_key.threads.valid = false;
+	}
+	size_t at = b->len;
+	if (render && key_fits(&s->warm.key, d, r) && entries_from_warm(d, b, r)) {
+		s->cur_reused = true;
+		if (s->check_remade && !entries_right(d, b, at, r)) {
+			log_error("re-used thread entries differ from those written afresh");
+			s->entries_differ = true;
+		}
+		return;
+	}
+	bool found = true;
+	uint64_t sym_gen = d->sym ? sym_generation(d->sym, p->pid, p->starttime) : 0;
+	entries_json(d, b, r, symbols_ns, &found);
+	if (!render || !found || !d->sym || sym_gen != sym_generation(d->sym, p->pid, p->starttime))
+		return;
+	struct entries_key *k = &s->cur_key;
+	k->p = p;
+	k->pid = p->pid;
+	k->starttime = p->starttime;
+	k->gen = p->model.gen;
+	k->sym_gen = sym_gen;
+	k->source = r->source;
+	k->share = r->share_stacks;
+	stack_key_set(&k->threads, r->threads, r->nthreads);
+}
+
+/* The warm reply is now the body just rendered: its entries' key with it. */
+static void key_install(struct stacks *s)
+{
+	if (s->cur_reused)
+		return; /* the same threads: the warm key stands */
+	struct entries_key k = s->warm.key;
+	s->warm.key = s->cur_key;
+	s->cur_key = k;
+	s->cur_key.threads.valid = false;
+}
+
+static void stacks_json(struct daemon *d, struct jbuf *b, const struct stack_req *r)
+{
+	int64_t symbols_ns = 0; /* in frames_json: symbols and their text */
+	jb_key(b, "source");
+	jb_str(b, r->source);
+	jb_key(b, "stacks");
+	jb_arr(b);
+	body_at(d, b, &d->stacks->cur.threads);
+	entries(d, b, r, &symbols_ns);
+	body_at(d, b, &d->stacks->cur.threads_end);
 	if (r->captured)
 		missed_json(b, r);
 	jb_arr_end(b);
@@ -912,6 +1089,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 			struct tspans ts = w->ts;
 			w->ts = s->cur_ts;
 			s->cur_ts = ts;
+			key_install(s);
 			*reused = true;
 			return remade(s, &w->body, text, *len, err, errlen);
 		}
@@ -944,6 +1122,13 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 	if (!b->oom && jv_parse(b->p, b->len, &doc, err, errlen) == 0)
 		text = jdkdump_json_doc_marked(jv_root(doc), len, &marks, err, errlen);
 	jv_free(doc);
+	if (s->cur_reused) {
+		/* The entries' key outlives the warm reply they came from. */
+		struct entries_key k = s->cur_key;
+		s->cur_key = w->key;
+		w->key = k;
+		s->cur_reused = false;
+	}
 	warm_drop(w);
 	if (text && !marks.failed && s->cur.found && b->len + *len <= WARM_MAX) {
 		/* This reply and its text are the next dump's warm ones. */
@@ -953,6 +1138,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		struct tspans ts = w->ts;
 		w->ts = s->cur_ts;
 		s->cur_ts = ts;
+		key_install(s);
 		w->text = text;
 		w->len = *len;
 		w->marks = marks;
@@ -981,6 +1167,13 @@ static void send_body(struct daemon *d, struct client *c, const struct stack_req
 	size_t len = 0;
 	bool reused, owned;
 	jb_obj_end(&d->stacks->body);
+	if (d->stacks->entries_differ) {
+		/* SCOPED_CHECK_REMADE: what the tests must see. */
+		warm_drop(&d->stacks->warm);
+		reply_error(c, r->req_id, "internal",
+			    "the re-used thread entries differ from those written afresh");
+		return;
+	}
 	char *text = render_body(d, r, &len, &reused, &owned, err, sizeof err);
 	if (!text) {
 		reply_error(c, r->req_id, "internal", "rendering the dump failed: %s", err);

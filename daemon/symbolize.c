@@ -27,6 +27,7 @@ struct sym_proc {
 	struct sym_module *mods;
 	size_t nmods;
 	int64_t refreshed_ns;
+	uint64_t gen; /* the symbolizer's gen when its modules last changed */
 };
 
 /* An inlined function at an address: its name and where in it the code is. */
@@ -51,6 +52,10 @@ struct symbolizer {
 	struct cache_ent *tab;
 	size_t cap, n, max;
 	uint64_t hits, misses;
+	/* Counts every change that can make an address resolve otherwise: a
+	 * process's modules read again or gone, the cache dropped (an exited
+	 * process's addresses then resolve no more). */
+	uint64_t gen, flushed_gen;
 };
 
 static void cache_flush(struct symbolizer *s);
@@ -156,6 +161,7 @@ static int report(struct symbolizer *s, struct sym_proc *p)
 	p->mods = c.mods;
 	p->nmods = c.n;
 	p->refreshed_ns = loop_now_ns();
+	p->gen = ++s->gen;
 	return 0;
 }
 
@@ -190,7 +196,16 @@ void sym_process_exited(struct symbolizer *s, pid_t pid, unsigned long long star
 	if (p && p->dwfl) {
 		dwfl_end(p->dwfl);
 		p->dwfl = NULL;
+		p->gen = ++s->gen;
 	}
+}
+
+uint64_t sym_generation(const struct symbolizer *s, pid_t pid, unsigned long long starttime)
+{
+	const struct sym_proc *p = s ? find_proc((struct symbolizer *)s, pid, starttime) : NULL;
+	if (!p)
+		return 0;
+	return p->gen > s->flushed_gen ? p->gen : s->flushed_gen;
 }
 
 void sym_forget(struct symbolizer *s, pid_t pid, unsigned long long starttime)
@@ -231,6 +246,7 @@ static void cache_flush(struct symbolizer *s)
 	free(s->tab);
 	s->tab = NULL;
 	s->cap = s->n = 0;
+	s->flushed_gen = ++s->gen;
 	strtab_free(&s->names);
 	s->names.max_bytes = 64u << 20;
 }

@@ -56,6 +56,12 @@ size_t sym_lookup_inline(struct symbolizer *s, pid_t pid, unsigned long long sta
 			 uint64_t addr, bool is_return, struct sym_frame *out, size_t max,
 			 bool *found);
 
+/* Changes whenever an address of the process may resolve otherwise than
+ * before (its modules read again, the process gone, the cache dropped);
+ * 0 when the symbolizer does not know the process.  A dump written from
+ * the same frames at the same generation says the same. */
+uint64_t sym_generation(const struct symbolizer *s, pid_t pid, unsigned long long starttime);
+
 /* Cache statistics, for tests and status. */
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries);
 
