@@ -3,6 +3,7 @@
  * thread's user stack and classifies what each thread is blocked in. */
 #include "bpfs_int.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <pthread.h>
@@ -60,6 +61,10 @@ struct bpfstack {
 	pid_t prev_pid;
 	struct bpfstack_thread *prev;
 	size_t nprev;
+	/* The sweep program loaded (kernel 6.7+), and pids here are the
+	 * root namespace's, as it takes them. */
+	bool sweep;
+	uint64_t swept;
 	pthread_mutex_t lock; /* one pass at a time: the BPF side has one scratch slot */
 };
 
@@ -164,6 +169,45 @@ static void explain_load_failure(int rc, char *err, size_t errlen)
 	}
 }
 
+/* Whether this process sees pids as the root pid namespace does (its
+ * NSpid line has one pid): the sweep takes the target's pid that way. */
+static bool root_pid_ns(void)
+{
+	char line[256];
+	bool root = false;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "NSpid:", 6) == 0) {
+			char *p = line + 6;
+			int n = 0;
+
+			while (*p) {
+				while (*p == ' ' || *p == '\t')
+					p++;
+				if (*p >= '0' && *p <= '9')
+					n++;
+				while (*p && *p != ' ' && *p != '\t')
+					p++;
+			}
+			root = n == 1;
+		}
+	fclose(f);
+	return root;
+}
+
+static int open_and_load(struct bpfstack *b, bool sweep)
+{
+	b->skel = stacks_bpf__open();
+	if (!b->skel)
+		return -errno;
+	if (!sweep)
+		bpf_program__set_autoload(b->skel->progs.sweep, false);
+	return stacks_bpf__load(b->skel);
+}
+
 static int load(struct bpfstack *b, char *err, size_t errlen)
 {
 	libbpf_print_fn_t old = libbpf_set_print(keep_libbpf_msg);
@@ -171,11 +215,17 @@ static int load(struct bpfstack *b, char *err, size_t errlen)
 
 	libbpf_reason[0] = '\0';
 	libbpf_reason_is_log = false;
-	b->skel = stacks_bpf__open();
-	if (!b->skel)
-		rc = -errno;
-	else
-		rc = stacks_bpf__load(b->skel);
+	/* A kernel without the open-coded task iterator refuses the sweep:
+	 * the iterator alone then does the whole capture. */
+	b->sweep = root_pid_ns();
+	rc = open_and_load(b, b->sweep);
+	if (rc && b->sweep) {
+		stacks_bpf__destroy(b->skel);
+		b->sweep = false;
+		libbpf_reason[0] = '\0';
+		libbpf_reason_is_log = false;
+		rc = open_and_load(b, false);
+	}
 	libbpf_set_print(old);
 	if (rc) {
 		explain_load_failure(rc, err, errlen);
@@ -471,6 +521,51 @@ static int counters_pass(struct bpfstack *b, pid_t pid, char *err, size_t errlen
 			      errlen);
 }
 
+/* A capture from the sweep: the last capture's entry for each thread that
+ * has not run since, and a pass of its own for each of the few that did
+ * (0.03 ms each, where a pass over 1,012 threads costs 0.7-0.9 ms).  false,
+ * with nothing captured, when it cannot stand for the full pass: no sweep,
+ * nothing from the last capture to keep, many threads that ran, or one
+ * marked unchanged that the last capture lacks. */
+static bool sweep_capture(struct bpfstack *b, pid_t pid, int *rc, char *err, size_t errlen)
+{
+	struct capture *c = &b->cur;
+	const struct stk_sweep *res = &b->skel->bss->sweep_res;
+	const struct stk_mark *marks = b->skel->bss->sweep_marks;
+	size_t need = 0;
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+
+	if (!b->sweep || b->prev_pid != pid || !b->nprev)
+		return false;
+	b->skel->bss->cfg.tgid = (__u32)pid;
+	if (bpf_prog_test_run_opts(bpf_program__fd(b->skel->progs.sweep), &opts) != 0 ||
+	    opts.retval != 0 || !res->found || res->truncated || res->n > STK_SWEEP_MAX)
+		return false;
+	for (size_t i = 0; i < res->n; i++)
+		need += marks[i].status != STK_MARK_SAME;
+	if (need > FEW_FRESH)
+		return false;
+	for (size_t i = 0; i < res->n && !c->stale; i++)
+		if (marks[i].status == STK_MARK_SAME)
+			reuse_thread(b, &marks[i]);
+	b->skel->bss->cfg.reuse = 0;
+	for (size_t i = 0; i < res->n && !c->stale && !*rc; i++) {
+		if (marks[i].status == STK_MARK_SAME)
+			continue;
+		*rc = bpfs_iter_pass(b->skel, b->rb, pid, (pid_t)marks[i].tid, STK_MODE_FULL,
+				     on_full_mark, b, err, errlen);
+		if (*rc == -ESRCH)
+			*rc = 0; /* it ended since the sweep */
+	}
+	if (c->stale || *rc == -EINVAL) {
+		c->n = c->ndropped = c->nreused = 0;
+		c->stale = 0;
+		*rc = 0;
+		return false;
+	}
+	return true;
+}
+
 int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **threads, size_t *n,
 		     char *err, size_t errlen)
 {
@@ -494,6 +589,11 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	/* Unchanged threads are taken from the last capture of the same
 	 * process; when one of them is not there after all (that capture
 	 * failed, or dropped it), the pass is made again copying everything. */
+	rc = 0;
+	if (sweep_capture(b, pid, &rc, err, errlen)) {
+		b->swept++;
+		goto passed;
+	}
 	b->skel->bss->cfg.reuse = b->prev_pid == pid && b->nprev;
 	rc = bpfs_iter_pass(b->skel, b->rb, pid, 0, STK_MODE_FULL, on_full_mark, b, err, errlen);
 	if (!rc && c->stale) {
@@ -503,6 +603,7 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 		rc = bpfs_iter_pass(b->skel, b->rb, pid, 0, STK_MODE_FULL, on_full_mark, b, err,
 				    errlen);
 	}
+passed:
 	add_dropped(c);
 	if (!rc && (c->nomem || c->dropped_nomem)) {
 		rc = -ENOMEM;
@@ -544,6 +645,12 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_unlock(&b->lock);
 	return rc;
+}
+
+uint64_t bpfstack_swept(const struct bpfstack *b, bool *available)
+{
+	*available = b && b->sweep;
+	return b ? b->swept : 0;
 }
 
 const char *bpfstack_ksym(struct bpfstack *b, uint64_t addr)

@@ -70,6 +70,11 @@ int bpfstack_capture(struct bpfstack *b, pid_t pid, struct bpfstack_thread **thr
  * or NULL.  Borrowed: valid until bpfstack_close(). */
 const char *bpfstack_ksym(struct bpfstack *b, uint64_t addr);
 
+/* Captures that the sweep served (a capture after one, in which few
+ * threads ran), and whether the kernel took the sweep at all (6.7+, and a
+ * loader in the root pid namespace): for tests and statistics. */
+uint64_t bpfstack_swept(const struct bpfstack *b, bool *available);
+
 void bpfstack_close(struct bpfstack *b);
 
 #endif /* BPFSTACK_H */

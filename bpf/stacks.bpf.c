@@ -137,6 +137,17 @@ static bool same_comm(const char *a, const char *b)
 	return true;
 }
 
+/* Whether the thread t, off CPU, has not run since its last record: the
+ * same switch counters, the same task (a tid reused is another) and the
+ * same name (another thread may rename it while it sleeps). */
+static bool unchanged(struct task_struct *t, __u32 tid, __u64 nvcsw, __u64 nivcsw, const char *comm)
+{
+	struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
+
+	return l && l->nvcsw == nvcsw && l->nivcsw == nivcsw &&
+	       l->start_ns == BPF_CORE_READ(t, start_time) && same_comm(l->comm, comm);
+}
+
 SEC("iter.s/task")
 int capture(struct bpf_iter__task *ctx)
 {
@@ -162,13 +173,10 @@ int capture(struct bpf_iter__task *ctx)
 	    .start_ns = BPF_CORE_READ(t, start_time),
 	};
 	bpf_probe_read_kernel_str(now.comm, sizeof(now.comm), t->comm);
-	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu)) {
-		struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
-		if (l && l->nvcsw == now.nvcsw && l->nivcsw == now.nivcsw &&
-		    l->start_ns == now.start_ns && same_comm(l->comm, now.comm)) {
-			emit_mark(seq, t, STK_MARK_SAME);
-			return 0;
-		}
+	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu) &&
+	    unchanged(t, tid, now.nvcsw, now.nivcsw, now.comm)) {
+		emit_mark(seq, t, STK_MARK_SAME);
+		return 0;
 	}
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
@@ -215,5 +223,69 @@ int capture(struct bpf_iter__task *ctx)
 	__builtin_memcpy(now.comm, s->rec.comm, sizeof(now.comm));
 	bpf_map_update_elem(&last, &tid, &now, BPF_ANY);
 	emit_mark(seq, t, STK_MARK_SENT);
+	return 0;
+}
+
+/* ---- the sweep ---------------------------------------------------------
+ * Which threads of the process ran since their last record, in one run of
+ * a program over them all (the kernel's open-coded task iterator, 6.7+):
+ * the iterator above costs a seq_file step and a program run per thread,
+ * most of a capture in which nothing moved.  User space then takes a
+ * record of each thread that ran, by a pass over it alone. */
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+extern void bpf_rcu_read_lock(void) __ksym;
+extern void bpf_rcu_read_unlock(void) __ksym;
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task,
+			     unsigned int flags) __ksym;
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym;
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym;
+
+struct stk_sweep sweep_res = {};
+struct stk_mark sweep_marks[STK_SWEEP_MAX] = {};
+
+SEC("syscall")
+int sweep(void *ctx)
+{
+	struct task_struct *leader, *t;
+	struct bpf_iter_task it;
+
+	sweep_res.n = 0;
+	sweep_res.truncated = 0;
+	/* cfg.tgid is the pid in the root namespace: user space runs the
+	 * sweep only when its own is that one. */
+	leader = bpf_task_from_pid(cfg.tgid);
+	sweep_res.found = leader != NULL;
+	if (!leader)
+		return 0;
+	bpf_rcu_read_lock();
+	bpf_iter_task_new(&it, leader, BPF_TASK_ITER_PROC_THREADS);
+	while ((t = bpf_iter_task_next(&it))) {
+		/* The count lives in memory, not in a register the verifier
+		 * follows, so that every turn of the loop looks alike to it. */
+		__u32 i = sweep_res.n;
+		char comm[STK_COMM_LEN];
+
+		if (i >= STK_SWEEP_MAX) {
+			sweep_res.truncated = 1;
+			break;
+		}
+		struct stk_mark *m = &sweep_marks[i];
+
+		m->tid = t->pid;
+		m->nvcsw = t->nvcsw;
+		m->nivcsw = t->nivcsw;
+		m->on_cpu = t->on_cpu != 0;
+		m->pad = 0;
+		__builtin_memcpy(comm, t->comm, sizeof(comm));
+		m->status = !m->on_cpu && unchanged(t, m->tid, m->nvcsw, m->nivcsw, comm)
+				? STK_MARK_SAME
+				: STK_MARK_NEED;
+		sweep_res.n = i + 1;
+	}
+	bpf_iter_task_destroy(&it);
+	bpf_rcu_read_unlock();
+	bpf_task_release(leader);
 	return 0;
 }

@@ -32,6 +32,7 @@
 #define STK_MARK_SENT 0	   /* the stk_rec is in the ring buffer */
 #define STK_MARK_DROPPED 1 /* the ring buffer was full: no stk_rec */
 #define STK_MARK_SAME 2	   /* not run since its last record: none sent (stk_cfg.reuse) */
+#define STK_MARK_NEED 3	   /* the sweep: ran since its last record, or has none */
 
 /* One per target thread, written to the iterator's seq file in both modes:
  * it paces the reads (one read = a bounded batch of records) and gives the
@@ -86,6 +87,16 @@ struct stk_cfg {
 	 * STK_MARK_SAME mark and no record; user space keeps that record's
 	 * result.  0: every thread gets a record. */
 	__u32 reuse;
+};
+
+/* The sweep (stacks.bpf.c's sweep program): in one run, a mark for each
+ * thread of the process, SAME or NEED, in sweep_marks[0..n). */
+#define STK_SWEEP_MAX 32768
+struct stk_sweep {
+	__u32 n;
+	__u32 found;	 /* the process was there */
+	__u32 truncated; /* more threads than STK_SWEEP_MAX */
+	__u32 pad;
 };
 
 /* What the iterator remembers of the last record it sent for a thread. */

@@ -247,6 +247,20 @@ static int all_asleep(void)
 	return awake == 0;
 }
 
+static void rename_thread(long tid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
+	fd = open(path, O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "renamed", 7) != 7)
+			fprintf(stderr, "bpf_target: renaming %ld failed\n", tid);
+		close(fd);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -306,6 +320,14 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof(line), stdin)) {
 		const struct role *r = NULL;
 		pthread_t t;
+
+		if (line[0] == 'n') {
+			/* "n TID": that thread renamed from here, while it
+			 * sleeps on. */
+			rename_thread(atol(line + 1));
+			printf("ready\n");
+			continue;
+		}
 
 		for (size_t i = 0; i < NROLES; i++)
 			if (roles[i].command && roles[i].command == line[0])
