@@ -22,7 +22,8 @@ static void threads(struct stack_thread *t)
 	memset(t, 0, N * sizeof *t);
 	for (int i = 0; i < N; i++) {
 		t[i].tid = 100 + (uint32_t)i;
-		snprintf(t[i].comm, sizeof t[i].comm, "worker-%d", i);
+		memcpy(t[i].comm, "worker-0", 9);
+		t[i].comm[7] = (char)('0' + i);
 		t[i].state = "WAITING";
 		t[i].blocked_in = "futex";
 		t[i].frames = frames[i];
