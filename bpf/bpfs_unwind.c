@@ -79,6 +79,10 @@ struct unw_proc {
 	struct memo_read reads[MEMO_MAX_READS];
 	unsigned nreads;
 	bool reads_lost;
+	/* The end of the highest word it read from its window, and whether
+	 * it read past the window: how much window the next capture needs. */
+	uint64_t read_hi;
+	bool read_past;
 };
 
 struct bpfs_unwinder {
@@ -163,6 +167,8 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	if (h && addr >= h->ustack_base && addr - h->ustack_base <= h->ustack_len &&
 	    h->ustack_len - (addr - h->ustack_base) >= sizeof(*result)) {
 		memcpy(result, p->ustack + (addr - h->ustack_base), sizeof(*result));
+		if (addr + sizeof(*result) > p->read_hi)
+			p->read_hi = addr + sizeof(*result);
 		if (p->nreads < MEMO_MAX_READS)
 			p->reads[p->nreads++] = (struct memo_read){addr, *result};
 		else
@@ -170,6 +176,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 		return true;
 	}
 	p->reads_lost = true;
+	p->read_past = true;
 	return read_past_window(p, addr, result);
 }
 
@@ -486,6 +493,16 @@ static bool unwind_once(struct unw_proc *p, const struct stk_rec *h, struct bpfs
 	return unwind_walk(p, h, t, &end, &sp);
 }
 
+/* The pages of h's window, from the one sp is in, that hold the words up
+ * to hi (1 at least); all of them when the unwind read past it. */
+static uint8_t window_pages(const struct stk_rec *h, uint64_t hi, bool past)
+{
+	uint64_t first = h->ustack_base & ~(uint64_t)(STK_PAGE_SIZE - 1);
+	uint64_t n = hi > first ? (hi - first + STK_PAGE_SIZE - 1) / STK_PAGE_SIZE : 1;
+
+	return past || n > STK_PAGES ? STK_PAGES : (uint8_t)(n ? n : 1);
+}
+
 int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		const unsigned char *ustack, struct bpfstack_thread *t)
 {
@@ -495,12 +512,23 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 	p = proc_get(u, pid, h, &err);
 	if (!p)
 		return err;
-	if (memo_take(u, p, h, ustack, MEMO_FULL, t, NULL))
+	if (memo_take(u, p, h, ustack, MEMO_FULL, t, NULL)) {
+		const struct unw_memo *m = memo_slot(p, h->tid);
+		const struct memo_read *r = (const struct memo_read *)(m->frames + m->nframes);
+		uint64_t hi = 0;
+
+		for (unsigned i = 0; i < m->nreads; i++)
+			if (r[i].addr + 8 > hi)
+				hi = r[i].addr + 8;
+		t->window_pages = window_pages(h, hi, false);
 		return 0;
+	}
 	p->cur = h;
 	p->ustack = ustack;
 	p->nreads = 0;
 	p->reads_lost = false;
+	p->read_hi = 0;
+	p->read_past = false;
 	/* Code mapped without moving exec_vm (a library swapped for one of the
 	 * same size): the map is stale, rebuild it and try once more.  An
 	 * unwind that still ends in no module is not remembered: the next may
@@ -513,9 +541,12 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 			p->ustack = ustack;
 			p->nreads = 0;
 			p->reads_lost = false;
+			p->read_hi = 0;
+			p->read_past = false;
 			unknown = unwind_once(p, h, t);
 		}
 	}
+	t->window_pages = window_pages(h, p->read_hi, p->read_past || unknown);
 	if (!err && !unknown)
 		memo_put(u, p, h, MEMO_FULL, t, false);
 	if (!err) {

@@ -318,6 +318,7 @@ static void fill_thread(struct bpfstack *b, const struct stk_rec *h, const unsig
 	t->ran_during_capture = t->on_cpu;
 	t->nvcsw = h->nvcsw;
 	t->nivcsw = h->nivcsw;
+	t->window_bytes = h->ustack_len;
 	nk = h->kstack_len > 0 ? (size_t)h->kstack_len / sizeof(uint64_t) : 0;
 	if (nk > BPFSTACK_MAX_KFRAMES)
 		nk = BPFSTACK_MAX_KFRAMES;
@@ -487,6 +488,49 @@ static void keep(struct bpfstack *b, pid_t pid, const struct bpfstack_thread *t,
 	b->prev_pid = pid;
 }
 
+/* Tells the program how much window each thread read afresh needed (its
+ * unwind's pages): the next record of a thread that waits where it waited
+ * copies that much, not all STK_WINDOW (a capture of 1,005 threads that
+ * all moved: 11.6-12.1 ms with four pages each, 8.5-8.7 ms with one).  Only
+ * the threads whose need changed; one batch.  Best effort: a thread
+ * without a hint gets the whole window. */
+static void send_hints(struct bpfstack *b)
+{
+	struct capture *c = &b->cur;
+	uint32_t *keys = malloc(c->n * sizeof(*keys) + 1), *vals = malloc(c->n * sizeof(*vals) + 1);
+	__u32 k = 0;
+	int fd = bpf_map__fd(b->skel->maps.hint);
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const struct bpfstack_thread *t = &c->t[i], *p;
+
+		if (t->reused || !t->window_pages)
+			continue;
+		p = b->prev_pid == c->pid ? bsearch(t, b->prev, b->nprev, sizeof(*t), tid_cmp)
+					  : NULL;
+		if (p && p->window_pages == t->window_pages)
+			continue;
+		keys[k] = t->tid;
+		vals[k] = t->window_pages;
+		k++;
+	}
+	if (k) {
+		__u32 count = k;
+		LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+		if (bpf_map_update_batch(fd, keys, vals, &count, &opts) != 0)
+			for (__u32 i = 0; i < k; i++)
+				bpf_map_update_elem(fd, &keys[i], &vals[i], BPF_ANY);
+	}
+	free(keys);
+	free(vals);
+}
+
 /* The counters pass, over the threads read afresh by the full pass: a
  * thread that kept its last entry (it had not run since the last capture)
  * is of the moment its mark was read, and has no stack taken on a CPU to
@@ -633,6 +677,7 @@ passed:
 			snprintf(err, errlen,
 				 "pid %d has more than %d threads; the first %d are captured",
 				 (int)pid, MAX_THREADS, MAX_THREADS);
+		send_hints(b);
 		*threads = c->t;
 		*n = c->n;
 		b->last_n = c->n;
@@ -645,6 +690,15 @@ passed:
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_unlock(&b->lock);
 	return rc;
+}
+
+int bpfstack_set_window_hint(struct bpfstack *b, uint32_t tid, unsigned pages)
+{
+	__u32 v = pages;
+
+	if (!b || pages < 1 || pages > STK_PAGES)
+		return -EINVAL;
+	return bpf_map_update_elem(bpf_map__fd(b->skel->maps.hint), &tid, &v, BPF_ANY) ? -errno : 0;
 }
 
 uint64_t bpfstack_swept(const struct bpfstack *b, bool *available)

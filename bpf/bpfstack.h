@@ -43,6 +43,10 @@ struct bpfstack_thread {
 	 * target's memory to decide (daemon/locks.c). */
 	uint64_t lock_addr;
 	int lock_how;
+	/* Pages of the user stack window its unwind read (1..4; 0: not
+	 * unwound from a window): the next capture copies no more. */
+	uint8_t window_pages;
+	uint32_t window_bytes; /* the window copied for this entry's unwind */
 };
 
 enum {
@@ -74,6 +78,10 @@ const char *bpfstack_ksym(struct bpfstack *b, uint64_t addr);
  * threads ran), and whether the kernel took the sweep at all (6.7+, and a
  * loader in the root pid namespace): for tests and statistics. */
 uint64_t bpfstack_swept(const struct bpfstack *b, bool *available);
+
+/* For tests: the next record of thread tid copies pages (1..4) of its user
+ * stack, as if its last unwind had needed no more. */
+int bpfstack_set_window_hint(struct bpfstack *b, uint32_t tid, unsigned pages);
 
 void bpfstack_close(struct bpfstack *b);
 

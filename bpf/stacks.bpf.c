@@ -46,6 +46,17 @@ struct {
 	__type(value, struct stk_last);
 } last SEC(".maps");
 
+/* Per tid, the pages of user stack its last unwind read (1..STK_PAGES),
+ * written by user space after each capture: a thread waiting where it
+ * waited before needs no more (the unwinder reads past the window, from
+ * /proc/PID/mem, when it does).  None: the whole window. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} hint SEC(".maps");
+
 /* Task state field was renamed in 5.14; keep older kernels readable. */
 struct task_struct___pre514 {
 	long state;
@@ -94,8 +105,10 @@ static void read_regs(struct stk_rec *r, struct task_struct *t)
 /* Copies the user stack page by page from sp upward: a copy that crosses
  * into an unmapped page fails as a whole, so each copy stays inside one
  * page and the window ends at the first page that cannot be read. */
-static void read_ustack(struct scratch *s, struct task_struct *t)
+static void read_ustack(struct scratch *s, struct task_struct *t, __u32 tid)
 {
+	__u32 *h = bpf_map_lookup_elem(&hint, &tid);
+	__u32 pages = h && *h >= 1 && *h <= STK_PAGES ? *h : STK_PAGES;
 	__u64 addr = s->rec.regs[STK_REG_SP];
 	__u32 len = STK_PAGE_SIZE - (addr & (STK_PAGE_SIZE - 1));
 	__u32 off = 0;
@@ -103,7 +116,7 @@ static void read_ustack(struct scratch *s, struct task_struct *t)
 
 	s->rec.ustack_base = addr;
 	for (int i = 0; i < STK_PAGES; i++) {
-		if (off > STK_WINDOW - STK_PAGE_SIZE || len > STK_PAGE_SIZE)
+		if (i >= pages || off > STK_WINDOW - STK_PAGE_SIZE || len > STK_PAGE_SIZE)
 			break;
 		err = bpf_copy_from_user_task(&s->ustack[off], len, (void *)(addr + off), t, 0);
 		if (err) {
@@ -206,7 +219,7 @@ int capture(struct bpf_iter__task *ctx)
 		s->rec.start_code = BPF_CORE_READ(mm, start_code);
 		read_regs(&s->rec, t);
 		if (!(s->rec.flags & STK_F_NO_REGS))
-			read_ustack(s, t);
+			read_ustack(s, t, tid);
 	}
 
 	size = sizeof(s->rec) + s->rec.ustack_len;

@@ -618,6 +618,8 @@ static void test_capture_again_moved(void **state)
 	assert_string_equal(t->comm, "renamed");
 	assert_false(t->reused);
 	assert_true(frame_below_glibc(d, t, "bpf_target_wait_futex") >= 1);
+	/* A shallow wait: its next record needs less than the whole window. */
+	assert_in_range(t->window_pages, 1, 3);
 	t = find_thread(th, n, tg.pid);
 	assert_non_null(t);
 	assert_false(t->reused);
@@ -626,6 +628,44 @@ static void test_capture_again_moved(void **state)
 		reused += th[i].reused;
 	assert_true(reused >= 20); /* the extra threads, at least */
 	dwfl_end(d);
+	free(th);
+	bt_stop(&tg);
+}
+
+/* A thread recorded again with a window smaller than its stack needs (its
+ * hint, from an unwind that needed less) is unwound whole all the same:
+ * what the window lacks comes from /proc/PID/mem; and its next hint asks
+ * for the whole window. */
+static void test_capture_small_window(void **state)
+{
+	struct bpfstack_thread *th, *again;
+	const struct bpfstack_thread *a, *b;
+	struct bt_target tg;
+	char err[256], cmd[32];
+	size_t n, n2;
+
+	(void)state;
+	NEED_BPF();
+	start_target(&tg, NULL);
+	pid_t deep = bt_tid(&tg, "deep");
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &th, &n, err, sizeof(err)), 0);
+	a = find_thread(th, n, deep);
+	assert_non_null(a);
+	assert_int_equal(a->nframes, BPFSTACK_MAX_FRAMES);
+	assert_int_equal(a->window_pages, 4);
+	assert_int_equal(bpfstack_set_window_hint(bs, (uint32_t)deep, 1), 0);
+	snprintf(cmd, sizeof(cmd), "n%d", (int)deep); /* renamed: recorded again */
+	assert_int_equal(bt_command(&tg, cmd), 0);
+	assert_int_equal(bpfstack_capture(bs, tg.pid, &again, &n2, err, sizeof(err)), 0);
+	b = find_thread(again, n2, deep);
+	assert_non_null(b);
+	assert_false(b->reused);
+	assert_string_equal(b->comm, "renamed");
+	assert_int_equal(b->nframes, a->nframes);
+	assert_memory_equal(b->frames, a->frames, a->nframes * sizeof(a->frames[0]));
+	assert_int_equal(b->window_pages, 4);
+	assert_true(b->window_bytes <= 4096); /* the hint was taken */
+	free(again);
 	free(th);
 	bt_stop(&tg);
 }
@@ -846,6 +886,7 @@ int main(void)
 	    cmocka_unit_test(test_capture_known_functions),
 	    cmocka_unit_test(test_capture_1000_threads),
 	    cmocka_unit_test(test_capture_again_moved),
+	    cmocka_unit_test(test_capture_small_window),
 	    cmocka_unit_test(test_capture_after_dlopen),
 	    cmocka_unit_test(test_capture_churn),
 	    cmocka_unit_test(test_capture_bad_pids),
