@@ -14,6 +14,7 @@ struct jv_doc {
 	uint32_t *kids; /* child node indices, each container's contiguous */
 	size_t nkids, capkids;
 	const jv **items; /* kids as pointers, once nodes stop moving */
+	uint16_t *tags;	  /* and their key digests, side by side */
 	uint32_t *stack;  /* open children of every open container */
 	size_t nstack, capstack;
 };
@@ -410,7 +411,8 @@ int jv_parse(const char *text, size_t len, struct jv_doc **out, char *err, size_
 	int rc = parse_all(&ps);
 	if (rc == 0) {
 		d->items = malloc((d->nkids ? d->nkids : 1) * sizeof *d->items);
-		if (!d->items) {
+		d->tags = malloc((d->nkids ? d->nkids : 1) * sizeof *d->tags);
+		if (!d->items || !d->tags) {
 			ps.err = "out of memory";
 			rc = -1;
 		}
@@ -422,10 +424,14 @@ int jv_parse(const char *text, size_t len, struct jv_doc **out, char *err, size_
 		jv_free(d);
 		return oom ? -ENOMEM : -EINVAL;
 	}
-	for (size_t i = 0; i < d->nkids; i++)
+	for (size_t i = 0; i < d->nkids; i++) {
 		d->items[i] = &d->nodes[d->kids[i]];
+		d->tags[i] = d->nodes[d->kids[i]].ktag;
+	}
 	for (size_t i = 0; i < d->nnodes; i++) {
 		jv *v = &d->nodes[i];
+		if (v->type == JV_OBJECT)
+			v->u.tags = d->tags + (uintptr_t)v->items;
 		if (v->type == JV_ARRAY || v->type == JV_OBJECT)
 			v->items = d->items + (uintptr_t)v->items;
 	}
@@ -443,6 +449,7 @@ void jv_free(struct jv_doc *d)
 	free(d->nodes);
 	free(d->kids);
 	free(d->items);
+	free(d->tags);
 	free(d->stack);
 	free(d);
 }
@@ -457,12 +464,13 @@ const jv *jv_get_tagged(const jv *obj, const char *key, uint16_t tag)
 	if (!jv_is_object(obj))
 		return NULL;
 	/* The digest settles most misses without reading the name (dumps look
-	 * up members of thousands of objects). */
-	for (size_t i = obj->n; i-- > 0;) {
-		const jv *m = obj->items[i];
-		if (m->ktag == tag && strcmp(m->key, key) == 0)
-			return m;
-	}
+	 * up members of thousands of objects), and the digests of an object's
+	 * members lie side by side: a miss touches no member.  From the last:
+	 * of a name given twice, the last one counts. */
+	const uint16_t *tags = obj->u.tags;
+	for (size_t i = obj->n; i-- > 0;)
+		if (tags[i] == tag && strcmp(obj->items[i]->key, key) == 0)
+			return obj->items[i];
 	return NULL;
 }
 

@@ -25,7 +25,8 @@ typedef struct jv {
 	union {
 		int64_t i;
 		double d;
-		const char *s; /* NUL-terminated, escapes decoded */
+		const char *s;	      /* NUL-terminated, escapes decoded */
+		const uint16_t *tags; /* JV_OBJECT: its members' ktag, in order */
 	} u;
 } jv;
 
