@@ -1,9 +1,13 @@
 /* dump_many.c - a libscope program with about a thousand threads blocked in
  * nested scopes (10 x 10 x 9 tasks, one thread each), for bench_dump.sh.
- * Prints "ready <pid> <threads>" once every task sits in its wait. */
+ * Prints "ready <pid> <threads>" once every task sits in its wait.  With -b
+ * (busy), a thread then forks and joins a short task every 2 ms, so that
+ * the process's tree changes between any two dumps. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scope.h"
@@ -73,19 +77,50 @@ static int task(void *arg, void **res)
 	return rc;
 }
 
+static int nap(void *arg, void **res)
+{
+	(void)arg, (void)res;
+	struct timespec ts = {0, 200000};
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+/* -b: a scope with one short task every 2 ms, on the default pool. */
+static void *busy(void *arg)
+{
+	(void)arg;
+	scope_thread_name("many-busy");
+	for (;;) {
+		scope_t *s;
+		if (scope_open(&s, NULL) == 0) {
+			(void)scope_fork(s, nap, NULL, NULL);
+			(void)scope_join(s);
+			scope_close(s);
+		}
+		usleep(2000);
+	}
+	return NULL;
+}
+
 static void *report(void *arg)
 {
 	(void)arg;
 	while (started < total)
 		usleep(1000);
 	usleep(50000); /* let the last ones reach their waits */
+	if (arg) {
+		pthread_t b;
+		if (pthread_create(&b, NULL, busy, NULL) == 0)
+			pthread_detach(b);
+	}
 	printf("ready %d %d\n", (int)getpid(), total + 1);
 	fflush(stdout);
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool busy_mode = argc > 1 && strcmp(argv[1], "-b") == 0;
 	total = fan[0] + fan[0] * fan[1] + fan[0] * fan[1] * fan[2];
 	struct scope_pool_config pc = SCOPE_POOL_CONFIG_INIT;
 	pc.name = "many";
@@ -100,7 +135,7 @@ int main(void)
 	}
 	scope_thread_name("many-main");
 	pthread_t th;
-	pthread_create(&th, NULL, report, NULL);
+	pthread_create(&th, NULL, report, busy_mode ? (void *)&busy_mode : NULL);
 	pthread_detach(th);
 	return many_open_level(0) == 0 ? 0 : 1;
 }
