@@ -98,7 +98,6 @@ struct warm {
 	char *text;
 	size_t len;
 	struct jdkdump_marks marks;
-	struct entries_key key; /* of body's thread entries, when valid */
 };
 
 /* The model's JSON of the last rendered dump after its now_ms (the
@@ -137,6 +136,7 @@ struct stacks {
 	 * the one rendered afresh, and a difference is an error reply. */
 	bool check_remade;
 	struct warm warm;
+	struct entries_key warm_key; /* of the warm body's entries, when valid */
 	/* body's thread entries: what they were written from, or (cur_reused)
 	 * the warm key's, their text taken from the warm reply; with
 	 * check_remade, whether that text differed from the one written
@@ -279,10 +279,14 @@ static void warm_drop(struct warm *w)
 	free(w->ts.v);
 	free(w->text);
 	jdkdump_marks_free(&w->marks);
-	struct stack_key k = w->key.threads; /* its arrays, for the next */
 	memset(w, 0, sizeof *w);
-	k.valid = false;
-	w->key.threads = k;
+}
+
+/* The warm reply gone, and with it what its entries were written from. */
+static void warm_forget(struct stacks *s)
+{
+	warm_drop(&s->warm);
+	s->warm_key.threads.valid = false;
 }
 
 static bool value_span(const struct jbuf *b, size_t from, size_t to, const char *key, size_t *at,
@@ -386,7 +390,7 @@ void stacks_close(struct stacks *s)
 	procstack_close(s->ps);
 	jb_free(&s->body);
 	warm_drop(&s->warm);
-	stack_key_free(&s->warm.key.threads);
+	stack_key_free(&s->warm_key.threads);
 	stack_key_free(&s->cur_key.threads);
 	free(s->cur_ts.v);
 	free(s->mtext.rest);
@@ -832,7 +836,7 @@ static void entries(struct daemon *d, struct jbuf *b, const struct stack_req *r,
 		s->cur_key.threads.valid = false;
 	}
 	size_t at = b->len;
-	if (render && key_fits(&s->warm.key, d, r) && entries_from_warm(d, b, r)) {
+	if (render && key_fits(&s->warm_key, d, r) && entries_from_warm(d, b, r)) {
 		s->cur_reused = true;
 		if (s->check_remade && !entries_right(d, b, at, r)) {
 			log_error("re-used thread entries differ from those written afresh");
@@ -861,8 +865,8 @@ static void key_install(struct stacks *s)
 {
 	if (s->cur_reused)
 		return; /* the same threads: the warm key stands */
-	struct entries_key k = s->warm.key;
-	s->warm.key = s->cur_key;
+	struct entries_key k = s->warm_key;
+	s->warm_key = s->cur_key;
 	s->cur_key = k;
 	s->cur_key.threads.valid = false;
 }
@@ -1049,7 +1053,7 @@ static char *remade(struct stacks *s, const struct jbuf *b, char *text, size_t l
 		return text;
 	log_error("a re-made dump differs from the one rendered afresh");
 	snprintf(err, errlen, "the re-made dump differs from the one rendered afresh");
-	warm_drop(&s->warm);
+	warm_forget(s);
 	return NULL;
 }
 
@@ -1122,13 +1126,6 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 	if (!b->oom && jv_parse(b->p, b->len, &doc, err, errlen) == 0)
 		text = jdkdump_json_doc_marked(jv_root(doc), len, &marks, err, errlen);
 	jv_free(doc);
-	if (s->cur_reused) {
-		/* The entries' key outlives the warm reply they came from. */
-		struct entries_key k = s->cur_key;
-		s->cur_key = w->key;
-		w->key = k;
-		s->cur_reused = false;
-	}
 	warm_drop(w);
 	if (text && !marks.failed && s->cur.found && b->len + *len <= WARM_MAX) {
 		/* This reply and its text are the next dump's warm ones. */
@@ -1144,6 +1141,7 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		w->marks = marks;
 		return text;
 	}
+	s->warm_key.threads.valid = false; /* no warm reply to take entries from */
 	jdkdump_marks_free(&marks);
 	/* One big dump's memory is not held until the next. */
 	if (b->cap > (8u << 20))
@@ -1169,7 +1167,7 @@ static void send_body(struct daemon *d, struct client *c, const struct stack_req
 	jb_obj_end(&d->stacks->body);
 	if (d->stacks->entries_differ) {
 		/* SCOPED_CHECK_REMADE: what the tests must see. */
-		warm_drop(&d->stacks->warm);
+		warm_forget(d->stacks);
 		reply_error(c, r->req_id, "internal",
 			    "the re-used thread entries differ from those written afresh");
 		return;
