@@ -86,33 +86,15 @@ else
 	fi
 fi
 
-rc=0
-printf '\n%-40s %10s %6s %16s %12s\n' "tool" "median ms" "runs" "vs scopecmd" "max pause"
-for mode in auto proc signal; do
-	start_daemon $mode || continue
-	# The first run is the cold one (the daemon's symbol cache, the page
-	# cache; for BPF, nothing to reuse yet), not counted in the median.
-	# Each run: wall time, the daemon's CPU (its schedstat), scopecmd's
-	# CPU (rusage) and the capture the dump reports; then the daemon's own
-	# reply alone, timed on the control socket.
-	$PY - "$BIN/scopecmd" "$hpid" "$dpid" "$RUNS" "$D/dump.json" "$(control_sock)" >"$D/runs-$mode" <<'PYEOF' ||
-import json, os, re, socket, statistics, subprocess, sys, time
-scopecmd, pid, dpid, runs, path, ctl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+# What both measuring programs below share: a process's CPU time, and the
+# daemon's reply to a dump alone, from the request to its last byte (the
+# plain reply, or with render the JDK text it renders for scopecmd).
+cat >"$D/dumpreply.py" <<'PYEOF'
+import re, socket, time
 def oncpu(p):
 	return int(open("/proc/%d/schedstat" % p).read().split()[0])
-def dump():
-	c0, t0 = oncpu(dpid), time.perf_counter()
-	p = subprocess.Popen([scopecmd, "--no-start", str(pid), "Thread.dump_to_file", "-overwrite",
-			      "-format=json", path], stdout=subprocess.DEVNULL)
-	_, st, ru = os.wait4(p.pid, 0)
-	ms = (time.perf_counter() - t0) * 1e3
-	if st:
-		sys.exit(1)
-	m = re.search(rb'"captureNs": (\d+)', open(path, "rb").read())
-	return ms, (oncpu(dpid) - c0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1e3, int(m.group(1)) / 1e6 if m else -1
-# The daemon's reply alone, from the request to its last byte: the plain
-# dump reply, or (render) the JDK text the daemon renders for scopecmd.
-def reply(render):
+# (ms, whether the text was re-made from the last one, bytes)
+def reply(ctl, pid, render):
 	s = socket.socket(socket.AF_UNIX)
 	s.connect(ctl)
 	t0 = time.perf_counter()
@@ -128,7 +110,36 @@ def reply(render):
 			m = re.match(rb'[^\n]*"text_bytes":(\d+)', buf)
 			want = buf.index(b"\n") + 1 + (int(m.group(1)) if m else 0)
 	s.close()
-	return (time.perf_counter() - t0) * 1e3, b'"reused":true' in buf[:buf.index(b"\n") + 1]
+	head = buf[:buf.index(b"\n") + 1] if b"\n" in buf else buf
+	return (time.perf_counter() - t0) * 1e3, b'"reused":true' in head, len(buf)
+PYEOF
+
+rc=0
+printf '\n%-40s %10s %6s %16s %12s\n' "tool" "median ms" "runs" "vs scopecmd" "max pause"
+for mode in auto proc signal; do
+	start_daemon $mode || continue
+	# The first run is the cold one (the daemon's symbol cache, the page
+	# cache; for BPF, nothing to reuse yet), not counted in the median.
+	# Each run: wall time, the daemon's CPU (its schedstat), scopecmd's
+	# CPU (rusage) and the capture the dump reports; then the daemon's own
+	# reply alone, timed on the control socket.
+	$PY - "$BIN/scopecmd" "$hpid" "$dpid" "$RUNS" "$D/dump.json" "$(control_sock)" >"$D/runs-$mode" <<'PYEOF' ||
+import json, os, re, statistics, subprocess, sys, time
+scopecmd, pid, dpid, runs, path, ctl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+sys.path.insert(0, os.path.dirname(path))
+from dumpreply import oncpu, reply as reply_of
+def dump():
+	c0, t0 = oncpu(dpid), time.perf_counter()
+	p = subprocess.Popen([scopecmd, "--no-start", str(pid), "Thread.dump_to_file", "-overwrite",
+			      "-format=json", path], stdout=subprocess.DEVNULL)
+	_, st, ru = os.wait4(p.pid, 0)
+	ms = (time.perf_counter() - t0) * 1e3
+	if st:
+		sys.exit(1)
+	m = re.search(rb'"captureNs": (\d+)', open(path, "rb").read())
+	return ms, (oncpu(dpid) - c0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1e3, int(m.group(1)) / 1e6 if m else -1
+def reply(render):
+	return reply_of(ctl, pid, render)[:2]
 # scopecmd's own start and exit, with no daemon asked (--version).
 def start():
 	t0 = time.perf_counter()
@@ -192,10 +203,10 @@ if poll 600 busy_ready && { keep=$hpid; hpid=$bpid; start_daemon auto; }; then
 	hpid=$keep
 	sleep 2 # the retained tasks and scopes of two seconds
 	$PY - "$BIN/scopecmd" "$bpid" "$dpid" "$RUNS" "$D/busy.json" "$(control_sock)" >"$D/busy-runs" <<'PYEOF' ||
-import os, re, socket, statistics, subprocess, sys, time
+import os, statistics, subprocess, sys, time
 scopecmd, pid, dpid, runs, path, ctl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-def oncpu(p):
-	return int(open("/proc/%d/schedstat" % p).read().split()[0])
+sys.path.insert(0, os.path.dirname(path))
+from dumpreply import oncpu, reply as reply_of
 def dump():
 	t0 = time.perf_counter()
 	if subprocess.run([scopecmd, "--no-start", str(pid), "Thread.dump_to_file", "-overwrite",
@@ -203,24 +214,9 @@ def dump():
 		sys.exit(1)
 	return (time.perf_counter() - t0) * 1e3
 def reply(render):
-	s = socket.socket(socket.AF_UNIX)
-	s.connect(ctl)
-	c0, t0 = oncpu(dpid), time.perf_counter()
-	s.sendall(b'{"cmd":"dump","pid":%d,"id":1,"share_stacks":true%s}\n' %
-		  (pid, b',"render":"jdk_json"' if render else b""))
-	buf, want = b"", None
-	while want is None or len(buf) < want:
-		b = s.recv(1 << 20)
-		if not b:
-			break
-		buf += b
-		if want is None and b"\n" in buf:
-			m = re.match(rb'[^\n]*"text_bytes":(\d+)', buf)
-			want = buf.index(b"\n") + 1 + (int(m.group(1)) if m else 0) if render else None
-		if not render and buf.endswith(b"\n"):
-			break
-	s.close()
-	return (time.perf_counter() - t0) * 1e3, (oncpu(dpid) - c0) / 1e6, len(buf), b'"reused":true' in buf[:200]
+	c0 = oncpu(dpid)
+	ms, reused, n = reply_of(ctl, pid, render)
+	return ms, (oncpu(dpid) - c0) / 1e6, n, reused
 dump()
 e2e = statistics.median(dump() for _ in range(runs))
 rr = [reply(True) for _ in range(runs)]
