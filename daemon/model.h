@@ -241,6 +241,13 @@ void model_render(const struct model *m, const struct clockref *clk, int64_t now
 		  struct jbuf *b);
 void model_render_delta(const struct model *m, const struct clockref *clk, uint64_t since,
 			struct jbuf *b);
+/* The model as a thread dump needs it: model_render's object without the
+ * ended tasks and closed scopes kept for the retention time, but for those
+ * something live names (a thread's task, an open scope's parent task, a
+ * closed scope between an open one and its nearest open ancestor), so that
+ * what is live is placed exactly as with all of them. */
+void model_render_live(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
+		       struct jbuf *b);
 
 /* Names used in the JSON (NULL when out of range). */
 const char *model_task_state_name(unsigned state);

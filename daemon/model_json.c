@@ -4,6 +4,7 @@
 #include "jfield.h"
 #include "symbolize.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,9 @@ static const char *const warnings[] = {PROTO_WARNINGS(NAME_OF)};
 struct render {
 	const struct model *m;
 	const struct clockref *clk;
+	/* A live render (model_render_live): the ended scopes and tasks it
+	 * shows, those that something live names; NULL: all. */
+	const struct idmap *ended_kept;
 	struct {
 		uint64_t addr;
 		char *name; /* NULL: no name for addr */
@@ -287,6 +291,24 @@ static int by_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Whether a render shows e, an entity of kind k. */
+static bool shown(const struct render *r, enum ent_kind k, const void *e)
+{
+	if (!r->ended_kept)
+		return true;
+	if (k == ENT_SCOPE) {
+		const struct m_scope *s = e;
+		return !(s->flags & EF_ENDED) || idmap_get(&r->ended_kept[k], s->id);
+	}
+	if (k == ENT_TASK) {
+		const struct m_task *t = e;
+		/* An ended task's state is never "running" (model.c,
+		 * task_end), so no ended one is any thread's running task. */
+		return !(t->flags & EF_ENDED) || idmap_get(&r->ended_kept[k], t->id);
+	}
+	return true;
+}
+
 /* Writes key: [entities changed after since], in id order (parents, opened
  * first, come first). */
 static void ent_array(struct jbuf *b, struct render *r, enum ent_kind k, uint64_t since)
@@ -303,7 +325,7 @@ static void ent_array(struct jbuf *b, struct render *r, enum ent_kind k, uint64_
 	size_t n = 0;
 	for (size_t i = 0; i < map->cap; i++) {
 		const uint64_t *e = map->slots[i].e;
-		if (e && e[1] > since)
+		if (e && e[1] > since && shown(r, k, e))
 			list[n++] = e;
 	}
 	qsort(list, n, sizeof *list, by_id);
@@ -350,19 +372,87 @@ static void warnings_json(struct jbuf *b, const struct model *m, const struct cl
 	jb_arr_end(b);
 }
 
-void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
-		  struct jbuf *b)
+static void render(struct render *r, int64_t now_real_ns, struct jbuf *b)
 {
-	struct render r = {.m = m, .clk = clk};
+	const struct model *m = r->m;
 	jb_obj(b);
 	jb_key(b, "now_ms");
 	jb_ms(b, now_real_ns);
 	for (int k = 0; k < ENT_KINDS; k++)
-		ent_array(b, &r, k, 0);
-	violations_json(b, m, clk);
-	warnings_json(b, m, clk);
+		ent_array(b, r, k, 0);
+	violations_json(b, m, r->clk);
+	warnings_json(b, m, r->clk);
 	jb_obj_end(b);
-	render_done(&r);
+	render_done(r);
+}
+
+void model_render(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
+		  struct jbuf *b)
+{
+	struct render r = {.m = m, .clk = clk};
+	render(&r, now_real_ns, b);
+}
+
+/* Adds e, ended, to kept unless there: 1 added, 0 not ended or there
+ * already, -ENOMEM. */
+static int keep(struct idmap *kept, const void *e, uint8_t flags)
+{
+	if (!e || !(flags & EF_ENDED) || idmap_get(kept, *(const uint64_t *)e))
+		return 0;
+	return idmap_put(kept, (void *)e) == 0 ? 1 : -ENOMEM;
+}
+
+static int keep_task(const struct model *m, struct idmap kept[ENT_KINDS], uint64_t id)
+{
+	const struct m_task *t = id ? idmap_get(&m->ents[ENT_TASK], id) : NULL;
+	return keep(&kept[ENT_TASK], t, t ? t->flags : 0);
+}
+
+/* The ended scopes and tasks that live ones name: a thread's task, an open
+ * scope's parent task, the closed scopes between an open scope and the
+ * nearest open one above it.  A dump needs these to place what is live
+ * exactly as it would with every ended entity at hand; the rest (a busy
+ * process ends thousands in the retention time) it never shows.
+ * 0 or -ENOMEM. */
+static int ended_named(const struct model *m, struct idmap kept[ENT_KINDS])
+{
+	const struct idmap *threads = &m->ents[ENT_THREAD], *scopes = &m->ents[ENT_SCOPE];
+	for (size_t i = 0; i < threads->cap; i++) {
+		const struct m_thread *t = threads->slots[i].e;
+		if (t && keep_task(m, kept, t->task) < 0)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < scopes->cap; i++) {
+		const struct m_scope *s = scopes->slots[i].e;
+		if (!s || (s->flags & EF_ENDED))
+			continue;
+		if (keep_task(m, kept, s->parent_task) < 0)
+			return -ENOMEM;
+		/* Up through closed scopes, to an open one (which walks on
+		 * itself) or one kept already. */
+		int rc = 1;
+		for (int d = 0; rc > 0 && s->parent && d < MAX_WALK; d++) {
+			const struct m_scope *up = idmap_get(scopes, s->parent);
+			if ((rc = keep(&kept[ENT_SCOPE], up, up ? up->flags : 0)) < 0)
+				return -ENOMEM;
+			s = up;
+		}
+	}
+	return 0;
+}
+
+void model_render_live(const struct model *m, const struct clockref *clk, int64_t now_real_ns,
+		       struct jbuf *b)
+{
+	struct idmap kept[ENT_KINDS] = {0};
+	if (ended_named(m, kept) < 0) {
+		b->oom = true;
+	} else {
+		struct render r = {.m = m, .clk = clk, .ended_kept = kept};
+		render(&r, now_real_ns, b);
+	}
+	for (int k = 0; k < ENT_KINDS; k++)
+		idmap_free(&kept[k]);
 }
 
 void model_render_delta(const struct model *m, const struct clockref *clk, uint64_t since,

@@ -301,9 +301,9 @@ static bool mtext_fits(const struct model_text *mt, const struct proc *p)
 	       mt->clk.mono == p->clk.mono && mt->clk.real == p->clk.real && mt->sym == m->sym;
 }
 
-/* Writes p's model into a dump's body to be rendered: the text of the last
- * one after a new now_ms when the model did not change since, else afresh
- * (then kept). */
+/* Writes p's model as a dump needs it (model_render_live) into a dump's
+ * body to be rendered: the text of the last one after a new now_ms when the
+ * model did not change since, else afresh (then kept). */
 static void model_into_body(struct daemon *d, const struct proc *p, struct jbuf *b)
 {
 	struct model_text *mt = &d->stacks->mtext;
@@ -317,7 +317,7 @@ static void model_into_body(struct daemon *d, const struct proc *p, struct jbuf 
 		return;
 	}
 	size_t at = b->len;
-	model_render(&p->model, &p->clk, now, b);
+	model_render_live(&p->model, &p->clk, now, b);
 	free(mt->rest);
 	mt->rest = NULL;
 	size_t v, end;

@@ -8,6 +8,7 @@
 
 #include "../../daemon/model.h"
 #include "../../daemon/symbolize.h"
+#include "../../dump/jdkdump.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -184,6 +185,51 @@ static void finish(struct model *m, json_t *j)
 static const char *str_at(json_t *obj, const char *key)
 {
 	return json_string_value(json_object_get(obj, key));
+}
+
+/* The JDK dump (dump/jdkdump.h) of a reply whose model is m, rendered whole
+ * or (live) as a dump needs it; *model_len: the model's bytes. */
+static char *jdk_of(const struct model *m, bool live, size_t *model_len)
+{
+	static const char head[] = "{\"process\":{\"pid\":4242,\"state\":\"live\"},"
+				   "\"stacks\":[],\"model\":";
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 1764441600000000000ll};
+	jb_raw(&b, head, sizeof head - 1);
+	if (live)
+		model_render_live(m, &clk, 1764441605000000000ll, &b);
+	else
+		model_render(m, &clk, 1764441605000000000ll, &b);
+	*model_len = b.len - (sizeof head - 1);
+	jb_raw(&b, "}", 1);
+	assert_false(b.oom);
+	struct jv_doc *doc = NULL;
+	char err[256];
+	if (jv_parse(b.p, b.len, &doc, err, sizeof err) != 0)
+		fail_msg("the reply does not parse: %s", err);
+	size_t len;
+	char *text = jdkdump_json_doc(jv_root(doc), &len, err, sizeof err);
+	if (!text)
+		fail_msg("no dump: %s", err);
+	jv_free(doc);
+	jb_free(&b);
+	return text;
+}
+
+/* Whether a live render of m makes the same dump as a whole one; *smaller:
+ * whether it left something out. */
+static bool live_same_dump(const struct model *m, bool *smaller)
+{
+	size_t whole_len, live_len;
+	char *whole = jdk_of(m, false, &whole_len), *live = jdk_of(m, true, &live_len);
+	bool same = strcmp(whole, live) == 0;
+	if (!same)
+		print_message("whole:\n%s\nlive:\n%s\n", whole, live);
+	*smaller = live_len < whole_len;
+	free(whole);
+	free(live);
+	return same;
 }
 
 /* A small tree: main thread, worker, scope 1 with child scope 2 opened by task 10. */
@@ -1182,6 +1228,57 @@ static void test_task_function(void **state)
 
 /* Random events in random order with small ids (so they collide) never break
  * the model: the cap holds, sweeps work, and the JSON always parses. */
+/* A dump's model leaves out the ended tasks and closed scopes nothing live
+ * names, and keeps those that place what is live: the dump is the same. */
+static void test_render_live(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	build_tree(&m); /* 1 open, 2 open in it by task 10; 12 failed */
+	struct proto_msg msgs[] = {
+	    scope_open(3, 2, "done"), /* closed, with its task: left out */
+	    task(PROTO_EV_TASK_FORK, 13, 3, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_END, 13, 3, PROTO_TASK_SUCCESS),
+	    scope_ev(PROTO_EV_SCOPE_CLOSE, 3),
+	    scope_open(4, 2, "gone"), /* closed under an open 5: kept */
+	    scope_open(5, 4, "inner"),
+	    scope_ev(PROTO_EV_SCOPE_CLOSE, 4),
+	    task(PROTO_EV_TASK_END, 10, 1, PROTO_TASK_SUCCESS), /* 2's parent task */
+	    thread_start(102, "io-2", PROTO_ROLE_WORKER),
+	    task(PROTO_EV_TASK_FORK, 14, 2, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_START, 14, 2, 0),
+	    /* A fork that says the task ended ends it and leaves its thread
+	     * naming it: kept. */
+	    task(PROTO_EV_TASK_FORK, 14, 2, PROTO_TASK_CANCELLED),
+	};
+	msgs[10].tid = msgs[11].tid = 102;
+	apply_all(&m, msgs, sizeof msgs / sizeof msgs[0], 0);
+	struct jbuf b;
+	jb_init(&b);
+	struct clockref clk = {0, 1764441600000000000ll};
+	model_render_live(&m, &clk, 1764441605000000000ll, &b);
+	jb_raw(&b, "", 1);
+	assert_false(b.oom);
+	json_t *j = json_loads(b.p, 0, NULL);
+	jb_free(&b);
+	assert_non_null(j);
+	assert_null(entity(j, "scopes", 3));
+	assert_null(entity(j, "tasks", 13));
+	assert_null(entity(j, "tasks", 12));
+	assert_string_equal(str_at(entity(j, "scopes", 4), "state"), "closed");
+	assert_non_null(entity(j, "scopes", 5));
+	assert_string_equal(str_at(entity(j, "tasks", 10), "state"), "success");
+	assert_non_null(entity(j, "tasks", 11));
+	assert_int_equal(json_integer_value(json_object_get(entity(j, "threads", 102), "task")),
+			 14);
+	assert_string_equal(str_at(entity(j, "tasks", 14), "state"), "cancelled");
+	bool smaller;
+	assert_true(live_same_dump(&m, &smaller));
+	assert_true(smaller);
+	finish(&m, j);
+}
+
 static void test_random_streams(void **state)
 {
 	(void)state;
@@ -1212,6 +1309,7 @@ static void test_random_streams(void **state)
 	};
 	static const char *const strs[] = {"", "a", "x\"y\\z\n", "\x01\x7f", "name"};
 	srand(12345);
+	int left_out = 0; /* rounds whose dump's model left something out */
 	for (int round = 0; round < 20; round++) {
 		struct model m;
 		init(&m, 200);
@@ -1254,6 +1352,9 @@ static void test_random_streams(void **state)
 		}
 		json_t *j = render_json(&m); /* fails the test if it does not parse */
 		json_decref(j);
+		bool smaller;
+		assert_true(live_same_dump(&m, &smaller));
+		left_out += smaller;
 		struct jbuf b;
 		jb_init(&b);
 		struct clockref clk = {0, 0};
@@ -1267,6 +1368,7 @@ static void test_random_streams(void **state)
 		jb_free(&b);
 		model_free(&m);
 	}
+	assert_true(left_out > 0);
 }
 
 /* The cancel's cause and origin, shields and handlers: with the cause on
@@ -1330,6 +1432,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree_and_json),
+	    cmocka_unit_test(test_render_live),
 	    cmocka_unit_test(test_snapshot_end_live_only),
 	    cmocka_unit_test(test_max_retained),
 	    cmocka_unit_test(test_entity_reuse),
