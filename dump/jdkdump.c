@@ -49,7 +49,8 @@ struct placed {
 };
 
 /* A stack's text as written the first time (text writers): threads that
- * share a stack copy it, as it is a function of the entry alone. */
+ * share a stack copy it, as it is a function of the entry alone.  The same
+ * for the scoped values threads see in one scope. */
 struct stack_text {
 	size_t off, len; /* in the writer's text; len 0: not written yet */
 	int depth;
@@ -86,6 +87,7 @@ struct builder {
 	struct tidset tids;	     /* tids placed */
 	json_t *frames;		     /* frame strings by address */
 	struct stack_text *stext;    /* per stacks[] entry; NULL: no sharing */
+	struct stack_text *vtext;    /* per si[] entry; NULL: no sharing */
 	struct jdkdump_marks *marks; /* text writers asked for them, else NULL */
 };
 
@@ -700,6 +702,24 @@ static void write_blocked_in(struct jw *w, const jv *st)
 		jw_null(w);
 }
 
+/* Writes the scoped values a thread sees in scope ctx (si[], -1: none):
+ * the first time from the scopes, then as a copy of that text. */
+static void write_values(struct builder *b, struct jw *w, long ctx)
+{
+	if (ctx < 0) {
+		jw_obj(w);
+		jw_end(w);
+		return;
+	}
+	struct stack_text *x = b->vtext ? &b->vtext[ctx] : NULL;
+	if (x && x->len && x->depth == w->depth && jw_copy_own(w, x->off, x->len))
+		return;
+	size_t off = jw_offset(w);
+	jw_json_new(w, values_in(b, ctx));
+	if (x && !w->failed)
+		*x = (struct stack_text){off, jw_offset(w) - off, w->depth};
+}
+
 /* Writes the JDK thread object of a placed thread. */
 static void write_thread(struct builder *b, struct jw *w, const struct placed *p)
 {
@@ -752,12 +772,7 @@ static void write_thread(struct builder *b, struct jw *w, const struct placed *p
 		jj_write_task(w, p->helping, false, jc);
 	}
 	jw_key(w, "scopedValues");
-	if (p->ctx >= 0)
-		jw_json_new(w, values_in(b, p->ctx));
-	else {
-		jw_obj(w);
-		jw_end(w);
-	}
+	write_values(b, w, p->ctx);
 	jw_key(w, "blockedIn");
 	at = jw_offset(w);
 	write_blocked_in(w, st);
@@ -1003,6 +1018,7 @@ static void builder_free(struct builder *b)
 	free(b->tids.k);
 	json_decref(b->frames);
 	free(b->stext);
+	free(b->vtext);
 }
 
 /* Builds the dump of reply through w; false (with err) when reply is not
@@ -1046,8 +1062,10 @@ static bool build(const jv *reply, struct jw *w, struct jdkdump_marks *marks, ch
 	b.stack_ref = index_by(b.stacks, "tid", &b.nstack_ref);
 	b.last_ref = index_by(b.last, "tid", &b.nlast_ref);
 	/* Without it every stack is written in full: the same text. */
-	if (!w->tree)
+	if (!w->tree) {
 		b.stext = calloc(jv_size(b.stacks) + 1, sizeof *b.stext);
+		b.vtext = calloc(b.nscope_ref + 1, sizeof *b.vtext); /* si[] is as long */
+	}
 
 	bool ok = false;
 	if (b.names && b.frames && b.scope_ref && b.task_ref && b.pool_ref && b.stack_ref &&
