@@ -7,15 +7,25 @@
 #include "tally.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* What names_gen takes its values from, for every model. */
+static _Atomic uint64_t names_clock;
+
+static void names_moved(struct model *m)
+{
+	m->names_gen = atomic_fetch_add_explicit(&names_clock, 1, memory_order_relaxed) + 1;
+}
+
 void model_init(struct model *m, const struct model_limits *lim)
 {
 	memset(m, 0, sizeof *m);
+	names_moved(m);
 	m->lim = *lim;
 	if (!m->lim.max_entities)
 		m->lim.max_entities = 1000000;
@@ -237,6 +247,8 @@ static void *get_as(struct model *m, enum ent_kind k, uint64_t id, bool live, in
 		return NULL;
 	}
 	*ent_flags(k, e) = EF_PLACEHOLDER;
+	if (k == ENT_THREAD)
+		names_moved(m);
 	return e;
 }
 
@@ -270,6 +282,8 @@ static void log_removal(struct model *m, enum ent_kind k, uint64_t id)
 /* Frees e, which left the map of its kind. */
 static void removed(struct model *m, enum ent_kind k, void *e, uint64_t id)
 {
+	if (k == ENT_THREAD)
+		names_moved(m);
 	live_del(m, k, e);
 	free_ent(m, k, e);
 	log_removal(m, k, id);
@@ -514,6 +528,7 @@ static int ev_thread_start(struct model *m, const struct proto_msg *msg, int64_t
 	t->role = msg->role;
 	if (!t->started)
 		t->started = msg->ts;
+	names_moved(m);
 	return set_str(m, &t->name, &msg->name);
 }
 
@@ -533,6 +548,7 @@ static int ev_thread_name(struct model *m, const struct proto_msg *msg, int64_t 
 	(void)now;
 	struct m_thread *t;
 	GET(t, ENT_THREAD, msg->tid);
+	names_moved(m);
 	return set_str(m, &t->name, &msg->name);
 }
 

@@ -166,6 +166,10 @@ struct model {
 	uint64_t sites_refused; /* SITEs past max_sites or the string cap */
 	size_t owned_bytes;	/* names, value keys and values held (max_owned_bytes) */
 	uint64_t gen;
+	/* Moves when a thread comes, goes or is named (what a dump's thread
+	 * entries take from the model); unique across models, so that a new
+	 * model never takes an old one's value. */
+	uint64_t names_gen;
 	uint64_t events, lost;
 	bool complete, repaired, had_loss, in_snapshot;
 	uint64_t snap_seq;

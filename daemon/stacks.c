@@ -86,7 +86,11 @@ struct entries_key {
 	const struct proc *p;
 	pid_t pid;
 	unsigned long long starttime;
-	uint64_t gen, sym_gen; /* the model's and the symbolizer's */
+	/* The model's thread names (struct model's names_gen; no_names: it
+	 * had no threads, so entries named threads from their comm alone),
+	 * and the symbolizer's generation. */
+	uint64_t names_gen, sym_gen;
+	bool no_names;
 	const char *source;
 	bool share;
 };
@@ -741,13 +745,19 @@ static void entries_json(struct daemon *d, struct jbuf *b, const struct stack_re
 	locks_index_free(&locks);
 }
 
+/* Whether the names the model m gives threads are those of key. */
+static bool names_fit(const struct entries_key *k, const struct model *m)
+{
+	return k->no_names ? m->ents[ENT_THREAD].n == 0 : k->names_gen == m->names_gen;
+}
+
 /* Whether key describes the entries r's threads would have in a reply
  * written now, their state and blocked_in apart. */
 static bool key_fits(const struct entries_key *k, struct daemon *d, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
 	if (!k->threads.valid || k->p != p || k->pid != p->pid || k->starttime != p->starttime ||
-	    k->gen != p->model.gen || k->source != r->source || k->share != r->share_stacks ||
+	    !names_fit(k, &p->model) || k->source != r->source || k->share != r->share_stacks ||
 	    !d->sym || k->sym_gen != sym_generation(d->sym, p->pid, p->starttime))
 		return false;
 	/* A state the source did not give is read from /proc when written. */
@@ -853,7 +863,8 @@ static void entries(struct daemon *d, struct jbuf *b, const struct stack_req *r,
 	k->p = p;
 	k->pid = p->pid;
 	k->starttime = p->starttime;
-	k->gen = p->model.gen;
+	k->names_gen = p->model.names_gen;
+	k->no_names = p->model.ents[ENT_THREAD].n == 0;
 	k->sym_gen = sym_gen;
 	k->source = r->source;
 	k->share = r->share_stacks;

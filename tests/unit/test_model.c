@@ -1279,6 +1279,48 @@ static void test_render_live(void **state)
 	finish(&m, j);
 }
 
+/* names_gen moves when a thread comes, is named or goes, and with nothing
+ * else: a busy process's dumps keep their thread entries while tasks come
+ * and go.  Two models never share a value. */
+static void test_names_gen(void **state)
+{
+	(void)state;
+	struct model m, other;
+	init(&m, 0);
+	init(&other, 0);
+	assert_int_not_equal(m.names_gen, other.names_gen);
+	model_free(&other);
+	uint64_t g = m.names_gen;
+	apply_ok(&m, thread_start(101, "io-1", PROTO_ROLE_WORKER), 0);
+	assert_int_not_equal(m.names_gen, g);
+	g = m.names_gen;
+	struct proto_msg quiet[] = {
+	    scope_open(1, 0, "root"),
+	    task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
+	    task(PROTO_EV_TASK_START, 10, 1, 0),
+	    task(PROTO_EV_TASK_END, 10, 1, PROTO_TASK_SUCCESS),
+	    scope_ev(PROTO_EV_JOIN_BEGIN, 1),
+	    scope_ev(PROTO_EV_SCOPE_CLOSE, 1),
+	};
+	apply_all(&m, quiet, sizeof quiet / sizeof quiet[0], 0);
+	model_sweep(&m, 6 * SEC); /* the scope and task expire: no thread */
+	assert_int_equal(m.names_gen, g);
+	struct proto_msg named = ev(PROTO_EV_THREAD_NAME);
+	named.tid = 101;
+	named.name = S("io-renamed");
+	apply_ok(&m, named, 6 * SEC);
+	assert_int_not_equal(m.names_gen, g);
+	g = m.names_gen;
+	struct proto_msg exit = ev(PROTO_EV_THREAD_EXIT);
+	exit.tid = 101;
+	apply_ok(&m, exit, 6 * SEC);
+	assert_int_equal(m.names_gen, g); /* exited, still named in the model */
+	model_sweep(&m, 12 * SEC);
+	assert_null(idmap_get(&m.ents[ENT_THREAD], 101));
+	assert_int_not_equal(m.names_gen, g);
+	model_free(&m);
+}
+
 static void test_random_streams(void **state)
 {
 	(void)state;
@@ -1433,6 +1475,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree_and_json),
 	    cmocka_unit_test(test_render_live),
+	    cmocka_unit_test(test_names_gen),
 	    cmocka_unit_test(test_snapshot_end_live_only),
 	    cmocka_unit_test(test_max_retained),
 	    cmocka_unit_test(test_entity_reuse),
