@@ -11,11 +11,15 @@
 # alone on its control socket, rendered as scopecmd asks for it and plain,
 # scopecmd's own start, CPU of the daemon and of scopecmd), the cold first
 # dump against the warm ones, and the issue's targets, met or not.
+# BENCH_RUNS (15): warm runs per stack source, and dumps of the busy process.
+# Fifteen, not seven: on a shared host one or two slow runs in seven moved
+# the median by half a millisecond (3.84 ms with 7, 2.90 ms with 21 on the
+# same host within minutes).
 BUILD=${BUILD:-build}
 TOP=${TOP:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$TOP/tests/lib/e2e.sh"
 HELPER=$TOP/$BUILD/tests/helpers/dump_many
-RUNS=${BENCH_RUNS:-7}
+RUNS=${BENCH_RUNS:-15}
 for f in "$BIN/scoped" "$BIN/scopecmd" "$HELPER"; do
 	[ -x "$f" ] || { echo "bench_dump: $f is not built; skipped"; exit 0; }
 done
