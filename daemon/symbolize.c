@@ -1,5 +1,6 @@
 /* symbolize.c - libdw (dwfl) symbolization with a cache keyed by module
- * build-id (or path) and offset, shared by every process mapping the module. */
+ * build-id (or path) and offset, shared by every process mapping the module;
+ * and each module file's debug information read once for all of them. */
 #include "symbolize.h"
 
 #include "loop.h"
@@ -17,7 +18,26 @@ struct sym_module {
 	uint64_t start, end;
 	const char *key;  /* interned build-id hex, or the path */
 	const char *path; /* interned */
+	bool by_id;	  /* key is a build-id */
 };
+
+/* A module's file opened once, by build-id, for every process that maps it:
+ * the DWARF its addresses are looked up in (compile units, line tables,
+ * inlined calls).  libdw reads a module's debug information, and inflates
+ * its compressed sections, once per Dwfl: per process, that was libc's
+ * debug file (libc6-dbg, 2.3 MB of compressed .debug_info) read again for
+ * every new process whose stacks held a libc address the cache had not
+ * seen, 80-90 ms each time here. */
+struct sym_file {
+	const char *key; /* interned build-id hex; NULL: free */
+	Dwfl *dwfl;	 /* offline; NULL: the file could not be opened as that module */
+	Dwfl_Module *mod;
+	Dwarf_Addr low; /* the module's first address in dwfl */
+	uint64_t used;	/* the lookup clock when last used */
+};
+
+/* Module files kept open (least recently used dropped first). */
+#define SYM_FILES 32
 
 struct sym_proc {
 	struct sym_proc *next;
@@ -56,6 +76,8 @@ struct symbolizer {
 	 * process's modules read again or gone, the cache dropped (an exited
 	 * process's addresses then resolve no more). */
 	uint64_t gen, flushed_gen;
+	struct sym_file files[SYM_FILES];
+	uint64_t file_clock, files_opened;
 };
 
 static void cache_flush(struct symbolizer *s);
@@ -63,6 +85,11 @@ static void cache_flush(struct symbolizer *s);
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+static const Dwfl_Callbacks file_callbacks = {
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
 };
 
 struct symbolizer *sym_new(size_t max_entries)
@@ -93,6 +120,9 @@ void sym_free(struct symbolizer *s)
 		s->procs = p->next;
 		proc_release(p);
 	}
+	for (size_t i = 0; i < SYM_FILES; i++)
+		if (s->files[i].dwfl)
+			dwfl_end(s->files[i].dwfl);
 	strtab_free(&s->keys);
 	cache_flush(s);
 	strtab_free(&s->names);
@@ -128,7 +158,8 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 	int nbits = dwfl_module_build_id(mod, &bits, &vaddr);
 	char hex[2 * 64 + 1];
 	const char *key = name ? name : "?";
-	if (nbits > 0 && nbits <= 64) {
+	bool by_id = nbits > 0 && nbits <= 64;
+	if (by_id) {
 		for (int i = 0; i < nbits; i++)
 			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
 		key = hex;
@@ -144,7 +175,7 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 	const char *path = name ? name : "?";
 	c->mods[c->n++] =
 	    (struct sym_module){low, high, strtab_intern(&c->s->keys, key, strlen(key)),
-				strtab_intern(&c->s->keys, path, strlen(path))};
+				strtab_intern(&c->s->keys, path, strlen(path)), by_id};
 	return DWARF_CB_OK;
 }
 
@@ -390,6 +421,74 @@ static unsigned inline_chain(Dwarf_Die *cu, Dwarf_Addr bias, Dwarf_Addr a, struc
 	return k;
 }
 
+/* Whether mod's build-id is key (hex). */
+static bool build_id_is(Dwfl_Module *mod, const char *key)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (n <= 0 || strlen(key) != 2 * (size_t)n)
+		return false;
+	for (int i = 0; i < n; i++) {
+		char hex[3];
+		snprintf(hex, sizeof hex, "%02x", bits[i]);
+		if (memcmp(hex, key + 2 * i, 2) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Opens the file libdw found for pmod (module m of a process) on its own,
+ * into f; f->dwfl stays NULL when that fails or the file is not the one
+ * mapped (another build-id: replaced on disk since). */
+static void file_open(struct sym_file *f, const struct sym_module *m, Dwfl_Module *pmod)
+{
+	const char *mainfile = NULL;
+	dwfl_module_info(pmod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+	if (!mainfile || mainfile[0] != '/')
+		return;
+	Dwfl *d = dwfl_begin(&file_callbacks);
+	if (!d)
+		return;
+	dwfl_report_begin(d);
+	Dwfl_Module *mod = dwfl_report_offline(d, m->path, mainfile, -1);
+	dwfl_report_end(d, NULL, NULL);
+	if (!mod || !build_id_is(mod, m->key)) {
+		dwfl_end(d);
+		return;
+	}
+	dwfl_module_info(mod, NULL, &f->low, NULL, NULL, NULL, NULL, NULL);
+	f->dwfl = d;
+	f->mod = mod;
+}
+
+/* The shared file of module m (pmod in the process), opened on first use;
+ * NULL when m has no build-id or its file cannot be opened on its own (the
+ * process's own module answers then). */
+static struct sym_file *shared_file(struct symbolizer *s, const struct sym_module *m,
+				    Dwfl_Module *pmod)
+{
+	struct sym_file *f = NULL, *lru = &s->files[0];
+	if (!m->by_id)
+		return NULL;
+	for (size_t i = 0; i < SYM_FILES && !f; i++) {
+		if (s->files[i].key == m->key)
+			f = &s->files[i];
+		else if (s->files[i].used < lru->used)
+			lru = &s->files[i];
+	}
+	if (!f) {
+		f = lru; /* a free one (used 0) or the least recently used */
+		if (f->dwfl)
+			dwfl_end(f->dwfl);
+		*f = (struct sym_file){.key = m->key};
+		file_open(f, m, pmod);
+		s->files_opened += f->dwfl != NULL;
+	}
+	f->used = ++s->file_clock;
+	return f->dwfl ? f : NULL;
+}
+
 /* The cache entry for addr, resolved now on a miss; NULL when the address
  * is in no module or could not be resolved.  *m gets the module. */
 static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
@@ -440,6 +539,12 @@ static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
 	const char *file = NULL;
 	int line = 0;
 	Dwarf_Addr bias = 0;
+	/* The DWARF from the module's shared file, at the same offset. */
+	struct sym_file *sf = shared_file(s, m, mod);
+	if (sf) {
+		mod = sf->mod;
+		a = off + sf->low;
+	}
 	Dwarf_Die *cu = cu_of(mod, a, &bias);
 	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
 	Dwarf_Line *l = !dl && cu ? dwarf_getsrc_die(cu, a - bias) : NULL;
@@ -505,4 +610,9 @@ void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, siz
 	*hits = s->hits;
 	*misses = s->misses;
 	*entries = s->n;
+}
+
+uint64_t sym_files_opened(const struct symbolizer *s)
+{
+	return s->files_opened;
 }

@@ -65,4 +65,10 @@ uint64_t sym_generation(const struct symbolizer *s, pid_t pid, unsigned long lon
 /* Cache statistics, for tests and status. */
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries);
 
+/* Module files opened for their DWARF so far.  Each is opened once, by
+ * build-id, for every process that maps it, and kept while it is among the
+ * 32 used last; a module without a build-id is read through each process's
+ * own view. */
+uint64_t sym_files_opened(const struct symbolizer *s);
+
 #endif

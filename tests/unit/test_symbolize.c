@@ -236,6 +236,74 @@ static void test_no_aranges(void **state)
 	sym_free(s);
 }
 
+/* Starts this test binary parked (see main): its pid, and in *addr where
+ * symbolize_me_please is in it.  *in: its stdin, whose end lets it exit. */
+static pid_t park(uint64_t *addr, int *in)
+{
+	int to[2], from[2];
+	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		execl("/proc/self/exe", "test_symbolize", "--park", (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	char line[64] = "";
+	ssize_t n = read(from[0], line, sizeof line - 1);
+	close(from[0]);
+	assert_true(n > 0);
+	line[n] = 0;
+	*addr = strtoull(line, NULL, 16);
+	*in = to[1];
+	return child;
+}
+
+/* Two processes of one program, loaded at different addresses: the second
+ * one's addresses the cache has not seen are looked up in the DWARF the
+ * first one's opened (one file opened, not two), and come out as they do
+ * in the process itself: an inlined frame and its holder, with their lines. */
+static void test_file_shared(void **state)
+{
+	(void)state;
+	uint64_t a1, a2;
+	int in1, in2;
+	pid_t p1 = park(&a1, &in1), p2 = park(&a2, &in2);
+	unsigned long long st1 = proc_starttime(p1), st2 = proc_starttime(p2);
+	struct symbolizer *s = sym_new(0);
+	struct sym_frame f[SYM_MAX_INLINE + 1];
+	bool found = false;
+	calls_inlined(); /* inline_ret, here; the same offset in the children */
+	uint64_t delta = inline_ret - (uint64_t)(uintptr_t)&symbolize_me_please;
+
+	assert_true(sym_lookup(s, p1, st1, a1, false, &f[0]));
+	assert_string_equal(f[0].func, "symbolize_me_please");
+	uint64_t opened = sym_files_opened(s);
+	assert_true(opened >= 1);
+	size_t n = sym_lookup_inline(s, p2, st2, a2 + delta, true, f, SYM_MAX_INLINE + 1, &found);
+	close(in1);
+	close(in2);
+	waitpid(p1, NULL, 0);
+	waitpid(p2, NULL, 0);
+	assert_true(found);
+	if (a1 == a2)
+		print_message("note: both children were loaded at one address (no ASLR)\n");
+	assert_int_equal(sym_files_opened(s), opened);
+	assert_int_equal(n, 2);
+	assert_true(f[0].inlined);
+	assert_string_equal(f[0].func, "inlined_helper");
+	assert_string_equal(f[0].file, "test_symbolize.c");
+	assert_int_equal(f[0].line, INLINED_CALL_LINE);
+	assert_string_equal(f[1].func, "calls_inlined");
+	assert_int_equal(f[1].line, OUTER_CALL_LINE);
+	sym_free(s);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--park")) {
@@ -251,6 +319,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_own_function),     cmocka_unit_test(test_libc_function),
 	    cmocka_unit_test(test_cache_and_exited), cmocka_unit_test(test_cache_cap_flushes),
 	    cmocka_unit_test(test_inline_chain),     cmocka_unit_test(test_no_aranges),
+	    cmocka_unit_test(test_file_shared),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
