@@ -24,7 +24,9 @@
 # one from a daemon that dumps nothing before it; and the kernel's floor
 # under those reads on the same process (tests/helpers/plain_procfloor: one
 # pread of each thread's syscall file, and the four reads a thread that ran
-# costs), with the all-moved capture as a ratio to it.
+# costs), with the all-moved capture as a ratio to it.  Then three new
+# python3 programs, each dumped once by every daemon (its first dump of
+# that process, after the others), beside eu-stack -i.
 # BENCH_THREADS (1000), BENCH_RUNS (9), BENCH_BIG (10000; 0 skips it),
 # BENCH_BASE (the bin directory of another build, e.g. main's: its scoped
 # runs the /proc source too, as mode "base", in the same rounds and the
@@ -316,6 +318,31 @@ if floor and os.access(floor, os.X_OK):
 		print(line)
 	else:
 		print("  the kernel's floor: %s failed: %s" % (floor, r.stderr.strip()))
+
+# A new program's first dump, on daemons that have dumped other processes:
+# the addresses the symbolizer's cache has not seen are looked up in module
+# files whose DWARF the daemon read for another process (once per file, not
+# once per process); eu-stack -i on the same process in the same run.
+progs = [("python3 select", "import select; select.select([], [], [], 600)"),
+	 ("python3 poll", "import os, select; p = select.poll(); p.register(os.pipe()[0]); p.poll()"),
+	 ("python3 epoll", "import os, select; e = select.epoll(); e.register(os.pipe()[0]); e.poll()")]
+print("\na new program's first dump (the daemon warm from the dumps above; ms; eu-stack -i in the same run)")
+for name, code in progs:
+	k = subprocess.Popen(["python3", "-c", code])
+	time.sleep(0.5)
+	order = list(modes)
+	random.shuffle(order)
+	first = {m: dump(m, k.pid, "%s/prog.json" % D) for m in order}
+	eu = None
+	if have_eu:
+		t0 = time.perf_counter()
+		r = subprocess.run(["eu-stack", "-i", "-p", str(k.pid)], capture_output=True)
+		eu = (time.perf_counter() - t0) * 1e3 if r.returncode == 0 else None
+	k.kill()
+	k.wait()
+	print("  %-16s %s%s" % (name, "  ".join("%s %.1f" % (m, first[m]) for m in modes),
+		"  eu-stack -i %.1f (%s)" % (eu, "  ".join("%s %.1fx" % (m, eu / first[m]) for m in modes))
+		if eu else ""))
 
 # The daemon's memory after dumping 100 other processes (symbol caches and
 # module maps): it keeps the modules of the last 16 only.
