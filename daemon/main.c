@@ -303,6 +303,8 @@ int main(int argc, char **argv)
 		log_error("cannot watch the sockets: %s", strerror(errno));
 		return 1;
 	}
+	if (!d.opt.no_prewarm && (rc = sym_prewarm(d.sym)) < 0 && rc != -ENOENT)
+		log_warn("cannot read libc's debug information ahead: %s", strerror(-rc));
 	if ((rc = metrics_start(&d)) < 0) {
 		log_error("cannot serve metrics: %s", strerror(-rc));
 		return 1;

@@ -63,6 +63,9 @@ static const struct opt_def table[] = {
     {"idle-exit", 0, OPT_LONG, OFF(idle_exit_s), "SECONDS", 0, 604800, 0, NULL,
      "exit after this long with no program and no client connected; 0 never (a daemon "
      "that scopecmd starts uses 600)"},
+    {"no-prewarm", 0, OPT_FLAG, OFF(no_prewarm), NULL, 0, 1, 0, NULL,
+     "do not read the debug information of libc ahead, on a thread of its own, at start (it "
+     "makes the first dump of a process faster where libc's debug file is installed)"},
     {"socket-group", 0, OPT_STR, OFF(socket_group), "GROUP", 0, 0, 0, NULL,
      "let GROUP's members connect (directory 0710, sockets 0660, group GROUP); each "
      "client still sees only its own uid's processes"},

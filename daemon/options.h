@@ -20,6 +20,7 @@ struct options {
 	long max_clients;	  /* control connections */
 	long max_entities;	  /* scopes + tasks + threads + pools per process */
 	int stacks;		  /* enum stacks_mode */
+	int no_prewarm;		  /* do not read libc's DWARF ahead at start */
 	const char *log_file;	  /* --log-file, or NULL */
 	long idle_exit_s;	  /* exit after this long with nobody connected; 0 never */
 	const char *socket_group; /* --socket-group: members may connect, or NULL */

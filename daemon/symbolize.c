@@ -7,9 +7,13 @@
 #include "strtab.h"
 
 #include <dwarf.h>
+#include <elf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,24 @@ struct sym_file {
 
 /* Module files kept open (least recently used dropped first). */
 #define SYM_FILES 32
+
+/* The daemon's own libc read ahead on a thread of its own (sym_prewarm): the
+ * module most stacks hold, and with libc6-dbg installed the one whose DWARF
+ * costs most to read.  The thread writes dwfl, mod and low, then done; the
+ * event loop's thread takes them into the files once done (pthread_join).
+ * libdw is used on both threads meanwhile, each on handles of its own. */
+struct prewarm {
+	int state; /* PW_*: the event loop's thread's own */
+	pthread_t thread;
+	char key[2 * 64 + 1]; /* libc's build-id (hex), read from memory at the start */
+	char path[4096];
+	_Atomic int done;
+	Dwfl *dwfl; /* NULL: the file could not be read as that module */
+	Dwfl_Module *mod;
+	Dwarf_Addr low;
+};
+
+enum { PW_NONE, PW_RUNNING, PW_JOINED };
 
 struct sym_proc {
 	struct sym_proc *next;
@@ -78,6 +100,8 @@ struct symbolizer {
 	uint64_t gen, flushed_gen;
 	struct sym_file files[SYM_FILES];
 	uint64_t file_clock, files_opened;
+	struct prewarm pw;
+	bool prewarm_used; /* the prewarm's file was taken into the files */
 };
 
 static void cache_flush(struct symbolizer *s);
@@ -111,10 +135,13 @@ static void proc_release(struct sym_proc *p)
 	free(p);
 }
 
+static void prewarm_take(struct symbolizer *s);
+
 void sym_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	prewarm_take(s);
 	while (s->procs) {
 		struct sym_proc *p = s->procs;
 		s->procs = p->next;
@@ -462,6 +489,8 @@ static void file_open(struct sym_file *f, const struct sym_module *m, Dwfl_Modul
 	f->mod = mod;
 }
 
+static void prewarm_adopt(struct symbolizer *s, const char *wait_for);
+
 /* The shared file of module m (pmod in the process), opened on first use;
  * NULL when m has no build-id or its file cannot be opened on its own (the
  * process's own module answers then). */
@@ -471,6 +500,7 @@ static struct sym_file *shared_file(struct symbolizer *s, const struct sym_modul
 	struct sym_file *f = NULL, *lru = &s->files[0];
 	if (!m->by_id)
 		return NULL;
+	prewarm_adopt(s, m->key);
 	for (size_t i = 0; i < SYM_FILES && !f; i++) {
 		if (s->files[i].key == m->key)
 			f = &s->files[i];
@@ -487,6 +517,138 @@ static struct sym_file *shared_file(struct symbolizer *s, const struct sym_modul
 	}
 	f->used = ++s->file_clock;
 	return f->dwfl ? f : NULL;
+}
+
+/* The prewarm thread: libc's file read as the shared files are, and its
+ * DWARF loaded (libdw inflates every compressed debug section when it
+ * opens a module's DWARF), by looking up one of its functions. */
+static void *prewarm_main(void *arg)
+{
+	struct prewarm *pw = arg;
+	Dwfl *d = dwfl_begin(&file_callbacks);
+	Dwfl_Module *mod = NULL;
+	if (d) {
+		dwfl_report_begin(d);
+		mod = dwfl_report_offline(d, pw->path, pw->path, -1);
+		dwfl_report_end(d, NULL, NULL);
+	}
+	if (mod && build_id_is(mod, pw->key)) {
+		int n = dwfl_module_getsymtab(mod);
+		for (int i = 1; i < n; i++) {
+			GElf_Sym sym;
+			GElf_Addr addr;
+			const char *name =
+			    dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+			if (!name || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_size)
+				continue;
+			Dwarf_Addr bias;
+			Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+			(void)dwfl_module_getsrc(mod, addr);
+			Dwarf_Files *files;
+			size_t nfiles;
+			if (cu)
+				(void)dwarf_getsrcfiles(cu, &files, &nfiles);
+			break;
+		}
+		dwfl_module_info(mod, NULL, &pw->low, NULL, NULL, NULL, NULL, NULL);
+		pw->dwfl = d;
+		pw->mod = mod;
+	} else if (d) {
+		dwfl_end(d);
+	}
+	atomic_store_explicit(&pw->done, 1, memory_order_release);
+	return NULL;
+}
+
+/* Takes the prewarm's file into the shared files once its thread ended
+ * (waiting for it when wait_for names its file); at the end, sym_free. */
+static void prewarm_adopt(struct symbolizer *s, const char *wait_for)
+{
+	struct prewarm *pw = &s->pw;
+	if (pw->state != PW_RUNNING)
+		return;
+	if (!atomic_load_explicit(&pw->done, memory_order_acquire) &&
+	    !(wait_for && !strcmp(wait_for, pw->key)))
+		return;
+	pthread_join(pw->thread, NULL);
+	pw->state = PW_JOINED;
+	const char *key = pw->dwfl ? strtab_intern(&s->keys, pw->key, strlen(pw->key)) : NULL;
+	if (!key) {
+		if (pw->dwfl)
+			dwfl_end(pw->dwfl);
+		pw->dwfl = NULL;
+		return;
+	}
+	struct sym_file *f = &s->files[0];
+	for (size_t i = 1; i < SYM_FILES; i++)
+		if (s->files[i].used < f->used)
+			f = &s->files[i];
+	if (f->dwfl)
+		dwfl_end(f->dwfl);
+	*f = (struct sym_file){key, pw->dwfl, pw->mod, pw->low, ++s->file_clock};
+	s->prewarm_used = true;
+	pw->dwfl = NULL;
+}
+
+static void prewarm_take(struct symbolizer *s)
+{
+	if (s->pw.state == PW_RUNNING) {
+		pthread_join(s->pw.thread, NULL);
+		s->pw.state = PW_JOINED;
+		if (s->pw.dwfl)
+			dwfl_end(s->pw.dwfl);
+		s->pw.dwfl = NULL;
+	}
+}
+
+/* The loaded libc's path and build-id, from the dynamic loader's list and
+ * the build-id note in memory. */
+static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct prewarm *pw = arg;
+	const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	if (!slash || strncmp(slash + 1, "libc.so.", 8) != 0)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		const unsigned char *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+			size_t name_sz = (nh->n_namesz + 3) & ~3u,
+			       desc_sz = (nh->n_descsz + 3) & ~3u;
+			const unsigned char *desc = p + sizeof *nh + name_sz;
+			if (desc + desc_sz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(p + sizeof *nh, "GNU", 4) && nh->n_descsz > 0 &&
+			    nh->n_descsz <= 64 && strlen(info->dlpi_name) < sizeof pw->path) {
+				for (unsigned k = 0; k < nh->n_descsz; k++)
+					snprintf(pw->key + 2 * k, 3, "%02x", desc[k]);
+				strcpy(pw->path, info->dlpi_name);
+				return 1;
+			}
+			p = desc + desc_sz;
+		}
+	}
+	return 0;
+}
+
+int sym_prewarm(struct symbolizer *s)
+{
+	struct prewarm *pw = &s->pw;
+	if (pw->state != PW_NONE)
+		return 0;
+	if (!dl_iterate_phdr(find_libc, pw))
+		return -ENOENT;
+	int rc = pthread_create(&pw->thread, NULL, prewarm_main, pw);
+	if (rc)
+		return -rc;
+	pw->state = PW_RUNNING;
+	return 0;
 }
 
 /* The cache entry for addr, resolved now on a miss; NULL when the address
@@ -615,4 +777,9 @@ void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, siz
 uint64_t sym_files_opened(const struct symbolizer *s)
 {
 	return s->files_opened;
+}
+
+bool sym_prewarm_used(const struct symbolizer *s)
+{
+	return s->prewarm_used;
 }

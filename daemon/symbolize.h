@@ -65,10 +65,19 @@ uint64_t sym_generation(const struct symbolizer *s, pid_t pid, unsigned long lon
 /* Cache statistics, for tests and status. */
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries);
 
-/* Module files opened for their DWARF so far.  Each is opened once, by
+/* Module files lookups opened for their DWARF so far (not sym_prewarm's).  Each is opened once, by
  * build-id, for every process that maps it, and kept while it is among the
  * 32 used last; a module without a build-id is read through each process's
  * own view. */
 uint64_t sym_files_opened(const struct symbolizer *s);
+
+/* Starts reading the DWARF of the daemon's own libc on a thread of its own,
+ * the module file most stacks hold (with libc's debug file installed, 80-90
+ * ms of inflating here): a lookup that needs it takes it when the thread is
+ * done, or waits for it.  0, -ENOENT (no libc with a build-id loaded), or
+ * the error of starting the thread. */
+int sym_prewarm(struct symbolizer *s);
+/* Whether a lookup took the file sym_prewarm read. */
+bool sym_prewarm_used(const struct symbolizer *s);
 
 #endif

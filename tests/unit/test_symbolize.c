@@ -62,6 +62,60 @@ static void test_libc_function(void **state)
 	sym_free(s);
 }
 
+/* libc's DWARF read ahead (sym_prewarm) serves the first lookup of a libc
+ * address: no file opened for it, and the same frame as without. */
+static void test_prewarm(void **state)
+{
+	(void)state;
+	pid_t pid = getpid();
+	unsigned long long st = proc_starttime(pid);
+	uint64_t addr = (uint64_t)(uintptr_t)&gnu_get_libc_version;
+	struct sym_frame f[2][SYM_MAX_INLINE + 1];
+	size_t n[2];
+	for (int warm = 0; warm < 2; warm++) {
+		struct symbolizer *s = sym_new(0);
+		if (warm)
+			assert_int_equal(sym_prewarm(s), 0);
+		n[warm] =
+		    sym_lookup_inline(s, pid, st, addr, false, f[warm], SYM_MAX_INLINE + 1, NULL);
+		assert_int_equal(sym_prewarm_used(s), warm);
+		assert_int_equal(sym_files_opened(s), !warm);
+		assert_string_equal(f[warm][n[warm] - 1].func, "gnu_get_libc_version");
+		/* The strings are the symbolizer's: compared before it goes. */
+		if (warm) {
+			assert_int_equal(n[0], n[1]);
+			for (size_t i = 0; i < n[1]; i++) {
+				assert_int_equal(f[0][i].line, f[1][i].line);
+				assert_int_equal(!f[0][i].file, !f[1][i].file);
+				if (f[1][i].file)
+					assert_string_equal(f[0][i].file, f[1][i].file);
+			}
+		}
+		if (!warm) /* keep the strings: dup them */
+			for (size_t i = 0; i < n[0]; i++) {
+				f[0][i].func = f[0][i].func ? strdup(f[0][i].func) : NULL;
+				f[0][i].file = f[0][i].file ? strdup(f[0][i].file) : NULL;
+			}
+		sym_free(s);
+	}
+	for (size_t i = 0; i < n[0]; i++) {
+		free((char *)f[0][i].func);
+		free((char *)f[0][i].file);
+	}
+}
+
+/* sym_free while the prewarm may still run: it waits for the thread. */
+static void test_prewarm_freed_early(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		struct symbolizer *s = sym_new(0);
+		assert_int_equal(sym_prewarm(s), 0);
+		assert_int_equal(sym_prewarm(s), 0); /* once */
+		sym_free(s);
+	}
+}
+
 static void test_cache_and_exited(void **state)
 {
 	(void)state;
@@ -316,10 +370,11 @@ int main(int argc, char **argv)
 		return symbolize_me_please(0) == 1 ? 0 : 1;
 	}
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_own_function),     cmocka_unit_test(test_libc_function),
-	    cmocka_unit_test(test_cache_and_exited), cmocka_unit_test(test_cache_cap_flushes),
-	    cmocka_unit_test(test_inline_chain),     cmocka_unit_test(test_no_aranges),
-	    cmocka_unit_test(test_file_shared),
+	    cmocka_unit_test(test_own_function),	cmocka_unit_test(test_libc_function),
+	    cmocka_unit_test(test_cache_and_exited),	cmocka_unit_test(test_cache_cap_flushes),
+	    cmocka_unit_test(test_inline_chain),	cmocka_unit_test(test_no_aranges),
+	    cmocka_unit_test(test_file_shared),		cmocka_unit_test(test_prewarm),
+	    cmocka_unit_test(test_prewarm_freed_early),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
