@@ -184,6 +184,7 @@ void model_free(struct model *m)
 	strtab_free(&m->strings);
 	free(m->rm);
 	free(m->exp);
+	free(m->pend);
 	tally_free(m->tally);
 	advisor_free(m->adv);
 	memset(m, 0, sizeof *m);
@@ -485,7 +486,7 @@ static bool end_once(struct model *m, enum ent_kind k, void *e, int64_t now)
 
 /* Gives a scope or task the call site numbered site: what its SITE defined,
  * or none when that number is not known (0, or its SITE was lost). */
-static void set_site(struct model *m, uint32_t site, const char **file, const char **func,
+static bool set_site(struct model *m, uint32_t site, const char **file, const char **func,
 		     int32_t *line)
 {
 	const struct m_site *s = m->site_hint;
@@ -496,6 +497,56 @@ static void set_site(struct model *m, uint32_t site, const char **file, const ch
 	*file = s ? s->file : NULL;
 	*func = s ? s->func : NULL;
 	*line = s ? s->line : 0;
+	return s != NULL;
+}
+
+#define MODEL_PENDING_SITES 256
+
+/* Gives entity id (kind k) site's file, func and line as set_site does;
+ * a site not defined yet is remembered, and named when its SITE comes. */
+static void name_site(struct model *m, enum ent_kind k, uint64_t id, uint32_t site,
+		      const char **file, const char **func, int32_t *line)
+{
+	if (set_site(m, site, file, func, line) || !site)
+		return;
+	if (!m->pend && !(m->pend = malloc(MODEL_PENDING_SITES * sizeof *m->pend)))
+		return;
+	if (m->npend == MODEL_PENDING_SITES) {
+		memmove(m->pend, m->pend + 1, (m->npend - 1) * sizeof *m->pend);
+		m->npend--;
+	}
+	m->pend[m->npend++] = (struct m_pending_site){id, site, (uint8_t)k};
+}
+
+/* SITE s came: the scopes and tasks waiting for it get it (unless they got
+ * a site since). */
+static void name_pending(struct model *m, const struct m_site *s)
+{
+	size_t keep = 0;
+	for (size_t i = 0; i < m->npend; i++) {
+		struct m_pending_site p = m->pend[i];
+		if (p.site != s->id) {
+			m->pend[keep++] = p;
+			continue;
+		}
+		void *e = idmap_get(&m->ents[p.kind], p.id);
+		const char **file = NULL, **func = NULL;
+		int32_t *line = NULL;
+		if (e && p.kind == ENT_TASK) {
+			struct m_task *t = e;
+			file = &t->file, func = &t->func, line = &t->line;
+		} else if (e && p.kind == ENT_SCOPE) {
+			struct m_scope *sc = e;
+			file = &sc->file, func = &sc->func, line = &sc->line;
+		}
+		if (file && !*file && !*func && !*line) {
+			*file = s->file;
+			*func = s->func;
+			*line = s->line;
+			touch(m, p.kind, e);
+		}
+	}
+	m->npend = keep;
 }
 
 /* A repeat of the event that opened or forked an entity names the site the
@@ -578,7 +629,7 @@ static int ev_scope_open(struct model *m, const struct proto_msg *msg, int64_t n
 	s->joiner = (uint8_t)msg->joiner;
 	s->owner = msg->tid;
 	s->opened = msg->ts;
-	set_site(m, msg->site, &s->file, &s->func, &s->line);
+	name_site(m, ENT_SCOPE, s->id, msg->site, &s->file, &s->func, &s->line);
 	return set_str(m, &s->name, &msg->name);
 }
 
@@ -676,7 +727,7 @@ static void task_forked(struct model *m, struct m_task *t, const struct proto_ms
 	t->forked = msg->ts;
 	if (m->adv && !m->in_snapshot)
 		advisor_task_forked(m, t);
-	set_site(m, msg->site, &t->file, &t->func, &t->line);
+	name_site(m, ENT_TASK, t->id, msg->site, &t->file, &t->func, &t->line);
 }
 
 static int ev_task_fork(struct model *m, const struct proto_msg *msg, int64_t now)
@@ -933,6 +984,8 @@ static int ev_site(struct model *m, const struct proto_msg *msg, int64_t now)
 	s->file = file;
 	s->func = func;
 	s->line = msg->line;
+	if (m->npend)
+		name_pending(m, s);
 	return 0;
 }
 

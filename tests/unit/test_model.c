@@ -583,6 +583,45 @@ static void test_site_unknown(void **state)
 	finish(&m, j);
 }
 
+/* A SITE that comes after the events naming it (the agent's snapshot can
+ * send a task a thread forked during its walk, naming a site that thread
+ * numbered then, whose SITE follows in its ring) names them when it comes;
+ * one that already had a site keeps it, and a later redefinition changes
+ * nothing that was named. */
+static void test_site_late(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	char b[128];
+	struct proto_msg o = scope_open(40, 0, "late");
+	o.site = 9;
+	apply_ok(&m, o, 0);
+	struct proto_msg f = task(PROTO_EV_TASK_FORK, 41, 40, PROTO_TASK_FORKED);
+	f.site = 9;
+	apply_ok(&m, f, 0);
+	f = task(PROTO_EV_TASK_FORK, 42, 40, PROTO_TASK_FORKED);
+	f.site = 10;
+	apply_ok(&m, f, 0);
+	json_t *j = render_json(&m);
+	assert_null(site_of(j, "scopes", 40, b, sizeof b));
+	assert_null(site_of(j, "tasks", 41, b, sizeof b));
+	json_decref(j);
+	apply_ok(&m, site_def(9, "late.c", "open_fork_join", 68), 0);
+	j = render_json(&m);
+	assert_string_equal(site_of(j, "scopes", 40, b, sizeof b), "late.c:open_fork_join:68");
+	assert_string_equal(site_of(j, "tasks", 41, b, sizeof b), "late.c:open_fork_join:68");
+	assert_null(site_of(j, "tasks", 42, b, sizeof b)); /* site 10 is still unknown */
+	json_decref(j);
+	apply_ok(&m, site_def(9, "other.c", "elsewhere", 1), 0);
+	apply_ok(&m, site_def(10, "ten.c", "ten", 10), 0);
+	j = render_json(&m);
+	assert_string_equal(site_of(j, "tasks", 41, b, sizeof b), "late.c:open_fork_join:68");
+	assert_string_equal(site_of(j, "tasks", 42, b, sizeof b), "ten.c:ten:10");
+	assert_int_equal(m.npend, 0);
+	finish(&m, j);
+}
+
 /* Past max_sites a new number is refused (counted, m->err says so) and its
  * events have no site; numbers already held can still be redefined. */
 static void test_site_cap(void **state)
@@ -1491,6 +1530,7 @@ int main(void)
 	    cmocka_unit_test(test_string_and_value_caps),
 	    cmocka_unit_test(test_site_define_and_redefine),
 	    cmocka_unit_test(test_site_unknown),
+	    cmocka_unit_test(test_site_late),
 	    cmocka_unit_test(test_site_cap),
 	    cmocka_unit_test(test_site_snapshot),
 	    cmocka_unit_test(test_delta),
