@@ -40,8 +40,9 @@ struct sym_file {
 	uint64_t used;	/* the lookup clock when last used */
 };
 
-/* Module files kept open (least recently used dropped first). */
-#define SYM_FILES 32
+/* Module files kept open (least recently used dropped first): more than
+ * one process maps (this daemon's test binaries map 45). */
+#define SYM_FILES 128
 
 /* The daemon's own libc read ahead on a thread of its own (sym_prewarm): the
  * module most stacks hold, and with libc6-dbg installed the one whose DWARF
@@ -170,6 +171,8 @@ struct collect {
 	size_t n, cap;
 };
 
+static void warm_up(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *pmod);
+
 static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
 			  void *arg)
 {
@@ -178,8 +181,9 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 	struct collect *c = arg;
 	Dwarf_Addr low = 0, high = 0;
 	dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
-	/* Loading the symbol table now is the warm-up: later lookups are cheap. */
-	dwfl_module_getsymtab(mod);
+	/* The file, for its build-id (not its symbols: warm_up). */
+	Dwarf_Addr bias;
+	(void)dwfl_module_getelf(mod, &bias);
 	const unsigned char *bits;
 	GElf_Addr vaddr;
 	int nbits = dwfl_module_build_id(mod, &bits, &vaddr);
@@ -203,6 +207,7 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 	c->mods[c->n++] =
 	    (struct sym_module){low, high, strtab_intern(&c->s->keys, key, strlen(key)),
 				strtab_intern(&c->s->keys, path, strlen(path)), by_id};
+	warm_up(c->s, &c->mods[c->n - 1], mod);
 	return DWARF_CB_OK;
 }
 
@@ -498,7 +503,7 @@ static struct sym_file *shared_file(struct symbolizer *s, const struct sym_modul
 				    Dwfl_Module *pmod)
 {
 	struct sym_file *f = NULL, *lru = &s->files[0];
-	if (!m->by_id)
+	if (!m->by_id || !m->key)
 		return NULL;
 	prewarm_adopt(s, m->key);
 	for (size_t i = 0; i < SYM_FILES && !f; i++) {
@@ -517,6 +522,19 @@ static struct sym_file *shared_file(struct symbolizer *s, const struct sym_modul
 	}
 	f->used = ++s->file_clock;
 	return f->dwfl ? f : NULL;
+}
+
+/* When a process's modules are reported: each one's symbol table loaded,
+ * so that the first lookup is cheap.  A module with a build-id is named
+ * through its shared file, whose table is loaded once for every process
+ * that maps it (python3's modules took 5-30 ms to load and sort for each
+ * new process); the prewarm's file loads its own (not waited for here). */
+static void warm_up(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *pmod)
+{
+	if (m->by_id && m->key && s->pw.state == PW_RUNNING && !strcmp(s->pw.key, m->key))
+		return;
+	struct sym_file *f = shared_file(s, m, pmod);
+	dwfl_module_getsymtab(f ? f->mod : pmod);
 }
 
 /* The prewarm thread: libc's file read as the shared files are, and its
@@ -687,6 +705,13 @@ static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
 	Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, a);
 	if (!mod)
 		return NULL;
+	/* The module's shared file answers, at the same offset: its name and,
+	 * from its DWARF, file:line and inlined calls. */
+	struct sym_file *sf = shared_file(s, m, mod);
+	if (sf) {
+		mod = sf->mod;
+		a = off + sf->low;
+	}
 	GElf_Off symoff;
 	GElf_Sym sym;
 	const char *func = dwfl_module_addrinfo(mod, a, &symoff, &sym, NULL, NULL, NULL);
@@ -701,12 +726,6 @@ static const struct cache_ent *resolve(struct symbolizer *s, pid_t pid,
 	const char *file = NULL;
 	int line = 0;
 	Dwarf_Addr bias = 0;
-	/* The DWARF from the module's shared file, at the same offset. */
-	struct sym_file *sf = shared_file(s, m, mod);
-	if (sf) {
-		mod = sf->mod;
-		a = off + sf->low;
-	}
 	Dwarf_Die *cu = cu_of(mod, a, &bias);
 	Dwfl_Line *dl = dwfl_module_getsrc(mod, a);
 	Dwarf_Line *l = !dl && cu ? dwarf_getsrc_die(cu, a - bias) : NULL;

@@ -65,10 +65,11 @@ uint64_t sym_generation(const struct symbolizer *s, pid_t pid, unsigned long lon
 /* Cache statistics, for tests and status. */
 void sym_stats(const struct symbolizer *s, uint64_t *hits, uint64_t *misses, size_t *entries);
 
-/* Module files lookups opened for their DWARF so far (not sym_prewarm's).  Each is opened once, by
- * build-id, for every process that maps it, and kept while it is among the
- * 32 used last; a module without a build-id is read through each process's
- * own view. */
+/* Module files opened so far, for their symbols and DWARF, when a process's
+ * modules were reported or looked up (not sym_prewarm's).  Each is opened
+ * once, by build-id, for every process that maps it, and kept while it is
+ * among the 128 used last; a module without a build-id is read through each
+ * process's own view. */
 uint64_t sym_files_opened(const struct symbolizer *s);
 
 /* Starts reading the DWARF of the daemon's own libc on a thread of its own,

@@ -72,6 +72,7 @@ static void test_prewarm(void **state)
 	uint64_t addr = (uint64_t)(uintptr_t)&gnu_get_libc_version;
 	struct sym_frame f[2][SYM_MAX_INLINE + 1];
 	size_t n[2];
+	uint64_t opened[2];
 	for (int warm = 0; warm < 2; warm++) {
 		struct symbolizer *s = sym_new(0);
 		if (warm)
@@ -79,7 +80,10 @@ static void test_prewarm(void **state)
 		n[warm] =
 		    sym_lookup_inline(s, pid, st, addr, false, f[warm], SYM_MAX_INLINE + 1, NULL);
 		assert_int_equal(sym_prewarm_used(s), warm);
-		assert_int_equal(sym_files_opened(s), !warm);
+		/* Every module's file, but libc's when the prewarm read it. */
+		opened[warm] = sym_files_opened(s);
+		if (warm)
+			assert_int_equal(opened[1], opened[0] - 1);
 		assert_string_equal(f[warm][n[warm] - 1].func, "gnu_get_libc_version");
 		/* The strings are the symbolizer's: compared before it goes. */
 		if (warm) {
