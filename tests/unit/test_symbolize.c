@@ -236,6 +236,37 @@ static void test_inline_chain(void **state)
 #include <signal.h>
 #include <sys/wait.h>
 
+/* Starts exe (this test binary or a copy) parked (see main): its pid, and
+ * in *addr where symbolize_me_please is in it.  *in: its stdin, whose end
+ * lets it exit. */
+static pid_t park(const char *exe, uint64_t *addr, int *in)
+{
+	int to[2], from[2];
+	/* Close-on-exec: the child keeps only the ends dup2() gives it, so it
+	 * sees its stdin end. */
+	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no child behind */
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		execl(exe, exe, "--park", (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	char line[64] = "";
+	ssize_t n = read(from[0], line, sizeof line - 1);
+	close(from[0]);
+	assert_true(n > 0);
+	line[n] = 0;
+	*addr = strtoull(line, NULL, 16);
+	*in = to[1];
+	return child;
+}
+
 /* A program built without .debug_aranges (clang's default): this test
  * binary copied with the section taken out, run parked, symbolized from
  * outside to file:line all the same (libdw's address index alone finds
@@ -254,35 +285,16 @@ static void test_no_aranges(void **state)
 		printf("objcopy (binutils) did not run: no copy without .debug_aranges to try\n");
 		skip();
 	}
-	int to[2], from[2];
-	/* Close-on-exec: the child keeps only the ends dup2() gives it, so it
-	 * sees its stdin end. */
-	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no child behind */
-		dup2(to[0], 0);
-		dup2(from[1], 1);
-		execl(copy, copy, "--park", (char *)NULL);
-		_exit(127);
-	}
-	close(to[0]);
-	close(from[1]);
-	char line[64] = "";
-	ssize_t n = read(from[0], line, sizeof line - 1);
-	assert_true(n > 0);
-	line[n] = 0;
-	uint64_t addr = strtoull(line, NULL, 16);
+	uint64_t addr;
+	int in;
+	pid_t child = park(copy, &addr, &in);
 	struct symbolizer *s = sym_new(0);
 	unsigned long long st = proc_starttime(child);
 	assert_int_equal(sym_attach(s, child, st), 0);
 	struct sym_frame f;
 	bool found = sym_lookup(s, child, st, addr, false, &f);
-	close(to[1]); /* the child's stdin ends: it exits */
+	close(in); /* the child's stdin ends: it exits */
 	waitpid(child, NULL, 0);
-	close(from[0]);
 	unlink(copy);
 	rmdir(dir);
 	assert_true(found);
@@ -294,34 +306,6 @@ static void test_no_aranges(void **state)
 	sym_free(s);
 }
 
-/* Starts this test binary parked (see main): its pid, and in *addr where
- * symbolize_me_please is in it.  *in: its stdin, whose end lets it exit. */
-static pid_t park(uint64_t *addr, int *in)
-{
-	int to[2], from[2];
-	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(to[0], 0);
-		dup2(from[1], 1);
-		execl("/proc/self/exe", "test_symbolize", "--park", (char *)NULL);
-		_exit(127);
-	}
-	close(to[0]);
-	close(from[1]);
-	char line[64] = "";
-	ssize_t n = read(from[0], line, sizeof line - 1);
-	close(from[0]);
-	assert_true(n > 0);
-	line[n] = 0;
-	*addr = strtoull(line, NULL, 16);
-	*in = to[1];
-	return child;
-}
-
 /* Two processes of one program, loaded at different addresses: the second
  * one's addresses the cache has not seen are looked up in the DWARF the
  * first one's opened (one file opened, not two), and come out as they do
@@ -331,7 +315,7 @@ static void test_file_shared(void **state)
 	(void)state;
 	uint64_t a1, a2;
 	int in1, in2;
-	pid_t p1 = park(&a1, &in1), p2 = park(&a2, &in2);
+	pid_t p1 = park("/proc/self/exe", &a1, &in1), p2 = park("/proc/self/exe", &a2, &in2);
 	unsigned long long st1 = proc_starttime(p1), st2 = proc_starttime(p2);
 	struct symbolizer *s = sym_new(0);
 	struct sym_frame f[SYM_MAX_INLINE + 1];
