@@ -175,8 +175,12 @@ static void snap_task(struct snap *sn, const scope_t *s, const scope_task_t *tas
 
 	if (state != SC_TASK_FORKED && state != SC_TASK_RUNNING)
 		return;
-	/* Inherited across fork() and never to run or end here. */
-	if (state == SC_TASK_FORKED ? task->id < task_floor : (w && !live(sn, w->tid)))
+	/* Inherited across fork() and never to run or end here.  (Not "its
+	 * worker is not among the tids the walk began with": a pool thread
+	 * that started since, running a task forked before the rings were
+	 * thrown away, left that task out of both the snapshot and the live
+	 * stream, for good.) */
+	if (state == SC_TASK_FORKED ? task->id < task_floor : (w && w->left_behind))
 		return;
 	/* The original times, not the walk's: 0 (never observed) is now. */
 	sc_ev_init(&ev, SC_EV_TASK_FORK);
@@ -279,8 +283,9 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 
 	/* A scope of a thread that did not come along through fork() is left
 	 * out with everything below it; its lock may even be held for good.
-	 * owner_tid changes only in the fork child, before any agent runs. */
-	if (!live(sn, s->owner_tid))
+	 * Its owner's record says so (a thread registered since the walk
+	 * began owns its scopes all the same). */
+	if (s->owner ? s->owner->left_behind : !live(sn, s->owner_tid))
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (s->closing) {

@@ -85,6 +85,10 @@ struct sc_thread {
 	 * (an agent started late): it installs its own at its next runtime
 	 * call (sigaltstack acts on the calling thread only). */
 	_Atomic bool alt_want;
+	/* In a fork child: a thread of the parent that did not come along
+	 * (set by sc_threads_after_fork, before any other thread runs there).
+	 * A snapshot leaves out its scopes and the tasks it was running. */
+	bool left_behind;
 };
 
 /* now + ns for ns >= 0, saturating: a huge timeout means "never", not a

@@ -243,6 +243,7 @@ struct sc_thread *sc_threads_after_fork(void)
 		drop_evfd(t);
 		if (t == sc_self_tls)
 			continue;
+		t->left_behind = true;
 		atomic_store(&t->lock.held, 0);	 /* a parent's thread may have held it */
 		atomic_store(&t->roots_busy, 0); /* or been inside its roots */
 	}
