@@ -94,62 +94,13 @@ _Atomic(scope_t *) sc_inherited;
 struct snap {
 	void (*emit)(void *ctx, const struct sc_ev *ev);
 	void *ctx;
-	/* The registry's tids, sorted: a scope owner or task worker not among
-	 * them is a thread that does not exist in this process (a fork child
-	 * inherits the parent's scopes, not its threads). */
-	uint32_t *tids;
-	size_t ntids, cap;
-	bool all; /* the copy could not be made: nothing is left out */
 };
-
-static bool live(const struct snap *sn, uint32_t tid)
-{
-	size_t lo = 0, hi = sn->ntids;
-
-	if (sn->all)
-		return true;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (sn->tids[mid] == tid)
-			return true;
-		if (sn->tids[mid] < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
-static void note_tid(struct snap *sn, uint32_t tid)
-{
-	if (sn->all)
-		return;
-	if (sn->ntids == sn->cap) {
-		size_t cap = sn->cap ? sn->cap * 2 : 64;
-		uint32_t *v = realloc(sn->tids, cap * sizeof(*v));
-		if (!v) {
-			sn->all = true;
-			return;
-		}
-		sn->tids = v;
-		sn->cap = cap;
-	}
-	sn->tids[sn->ntids++] = tid;
-}
-
-static int tid_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
-}
 
 static void snap_thread(void *arg, struct sc_thread *t)
 {
 	struct snap *sn = arg;
 	struct sc_ev ev;
 
-	note_tid(sn, t->tid);
 	sc_ev_init(&ev, SC_EV_THREAD_START);
 	ev.snapshot = 1;
 	ev.ts = atomic_load_explicit(&t->start_ts, memory_order_relaxed);
@@ -285,7 +236,7 @@ static void snap_scope(struct snap *sn, scope_t *s, int depth)
 	 * out with everything below it; its lock may even be held for good.
 	 * Its owner's record says so (a thread registered since the walk
 	 * began owns its scopes all the same). */
-	if (s->owner ? s->owner->left_behind : !live(sn, s->owner_tid))
+	if (s->owner->left_behind)
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (s->closing) {
@@ -313,20 +264,15 @@ static void emit_as_root(void *ctx, const struct sc_ev *ev)
 	sn->emit(sn->ctx, &e);
 }
 
-struct here_ctx {
-	struct snap *sn;
-	bool here;
-};
-
-/* Whether the task runs on a thread that came along through fork(). */
+/* Sets *ctx (a bool) when the task runs on a thread that came along
+ * through fork(). */
 static void here_each(void *ctx, scope_t *s, scope_task_t *task)
 {
-	struct here_ctx *hc = ctx;
 	struct sc_thread *w = atomic_load(&task->worker);
 	(void)s;
 
-	if (atomic_load(&task->state) == SC_TASK_RUNNING && w && live(hc->sn, w->tid))
-		hc->here = true;
+	if (atomic_load(&task->state) == SC_TASK_RUNNING && w && !w->left_behind)
+		*(bool *)ctx = true;
 }
 
 /* The scope inherited from the task this fork child's thread was running,
@@ -336,11 +282,11 @@ static void here_each(void *ctx, scope_t *s, scope_task_t *task)
  * no join or cancellation is reported: nobody here will join it. */
 static void snap_inherited(struct snap *sn, scope_t *s)
 {
-	struct here_ctx hc = {sn, false};
+	bool here = false;
 
 	pthread_mutex_lock(&s->lock);
-	sc_scope_tasks_each(s, here_each, &hc);
-	if (!hc.here) {
+	sc_scope_tasks_each(s, here_each, &here);
+	if (!here) {
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
@@ -365,15 +311,12 @@ void sc_registry_snapshot(void (*emit)(void *ctx, const struct sc_ev *ev), void 
 	if (!emit)
 		return;
 	sc_threads_walk(snap_thread, &sn);
-	if (!sn.all && sn.ntids)
-		qsort(sn.tids, sn.ntids, sizeof(*sn.tids), tid_cmp);
 	sc_pools_walk(snap_pool, &sn);
 	sc_threads_walk_roots(pin_roots, &roots);
 	snap_pinned(&sn, &roots, 0);
 	scope_t *inherited = atomic_load(&sc_inherited);
 	if (inherited)
 		snap_inherited(&sn, inherited);
-	free(sn.tids);
 }
 
 /* In a fork child, before anything else of the runtime runs there: only
