@@ -171,6 +171,17 @@ struct collect {
 	size_t n, cap;
 };
 
+/* A build-id's n bytes as lowercase hex into out (2n + 1 bytes). */
+static void build_id_hex(const unsigned char *bits, size_t n, char *out)
+{
+	static const char digit[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digit[bits[i] >> 4];
+		out[2 * i + 1] = digit[bits[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
 static void warm_up(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *pmod);
 
 static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
@@ -191,8 +202,7 @@ static int collect_module(Dwfl_Module *mod, void **user, const char *name, Dwarf
 	const char *key = name ? name : "?";
 	bool by_id = nbits > 0 && nbits <= 64;
 	if (by_id) {
-		for (int i = 0; i < nbits; i++)
-			snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+		build_id_hex(bits, (size_t)nbits, hex);
 		key = hex;
 	}
 	if (c->n == c->cap) {
@@ -458,16 +468,46 @@ static bool build_id_is(Dwfl_Module *mod, const char *key)
 {
 	const unsigned char *bits;
 	GElf_Addr vaddr;
+	char hex[2 * 64 + 1];
 	int n = dwfl_module_build_id(mod, &bits, &vaddr);
-	if (n <= 0 || strlen(key) != 2 * (size_t)n)
+	if (n <= 0 || n > 64)
 		return false;
-	for (int i = 0; i < n; i++) {
-		char hex[3];
-		snprintf(hex, sizeof hex, "%02x", bits[i]);
-		if (memcmp(hex, key + 2 * i, 2) != 0)
-			return false;
+	build_id_hex(bits, (size_t)n, hex);
+	return !strcmp(hex, key);
+}
+
+/* path opened on its own as module name (an offline Dwfl) when its
+ * build-id is key: the Dwfl, its module and first address; 0 or -1. */
+static int open_offline(const char *name, const char *path, const char *key, Dwfl **dwfl,
+			Dwfl_Module **mod, Dwarf_Addr *low)
+{
+	Dwfl *d = dwfl_begin(&file_callbacks);
+	if (!d)
+		return -1;
+	dwfl_report_begin(d);
+	Dwfl_Module *md = dwfl_report_offline(d, name, path, -1);
+	dwfl_report_end(d, NULL, NULL);
+	if (!md || !build_id_is(md, key)) {
+		dwfl_end(d);
+		return -1;
 	}
-	return true;
+	dwfl_module_info(md, NULL, low, NULL, NULL, NULL, NULL, NULL);
+	*dwfl = d;
+	*mod = md;
+	return 0;
+}
+
+/* The files' least recently used slot (a free one first), emptied. */
+static struct sym_file *file_slot(struct symbolizer *s)
+{
+	struct sym_file *f = &s->files[0];
+	for (size_t i = 1; i < SYM_FILES; i++)
+		if (s->files[i].used < f->used)
+			f = &s->files[i];
+	if (f->dwfl)
+		dwfl_end(f->dwfl);
+	*f = (struct sym_file){0};
+	return f;
 }
 
 /* Opens the file libdw found for pmod (module m of a process) on its own,
@@ -477,21 +517,8 @@ static void file_open(struct sym_file *f, const struct sym_module *m, Dwfl_Modul
 {
 	const char *mainfile = NULL;
 	dwfl_module_info(pmod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
-	if (!mainfile || mainfile[0] != '/')
-		return;
-	Dwfl *d = dwfl_begin(&file_callbacks);
-	if (!d)
-		return;
-	dwfl_report_begin(d);
-	Dwfl_Module *mod = dwfl_report_offline(d, m->path, mainfile, -1);
-	dwfl_report_end(d, NULL, NULL);
-	if (!mod || !build_id_is(mod, m->key)) {
-		dwfl_end(d);
-		return;
-	}
-	dwfl_module_info(mod, NULL, &f->low, NULL, NULL, NULL, NULL, NULL);
-	f->dwfl = d;
-	f->mod = mod;
+	if (mainfile && mainfile[0] == '/')
+		(void)open_offline(m->path, mainfile, m->key, &f->dwfl, &f->mod, &f->low);
 }
 
 static void prewarm_adopt(struct symbolizer *s, const char *wait_for);
@@ -502,21 +529,16 @@ static void prewarm_adopt(struct symbolizer *s, const char *wait_for);
 static struct sym_file *shared_file(struct symbolizer *s, const struct sym_module *m,
 				    Dwfl_Module *pmod)
 {
-	struct sym_file *f = NULL, *lru = &s->files[0];
+	struct sym_file *f = NULL;
 	if (!m->by_id || !m->key)
 		return NULL;
 	prewarm_adopt(s, m->key);
-	for (size_t i = 0; i < SYM_FILES && !f; i++) {
+	for (size_t i = 0; i < SYM_FILES && !f; i++)
 		if (s->files[i].key == m->key)
 			f = &s->files[i];
-		else if (s->files[i].used < lru->used)
-			lru = &s->files[i];
-	}
 	if (!f) {
-		f = lru; /* a free one (used 0) or the least recently used */
-		if (f->dwfl)
-			dwfl_end(f->dwfl);
-		*f = (struct sym_file){.key = m->key};
+		f = file_slot(s);
+		f->key = m->key;
 		file_open(f, m, pmod);
 		s->files_opened += f->dwfl != NULL;
 	}
@@ -543,14 +565,9 @@ static void warm_up(struct symbolizer *s, const struct sym_module *m, Dwfl_Modul
 static void *prewarm_main(void *arg)
 {
 	struct prewarm *pw = arg;
-	Dwfl *d = dwfl_begin(&file_callbacks);
-	Dwfl_Module *mod = NULL;
-	if (d) {
-		dwfl_report_begin(d);
-		mod = dwfl_report_offline(d, pw->path, pw->path, -1);
-		dwfl_report_end(d, NULL, NULL);
-	}
-	if (mod && build_id_is(mod, pw->key)) {
+	Dwfl *d;
+	Dwfl_Module *mod;
+	if (open_offline(pw->path, pw->path, pw->key, &d, &mod, &pw->low) == 0) {
 		int n = dwfl_module_getsymtab(mod);
 		for (int i = 1; i < n; i++) {
 			GElf_Sym sym;
@@ -568,11 +585,8 @@ static void *prewarm_main(void *arg)
 				(void)dwarf_getsrcfiles(cu, &files, &nfiles);
 			break;
 		}
-		dwfl_module_info(mod, NULL, &pw->low, NULL, NULL, NULL, NULL, NULL);
 		pw->dwfl = d;
 		pw->mod = mod;
-	} else if (d) {
-		dwfl_end(d);
 	}
 	atomic_store_explicit(&pw->done, 1, memory_order_release);
 	return NULL;
@@ -597,13 +611,7 @@ static void prewarm_adopt(struct symbolizer *s, const char *wait_for)
 		pw->dwfl = NULL;
 		return;
 	}
-	struct sym_file *f = &s->files[0];
-	for (size_t i = 1; i < SYM_FILES; i++)
-		if (s->files[i].used < f->used)
-			f = &s->files[i];
-	if (f->dwfl)
-		dwfl_end(f->dwfl);
-	*f = (struct sym_file){key, pw->dwfl, pw->mod, pw->low, ++s->file_clock};
+	*file_slot(s) = (struct sym_file){key, pw->dwfl, pw->mod, pw->low, ++s->file_clock};
 	s->prewarm_used = true;
 	pw->dwfl = NULL;
 }
@@ -644,8 +652,7 @@ static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
 			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
 			    !memcmp(p + sizeof *nh, "GNU", 4) && nh->n_descsz > 0 &&
 			    nh->n_descsz <= 64 && strlen(info->dlpi_name) < sizeof pw->path) {
-				for (unsigned k = 0; k < nh->n_descsz; k++)
-					snprintf(pw->key + 2 * k, 3, "%02x", desc[k]);
+				build_id_hex(desc, nh->n_descsz, pw->key);
 				strcpy(pw->path, info->dlpi_name);
 				return 1;
 			}
