@@ -511,11 +511,13 @@ static void name_site(struct model *m, enum ent_kind k, uint64_t id, uint32_t si
 		return;
 	if (!m->pend && !(m->pend = malloc(MODEL_PENDING_SITES * sizeof *m->pend)))
 		return;
-	if (m->npend == MODEL_PENDING_SITES) {
-		memmove(m->pend, m->pend + 1, (m->npend - 1) * sizeof *m->pend);
-		m->npend--;
-	}
-	m->pend[m->npend++] = (struct m_pending_site){id, site, (uint8_t)k};
+	struct m_pending_site p = {id, site, (uint8_t)k};
+	/* Full: one of them is forgotten, each in turn (a peer naming sites
+	 * it never defines, event after event, costs a store each). */
+	if (m->npend == MODEL_PENDING_SITES)
+		m->pend[m->pend_turn++ % MODEL_PENDING_SITES] = p;
+	else
+		m->pend[m->npend++] = p;
 }
 
 /* SITE s came: the scopes and tasks waiting for it get it (unless they got

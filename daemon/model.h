@@ -200,7 +200,8 @@ struct model {
 	const struct m_site *site_hint;
 	/* Scopes and tasks whose SCOPE_OPEN or TASK_FORK named a call site
 	 * not defined yet, named when its SITE comes (MODEL_PENDING_SITES at
-	 * most, the oldest forgotten): the agent's snapshot can name a site
+	 * most; past it one is forgotten, each in turn by pend_turn): the
+	 * agent's snapshot can name a site
 	 * that a thread numbered during its walk, whose SITE then follows in
 	 * that thread's ring. */
 	struct m_pending_site {
@@ -208,7 +209,7 @@ struct model {
 		uint32_t site;
 		uint8_t kind;
 	} * pend;
-	size_t npend;
+	size_t npend, pend_turn;
 	struct tally *tally; /* NULL: no counts kept (--metrics off, or no memory) */
 	struct advisor *adv; /* pool measurement (advisor.h); NULL: none, freed with the model */
 };
