@@ -897,14 +897,19 @@ static size_t ring_bytes_from_env(void)
 }
 
 /* SCOPED_BLOCK_US: microseconds a thread may wait for room in its full
- * ring (0 to 1000000; unset or invalid: 0, never wait). */
+ * ring (0 to 1000000; more is taken as 1000000, since a program that asks
+ * for a long wait wants its events kept; unset, negative or not a number:
+ * 0, never wait). */
 static int64_t block_ns_from_env(void)
 {
 	const char *s = getenv("SCOPED_BLOCK_US");
 	char *end;
-	long us = s ? strtol(s, &end, 10) : 0;
-	if (!s || *end || us < 0 || us > 1000000)
+	errno = 0;
+	long us = s && *s ? strtol(s, &end, 10) : 0;
+	if (!s || !*s || *end || us < 0)
 		return 0;
+	if (us > 1000000 || errno == ERANGE)
+		us = 1000000;
 	return (int64_t)us * 1000;
 }
 
