@@ -9,10 +9,12 @@
 #include "procstack.h"
 
 #include "bpfs_int.h"
+#include "halves.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -29,6 +31,10 @@
 /* Threads whose files are open at once: bounds the descriptors a capture
  * holds, and the time between a thread's two reads. */
 #define CHUNK 256
+/* Threads a loop of reads must have before its second half goes to the
+ * helper thread (halves.h): a hand-off costs a few microseconds, a thread's
+ * reads 3 to 10. */
+#define HALVES_MIN 32
 /* Bytes of stack copied above sp; the unwinder reads past it page by page
  * from /proc/PID/mem when a stack is deeper. */
 #define WINDOW (2 * STK_PAGE_SIZE)
@@ -100,7 +106,13 @@ struct procstack {
 	/* Files of the threads of the last capture, by tid (one entry per
 	 * thread of ps->t while a capture runs), and whose. */
 	struct tfiles *files;
-	size_t nfiles, nfds, fd_budget;
+	size_t nfiles, fd_budget;
+	/* Descriptors kept: counted by both halves of a loop (halves.h). */
+	_Atomic size_t nfds;
+	/* The helper that reads the second half of each chunk of threads, made
+	 * at the first capture with enough to read (NULL: none, or off). */
+	struct halves *halves;
+	bool halves_off; /* procstack_parallel(ps, false) */
 	pid_t files_pid;
 	unsigned long long files_start;
 	bool have_schedstat; /* the kernel has /proc/PID/task/TID/schedstat */
@@ -153,6 +165,7 @@ void procstack_close(struct procstack *ps)
 {
 	if (!ps)
 		return;
+	halves_free(ps->halves);
 	bpfs_unwinder_free(ps->unw);
 	procstack_release(ps);
 	free(ps->prev);
@@ -379,7 +392,7 @@ static void tf_drop(struct procstack *ps, struct tfiles *f, int k)
 	if (f->fd[k] >= 0) {
 		close(f->fd[k]);
 		f->fd[k] = -1;
-		ps->nfds--;
+		atomic_fetch_sub_explicit(&ps->nfds, 1, memory_order_relaxed);
 	}
 }
 
@@ -413,9 +426,31 @@ void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st
 	*st = ps ? ps->stats : (struct procstack_stats){0};
 }
 
+void procstack_parallel(struct procstack *ps, bool on)
+{
+	if (!ps)
+		return;
+	if (!on) {
+		halves_free(ps->halves);
+		ps->halves = NULL;
+	}
+	ps->halves_off = !on;
+}
+
 size_t procstack_kept_fds(const struct procstack *ps)
 {
-	return ps ? ps->nfds : 0;
+	return ps ? atomic_load_explicit(&ps->nfds, memory_order_relaxed) : 0;
+}
+
+/* Counts one more descriptor kept, if the budget has room for it (both
+ * halves of a loop keep them). */
+static bool fd_keep(struct procstack *ps)
+{
+	size_t was = atomic_fetch_add_explicit(&ps->nfds, 1, memory_order_relaxed);
+	if (was < ps->fd_budget)
+		return true;
+	atomic_fetch_sub_explicit(&ps->nfds, 1, memory_order_relaxed);
+	return false;
 }
 
 /* Reads one of a thread's files into buf (NUL-terminated): through its
@@ -447,9 +482,8 @@ static ssize_t tf_read(struct procstack *ps, int taskfd, struct tfiles *f, int k
 	n = n < 0 ? -errno : n;
 	if (n >= 0)
 		buf[n] = '\0';
-	if (n >= 0 && ps->nfds < ps->fd_budget) {
+	if (n >= 0 && fd_keep(ps)) {
 		f->fd[k] = fd;
-		ps->nfds++;
 	} else {
 		close(fd);
 	}
@@ -620,15 +654,15 @@ static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 	t->nframes = 0;
 }
 
-/* Copies the stack windows of the chunk's blocked threads: one
+/* Copies the stack windows of the blocked threads of slots lo..hi: one
  * process_vm_readv for all, and again from past the first window that
  * failed (a mapping that went away) until every window was tried. */
-static void copy_windows(struct procstack *ps, struct bpfstack_thread **t, size_t n)
+static void copy_windows(struct procstack *ps, struct bpfstack_thread **t, size_t lo, size_t hi)
 {
 	struct iovec local[CHUNK], remote[CHUNK];
 	size_t idx[CHUNK], k = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = lo; i < hi; i++) {
 		struct slot *s = &ps->slots[i];
 		uint64_t sp = s->rec.regs[STK_REG_SP], end;
 
@@ -689,14 +723,43 @@ static void slot_close(struct slot *s)
 	s->own = false;
 }
 
-/* One chunk of threads (their entries in t, their files in f): name and
- * state, first read, copy, second read, unwind. */
-static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thread **t,
-			  struct tfiles **f, size_t n)
+/* Runs fn over [0, n), its second half on the helper thread when the loop
+ * is long enough and the process is not this one (captured, the helper
+ * would be a thread on a CPU: sampled, and waited for); 1 when it did. */
+static int run_halves(struct procstack *ps, halves_fn *fn, void *ctx, size_t n)
 {
+	if (n < HALVES_MIN || ps->halves_off || ps->pid == getpid()) {
+		fn(ctx, 0, n);
+		return 0;
+	}
+	if (!ps->halves && !(ps->halves = halves_new()))
+		ps->halves_off = true; /* one CPU, or no thread: not again */
+	int took = halves_run(ps->halves, fn, ctx, n, HALVES_MIN);
+	ps->stats.halves += (size_t)took;
+	return took;
+}
+
+/* A chunk of threads: their entries in t, their files in f, their slots
+ * the first of ps->slots. */
+struct chunk {
+	struct procstack *ps;
+	int taskfd;
+	struct bpfstack_thread **t;
+	struct tfiles **f;
+};
+
+/* Slots lo..hi of a chunk: name and state, first read, copy, second read.
+ * A half of a chunk (run_halves) writes only its own threads' entries,
+ * files and slots, and the count of descriptors kept. */
+static void chunk_read(void *ctx, size_t lo, size_t hi)
+{
+	struct chunk *c = ctx;
+	struct procstack *ps = c->ps;
+	struct bpfstack_thread **t = c->t;
+	struct tfiles **f = c->f;
 	char path[48], again[sizeof(ps->slots[0].line)];
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = lo; i < hi; i++) {
 		struct slot *s = &ps->slots[i];
 		ssize_t len = -1;
 
@@ -705,7 +768,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 		t[i]->tid = f[i]->tid;
 		s->fd = -1;
 		s->own = false;
-		if (read_stat(ps, taskfd, f[i], t[i]) < 0) {
+		if (read_stat(ps, c->taskfd, f[i], t[i]) < 0) {
 			fail_thread(t[i], -ESRCH, "the thread exited during the capture");
 			t[i]->sched_state = 'X';
 			f[i]->known = false;
@@ -715,10 +778,9 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 		s->own = false;
 		if (s->fd < 0) {
 			snprintf(path, sizeof(path), "%u/syscall", (unsigned)t[i]->tid);
-			s->fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
-			if (s->fd >= 0 && ps->nfds < ps->fd_budget) {
+			s->fd = openat(c->taskfd, path, O_RDONLY | O_CLOEXEC);
+			if (s->fd >= 0 && fd_keep(ps)) {
 				f[i]->fd[TF_SYSCALL] = s->fd;
-				ps->nfds++;
 			} else {
 				s->own = s->fd >= 0;
 			}
@@ -744,8 +806,6 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 		if (s->state == SLOT_RUNNING) {
 			t[i]->on_cpu = true;
 			t[i]->sched_state = 'R';
-			if (ps->nbusy < BPFS_PERF_MAX)
-				ps->busy[ps->nbusy++] = (pid_t)t[i]->tid;
 			fail_thread(
 			    t[i], -EBUSY,
 			    "running on a CPU throughout the capture; its stack cannot be read "
@@ -754,19 +814,35 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 			fail_thread(t[i], -ENODATA, "the kernel gave no registers for it");
 		}
 	}
-	copy_windows(ps, t, n);
+	copy_windows(ps, t, lo, hi);
+	for (size_t i = lo; i < hi; i++) {
+		struct slot *s = &ps->slots[i];
+
+		if (s->state != SLOT_BLOCKED)
+			continue;
+		/* The same call at the same place: the copy is of that moment. */
+		ssize_t len = pread(s->fd, again, sizeof(again) - 1, 0);
+		if (len < 0 || (again[len] = '\0', strcmp(again, s->line) != 0)) {
+			t[i]->approximate = true;
+			t[i]->approximate_why = ran_while_read;
+		}
+	}
+}
+
+/* One chunk of threads (their entries in t, their files in f): the reads
+ * (chunk_read, in two halves at once), then the unwinds, here. */
+static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thread **t,
+			  struct tfiles **f, size_t n)
+{
+	struct chunk c = {ps, taskfd, t, f};
+
+	run_halves(ps, chunk_read, &c, n);
 	for (size_t i = 0; i < n; i++) {
 		struct slot *s = &ps->slots[i];
-		ssize_t len;
 
+		if (s->state == SLOT_RUNNING && ps->nbusy < BPFS_PERF_MAX)
+			ps->busy[ps->nbusy++] = (pid_t)t[i]->tid;
 		if (s->state == SLOT_BLOCKED) {
-			/* The same call at the same place: the copy is of that
-			 * moment. */
-			len = pread(s->fd, again, sizeof(again) - 1, 0);
-			if (len < 0 || (again[len] = '\0', strcmp(again, s->line) != 0)) {
-				t[i]->approximate = true;
-				t[i]->approximate_why = ran_while_read;
-			}
 			s->rec.exec_vm = ps->key.exec_vm;
 			s->rec.start_code = ps->key.start_code;
 			s->rec.leader_start_ns = ps->key.leader_start_ns;
@@ -940,6 +1016,40 @@ static void keep(struct procstack *ps, const struct bpfstack_thread *t, size_t n
 
 static int list_tids(int taskfd, uint32_t **tids, size_t *n, bool *truncated);
 
+/* Every thread's schedstat file (probe), in two halves at once: *same and
+ * *gone per thread. */
+struct probes {
+	struct procstack *ps;
+	int taskfd;
+	bool *same, *gone;
+};
+
+static void probe_range(void *ctx, size_t lo, size_t hi)
+{
+	struct probes *p = ctx;
+	for (size_t i = lo; i < hi; i++)
+		probe(p->ps, p->taskfd, &p->ps->files[i], &p->same[i], &p->gone[i]);
+}
+
+/* The names of the threads that keep their last entry, read again (in two
+ * halves at once); a thread whose name cannot be read is gone. */
+static void comm_range(void *ctx, size_t lo, size_t hi)
+{
+	struct probes *p = ctx;
+	struct procstack *ps = p->ps;
+	for (size_t i = lo; i < hi; i++) {
+		struct bpfstack_thread *t = &ps->t[i];
+		if (!t->reused)
+			continue;
+		if (read_comm(ps, p->taskfd, &ps->files[i], t->comm, sizeof(t->comm)) < 0) {
+			t->reused = false;
+			fail_thread(t, -ESRCH, "the thread exited during the capture");
+			t->sched_state = 'X';
+			ps->files[i].known = false;
+		}
+	}
+}
+
 /* Whether the names of the threads that did not run since the last capture
  * still hold although some thread ran.  A name changes without its thread
  * running only by a write to its comm file from another thread of the
@@ -971,14 +1081,17 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 {
 	struct bpfstack_thread **todo = malloc((ps->n ? ps->n : 1) * sizeof(*todo));
 	struct tfiles **files = malloc((ps->n ? ps->n : 1) * sizeof(*files));
+	bool *flags = malloc(2 * (ps->n ? ps->n : 1));
 	size_t ntodo = 0;
 	int rc = 0;
 
-	if (!todo || !files) {
+	if (!todo || !files || !flags) {
 		free(todo);
 		free(files);
+		free(flags);
 		return -ENOMEM;
 	}
+	struct probes pr = {ps, taskfd, flags, flags + ps->n};
 	/* Threads came or went, or another process: not one unchanged set. */
 	bool changed = ps->prev_pid != ps->pid || ps->prev_start != ps->start || ps->nprev != ps->n;
 	bool ran = false, io_worker = false;
@@ -987,15 +1100,17 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	 * leaves the CPU. */
 	uint32_t self = ps->pid == getpid() ? (uint32_t)syscall(SYS_gettid) : 0;
 	bool went = false;
+	/* Known io_uring workers count even when gone by now (names_hold). */
+	for (size_t i = 0; i < ps->n; i++)
+		io_worker = io_worker || ps->files[i].io_worker;
+	run_halves(ps, probe_range, &pr, ps->n);
 	for (size_t i = 0; i < ps->n; i++) {
 		struct bpfstack_thread *t = &ps->t[i];
 		struct tfiles *f = &ps->files[i];
-		bool same, gone;
+		bool same = pr.same[i], gone = pr.gone[i];
 
 		t->tid = f->tid;
 		changed = changed || ps->prev[i].tid != t->tid;
-		io_worker = io_worker || f->io_worker;
-		probe(ps, taskfd, f, &same, &gone);
 		const struct bpfstack_thread *p =
 		    same && t->tid != self ? last_entry(ps, t->tid) : NULL;
 		if (gone) {
@@ -1031,6 +1146,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 				files[i]->known = false;
 			free(todo);
 			free(files);
+			free(flags);
 			return rc < 0 ? rc : 1;
 		}
 	}
@@ -1044,17 +1160,10 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	}
 	bool reread = changed || (ran && !names_hold(ps, io_worker));
 	ps->all_names = reread || ntodo == ps->n;
-	for (size_t i = 0; reread && i < ps->n; i++) {
-		if (!ps->t[i].reused)
-			continue;
-		ps->stats.names_read++;
-		if (read_comm(ps, taskfd, &ps->files[i], ps->t[i].comm, sizeof(ps->t[i].comm)) <
-		    0) {
-			ps->t[i].reused = false;
-			fail_thread(&ps->t[i], -ESRCH, "the thread exited during the capture");
-			ps->t[i].sched_state = 'X';
-			ps->files[i].known = false;
-		}
+	if (reread) {
+		for (size_t i = 0; i < ps->n; i++)
+			ps->stats.names_read += ps->t[i].reused;
+		run_halves(ps, comm_range, &pr, ps->n);
 	}
 	for (size_t i = 0; i < ps->n; i++)
 		ps->stats.reused += ps->t[i].reused;
@@ -1073,6 +1182,7 @@ static int capture_threads(struct procstack *ps, int procfd, int taskfd, bool li
 	}
 	free(todo);
 	free(files);
+	free(flags);
 	return rc;
 }
 

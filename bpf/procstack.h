@@ -10,6 +10,7 @@
 #ifndef PROCSTACK_H
 #define PROCSTACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -48,8 +49,14 @@ struct procstack_stats {
 	 * and the wait for perf samples of threads on a CPU. */
 	int64_t read_ns;
 	int64_t unwind_ns; /* unwinding, the memo's checks included */
+	size_t halves;	   /* loops of reads whose second half the helper thread ran */
 };
 void procstack_last_stats(const struct procstack *ps, struct procstack_stats *st);
+
+/* Whether a capture reads the threads' files in two halves at once, on
+ * this thread and a helper thread made for it (on by default where the
+ * daemon may use two CPUs; never for the caller's own process). */
+void procstack_parallel(struct procstack *ps, bool on);
 
 /* Descriptors kept open for the next capture (at most a quarter of
  * RLIMIT_NOFILE, and 8192). */

@@ -17,8 +17,10 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -941,6 +943,123 @@ static void test_names_io_uring(void **state)
 	ring_close(&uring);
 }
 
+/* ---- the reads in two halves at once (halves.h) */
+
+/* tests/helpers/plain_threads with `extra` idle threads, its stdin held
+ * (it exits at EOF); *pid once it said "ready". */
+static FILE *plain_start(int extra, pid_t *pid, int *in)
+{
+	const char *top = getenv("TOP"), *build = getenv("BUILD");
+	char path[PATH_MAX], arg[16], line[128];
+	int p_in[2], p_out[2];
+	snprintf(path, sizeof path, "%s/%s/tests/helpers/plain_threads", top ? top : ".",
+		 build ? build : "build");
+	if (access(path, X_OK) != 0)
+		fail_msg("%s is not built (make builds it with the tests)", path);
+	snprintf(arg, sizeof arg, "%d", extra);
+	assert_int_equal(pipe(p_in), 0);
+	assert_int_equal(pipe(p_out), 0);
+	*pid = fork();
+	assert_true(*pid >= 0);
+	if (*pid == 0) {
+		dup2(p_in[0], 0);
+		dup2(p_out[1], 1);
+		close(p_in[1]);
+		close(p_out[0]);
+		alarm(60); /* never outlives a broken test */
+		execl(path, path, arg, (char *)NULL);
+		_exit(127);
+	}
+	close(p_in[0]);
+	close(p_out[1]);
+	*in = p_in[1];
+	FILE *out = fdopen(p_out[0], "r");
+	assert_non_null(out);
+	while (fgets(line, sizeof line, out))
+		if (!strcmp(line, "ready\n"))
+			return out;
+	fail_msg("plain_threads did not start");
+	return NULL;
+}
+
+static void plain_stop(FILE *out, pid_t pid, int in)
+{
+	close(in);
+	fclose(out);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* Whether two captures of one process agree thread by thread: tids, names,
+ * states, frames, exactness. */
+static void assert_same_capture(const struct bpfstack_thread *a, size_t na,
+				const struct bpfstack_thread *b, size_t nb)
+{
+	assert_int_equal(na, nb);
+	for (size_t i = 0; i < na; i++) {
+		assert_int_equal(a[i].tid, b[i].tid);
+		assert_string_equal(a[i].comm, b[i].comm);
+		assert_int_equal(a[i].sched_state, b[i].sched_state);
+		assert_int_equal(a[i].error, b[i].error);
+		assert_int_equal(a[i].approximate, b[i].approximate);
+		assert_int_equal(a[i].nframes, b[i].nframes);
+		assert_memory_equal(a[i].frames, b[i].frames,
+				    a[i].nframes * sizeof(a[i].frames[0]));
+	}
+}
+
+/* A capture whose reads run in two halves at once gives what one thread's
+ * reads give, the first capture of a process and the next one (whose
+ * threads did not run: each keeps its entry), and the helper took halves
+ * of both where two CPUs are there to run them. */
+static void test_parallel_reads(void **state)
+{
+	(void)state;
+	char err[256];
+	pid_t pid;
+	int in;
+	FILE *out = plain_start(300, &pid, &in);
+	struct procstack *par = procstack_open(), *one = procstack_open();
+	assert_non_null(par);
+	assert_non_null(one);
+	procstack_parallel(one, false);
+	cpu_set_t cpus;
+	bool two = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+	for (int round = 0; round < 2; round++) {
+		struct bpfstack_thread *tp = NULL, *to = NULL;
+		size_t np = 0, no = 0;
+		struct procstack_stats sp, so;
+		/* The threads are parked: neither capture moves them, so the
+		 * two see the same stacks. */
+		assert_int_equal(procstack_capture(one, pid, &to, &no, err, sizeof err), 0);
+		procstack_last_stats(one, &so);
+		assert_int_equal(procstack_capture(par, pid, &tp, &np, err, sizeof err), 0);
+		procstack_last_stats(par, &sp);
+		assert_true(np >= 305);
+		assert_same_capture(tp, np, to, no);
+		size_t exact = 0;
+		for (size_t i = 0; i < np; i++)
+			exact += !tp[i].error && !tp[i].approximate && tp[i].nframes > 2;
+		assert_true(exact >= 300);
+		assert_int_equal(so.halves, 0);
+		if (two)
+			assert_true(sp.halves >= 1);
+		else
+			assert_int_equal(sp.halves, 0);
+		if (round == 1)
+			assert_true(sp.reused >= 300 && so.reused >= 300);
+		free(tp);
+		free(to);
+	}
+	procstack_close(par);
+	procstack_close(one);
+	plain_stop(out, pid, in);
+	if (!two) {
+		print_message("one CPU to run on: the serial path alone was compared\n");
+		skip();
+	}
+}
+
 static void test_no_such_process(void **state)
 {
 	(void)state;
@@ -967,6 +1086,7 @@ int main(void)
 	    cmocka_unit_test(test_unwind_memo),	     cmocka_unit_test(test_fd_bound),
 	    cmocka_unit_test(test_forget_gone),	     cmocka_unit_test(test_no_such_process),
 	    cmocka_unit_test(test_names_kept),	     cmocka_unit_test(test_names_io_uring),
+	    cmocka_unit_test(test_parallel_reads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
