@@ -2,8 +2,10 @@
  * bench_plain: with every thread's files of a process open (as scoped keeps
  * them), the time of one pread(2) of each thread's syscall file, and of the
  * four reads a thread that ran costs the source (schedstat, stat, syscall
- * before and after its stack copy), over all threads; each the median of
- * several passes.  Prints "syscall MS" and "moved MS", and "threads N".
+ * before and after its stack copy), over all threads, on one thread and in
+ * two halves on two (as scoped reads them, bpf/halves.c; the second
+ * thread's start included); each the median of several passes.  Prints
+ * "threads N", "syscall MS", "moved MS" and "moved2 MS".
  *
  *   plain_procfloor PID [PASSES]
  *
@@ -11,6 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,23 @@ static void read_one(int fd)
 
 	if (fd >= 0 && pread(fd, buf, sizeof(buf), 0) < 0)
 		(void)0; /* a thread that exited: its read costs what it costs */
+}
+
+struct range {
+	struct thread *t;
+	size_t lo, hi;
+};
+
+static void *moved_reads(void *arg)
+{
+	struct range *r = arg;
+	for (size_t i = r->lo; i < r->hi; i++) {
+		read_one(r->t[i].fd[F_SCHED]);
+		read_one(r->t[i].fd[F_STAT]);
+		read_one(r->t[i].fd[F_SYSCALL]);
+		read_one(r->t[i].fd[F_SYSCALL]);
+	}
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -97,7 +118,8 @@ int main(int argc, char **argv)
 	}
 	double *one = calloc((size_t)passes, sizeof(double));
 	double *moved = calloc((size_t)passes, sizeof(double));
-	if (!one || !moved) {
+	double *moved2 = calloc((size_t)passes, sizeof(double));
+	if (!one || !moved || !moved2) {
 		fprintf(stderr, "plain_procfloor: out of memory\n");
 		return 1;
 	}
@@ -107,20 +129,28 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			read_one(t[i].fd[F_SYSCALL]);
 		double t1 = now_ms();
-		for (size_t i = 0; i < n; i++) {
-			read_one(t[i].fd[F_SCHED]);
-			read_one(t[i].fd[F_STAT]);
-			read_one(t[i].fd[F_SYSCALL]);
-			read_one(t[i].fd[F_SYSCALL]);
-		}
+		struct range all = {t, 0, n};
+		moved_reads(&all);
 		double t2 = now_ms();
+		struct range first = {t, 0, n / 2}, second = {t, n / 2, n};
+		pthread_t helper;
+		bool two = pthread_create(&helper, NULL, moved_reads, &second) == 0;
+		moved_reads(&first);
+		if (two)
+			pthread_join(helper, NULL);
+		else
+			moved_reads(&second);
+		double t3 = now_ms();
 		if (p >= 0) {
 			one[p] = t1 - t0;
 			moved[p] = t2 - t1;
+			moved2[p] = t3 - t2;
 		}
 	}
 	qsort(one, (size_t)passes, sizeof(double), cmp_double);
 	qsort(moved, (size_t)passes, sizeof(double), cmp_double);
-	printf("threads %zu\nsyscall %.3f\nmoved %.3f\n", n, one[passes / 2], moved[passes / 2]);
+	qsort(moved2, (size_t)passes, sizeof(double), cmp_double);
+	printf("threads %zu\nsyscall %.3f\nmoved %.3f\nmoved2 %.3f\n", n, one[passes / 2],
+	       moved[passes / 2], moved2[passes / 2]);
 	return 0;
 }
