@@ -28,6 +28,8 @@
 #define CTL_MAX_QUEUED 100000u
 #define CTL_READ_CHUNK 65536u
 #define CTL_DOC_BUF (1u << 20)
+/* A read's size while a reply that text follows is awaited. */
+#define CTL_TEXT_READ 4096u
 
 struct ctl {
 	int fd;
@@ -37,6 +39,9 @@ struct ctl {
 	json_t *queue;	/* messages that arrived while waiting for a reply */
 	json_int_t next_id;
 	int dead; /* the daemon closed the connection */
+	/* Bytes one read takes at most (0: as many as there is room for):
+	 * while a reply that text follows is awaited (ctl_request_text). */
+	size_t read_max;
 };
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -282,8 +287,11 @@ static int fill(struct ctl *c)
 		c->buf = nb;
 		c->cap = ncap;
 	}
+	size_t room = c->cap - c->len;
+	if (c->read_max && room > c->read_max)
+		room = c->read_max;
 	for (;;) {
-		ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+		ssize_t r = recv(c->fd, c->buf + c->len, room, MSG_DONTWAIT);
 		if (r > 0) {
 			c->len += (size_t)r;
 			return (int)r;
@@ -576,8 +584,15 @@ int ctl_request_text(struct ctl *c, json_t *req, struct jv_doc **doc, size_t *pe
 	json_int_t id;
 	const char *cmd;
 	int rc = send_request(c, req, &id, &cmd, err, errlen);
+	/* The reply line is short and the text after it long: read a page at
+	 * a time, so that the text goes from the socket to its file in the
+	 * kernel (ctl_text_copy) rather than through this buffer (a first
+	 * read of 128 KiB cost its page faults, a copy out of the socket, a
+	 * move to the buffer's start and a copy back into the kernel). */
+	c->read_max = CTL_TEXT_READ;
 	if (rc >= 0)
 		rc = await_reply(c, id, cmd, NULL, doc, timeout_ms, err, errlen);
+	c->read_max = 0;
 	const jv *n = rc < 0 ? NULL : jv_get(jv_root(*doc), "text_bytes");
 	if (!n)
 		return rc;

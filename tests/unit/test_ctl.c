@@ -51,12 +51,19 @@ static long read_request(int fd, char *cmd, size_t cmdlen)
 
 static void say(int fd, const char *fmt, ...)
 {
-	char buf[8192];
+	char *buf = NULL;
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	int n = vasprintf(&buf, fmt, ap);
 	va_end(ap);
-	assert_int_equal(write(fd, buf, (size_t)n), n);
+	assert_true(n >= 0);
+	size_t done = 0;
+	while (done < (size_t)n) {
+		ssize_t w = write(fd, buf + done, (size_t)n - done);
+		assert_true(w > 0);
+		done += (size_t)w;
+	}
+	free(buf);
 }
 
 /* Keeps the connection open until the client closes its end (or 10 s
@@ -365,14 +372,25 @@ static void write_whole(int fd, const char *p, size_t n)
 	}
 }
 
+/* Lines before the text longer than one of ctl_request_text's reads (a
+ * page): a pad member of this many bytes in the delta and the reply line
+ * (0: none). */
+static size_t text_pad;
+
 /* A delta, the reply line announcing the text, the text in three pieces
  * with pauses, and another delta after it. */
 static void script_text(int fd)
 {
 	long id = read_request(fd, NULL, 0);
 	char *t = text_pattern(TEXT_LEN);
-	say(fd, "{\"type\":\"delta\",\"gen\":1}\n{\"id\":%ld,\"ok\":true,\"text_bytes\":%u}\n", id,
-	    TEXT_LEN);
+	char *pad = malloc(text_pad + 1);
+	memset(pad, 'p', text_pad);
+	pad[text_pad] = '\0';
+	say(fd,
+	    "{\"type\":\"delta\",\"gen\":1,\"pad\":\"%s\"}\n{\"id\":%ld,\"ok\":true,\"pad\":\"%s\","
+	    "\"text_bytes\":%u}\n",
+	    pad, id, pad, TEXT_LEN);
+	free(pad);
 	write_whole(fd, t, 1000);
 	usleep(20000);
 	write_whole(fd, t + 1000, TEXT_LEN / 2);
@@ -407,8 +425,10 @@ static void test_text(void **state)
 	(void)state;
 	char *want = text_pattern(TEXT_LEN);
 	/* 0: into memory; 1: into a file; 2: into a file opened to append,
-	 * which splice refuses (the bytes go through memory then). */
-	for (int to_file = 0; to_file < 3; to_file++) {
+	 * which splice refuses (the bytes go through memory then); 3: into a
+	 * file, after lines of 20 KB. */
+	for (int to_file = 0; to_file < 4; to_file++) {
+		text_pad = to_file == 3 ? 20000 : 0;
 		struct session s;
 		session_open(&s, script_text);
 		size_t n = request_text(&s, 5000, 0);
