@@ -40,6 +40,11 @@ bool tt_clean(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	while (p && *p) {
+		/* Printable ASCII, nearly every byte of a dump: no decoding. */
+		if (*p >= 0x20 && *p < 0x7f) {
+			p++;
+			continue;
+		}
 		uint32_t c;
 		size_t n = utf8_seq(p, &c);
 		if (!n || is_control(c))
