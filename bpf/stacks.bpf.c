@@ -292,7 +292,8 @@ int sweep(void *ctx)
 		m->on_cpu = t->on_cpu != 0;
 		m->pad = 0;
 		__builtin_memcpy(comm, t->comm, sizeof(comm));
-		m->status = !m->on_cpu && unchanged(t, m->tid, m->nvcsw, m->nivcsw, comm)
+		m->status = !cfg.counters_only && !m->on_cpu &&
+				    unchanged(t, m->tid, m->nvcsw, m->nivcsw, comm)
 				? STK_MARK_SAME
 				: STK_MARK_NEED;
 		sweep_res.n = i + 1;

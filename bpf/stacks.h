@@ -87,6 +87,10 @@ struct stk_cfg {
 	 * STK_MARK_SAME mark and no record; user space keeps that record's
 	 * result.  0: every thread gets a record. */
 	__u32 reuse;
+	/* The sweep: every mark NEED, its counters only (no look at the last
+	 * record): what a counters pass reads, in one run. */
+	__u32 counters_only;
+	__u32 pad;
 };
 
 /* The sweep (stacks.bpf.c's sweep program): in one run, a mark for each

@@ -553,6 +553,12 @@ static void test_capture_1000_threads(void **state)
 	}
 	/* The 1000 extra threads and the futex role all wait there. */
 	assert_int_equal(with_fn, 1001);
+	/* The counters read after the records (the sweep's, with this many
+	 * threads read afresh) saw the parked threads unchanged. */
+	size_t still = 0;
+	for (size_t i = 0; i < n; i++)
+		still += !th[i].ran_during_capture;
+	assert_true(still >= 1000);
 	/* Again: the threads that have not run since keep their entries,
 	 * frames and all, without their stacks being copied again. */
 	struct bpfstack_thread *again;
