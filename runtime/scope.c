@@ -879,11 +879,14 @@ int scope_join(scope_t *s)
 		return SCOPE_EJOINED;
 	}
 	s->joined = true;
-	/* One clock read for the snapshot's copy and the event. */
-	int64_t join_ts = sc_event_time();
-	atomic_store_explicit(&s->join_ts, join_ts, memory_order_relaxed);
+	atomic_store_explicit(&s->join_ts, 0, memory_order_relaxed); /* a reused scope's */
 	atomic_store(&s->waiter, t);
 	atomic_store_explicit(&s->joining, true, memory_order_release);
+	/* One clock read for the snapshot's copy and the event, after the
+	 * change it stamps (see sc_thread_register); a snapshot that sees
+	 * joining first sends 0, its now. */
+	int64_t join_ts = sc_event_time();
+	atomic_store_explicit(&s->join_ts, join_ts, memory_order_relaxed);
 	emit_scope_at(SC_EV_JOIN_BEGIN, s, 0, join_ts);
 	if (s->joiner == SCOPE_JOIN_ANY_SUCCESSFUL && s->nforks == 0) {
 		rc = join_outcome(s); /* SCOPE_ENOFORKS, unless cancelled or late */

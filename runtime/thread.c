@@ -134,8 +134,7 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 	pthread_once(&exit_key_once, make_key);
 	pthread_once(&roots_once, roots_probe);
 	pthread_setspecific(exit_key, t);
-	/* Before the registry shows it: a snapshot sends this, not its own now. */
-	atomic_store_explicit(&t->start_ts, scope_now(), memory_order_relaxed);
+	atomic_store_explicit(&t->start_ts, 0, memory_order_relaxed);
 	pthread_mutex_lock(&threads_lock);
 	t->prev = NULL;
 	t->next = threads;
@@ -143,6 +142,10 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 		threads->prev = t;
 	threads = t;
 	pthread_mutex_unlock(&threads_lock);
+	/* Read after the registry shows it, as every event's time is after
+	 * its change (the agent's discard skips an older event, trusting the
+	 * snapshot to have seen it).  A snapshot in between sends 0: its now. */
+	atomic_store_explicit(&t->start_ts, scope_now(), memory_order_relaxed);
 	sc_self_tls = t;
 	sc_altstack_thread_start();
 	emit_thread(SC_EV_THREAD_START, t->tid, t->name, t->pool_id, t->role,

@@ -161,8 +161,12 @@ SC_HIDDEN void sc_rings_coalesce(int level);
 SC_HIDDEN void sc_rings_shed(int on);
 /* How full the fullest ring was (percent) when the last drain began. */
 SC_HIDDEN unsigned sc_rings_last_fill(void);
-/* Throws away every pending event (a snapshot follows and covers them). */
+/* Throws away every pending event (a snapshot follows and covers them),
+ * and every event stamped before its end that a thread publishes later. */
 SC_HIDDEN void sc_rings_discard(void);
+/* Sets the discard's cut: drains skip events stamped before ts (tests
+ * that stamp events with made-up times). */
+SC_HIDDEN void sc_rings_set_cut(int64_t ts);
 /* Receives each structure violation the rings lose: dropped when written
  * (shedding, a full ring) with may_wait 0, on the writing thread; thrown
  * away by sc_rings_discard or sc_rings_reap(1) with may_wait 1, on the

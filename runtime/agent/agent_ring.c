@@ -446,7 +446,13 @@ static uint64_t rec_size(uint32_t len)
 /* Where every event frame holds its ts. */
 #define EV_TS_OFF (PROTO_HDR_SIZE + offsetof(struct proto_wire_common, ts))
 
-/* Advances c past pad records; loads the ts of the frame it stops at.
+/* The cut of the last sc_rings_discard: an event stamped before it that a
+ * drain finds is one whose thread published it after the discard had
+ * passed its ring.  Agent thread only. */
+static int64_t stale_before = INT64_MIN;
+
+/* Advances c past pad records and events older than the cut; loads the ts
+ * of the frame it stops at.
  * Returns whether a frame is there. */
 static int cursor_settle(struct cursor *c)
 {
@@ -462,11 +468,17 @@ static int cursor_settle(struct cursor *c)
 			c->ts = INT64_MIN;
 			return 1;
 		}
-		if (type != PAD_TYPE) {
-			memcpy(&c->ts, c->buf + (c->pos & c->mask) + EV_TS_OFF, 8);
-			return 1;
+		if (type == PAD_TYPE) {
+			c->pos += len;
+			continue;
 		}
-		c->pos += len;
+		memcpy(&c->ts, c->buf + (c->pos & c->mask) + EV_TS_OFF, 8);
+		/* Older than the last discard's cut: the snapshot that
+		 * followed covers it (see sc_rings_discard).  A violation
+		 * changed no state, so it goes out whatever its age. */
+		if (__builtin_expect(c->ts >= stale_before, 1) || type == PROTO_EV_VIOLATION)
+			return 1;
+		c->pos += rec_size(len);
 	}
 	return 0;
 }
@@ -1050,6 +1062,23 @@ void sc_rings_discard(void)
 		atomic_store_explicit(&r->tail, head, memory_order_release);
 	}
 	drops_seen = seen;
+	/* The loop above is no cut across threads: an event being written
+	 * as it passed a ring is published after, while its effects, in
+	 * rings the loop reached later, were thrown away (a fork published
+	 * late, its task's start and end discarded: the snapshot does not
+	 * list the ended task, and the late fork made it live for good).
+	 * The clock read after the loop is one: every event thrown away was
+	 * stamped before it, and an event stamped before it changed the
+	 * registry before it too (each is stamped after its change), so the
+	 * walk that follows sees the change.  Drains skip what is older, and
+	 * send what is newer even if the walk sees it too (a repeat the
+	 * daemon ignores). */
+	stale_before = scope_now();
+}
+
+void sc_rings_set_cut(int64_t ts)
+{
+	stale_before = ts;
 }
 
 uint64_t sc_rings_drops_seen(void)
@@ -1153,6 +1182,7 @@ void sc_rings_forget(void)
 	my_ring = NULL;
 	pthread_mutex_init(&rings_lock, NULL);
 	drops_seen = 0;
+	stale_before = INT64_MIN;
 	if (hold.slots)
 		hold_drop();
 }

@@ -25,6 +25,7 @@
 
 #include "agent.h"
 #include "proto.h"
+#include "scope.h"
 #include "test_agent_rx.h"
 #include "test_util.h"
 
@@ -91,6 +92,7 @@ static int setup(void **state)
 	(void)state;
 	assert_int_equal(sc_rings_init(MAX_RING), 0);
 	sc_agent_set_streaming(1);
+	sc_rings_set_cut(INT64_MIN); /* the tests stamp events with made-up times */
 	return 0;
 }
 
@@ -681,6 +683,7 @@ static void test_fork_run_fold(void **state)
 	assert_int_equal(sc_rings_held(), 0);
 	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 0);
 	assert_int_equal(out.len, 0);
+	sc_rings_set_cut(INT64_MIN); /* the made-up times below are all older */
 
 	/* At most HOLD_KEEP (1024) forks wait for the next drain: the oldest
 	 * of more go now, in order; a later drain sends the rest. */
@@ -902,6 +905,54 @@ static void test_lost_violations_are_kept(void **state)
 	assert_int_equal(drain_all(ids, 0, 64), 0);
 }
 
+static void *end_task_one(void *arg)
+{
+	int64_t t = *(int64_t *)arg;
+	emit_task_ev(SC_EV_TASK_START, 1, t + 1, SC_TASK_RUNNING, 0);
+	emit_task_ev(SC_EV_TASK_END, 1, t + 2, SC_TASK_SUCCESS, 0);
+	return NULL;
+}
+
+/* A snapshot's discard is a cut in time, not at a position in each ring.
+ * The race it closes: a thread stamps a task's fork and, before it
+ * publishes it, the discard passes its ring; the task runs and ends on a
+ * worker, whose ring the discard reaches after that and throws away; the
+ * walk then finds the task ended.  Had the late fork gone out, the task
+ * would stay live in the daemon for good.  It is older than the cut, so a
+ * drain skips it; what is stamped after the discard goes out; a violation
+ * (which no walk gives back) goes out whatever its age. */
+static void test_discard_is_a_cut(void **state)
+{
+	(void)state;
+	struct sc_buf out = {.max = 1u << 20};
+	struct proto_msg m[8];
+	pthread_t th;
+	int64_t t0 = scope_now();
+
+	/* The worker's start and end are written before the discard ... */
+	assert_int_equal(pthread_create(&th, NULL, end_task_one, &t0), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sc_rings_discard();
+	assert_int_equal(sc_rings_pending(), 0);
+	/* ... the fork, stamped before them, is published after it. */
+	emit_fork_at(1, t0);
+	emit_task_ev(SC_EV_TASK_START, 2, t0 + 3, SC_TASK_RUNNING, 0);
+	int64_t t1 = scope_now();
+	emit_fork_at(3, t1);
+	emit_violation(9); /* stamped 1009: long before the cut */
+	emit_task_ev(SC_EV_TASK_START, 3, t1 + 1, SC_TASK_RUNNING, 0);
+	assert_int_equal(sc_rings_drain(&out, 1u << 20, INT64_MAX), 3);
+	assert_int_equal(decode_all(&out, m, 8), 3);
+	assert_int_equal(m[0].type, PROTO_EV_TASK_FORK);
+	assert_int_equal(m[0].task, 3);
+	assert_int_equal(m[1].type, PROTO_EV_VIOLATION);
+	assert_int_equal(m[1].scope, 9);
+	assert_int_equal(m[2].type, PROTO_EV_TASK_START);
+	assert_int_equal(m[2].task, 3);
+	assert_int_equal(sc_rings_pending(), 0);
+	sc_buf_free(&out);
+}
+
 /* The agent learns the drop count from its own walks of the rings (a drain,
  * a discard), without one of its own; a drain told the count the session
  * knows moves nothing once the rings dropped more, so no event written
@@ -1005,6 +1056,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_fork_child_drops_start_at_zero, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lost_violations_are_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_drain_waits_for_lost, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_discard_is_a_cut, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
