@@ -445,6 +445,18 @@ static void thread_set_task(struct model *m, uint32_t tid, uint64_t task, uint64
 	struct m_thread *t = m->thread_hint;
 	if (!t || t->id != tid) {
 		t = idmap_get(&m->ents[ENT_THREAD], tid);
+		/* A task started on a thread not heard of yet: a worker that
+		 * registered after the snapshot's walk of the threads and ran
+		 * the task before its walk of the scopes, its THREAD_START
+		 * following the snapshot.  Made a placeholder, which that
+		 * THREAD_START fills, so that the thread keeps its task (a
+		 * START repeated later does not set it again: the task runs
+		 * already).  Without it the thread ran nothing as far as the
+		 * daemon knew, and a crash in that task named none. */
+		if (!t && task && tid && !only_if) {
+			int err = 0;
+			t = get(m, ENT_THREAD, tid, &err);
+		}
 		m->thread_hint = t;
 	}
 	if (!t || (only_if && t->task != only_if) || t->task == task)

@@ -781,6 +781,44 @@ static void test_thread_reuse_and_exit(void **state)
 	model_free(&m);
 }
 
+/* A worker that registered after the snapshot's walk of the threads, and
+ * started a task before its walk of the scopes: the snapshot's TASK_START
+ * names a thread the daemon has not heard of, whose THREAD_START and a
+ * repeat of the START follow the snapshot.  The thread keeps its task
+ * (a crash in it names the task by it). */
+static void test_task_before_its_thread(void **state)
+{
+	(void)state;
+	struct model m;
+	init(&m, 0);
+	struct proto_msg start = task(PROTO_EV_TASK_START, 10, 1, 0);
+	start.tid = 300;
+	struct proto_msg snapshot[] = {
+	    snap(PROTO_SNAPSHOT_BEGIN, 1),
+	    thread_start(100, "main", PROTO_ROLE_MAIN),
+	    scope_open(1, 0, "root"),
+	    task(PROTO_EV_TASK_FORK, 10, 1, PROTO_TASK_FORKED),
+	    start,
+	    snap(PROTO_SNAPSHOT_END, 1),
+	};
+	for (int i = 1; i < 5; i++)
+		snapshot[i].flags = PROTO_F_SNAPSHOT;
+	apply_all(&m, snapshot, 6, 0);
+	apply_ok(&m, thread_start(300, "worker-1", PROTO_ROLE_WORKER), 0);
+	apply_ok(&m, start, 0);
+	const struct m_thread *t = idmap_get(&m.ents[ENT_THREAD], 300);
+	assert_non_null(t);
+	assert_false(t->flags & (EF_PLACEHOLDER | EF_ENDED));
+	assert_string_equal(t->name, "worker-1");
+	assert_int_equal(t->task, 10);
+	/* Its end clears it. */
+	struct proto_msg end = task(PROTO_EV_TASK_END, 10, 1, PROTO_TASK_SUCCESS);
+	end.tid = 300;
+	apply_ok(&m, end, 0);
+	assert_int_equal(t->task, 0);
+	model_free(&m);
+}
+
 /* The end of a snapshot removes exactly the live entities it did not
  * mention, looking at the live ones only: ended ones stay for their
  * retention however many there are, a thread revived by tid reuse counts
@@ -1516,6 +1554,7 @@ int main(void)
 	    cmocka_unit_test(test_render_live),
 	    cmocka_unit_test(test_names_gen),
 	    cmocka_unit_test(test_snapshot_end_live_only),
+	    cmocka_unit_test(test_task_before_its_thread),
 	    cmocka_unit_test(test_max_retained),
 	    cmocka_unit_test(test_entity_reuse),
 	    cmocka_unit_test(test_join_began),
