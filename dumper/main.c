@@ -14,6 +14,7 @@
 #include "../common/termtext.h"
 #include "cli.h"
 #include "jdkjson.h"
+#include "region.h"
 #include "scope.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
@@ -421,6 +422,7 @@ static void seed_json(void)
 int main(int argc, char **argv)
 {
 	heap_in_large_steps();
+	region_install();
 	seed_json();
 	struct cli cli = {.timeout_ms = DEFAULT_TIMEOUT_MS, .out = stdout, .err = stderr};
 	struct opts o = {0};
