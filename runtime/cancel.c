@@ -73,7 +73,11 @@ static void wake_one(const struct wakeup *w)
 
 static void wakeups_add(struct wakeups *wk, struct sc_thread *t, _Atomic int *word, bool signal)
 {
-	struct wakeup w = {t, word, t ? t->tid : 0, signal};
+	/* t may be a record its thread left as it ended, taken over since by
+	 * a thread registering (thread.c): its tid read atomically.  At worst
+	 * the new thread gets a wake or an interrupt it can ignore, as any
+	 * thread must (EINTR). */
+	struct wakeup w = {t, word, t ? __atomic_load_n(&t->tid, __ATOMIC_RELAXED) : 0, signal};
 
 	if (wk->n == wk->cap) {
 		struct wakeup *v = malloc(wk->cap * 2 * sizeof(*v));

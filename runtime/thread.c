@@ -111,7 +111,10 @@ struct sc_thread *sc_thread_register(int role, scope_pool_t *pool, const char *n
 
 	if (!t)
 		return NULL;
-	t->tid = sc_gettid();
+	/* Atomic: a canceller may still read the tid of the thread that had
+	 * this record before (cancel.c, wakeups_add: a task's worker loaded
+	 * just before that thread ended), as records are reused, not freed. */
+	__atomic_store_n(&t->tid, sc_gettid(), __ATOMIC_RELAXED);
 	t->role = (role == SC_ROLE_OTHER && t->tid == (uint32_t)getpid()) ? SC_ROLE_MAIN : role;
 	if (sc_thread_is_agent())
 		t->role = SC_ROLE_AGENT;

@@ -91,7 +91,7 @@ def main():
     p.stdin.close()
     rc = p.wait(10)
     check(rc == 0, "storm_rest ended cleanly (exit %d; a sanitizer report makes it non-zero): %s"
-          % (rc, open(tmp + "/storm.log").read()[-300:].strip()))
+          % (rc, open(tmp + "/storm.log").read()[-6000:].strip()))
 
 run(main)
 PY
