@@ -990,22 +990,44 @@ static void plain_stop(FILE *out, pid_t pid, int in)
 	waitpid(pid, NULL, 0);
 }
 
-/* Whether two captures of one process agree thread by thread: tids, names,
- * states, frames, exactness. */
-static void assert_same_capture(const struct bpfstack_thread *a, size_t na,
-				const struct bpfstack_thread *b, size_t nb)
+/* Whether a thread of plain_threads is one of its own parked threads: the
+ * idle ones and the roles that wait for good. Its main thread and what a
+ * sanitizer's runtime adds (TSan's background thread wakes every 100 ms)
+ * may move between two captures, so only these are compared frame by
+ * frame. */
+static bool plain_parked(const char *comm)
 {
+	static const char *const parked[] = {"sleeper", "reader", "locker", "waiter"};
+	if (!strncmp(comm, "idle-", 5))
+		return true;
+	for (size_t i = 0; i < sizeof parked / sizeof parked[0]; i++)
+		if (!strcmp(comm, parked[i]))
+			return true;
+	return false;
+}
+
+/* Whether two captures of one process agree thread by thread: the same
+ * tids and names, and for the threads that stay parked the same states,
+ * frames and exactness. Returns how many were compared in full. */
+static size_t assert_same_capture(const struct bpfstack_thread *a, size_t na,
+				  const struct bpfstack_thread *b, size_t nb)
+{
+	size_t full = 0;
 	assert_int_equal(na, nb);
 	for (size_t i = 0; i < na; i++) {
 		assert_int_equal(a[i].tid, b[i].tid);
 		assert_string_equal(a[i].comm, b[i].comm);
+		if (!plain_parked(a[i].comm))
+			continue;
 		assert_int_equal(a[i].sched_state, b[i].sched_state);
 		assert_int_equal(a[i].error, b[i].error);
 		assert_int_equal(a[i].approximate, b[i].approximate);
 		assert_int_equal(a[i].nframes, b[i].nframes);
 		assert_memory_equal(a[i].frames, b[i].frames,
 				    a[i].nframes * sizeof(a[i].frames[0]));
+		full++;
 	}
+	return full;
 }
 
 /* A capture whose reads run in two halves at once gives what one thread's
@@ -1036,7 +1058,7 @@ static void test_parallel_reads(void **state)
 		assert_int_equal(procstack_capture(par, pid, &tp, &np, err, sizeof err), 0);
 		procstack_last_stats(par, &sp);
 		assert_true(np >= 305);
-		assert_same_capture(tp, np, to, no);
+		assert_true(assert_same_capture(tp, np, to, no) >= 304);
 		size_t exact = 0;
 		for (size_t i = 0; i < np; i++)
 			exact += !tp[i].error && !tp[i].approximate && tp[i].nframes > 2;
