@@ -96,7 +96,7 @@ static void take_client(void *ctx, int fd, const struct ucred *cred)
 
 void client_accept(struct daemon *d)
 {
-	conn_accept_each(d->ctl_fd, "a client", d->ctl_path, take_client, d);
+	conn_accept_each(d->loop, d->ctl_fd, "a client", d->ctl_path, take_client, d);
 }
 
 static void run_line(struct client *c, const char *line, size_t len)

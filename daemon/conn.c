@@ -3,6 +3,7 @@
 #include "conn.h"
 
 #include "log.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +62,11 @@ void conn_warn_limited(struct conn_ratelog *r, const char *fmt, ...)
  * the reserve is gone. */
 static int shed_one(int listen_fd)
 {
+	/* Lost when another thread took its slot between its close and the
+	 * accept below (the capture's helper, a sanitizer's own thread): taken
+	 * back once a descriptor is free again. */
+	if (reserve_fd < 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (reserve_fd < 0)
 		return -1;
 	close(reserve_fd);
@@ -72,7 +78,44 @@ static int shed_one(int listen_fd)
 	return fd >= 0 ? 1 : (e == EAGAIN || e == EINTR) ? 0 : -1;
 }
 
-void conn_accept_each(int listen_fd, const char *who, const char *path,
+/* A listening socket not watched for a while: accept failed and nothing
+ * could be done about it (out of descriptors with no reserve to shed with,
+ * or out of memory in the kernel).  Its connections wait in the backlog,
+ * where the loop, level-triggered, would otherwise find them at every turn
+ * and spin. */
+#define PAUSE_MS 100
+#define NPAUSED 4 /* the daemon has two listening sockets */
+
+static struct paused {
+	struct loop *l;
+	int fd; /* -1: a free slot */
+} paused[NPAUSED] = {{NULL, -1}, {NULL, -1}, {NULL, -1}, {NULL, -1}};
+
+static int64_t resume_listen(struct loop *l, void *ctx)
+{
+	struct paused *p = ctx;
+	(void)loop_mod(l, p->fd, LOOP_READ);
+	p->fd = -1;
+	return -1;
+}
+
+static void pause_listen(struct loop *l, int fd)
+{
+	struct paused *p = NULL;
+	for (int i = 0; i < NPAUSED && !p; i++)
+		if (paused[i].fd == fd)
+			return; /* already paused */
+	for (int i = 0; i < NPAUSED && !p; i++)
+		if (paused[i].fd < 0)
+			p = &paused[i];
+	if (!p || loop_mod(l, fd, 0) < 0)
+		return;
+	*p = (struct paused){l, fd};
+	if (loop_timer_add(l, PAUSE_MS, resume_listen, p) < 0)
+		(void)resume_listen(l, p); /* better a busy loop than a deaf one */
+}
+
+void conn_accept_each(struct loop *l, int listen_fd, const char *who, const char *path,
 		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx)
 {
 	static struct conn_ratelog out_of_fds, failed;
@@ -95,6 +138,7 @@ void conn_accept_each(int listen_fd, const char *who, const char *path,
 			}
 			conn_warn_limited(&failed, "accepting %s on %s failed: %s", who, path,
 					  strerror(e));
+			pause_listen(l, listen_fd);
 			return;
 		}
 		struct ucred cred;

@@ -12,8 +12,12 @@
 /* Accepts the connections waiting on listen_fd, up to 64 (then the other
  * peers get a turn), non-blocking and close-on-exec, and hands each to take
  * with its peer's pid and uid from SO_PEERCRED; take owns the fd.  A failed
- * accept is logged, naming who ("a client", "an agent") and path. */
-void conn_accept_each(int listen_fd, const char *who, const char *path,
+ * accept is logged, naming who ("a client", "an agent") and path; when
+ * nothing can be done about it (out of descriptors with no reserve left to
+ * shed the connection with), listen_fd is not watched in l for 100 ms, so
+ * that the loop does not spin on a backlog it cannot take. */
+struct loop;
+void conn_accept_each(struct loop *l, int listen_fd, const char *who, const char *path,
 		      void (*take)(void *ctx, int fd, const struct ucred *cred), void *ctx);
 
 /* Raises the soft limit on open descriptors to the hard one and keeps one

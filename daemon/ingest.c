@@ -191,7 +191,7 @@ static void take_agent(void *ctx, int fd, const struct ucred *cred)
 
 void agent_accept(struct daemon *d)
 {
-	conn_accept_each(d->agent_fd, "an agent", d->agent_path, take_agent, d);
+	conn_accept_each(d->loop, d->agent_fd, "an agent", d->agent_path, take_agent, d);
 }
 
 /* The peer's text, kept as valid UTF-8 without control characters. */
