@@ -549,7 +549,8 @@ static bool sweep_counters(struct bpfstack *b, pid_t pid)
 	b->skel->bss->cfg.counters_only = 1;
 	int rc = bpf_prog_test_run_opts(bpf_program__fd(b->skel->progs.sweep), &opts);
 	b->skel->bss->cfg.counters_only = 0;
-	if (rc != 0 || opts.retval != 0 || !res->found || res->truncated || res->n > STK_SWEEP_MAX)
+	if (rc != 0 || opts.retval != 0 || !res->found || res->truncated || res->many ||
+	    res->n > STK_SWEEP_MAX)
 		return false;
 	for (size_t i = 0; i < res->n; i++)
 		on_counters_mark(b, &marks[i]);
@@ -609,8 +610,13 @@ static bool sweep_capture(struct bpfstack *b, pid_t pid, int *rc, char *err, siz
 	if (!b->sweep || b->prev_pid != pid || !b->nprev)
 		return false;
 	b->skel->bss->cfg.tgid = (__u32)pid;
-	if (bpf_prog_test_run_opts(bpf_program__fd(b->skel->progs.sweep), &opts) != 0 ||
-	    opts.retval != 0 || !res->found || res->truncated || res->n > STK_SWEEP_MAX)
+	/* Past FEW_FRESH threads to record, the full pass below is what it
+	 * comes to: the sweep stops there rather than look at the rest. */
+	b->skel->bss->cfg.max_need = FEW_FRESH;
+	int trc = bpf_prog_test_run_opts(bpf_program__fd(b->skel->progs.sweep), &opts);
+	b->skel->bss->cfg.max_need = 0;
+	if (trc != 0 || opts.retval != 0 || !res->found || res->truncated || res->many ||
+	    res->n > STK_SWEEP_MAX)
 		return false;
 	for (size_t i = 0; i < res->n; i++)
 		need += marks[i].status != STK_MARK_SAME;

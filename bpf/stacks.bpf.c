@@ -65,7 +65,7 @@ struct task_struct___pre514 {
 static __u32 task_state(struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
+		return t->__state;
 	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
 }
 
@@ -77,24 +77,24 @@ static void read_regs(struct stk_rec *r, struct task_struct *t)
 		r->flags |= STK_F_NO_REGS;
 		return;
 	}
-	r->regs[0] = BPF_CORE_READ(p, ax);
-	r->regs[1] = BPF_CORE_READ(p, dx);
-	r->regs[2] = BPF_CORE_READ(p, cx);
-	r->regs[3] = BPF_CORE_READ(p, bx);
-	r->regs[4] = BPF_CORE_READ(p, si);
-	r->regs[5] = BPF_CORE_READ(p, di);
-	r->regs[6] = BPF_CORE_READ(p, bp);
-	r->regs[7] = BPF_CORE_READ(p, sp);
-	r->regs[8] = BPF_CORE_READ(p, r8);
-	r->regs[9] = BPF_CORE_READ(p, r9);
-	r->regs[10] = BPF_CORE_READ(p, r10);
-	r->regs[11] = BPF_CORE_READ(p, r11);
-	r->regs[12] = BPF_CORE_READ(p, r12);
-	r->regs[13] = BPF_CORE_READ(p, r13);
-	r->regs[14] = BPF_CORE_READ(p, r14);
-	r->regs[15] = BPF_CORE_READ(p, r15);
-	r->regs[16] = BPF_CORE_READ(p, ip);
-	r->syscall_nr = (__s64)BPF_CORE_READ(p, orig_ax);
+	r->regs[0] = p->ax;
+	r->regs[1] = p->dx;
+	r->regs[2] = p->cx;
+	r->regs[3] = p->bx;
+	r->regs[4] = p->si;
+	r->regs[5] = p->di;
+	r->regs[6] = p->bp;
+	r->regs[7] = p->sp;
+	r->regs[8] = p->r8;
+	r->regs[9] = p->r9;
+	r->regs[10] = p->r10;
+	r->regs[11] = p->r11;
+	r->regs[12] = p->r12;
+	r->regs[13] = p->r13;
+	r->regs[14] = p->r14;
+	r->regs[15] = p->r15;
+	r->regs[16] = p->ip;
+	r->syscall_nr = (__s64)p->orig_ax;
 	r->args[0] = r->regs[5];
 	r->args[1] = r->regs[4];
 	r->args[2] = r->regs[1];
@@ -129,14 +129,47 @@ static void read_ustack(struct scratch *s, struct task_struct *t, __u32 tid)
 	s->rec.ustack_len = off;
 }
 
+/* Whether a thread sleeps, interruptibly, in a system call that waits in
+ * one place only (a futex, a sleep, a poll, an epoll or select wait, a
+ * signal wait): there the kernel stack's walk, about a fifth of a capture
+ * whose threads all moved, tells nothing the system call's number does not.
+ * A thread blocked on a kernel lock or on a page's I/O inside any system
+ * call sleeps uninterruptibly, and keeps its walk; so does one that
+ * entered the kernel some other way (no system call: -1). */
+static bool plain_wait(const struct stk_rec *r)
+{
+	if (r->flags & (STK_F_NO_MM | STK_F_NO_REGS))
+		return false;
+	if ((r->state & ~(__u32)STK_TASK_FREEZABLE) != STK_TASK_INTERRUPTIBLE)
+		return false;
+	switch (r->syscall_nr) {
+	case 7:	  /* poll */
+	case 23:  /* select */
+	case 34:  /* pause */
+	case 35:  /* nanosleep */
+	case 128: /* rt_sigtimedwait */
+	case 130: /* rt_sigsuspend */
+	case 202: /* futex */
+	case 230: /* clock_nanosleep */
+	case 232: /* epoll_wait */
+	case 270: /* pselect6 */
+	case 271: /* ppoll */
+	case 281: /* epoll_pwait */
+	case 441: /* epoll_pwait2 */
+	case 449: /* futex_waitv */
+		return true;
+	}
+	return false;
+}
+
 static void emit_mark(struct seq_file *seq, struct task_struct *t, __u32 status)
 {
 	struct stk_mark m = {
-	    .tid = BPF_CORE_READ(t, pid),
+	    .tid = t->pid,
 	    .status = status,
-	    .nvcsw = BPF_CORE_READ(t, nvcsw),
-	    .nivcsw = BPF_CORE_READ(t, nivcsw),
-	    .on_cpu = BPF_CORE_READ(t, on_cpu) != 0,
+	    .nvcsw = t->nvcsw,
+	    .nivcsw = t->nivcsw,
+	    .on_cpu = t->on_cpu != 0,
 	};
 
 	bpf_seq_write(seq, &m, sizeof(m));
@@ -157,8 +190,8 @@ static bool unchanged(struct task_struct *t, __u32 tid, __u64 nvcsw, __u64 nivcs
 {
 	struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
 
-	return l && l->nvcsw == nvcsw && l->nivcsw == nivcsw &&
-	       l->start_ns == BPF_CORE_READ(t, start_time) && same_comm(l->comm, comm);
+	return l && l->nvcsw == nvcsw && l->nivcsw == nivcsw && l->start_ns == t->start_time &&
+	       same_comm(l->comm, comm);
 }
 
 SEC("iter.s/task")
@@ -183,11 +216,10 @@ int capture(struct bpf_iter__task *ctx)
 	struct stk_last now = {
 	    .nvcsw = t->nvcsw,
 	    .nivcsw = t->nivcsw,
-	    .start_ns = BPF_CORE_READ(t, start_time),
+	    .start_ns = t->start_time,
 	};
-	bpf_probe_read_kernel_str(now.comm, sizeof(now.comm), t->comm);
-	if (cfg.reuse && !BPF_CORE_READ(t, on_cpu) &&
-	    unchanged(t, tid, now.nvcsw, now.nivcsw, now.comm)) {
+	__builtin_memcpy(now.comm, t->comm, sizeof(now.comm));
+	if (cfg.reuse && !t->on_cpu && unchanged(t, tid, now.nvcsw, now.nivcsw, now.comm)) {
 		emit_mark(seq, t, STK_MARK_SAME);
 		return 0;
 	}
@@ -198,28 +230,33 @@ int capture(struct bpf_iter__task *ctx)
 	__builtin_memset(&s->rec, 0, sizeof(s->rec));
 	s->rec.tid = t->pid;
 	s->rec.tgid = t->tgid;
-	bpf_probe_read_kernel_str(s->rec.comm, sizeof(s->rec.comm), t->comm);
+	__builtin_memcpy(s->rec.comm, now.comm, sizeof(s->rec.comm));
 	s->rec.state = task_state(t);
-	s->rec.exit_state = (__u32)BPF_CORE_READ(t, exit_state);
-	if (BPF_CORE_READ(t, on_cpu))
+	s->rec.exit_state = (__u32)t->exit_state;
+	if (t->on_cpu)
 		s->rec.flags |= STK_F_ON_CPU;
 	s->rec.nvcsw = t->nvcsw;
 	s->rec.nivcsw = t->nivcsw;
-	s->rec.leader_start_ns = BPF_CORE_READ(t, group_leader, start_time);
-	/* A task running on another CPU has no saved kernel stack to walk:
-	 * what the walk would find is stale. */
-	if (!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf())
-		s->rec.kstack_len = bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
-
+	s->rec.leader_start_ns = t->group_leader->start_time;
 	mm = t->mm;
 	if (!mm) {
 		s->rec.flags |= STK_F_NO_MM;
 	} else {
-		s->rec.exec_vm = BPF_CORE_READ(mm, exec_vm);
-		s->rec.start_code = BPF_CORE_READ(mm, start_code);
+		s->rec.exec_vm = mm->exec_vm;
+		s->rec.start_code = mm->start_code;
 		read_regs(&s->rec, t);
 		if (!(s->rec.flags & STK_F_NO_REGS))
 			read_ustack(s, t, tid);
+	}
+	/* A task running on another CPU has no saved kernel stack to walk:
+	 * what the walk would find is stale.  One asleep in a wait that
+	 * sleeps in one place only needs none: its system call says where. */
+	if (!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf()) {
+		if (plain_wait(&s->rec))
+			s->rec.flags |= STK_F_NO_KSTACK;
+		else
+			s->rec.kstack_len =
+			    bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
 	}
 
 	size = sizeof(s->rec) + s->rec.ustack_len;
@@ -256,6 +293,7 @@ extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym;
 extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym;
 
 struct stk_sweep sweep_res = {};
+__u32 sweep_need; /* NEED marks so far in this run (in memory, as the count) */
 struct stk_mark sweep_marks[STK_SWEEP_MAX] = {};
 
 SEC("syscall")
@@ -266,6 +304,8 @@ int sweep(void *ctx)
 
 	sweep_res.n = 0;
 	sweep_res.truncated = 0;
+	sweep_res.many = 0;
+	sweep_need = 0;
 	/* cfg.tgid is the pid in the root namespace: user space runs the
 	 * sweep only when its own is that one. */
 	leader = bpf_task_from_pid(cfg.tgid);
@@ -297,6 +337,10 @@ int sweep(void *ctx)
 				? STK_MARK_SAME
 				: STK_MARK_NEED;
 		sweep_res.n = i + 1;
+		if (m->status == STK_MARK_NEED && cfg.max_need && ++sweep_need > cfg.max_need) {
+			sweep_res.many = 1;
+			break;
+		}
 	}
 	bpf_iter_task_destroy(&it);
 	bpf_rcu_read_unlock();

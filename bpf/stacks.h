@@ -23,6 +23,12 @@
 #define STK_F_ON_CPU 0x1u  /* task->on_cpu was set when it was read */
 #define STK_F_NO_MM 0x2u   /* kernel thread or exiting: no user stack */
 #define STK_F_NO_REGS 0x4u /* bpf_task_pt_regs gave nothing */
+/* No kernel stack walked: the thread sleeps in a plain wait (stacks.bpf.c
+ * plain_wait), which its system call names. */
+#define STK_F_NO_KSTACK 0x8u
+/* The task states plain_wait reads (include/linux/sched.h, x86-64). */
+#define STK_TASK_INTERRUPTIBLE 0x1u
+#define STK_TASK_FREEZABLE 0x2000u
 
 /* What the iterator does in one pass (stk_cfg.mode). */
 #define STK_MODE_FULL 0	    /* one stk_rec per thread into the ring buffer */
@@ -90,7 +96,10 @@ struct stk_cfg {
 	/* The sweep: every mark NEED, its counters only (no look at the last
 	 * record): what a counters pass reads, in one run. */
 	__u32 counters_only;
-	__u32 pad;
+	/* The sweep: stop, with stk_sweep.many set, once more than this many
+	 * threads need a record (user space then makes a full pass, and the
+	 * rest of the sweep would be wasted).  0: no limit. */
+	__u32 max_need;
 };
 
 /* The sweep (stacks.bpf.c's sweep program): in one run, a mark for each
@@ -100,7 +109,7 @@ struct stk_sweep {
 	__u32 n;
 	__u32 found;	 /* the process was there */
 	__u32 truncated; /* more threads than STK_SWEEP_MAX */
-	__u32 pad;
+	__u32 many;	 /* stopped past stk_cfg.max_need threads to record */
 };
 
 /* What the iterator remembers of the last record it sent for a thread. */

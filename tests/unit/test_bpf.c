@@ -450,8 +450,16 @@ static void test_capture_known_functions(void **state)
 		assert_false(t->on_cpu);
 		assert_false(t->approximate);
 		assert_false(t->ran_during_capture);
-		assert_true(t->nkframes > 0);
-		assert_non_null(bpfstack_ksym(bs, t->kframes[0]));
+		/* A read may sleep anywhere in the kernel: its kernel stack is
+		 * walked.  The others sleep interruptibly in a plain wait (a
+		 * futex, a sleep, an epoll wait), which their system call
+		 * names: no walk, and still the right blocked_in above. */
+		if (!strcmp(e->role, "read")) {
+			assert_true(t->nkframes > 0);
+			assert_non_null(bpfstack_ksym(bs, t->kframes[0]));
+		} else {
+			assert_int_equal(t->nkframes, 0);
+		}
 	}
 	{
 		const struct bpfstack_thread *t = find_thread(th, n, bt_tid(&tg, "spin"));
