@@ -468,14 +468,26 @@ static void on_sample(void *ctx, const struct stk_rec *h, const unsigned char *u
 	}
 }
 
+/* The program's slot for thread tid when it holds that thread (its last
+ * record), else NULL. */
+static struct stk_last *last_slot(struct bpfstack *b, uint32_t tid)
+{
+	struct stk_last *l = &b->skel->bss->last_slots[tid & (STK_SLOTS - 1)];
+
+	return l->tid == tid ? l : NULL;
+}
+
 /* Keeps a copy of a capture's result for the next capture of pid.  The
  * iterator forgets the threads whose entries cannot be reused (no stack,
  * or taken on a CPU), so that they get a record again. */
 static void keep(struct bpfstack *b, pid_t pid, const struct bpfstack_thread *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (t[i].error || t[i].on_cpu)
-			bpf_map__delete_elem(b->skel->maps.last, &t[i].tid, sizeof(t[i].tid), 0);
+		if (t[i].error || t[i].on_cpu) {
+			struct stk_last *l = last_slot(b, t[i].tid);
+			if (l)
+				l->tid = 0;
+		}
 	free(b->prev);
 	b->prev = NULL;
 	b->nprev = 0;
@@ -490,45 +502,22 @@ static void keep(struct bpfstack *b, pid_t pid, const struct bpfstack_thread *t,
 
 /* Tells the program how much window each thread read afresh needed (its
  * unwind's pages): the next record of a thread that waits where it waited
- * copies that much, not all STK_WINDOW (a capture of 1,005 threads that
- * all moved: 11.6-12.1 ms with four pages each, 8.5-8.7 ms with one).  Only
- * the threads whose need changed; one batch.  Best effort: a thread
- * without a hint gets the whole window. */
+ * before copies that much, not all STK_WINDOW (a capture of 1,005 threads
+ * that all moved: 11.6-12.1 ms with four pages each, 8.5-8.7 ms with one).
+ * Written into the threads' slots in the program's table, through the
+ * skeleton's mapping: no system call.  A thread whose slot another has
+ * taken gets the whole window. */
 static void send_hints(struct bpfstack *b)
 {
 	struct capture *c = &b->cur;
-	uint32_t *keys = malloc(c->n * sizeof(*keys) + 1), *vals = malloc(c->n * sizeof(*vals) + 1);
-	__u32 k = 0;
-	int fd = bpf_map__fd(b->skel->maps.hint);
 
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
-		return;
-	}
 	for (size_t i = 0; i < c->n; i++) {
-		const struct bpfstack_thread *t = &c->t[i], *p;
+		const struct bpfstack_thread *t = &c->t[i];
+		struct stk_last *l;
 
-		if (t->reused || !t->window_pages)
-			continue;
-		p = b->prev_pid == c->pid ? bsearch(t, b->prev, b->nprev, sizeof(*t), tid_cmp)
-					  : NULL;
-		if (p && p->window_pages == t->window_pages)
-			continue;
-		keys[k] = t->tid;
-		vals[k] = t->window_pages;
-		k++;
+		if (!t->reused && t->window_pages && (l = last_slot(b, t->tid)))
+			l->pages = t->window_pages;
 	}
-	if (k) {
-		__u32 count = k;
-		LIBBPF_OPTS(bpf_map_batch_opts, opts);
-
-		if (bpf_map_update_batch(fd, keys, vals, &count, &opts) != 0)
-			for (__u32 i = 0; i < k; i++)
-				bpf_map_update_elem(fd, &keys[i], &vals[i], BPF_ANY);
-	}
-	free(keys);
-	free(vals);
 }
 
 /* The counters of every thread of pid from one run of the sweep program,
@@ -727,11 +716,15 @@ passed:
 
 int bpfstack_set_window_hint(struct bpfstack *b, uint32_t tid, unsigned pages)
 {
-	__u32 v = pages;
+	struct stk_last *l;
 
 	if (!b || pages < 1 || pages > STK_PAGES)
 		return -EINVAL;
-	return bpf_map_update_elem(bpf_map__fd(b->skel->maps.hint), &tid, &v, BPF_ANY) ? -errno : 0;
+	pthread_mutex_lock(&b->lock);
+	if ((l = last_slot(b, tid)))
+		l->pages = pages;
+	pthread_mutex_unlock(&b->lock);
+	return l ? 0 : -ENOENT;
 }
 
 uint64_t bpfstack_swept(const struct bpfstack *b, bool *available)

@@ -80,7 +80,8 @@ const char *bpfstack_ksym(struct bpfstack *b, uint64_t addr);
 uint64_t bpfstack_swept(const struct bpfstack *b, bool *available);
 
 /* For tests: the next record of thread tid copies pages (1..4) of its user
- * stack, as if its last unwind had needed no more. */
+ * stack, as if its last unwind had needed no more.  -ENOENT when the
+ * program keeps nothing of tid (no record of it yet). */
 int bpfstack_set_window_hint(struct bpfstack *b, uint32_t tid, unsigned pages);
 
 void bpfstack_close(struct bpfstack *b);

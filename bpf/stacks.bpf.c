@@ -36,26 +36,25 @@ struct {
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
-/* Per tid, the counters of the last record sent: a thread whose counters
- * have not moved since has not run, so its stacks are those of that record
- * and copying them again can be skipped (stk_cfg.reuse). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384); /* past it, the least recent go: captured anew */
-	__type(key, __u32);
-	__type(value, struct stk_last);
-} last SEC(".maps");
+/* Per thread, what the last record sent said of it (stacks.h stk_last), in
+ * a table indexed by the tid's low bits: a global, which user space reads
+ * and writes through the skeleton's mapping with no system call, and
+ * which the program reaches with plain loads (the LRU hashes it replaces
+ * were a tenth of a capture whose threads all moved).  A slot holds the
+ * thread whose record came last; another tid there is a miss, and the
+ * thread is captured anew.  Used by one pass at a time (the loader's
+ * lock), and by user space between passes. */
+struct stk_last last_slots[STK_SLOTS] = {};
 
-/* Per tid, the pages of user stack its last unwind read (1..STK_PAGES),
- * written by user space after each capture: a thread waiting where it
- * waited before needs no more (the unwinder reads past the window, from
- * /proc/PID/mem, when it does).  None: the whole window. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u32);
-} hint SEC(".maps");
+/* The slot of thread t when it holds that task (the same tid and start
+ * time: a tid reused is another task), else NULL. */
+static struct stk_last *last_of(struct task_struct *t)
+{
+	__u32 tid = t->pid;
+	struct stk_last *l = &last_slots[tid & (STK_SLOTS - 1)];
+
+	return l->tid == tid && l->start_ns == t->start_time ? l : NULL;
+}
 
 /* Task state field was renamed in 5.14; keep older kernels readable. */
 struct task_struct___pre514 {
@@ -105,10 +104,9 @@ static void read_regs(struct stk_rec *r, struct task_struct *t)
 /* Copies the user stack page by page from sp upward: a copy that crosses
  * into an unmapped page fails as a whole, so each copy stays inside one
  * page and the window ends at the first page that cannot be read. */
-static void read_ustack(struct scratch *s, struct task_struct *t, __u32 tid)
+static void read_ustack(struct scratch *s, struct task_struct *t, const struct stk_last *l)
 {
-	__u32 *h = bpf_map_lookup_elem(&hint, &tid);
-	__u32 pages = h && *h >= 1 && *h <= STK_PAGES ? *h : STK_PAGES;
+	__u32 pages = l && l->pages >= 1 && l->pages <= STK_PAGES ? l->pages : STK_PAGES;
 	__u64 addr = s->rec.regs[STK_REG_SP];
 	__u32 len = STK_PAGE_SIZE - (addr & (STK_PAGE_SIZE - 1));
 	__u32 off = 0;
@@ -183,15 +181,12 @@ static bool same_comm(const char *a, const char *b)
 	return true;
 }
 
-/* Whether the thread t, off CPU, has not run since its last record: the
- * same switch counters, the same task (a tid reused is another) and the
- * same name (another thread may rename it while it sleeps). */
-static bool unchanged(struct task_struct *t, __u32 tid, __u64 nvcsw, __u64 nivcsw, const char *comm)
+/* Whether a thread off CPU has not run since its last record l (of the
+ * same task, last_of): the same switch counters and the same name
+ * (another thread may rename it while it sleeps). */
+static bool unchanged(const struct stk_last *l, __u64 nvcsw, __u64 nivcsw, const char *comm)
 {
-	struct stk_last *l = bpf_map_lookup_elem(&last, &tid);
-
-	return l && l->nvcsw == nvcsw && l->nivcsw == nivcsw && l->start_ns == t->start_time &&
-	       same_comm(l->comm, comm);
+	return l && l->nvcsw == nvcsw && l->nivcsw == nivcsw && same_comm(l->comm, comm);
 }
 
 SEC("iter.s/task")
@@ -212,14 +207,11 @@ int capture(struct bpf_iter__task *ctx)
 		emit_mark(seq, t, STK_MARK_SENT);
 		return 0;
 	}
-	__u32 tid = t->pid;
-	struct stk_last now = {
-	    .nvcsw = t->nvcsw,
-	    .nivcsw = t->nivcsw,
-	    .start_ns = t->start_time,
-	};
-	__builtin_memcpy(now.comm, t->comm, sizeof(now.comm));
-	if (cfg.reuse && !t->on_cpu && unchanged(t, tid, now.nvcsw, now.nivcsw, now.comm)) {
+	struct stk_last *l = last_of(t);
+	char comm[STK_COMM_LEN];
+
+	__builtin_memcpy(comm, t->comm, sizeof(comm));
+	if (cfg.reuse && !t->on_cpu && unchanged(l, t->nvcsw, t->nivcsw, comm)) {
 		emit_mark(seq, t, STK_MARK_SAME);
 		return 0;
 	}
@@ -230,7 +222,7 @@ int capture(struct bpf_iter__task *ctx)
 	__builtin_memset(&s->rec, 0, sizeof(s->rec));
 	s->rec.tid = t->pid;
 	s->rec.tgid = t->tgid;
-	__builtin_memcpy(s->rec.comm, now.comm, sizeof(s->rec.comm));
+	__builtin_memcpy(s->rec.comm, comm, sizeof(s->rec.comm));
 	s->rec.state = task_state(t);
 	s->rec.exit_state = (__u32)t->exit_state;
 	if (t->on_cpu)
@@ -246,7 +238,7 @@ int capture(struct bpf_iter__task *ctx)
 		s->rec.start_code = mm->start_code;
 		read_regs(&s->rec, t);
 		if (!(s->rec.flags & STK_F_NO_REGS))
-			read_ustack(s, t, tid);
+			read_ustack(s, t, l);
 	}
 	/* A task running on another CPU has no saved kernel stack to walk:
 	 * what the walk would find is stale.  One asleep in a wait that
@@ -267,11 +259,17 @@ int capture(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	/* Counters as the record has them: a thread that ran since gets a
-	 * record again next time. */
-	now.nvcsw = s->rec.nvcsw;
-	now.nivcsw = s->rec.nivcsw;
-	__builtin_memcpy(now.comm, s->rec.comm, sizeof(now.comm));
-	bpf_map_update_elem(&last, &tid, &now, BPF_ANY);
+	 * record again next time.  The slot is this task's from now on; its
+	 * window hint stays only if it was this task's already. */
+	if (!l) {
+		l = &last_slots[s->rec.tid & (STK_SLOTS - 1)];
+		l->tid = s->rec.tid;
+		l->start_ns = t->start_time;
+		l->pages = 0;
+	}
+	l->nvcsw = s->rec.nvcsw;
+	l->nivcsw = s->rec.nivcsw;
+	__builtin_memcpy(l->comm, s->rec.comm, sizeof(l->comm));
 	emit_mark(seq, t, STK_MARK_SENT);
 	return 0;
 }
@@ -333,7 +331,7 @@ int sweep(void *ctx)
 		m->pad = 0;
 		__builtin_memcpy(comm, t->comm, sizeof(comm));
 		m->status = !cfg.counters_only && !m->on_cpu &&
-				    unchanged(t, m->tid, m->nvcsw, m->nivcsw, comm)
+				    unchanged(last_of(t), m->nvcsw, m->nivcsw, comm)
 				? STK_MARK_SAME
 				: STK_MARK_NEED;
 		sweep_res.n = i + 1;

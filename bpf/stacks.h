@@ -112,8 +112,16 @@ struct stk_sweep {
 	__u32 many;	 /* stopped past stk_cfg.max_need threads to record */
 };
 
-/* What the iterator remembers of the last record it sent for a thread. */
+/* What the iterator remembers of the last record it sent for a thread,
+ * in slot tid & (STK_SLOTS - 1) of stacks.bpf.c's last_slots. */
+#define STK_SLOTS 32768
 struct stk_last {
+	__u32 tid; /* whose slot it is (0: nobody's) */
+	/* Pages of user stack the thread's last unwind read (1..STK_PAGES),
+	 * written by user space after each capture: a thread waiting where it
+	 * waited before needs no more (the unwinder reads past the window,
+	 * from /proc/PID/mem, when it does).  0: the whole window. */
+	__u32 pages;
 	__u64 nvcsw;
 	__u64 nivcsw;
 	__u64 start_ns;		 /* the task's start time: a reused tid is another task */
