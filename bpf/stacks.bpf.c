@@ -94,6 +94,9 @@ static void read_regs(struct stk_rec *r, struct task_struct *t)
 	r->regs[15] = p->r15;
 	r->regs[16] = p->ip;
 	r->syscall_nr = (__s64)p->orig_ax;
+	/* A 32-bit program's system calls have other numbers. */
+	if ((p->cs & 0xffff) != STK_USER64_CS)
+		r->flags |= STK_F_COMPAT;
 	r->args[0] = r->regs[5];
 	r->args[1] = r->regs[4];
 	r->args[2] = r->regs[1];
@@ -133,10 +136,11 @@ static void read_ustack(struct scratch *s, struct task_struct *t, const struct s
  * whose threads all moved, tells nothing the system call's number does not.
  * A thread blocked on a kernel lock or on a page's I/O inside any system
  * call sleeps uninterruptibly, and keeps its walk; so does one that
- * entered the kernel some other way (no system call: -1). */
+ * entered the kernel some other way (no system call: -1), and one running
+ * 32-bit code, whose system calls have other numbers. */
 static bool plain_wait(const struct stk_rec *r)
 {
-	if (r->flags & (STK_F_NO_MM | STK_F_NO_REGS))
+	if (r->flags & (STK_F_NO_MM | STK_F_NO_REGS | STK_F_COMPAT))
 		return false;
 	if ((r->state & ~(__u32)STK_TASK_FREEZABLE) != STK_TASK_INTERRUPTIBLE)
 		return false;

@@ -26,6 +26,10 @@
 /* No kernel stack walked: the thread sleeps in a plain wait (stacks.bpf.c
  * plain_wait), which its system call names. */
 #define STK_F_NO_KSTACK 0x8u
+/* The thread runs 32-bit code (its saved cs is not the 64-bit user
+ * segment): its system call numbers are not x86-64's. */
+#define STK_F_COMPAT 0x10u
+#define STK_USER64_CS 0x33u /* __USER_CS, x86-64 */
 /* The task states plain_wait reads (include/linux/sched.h, x86-64). */
 #define STK_TASK_INTERRUPTIBLE 0x1u
 #define STK_TASK_FREEZABLE 0x2000u
