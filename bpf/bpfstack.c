@@ -162,10 +162,12 @@ static void explain_load_failure(int rc, char *err, size_t errlen)
 	} else {
 		if (uname(&u) != 0)
 			snprintf(u.release, sizeof(u.release), "unknown");
-		snprintf(err, errlen,
-			 "the kernel (%s) refused the BPF task iterator (needs 5.18+ for "
-			 "bpf_copy_from_user_task): %s%s%s",
-			 u.release, strerror(-rc), libbpf_reason[0] ? ": " : "", libbpf_reason);
+		/* EACCES is the verifier's refusal, which names its reason;
+		 * a kernel that lacks what the programs call says EINVAL. */
+		snprintf(err, errlen, "the kernel (%s) refused the BPF task iterator%s: %s%s%s",
+			 u.release,
+			 rc == -EACCES ? "" : " (needs 5.18+ for bpf_copy_from_user_task)",
+			 strerror(-rc), libbpf_reason[0] ? ": " : "", libbpf_reason);
 	}
 }
 
