@@ -48,12 +48,16 @@ struct stk_last last_slots[STK_SLOTS] = {};
 
 /* The slot of thread t when it holds that task (the same tid and start
  * time: a tid reused is another task), else NULL. */
+static struct stk_last *slot_of(__u32 tid)
+{
+	return &last_slots[tid & (STK_SLOTS - 1)];
+}
+
 static struct stk_last *last_of(struct task_struct *t)
 {
-	__u32 tid = t->pid;
-	struct stk_last *l = &last_slots[tid & (STK_SLOTS - 1)];
+	struct stk_last *l = slot_of(t->pid);
 
-	return l->tid == tid && l->start_ns == t->start_time ? l : NULL;
+	return l->tid == t->pid && l->start_ns == t->start_time ? l : NULL;
 }
 
 /* Task state field was renamed in 5.14; keep older kernels readable. */
@@ -247,13 +251,9 @@ int capture(struct bpf_iter__task *ctx)
 	/* A task running on another CPU has no saved kernel stack to walk:
 	 * what the walk would find is stale.  One asleep in a wait that
 	 * sleeps in one place only needs none: its system call says where. */
-	if (!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf()) {
-		if (plain_wait(&s->rec))
-			s->rec.flags |= STK_F_NO_KSTACK;
-		else
-			s->rec.kstack_len =
-			    bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
-	}
+	if ((!(s->rec.flags & STK_F_ON_CPU) || t == bpf_get_current_task_btf()) &&
+	    !plain_wait(&s->rec))
+		s->rec.kstack_len = bpf_get_task_stack(t, s->rec.kstack, sizeof(s->rec.kstack), 0);
 
 	size = sizeof(s->rec) + s->rec.ustack_len;
 	if (size > sizeof(*s))
@@ -266,7 +266,7 @@ int capture(struct bpf_iter__task *ctx)
 	 * record again next time.  The slot is this task's from now on; its
 	 * window hint stays only if it was this task's already. */
 	if (!l) {
-		l = &last_slots[s->rec.tid & (STK_SLOTS - 1)];
+		l = slot_of(s->rec.tid);
 		l->tid = s->rec.tid;
 		l->start_ns = t->start_time;
 		l->pages = 0;

@@ -23,12 +23,9 @@
 #define STK_F_ON_CPU 0x1u  /* task->on_cpu was set when it was read */
 #define STK_F_NO_MM 0x2u   /* kernel thread or exiting: no user stack */
 #define STK_F_NO_REGS 0x4u /* bpf_task_pt_regs gave nothing */
-/* No kernel stack walked: the thread sleeps in a plain wait (stacks.bpf.c
- * plain_wait), which its system call names. */
-#define STK_F_NO_KSTACK 0x8u
 /* The thread runs 32-bit code (its saved cs is not the 64-bit user
  * segment): its system call numbers are not x86-64's. */
-#define STK_F_COMPAT 0x10u
+#define STK_F_COMPAT 0x8u
 #define STK_USER64_CS 0x33u /* __USER_CS, x86-64 */
 /* The task states plain_wait reads (include/linux/sched.h, x86-64). */
 #define STK_TASK_INTERRUPTIBLE 0x1u

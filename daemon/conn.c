@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,37 +83,22 @@ static int shed_one(int listen_fd)
  * could be done about it (out of descriptors with no reserve to shed with,
  * or out of memory in the kernel).  Its connections wait in the backlog,
  * where the loop, level-triggered, would otherwise find them at every turn
- * and spin. */
+ * and spin.  No state: an unwatched socket gets no events, so it cannot be
+ * paused twice; the timer's context is the descriptor. */
 #define PAUSE_MS 100
-#define NPAUSED 4 /* the daemon has two listening sockets */
-
-static struct paused {
-	struct loop *l;
-	int fd; /* -1: a free slot */
-} paused[NPAUSED] = {{NULL, -1}, {NULL, -1}, {NULL, -1}, {NULL, -1}};
 
 static int64_t resume_listen(struct loop *l, void *ctx)
 {
-	struct paused *p = ctx;
-	(void)loop_mod(l, p->fd, LOOP_READ);
-	p->fd = -1;
+	(void)loop_mod(l, (int)(intptr_t)ctx, LOOP_READ);
 	return -1;
 }
 
 static void pause_listen(struct loop *l, int fd)
 {
-	struct paused *p = NULL;
-	for (int i = 0; i < NPAUSED && !p; i++)
-		if (paused[i].fd == fd)
-			return; /* already paused */
-	for (int i = 0; i < NPAUSED && !p; i++)
-		if (paused[i].fd < 0)
-			p = &paused[i];
-	if (!p || loop_mod(l, fd, 0) < 0)
+	if (loop_mod(l, fd, 0) < 0)
 		return;
-	*p = (struct paused){l, fd};
-	if (loop_timer_add(l, PAUSE_MS, resume_listen, p) < 0)
-		(void)resume_listen(l, p); /* better a busy loop than a deaf one */
+	if (loop_timer_add(l, PAUSE_MS, resume_listen, (void *)(intptr_t)fd) < 0)
+		(void)loop_mod(l, fd, LOOP_READ); /* better a busy loop than a deaf one */
 }
 
 void conn_accept_each(struct loop *l, int listen_fd, const char *who, const char *path,
