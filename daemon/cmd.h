@@ -34,11 +34,16 @@ const struct cmd_entry *cmd_find(const char *name);
  * with jb_key/... on the returned buffer and calls reply_end(). */
 struct jbuf *reply_begin(struct client *c, json_t *id);
 void reply_end(struct client *c);
+/* How a reply's text was made (reply_text's flags), said in its line. */
+enum {
+	REPLY_REUSED = 1,	  /* "reused": re-made from the last one's text */
+	REPLY_ENTRIES_REUSED = 2, /* "entries_reused": its thread entries not written afresh */
+};
 /* A successful reply whose payload is text, not members: the line
- * {"id", "ok": true, "text_bytes": len} ("reused": true added when the text
- * was re-made from the last one's), then len bytes of text (borrowed,
+ * {"id", "ok": true, "text_bytes": len} (with "reused": true and
+ * "entries_reused": true as flags say), then len bytes of text (borrowed,
  * copied). */
-void reply_text(struct client *c, json_t *id, const char *text, size_t len, bool reused);
+void reply_text(struct client *c, json_t *id, const char *text, size_t len, unsigned flags);
 void reply_error(struct client *c, json_t *id, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -51,13 +51,17 @@ void reply_end(struct client *c)
 	client_flush(c);
 }
 
-void reply_text(struct client *c, json_t *id, const char *text, size_t len, bool reused)
+void reply_text(struct client *c, json_t *id, const char *text, size_t len, unsigned flags)
 {
 	struct jbuf *b = reply_begin(c, id);
 	jb_key(b, "text_bytes");
 	jb_u64(b, len);
-	if (reused) {
+	if (flags & REPLY_REUSED) {
 		jb_key(b, "reused");
+		jb_bool(b, true);
+	}
+	if (flags & REPLY_ENTRIES_REUSED) {
+		jb_key(b, "entries_reused");
 		jb_bool(b, true);
 	}
 	jb_obj_end(b);

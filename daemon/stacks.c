@@ -1111,6 +1111,10 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		free(text);
 		jdkdump_marks_free(&marks);
 	} else if (same) {
+		/* The warm reply's entries are those just written: when they
+		 * were written afresh, their key is the warm one's now (else
+		 * the next dump would write them afresh again). */
+		key_install(s);
 		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
 					     r->max_pause_ns};
 		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
@@ -1189,7 +1193,9 @@ static void send_body(struct daemon *d, struct client *c, const struct stack_req
 		return;
 	}
 	room_for_reply(c, c->out.len + len);
-	reply_text(c, r->req_id, text, len, reused);
+	reply_text(c, r->req_id, text, len,
+		   (reused ? REPLY_REUSED : 0u) |
+		       (d->stacks->cur_reused ? REPLY_ENTRIES_REUSED : 0u));
 	if (owned)
 		free(text);
 }

@@ -163,19 +163,42 @@ def render(rid, target):
     assert len(t) == h["text_bytes"] and t.endswith(b"}\n"), (len(t), t[-40:])
     json.loads(t)
     return h, t
-prev, reused = text, 0
+# Their thread entries are not written afresh either ("entries_reused"):
+# the third dump in a row of threads that did not move takes them from the
+# last reply.
+prev, reused, entries = text, 0, 0
 for i in range(80):
     h, t = render(100 + i, pid)
     if h.get("reused"):
         assert norm(t) == norm(prev), "a reused dump differs from the one before"
         reused += 1
+    entries += h.get("entries_reused") is True
     prev = t
     if reused >= 8:
         break
 assert reused >= 3, "of 80 dumps in a row, %d were re-made from the one before" % reused
+assert entries >= 3, "of %d dumps in a row, %d took their thread entries from the last" % (i + 1, entries)
 render(200, os.getpid())
 h, t = render(201, pid)
 assert not h.get("reused"), "the dump after another process's was not made afresh"
+# The same for a process without libscope, whose first dump reads its
+# modules: from the third dump in a row on, its entries are re-used.
+import subprocess
+sl = subprocess.Popen(["sleep", "60"])
+try:
+    # Asleep in clock_nanosleep (230) at last, its modules all mapped.
+    import time
+    for _ in range(500):
+        with open("/proc/%d/syscall" % sl.pid) as sf:
+            if sf.read().split()[0] == "230":
+                break
+        time.sleep(0.01)
+    hs = [render(300 + i, sl.pid)[0] for i in range(5)]
+finally:
+    sl.kill()
+    sl.wait()
+assert [h.get("entries_reused") is True for h in hs[2:]] == [True] * 3, \
+    "dumps in a row of a sleeping plain process: %r" % [(h.get("reused"), h.get("entries_reused")) for h in hs]
 for req in ({"cmd": "stacks", "pid": pid, "id": 3, "render": "jdk_json"},
             {"cmd": "dump", "pid": pid, "id": 4, "render": "xml"}):
     r = ask(req)
