@@ -503,6 +503,20 @@ static uint8_t window_pages(const struct stk_rec *h, uint64_t hi, bool past)
 	return past || n > STK_PAGES ? STK_PAGES : (uint8_t)(n ? n : 1);
 }
 
+/* The window pages of h's thread when its remembered unwind answered:
+ * those holding the words it read. */
+static uint8_t memo_window_pages(struct unw_proc *p, const struct stk_rec *h)
+{
+	const struct unw_memo *m = memo_slot(p, h->tid);
+	const struct memo_read *r = (const struct memo_read *)(m->frames + m->nframes);
+	uint64_t hi = 0;
+
+	for (unsigned i = 0; i < m->nreads; i++)
+		if (r[i].addr + 8 > hi)
+			hi = r[i].addr + 8;
+	return window_pages(h, hi, false);
+}
+
 int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 		const unsigned char *ustack, struct bpfstack_thread *t)
 {
@@ -513,14 +527,7 @@ int bpfs_unwind(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *h,
 	if (!p)
 		return err;
 	if (memo_take(u, p, h, ustack, MEMO_FULL, t, NULL)) {
-		const struct unw_memo *m = memo_slot(p, h->tid);
-		const struct memo_read *r = (const struct memo_read *)(m->frames + m->nframes);
-		uint64_t hi = 0;
-
-		for (unsigned i = 0; i < m->nreads; i++)
-			if (r[i].addr + 8 > hi)
-				hi = r[i].addr + 8;
-		t->window_pages = window_pages(h, hi, false);
+		t->window_pages = memo_window_pages(p, h);
 		return 0;
 	}
 	p->cur = h;
@@ -658,12 +665,16 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 	p = proc_get(u, pid, h, &err);
 	if (!p)
 		return err;
-	if (memo_take(u, p, h, ustack, MEMO_SP_IP, t, inferred))
+	if (memo_take(u, p, h, ustack, MEMO_SP_IP, t, inferred)) {
+		t->window_pages = memo_window_pages(p, h);
 		return 0;
+	}
 	p->cur = h;
 	p->ustack = ustack;
 	p->nreads = 0;
 	p->reads_lost = false;
+	p->read_hi = 0;
+	p->read_past = false;
 	unwind_walk(p, h, t, &end, &sp);
 	if (t->nframes == 0 || at_outermost(p, t))
 		sp = 0;
@@ -714,6 +725,7 @@ int bpfs_unwind_sp_ip(struct bpfs_unwinder *u, pid_t pid, const struct stk_rec *
 		free(best);
 	}
 	free(again);
+	t->window_pages = window_pages(h, p->read_hi, p->read_past || t->nframes == 0);
 	memo_put(u, p, h, MEMO_SP_IP, t, *inferred);
 	p->cur = NULL;
 	p->ustack = NULL;

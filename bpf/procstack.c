@@ -654,6 +654,30 @@ static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 	t->nframes = 0;
 }
 
+/* Bytes of stack to copy from sp for thread tid (end: where its mapping
+ * ends): as many pages from sp's as the thread's unwind read in the last
+ * capture of the process (an idle thread of 1,005 needed 1, the rest of
+ * sp's page, where WINDOW copied 4.7 KiB), else WINDOW.  A thread that
+ * waits elsewhere now and needs more reads past it, page by page, from
+ * /proc/PID/mem (bpfs_unwind.c), and its next window is the larger. */
+static uint32_t window_len(const struct procstack *ps, uint32_t tid, uint64_t sp, uint64_t end)
+{
+	uint64_t len = end - sp < WINDOW ? end - sp : WINDOW;
+	struct bpfstack_thread key = {.tid = tid};
+	const struct bpfstack_thread *p = NULL;
+
+	if (ps->prev_pid == ps->pid && ps->start && ps->prev_start == ps->start)
+		p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
+	if (p && p->window_pages) {
+		uint64_t hint = (sp & ~(uint64_t)(STK_PAGE_SIZE - 1)) +
+				(uint64_t)p->window_pages * STK_PAGE_SIZE - sp;
+
+		if (hint < len)
+			len = hint;
+	}
+	return (uint32_t)len;
+}
+
 /* Copies the stack windows of the blocked threads of slots lo..hi: one
  * process_vm_readv for all, and again from past the first window that
  * failed (a mapping that went away) until every window was tried. */
@@ -675,7 +699,7 @@ static void copy_windows(struct procstack *ps, struct bpfstack_thread **t, size_
 			continue;
 		}
 		s->rec.ustack_base = sp;
-		s->rec.ustack_len = (uint32_t)(end - sp < WINDOW ? end - sp : WINDOW);
+		s->rec.ustack_len = window_len(ps, t[i]->tid, sp, end);
 		local[k] = (struct iovec){ps->win + i * WINDOW, s->rec.ustack_len};
 		remote[k] = (struct iovec){(void *)(uintptr_t)sp, s->rec.ustack_len};
 		idx[k++] = i;
@@ -851,6 +875,7 @@ static void capture_chunk(struct procstack *ps, int taskfd, struct bpfstack_thre
 			 * unwinder's memory of it answers (see bpfs_unwind.c). */
 			bool inferred = false;
 			int64_t u0 = mono_ns();
+			t[i]->window_bytes = s->rec.ustack_len;
 			t[i]->error = bpfs_unwind_sp_ip(ps->unw, ps->pid, &s->rec,
 							ps->win + i * WINDOW, t[i], &inferred);
 			if (t[i]->error)

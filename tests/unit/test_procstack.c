@@ -474,9 +474,10 @@ static void *bouncer(void *arg)
 }
 
 /* Captures the bouncer until it is seen exact in fn and not in other;
- * returns that capture's count of unwinds the unwinder's memory answered. */
+ * returns that capture's count of unwinds the unwinder's memory answered,
+ * and (window, when not NULL) the bytes of stack it copied for it. */
 static size_t capture_bouncer(struct procstack *ps, Dwfl *dwfl, pid_t pid, int32_t tid,
-			      const char *fn, const char *other)
+			      const char *fn, const char *other, uint32_t *window)
 {
 	char err[256];
 	for (int tries = 0; tries < 200; tries++) {
@@ -490,6 +491,8 @@ static size_t capture_bouncer(struct procstack *ps, Dwfl *dwfl, pid_t pid, int32
 		bool seen = !b->error && !b->approximate && has_function(dwfl, b, fn);
 		if (seen && has_function(dwfl, b, other))
 			fail_msg("the bouncer is shown in %s and in %s", fn, other);
+		if (window)
+			*window = b->window_bytes;
 		free(t);
 		if (seen)
 			return st.memo_hits;
@@ -530,21 +533,25 @@ static void test_unwind_memo(void **state)
 	Dwfl *dwfl = own_dwfl();
 	struct procstack *ps = procstack_open();
 	assert_non_null(ps);
-	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b");
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b", NULL);
 	size_t hits = 0;
+	uint32_t window = 0;
 	for (int i = 0; i < 5 && !hits; i++) {
 		assert_int_equal(write(in[1], "a", 1), 1);
 		assert_int_equal(read(ack[0], &k, 1), 1);
 		hits = capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a",
-				       "procstack_test_via_b");
+				       "procstack_test_via_b", &window);
 	}
 	assert_true(hits > 0);
+	/* Read again, its window was what its last unwind read: the rest of
+	 * sp's page (its stack is shallow), not WINDOW's two pages. */
+	assert_true(window > 0 && window <= 4096);
 	assert_int_equal(write(in[1], "b", 1), 1);
 	assert_int_equal(read(ack[0], &k, 1), 1);
-	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_b", "procstack_test_via_a");
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_b", "procstack_test_via_a", NULL);
 	assert_int_equal(write(in[1], "a", 1), 1);
 	assert_int_equal(read(ack[0], &k, 1), 1);
-	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b");
+	capture_bouncer(ps, dwfl, pid, tid, "procstack_test_via_a", "procstack_test_via_b", NULL);
 	close(in[1]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
