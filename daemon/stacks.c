@@ -81,9 +81,11 @@ struct tspans {
  * state and blocked_in, which its tspans hold): the threads, and the
  * process's model and symbols of that moment.  The next reply whose
  * threads and process are the same takes the entries' text from it. */
+/* The process is its pid and start time, not its struct proc: a process
+ * without libscope gets a struct of its own for each request, freed after
+ * it (an address malloc may or may not hand out again). */
 struct entries_key {
 	struct stack_key threads;
-	const struct proc *p;
 	pid_t pid;
 	unsigned long long starttime;
 	/* The model's thread names (struct model's names_gen; no_names: it
@@ -756,7 +758,7 @@ static bool names_fit(const struct entries_key *k, const struct model *m)
 static bool key_fits(const struct entries_key *k, struct daemon *d, const struct stack_req *r)
 {
 	const struct proc *p = r->proc;
-	if (!k->threads.valid || k->p != p || k->pid != p->pid || k->starttime != p->starttime ||
+	if (!k->threads.valid || k->pid != p->pid || k->starttime != p->starttime ||
 	    !names_fit(k, &p->model) || k->source != r->source || k->share != r->share_stacks ||
 	    !d->sym || k->sym_gen != sym_generation(d->sym, p->pid, p->starttime))
 		return false;
@@ -860,7 +862,6 @@ static void entries(struct daemon *d, struct jbuf *b, const struct stack_req *r,
 	if (!render || !found || !d->sym || sym_gen != sym_generation(d->sym, p->pid, p->starttime))
 		return;
 	struct entries_key *k = &s->cur_key;
-	k->p = p;
 	k->pid = p->pid;
 	k->starttime = p->starttime;
 	k->names_gen = p->model.names_gen;
