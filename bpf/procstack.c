@@ -35,8 +35,9 @@
  * helper thread (halves.h): a hand-off costs a few microseconds, a thread's
  * reads 3 to 10. */
 #define HALVES_MIN 32
-/* Bytes of stack copied above sp; the unwinder reads past it page by page
- * from /proc/PID/mem when a stack is deeper. */
+/* Bytes of stack copied above sp at most, and for a thread with no hint
+ * from its last unwind (window_len); the unwinder reads past it page by
+ * page from /proc/PID/mem when a stack is deeper. */
 #define WINDOW (2 * STK_PAGE_SIZE)
 /* How long threads running on a CPU get to show up in a perf sample. */
 #define PERF_TIMEOUT_MS 10
