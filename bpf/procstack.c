@@ -634,17 +634,23 @@ static unsigned long long proc_start(int procfd, pid_t pid, long *threads)
 static int tid_cmp(const void *a, const void *b);
 
 /* The last capture's entry for tid, when this capture is of the same
- * process and the entry can stand for a thread that did not run since (it
- * has a stack, was not on a CPU, and was not read while it ran: read again,
- * it is exact). */
-static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint32_t tid)
+ * process, else NULL. */
+static const struct bpfstack_thread *prev_entry(const struct procstack *ps, uint32_t tid)
 {
 	struct bpfstack_thread key = {.tid = tid};
-	const struct bpfstack_thread *p;
 
 	if (ps->prev_pid != ps->pid || !ps->start || ps->prev_start != ps->start)
 		return NULL;
-	p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
+	return bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
+}
+
+/* The last capture's entry for tid when it can stand for a thread that did
+ * not run since (it has a stack, was not on a CPU, and was not read while
+ * it ran: read again, it is exact). */
+static const struct bpfstack_thread *last_entry(const struct procstack *ps, uint32_t tid)
+{
+	const struct bpfstack_thread *p = prev_entry(ps, tid);
+
 	return p && !p->error && !p->on_cpu && p->approximate_why != ran_while_read ? p : NULL;
 }
 
@@ -664,11 +670,8 @@ static void fail_thread(struct bpfstack_thread *t, int err, const char *why)
 static uint32_t window_len(const struct procstack *ps, uint32_t tid, uint64_t sp, uint64_t end)
 {
 	uint64_t len = end - sp < WINDOW ? end - sp : WINDOW;
-	struct bpfstack_thread key = {.tid = tid};
-	const struct bpfstack_thread *p = NULL;
+	const struct bpfstack_thread *p = prev_entry(ps, tid);
 
-	if (ps->prev_pid == ps->pid && ps->start && ps->prev_start == ps->start)
-		p = bsearch(&key, ps->prev, ps->nprev, sizeof(key), tid_cmp);
 	if (p && p->window_pages) {
 		uint64_t hint = (sp & ~(uint64_t)(STK_PAGE_SIZE - 1)) +
 				(uint64_t)p->window_pages * STK_PAGE_SIZE - sp;

@@ -46,13 +46,14 @@ struct {
  * lock), and by user space between passes. */
 struct stk_last last_slots[STK_SLOTS] = {};
 
-/* The slot of thread t when it holds that task (the same tid and start
- * time: a tid reused is another task), else NULL. */
+/* The slot of tid, whichever thread holds it. */
 static struct stk_last *slot_of(__u32 tid)
 {
 	return &last_slots[tid & (STK_SLOTS - 1)];
 }
 
+/* The slot of task t when it holds that task (the same tid and start
+ * time: a tid reused is another task), else NULL. */
 static struct stk_last *last_of(struct task_struct *t)
 {
 	struct stk_last *l = slot_of(t->pid);

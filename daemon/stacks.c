@@ -80,8 +80,8 @@ struct tspans {
 /* What a reply's thread entries were written from (all but each one's
  * state and blocked_in, which its tspans hold): the threads, and the
  * process's model and symbols of that moment.  The next reply whose
- * threads and process are the same takes the entries' text from it. */
-/* The process is its pid and start time, not its struct proc: a process
+ * threads and process are the same takes the entries' text from it.  The
+ * process is its pid and start time, not its struct proc: a process
  * without libscope gets a struct of its own for each request, freed after
  * it (an address malloc may or may not hand out again). */
 struct entries_key {
@@ -1113,9 +1113,10 @@ static char *render_body(struct daemon *d, const struct stack_req *r, size_t *le
 		jdkdump_marks_free(&marks);
 	} else if (same) {
 		/* The warm reply's entries are those just written: when they
-		 * were written afresh, their key is the warm one's now (else
-		 * the next dump would write them afresh again). */
-		key_install(s);
+		 * were written afresh and keyed, their key is the warm one's
+		 * now (else the next dump would write them afresh again). */
+		if (s->cur_key.threads.valid)
+			key_install(s);
 		struct jdkdump_moment now = {strtod(b->p + s->cur.now, NULL), r->capture_ns,
 					     r->max_pause_ns};
 		if (jdkdump_json_remark_inplace(w->text, w->len, &w->marks, &now)) {
